@@ -1,0 +1,97 @@
+/* The communicator as the collectives layer sees it. */
+#ifndef MESH_COLL_COMM_H
+#define MESH_COLL_COMM_H
+
+#include "mesh.h"
+#include "transports/tl.h"
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define MESH_COMM_MAX_TLS 8
+#define MESH_COMM_MAX_PREMUL 32
+
+typedef struct mesh_sched mesh_sched_t;
+
+/* One open transport interface of a communicator plus its byte counters. */
+typedef struct {
+    const mesh_tl_ops_t *ops;
+    mesh_tl_iface_t *iface;
+    mesh_tl_caps_t caps;
+    uint64_t bytes_sent;
+    uint64_t bytes_recv;
+} mesh_comm_tl_t;
+
+/* Per-peer route: the endpoint and which of comm->tls carries it. */
+typedef struct {
+    mesh_tl_ep_t *ep;
+    int tl;
+    int pid;
+    unsigned long long pidns;
+} mesh_comm_peer_t;
+
+typedef struct mesh_comm {
+    int rank;
+    int size;
+    uint64_t uid;
+    double timeout_s;
+
+    /* node map */
+    int nnodes;
+    int *node_of;      /* [size] node index of each rank */
+    int *local_rank;   /* [size] rank within its node */
+    int *node_size;    /* [nnodes] */
+    int *node_first;   /* [nnodes] index into node_ranks */
+    int *node_ranks;   /* [size] ranks grouped by node, ascending within a node */
+    char **node_names; /* [nnodes] */
+
+    /* routing */
+    int ntls;
+    mesh_comm_tl_t tls[MESH_COMM_MAX_TLS];
+    mesh_comm_peer_t *peers; /* [size] */
+
+    /* ordering: the n-th collective has tag sequence n on every rank */
+    uint32_t coll_seq;
+    uint32_t *p2p_send_seq; /* [size] */
+    uint32_t *p2p_recv_seq; /* [size] */
+
+    /* schedules started and not yet completed, progressed together */
+    mesh_sched_t *active;
+
+    struct {
+        int used;
+        mesh_dtype_t dtype;
+        unsigned char scalar[8];
+    } premul[MESH_COMM_MAX_PREMUL];
+
+    const char *last_algo;
+    char last_error[512];
+    atomic_int aborted;
+    mesh_status_t failed; /* sticky: set once a peer failed or a wait timed out */
+    int destroyed;
+} mesh_comm_t;
+
+/* Message tags: bit 63 separates point-to-point from collective traffic. */
+#define MESH_TAG_P2P (1ull << 63)
+static inline uint64_t mesh_tag_coll(uint32_t seq, uint32_t index)
+{
+    return ((uint64_t)seq << 32) | index;
+}
+
+/* Creates the communicator over a bootstrap: exchanges node, pid and transport addresses,
+ * builds the node map, opens transports and connects every peer. */
+mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *node,
+                               mesh_comm_t **comm);
+/* Progresses every transport and every active schedule once; returns events. */
+int mesh_comm_progress(mesh_comm_t *comm);
+/* Records the thread's last error on the communicator and returns status. */
+mesh_status_t mesh_comm_fail(mesh_comm_t *comm, mesh_status_t status);
+
+/* Routing wrappers used by the schedule executor; they count bytes per transport. */
+mesh_status_t mesh_comm_isend(mesh_comm_t *comm, int peer, uint64_t tag, const void *buf,
+                              size_t len, mesh_tl_op_t *op);
+mesh_status_t mesh_comm_irecv(mesh_comm_t *comm, int peer, uint64_t tag, void *buf, size_t len,
+                              mesh_tl_op_t *op);
+/* Liveness of one peer through its transport. */
+mesh_status_t mesh_comm_check_peer(mesh_comm_t *comm, int peer);
+
+#endif

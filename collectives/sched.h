@@ -1,0 +1,63 @@
+/*
+ * Schedules: a collective is built as a graph of tasks (send, receive, reduce, copy) with
+ * dependencies, then run by the executor on the progress engine. Tasks whose dependencies are
+ * met start at once, so algorithms pipeline simply by splitting work into segments.
+ *
+ * Matching: the i-th send task to peer p (in creation order) matches the i-th receive task from
+ * this rank on p. Algorithms create sends and receives between a pair in the same order on both
+ * sides (natural for symmetric algorithms).
+ *
+ * Builders return a task id (>= 0) or -1 after recording MESH_ERR_NO_MEMORY in the schedule;
+ * dependency arrays may contain -1 entries, which are ignored, so
+ *     int r = mesh_sched_recv(s, left, tmp, n, NULL, 0);
+ *     int x = mesh_sched_reduce(s, dst, tmp, cnt, (int[]){r, prev}, 2);
+ */
+#ifndef MESH_COLL_SCHED_H
+#define MESH_COLL_SCHED_H
+
+#include "collectives/comm.h"
+#include <stddef.h>
+
+typedef void (*mesh_sched_finalize_fn)(mesh_sched_t *s, void *arg);
+
+/* tag_base: mesh_tag_coll(seq, 0) for collectives, or a p2p tag. */
+mesh_status_t mesh_sched_create(mesh_comm_t *comm, mesh_dtype_t dtype, mesh_op_t op,
+                                mesh_sched_t **s);
+void mesh_sched_destroy(mesh_sched_t *s);
+
+int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, const int *deps,
+                    int ndeps);
+int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const int *deps,
+                    int ndeps);
+/* dst = dst op src over count elements of the schedule's dtype and op. */
+int mesh_sched_reduce(mesh_sched_t *s, void *dst, const void *src, size_t count, const int *deps,
+                      int ndeps);
+/* dst = a op b. */
+int mesh_sched_reduce3(mesh_sched_t *s, void *dst, const void *a, const void *b, size_t count,
+                       const int *deps, int ndeps);
+int mesh_sched_copy(mesh_sched_t *s, void *dst, const void *src, size_t bytes, const int *deps,
+                    int ndeps);
+/* A task that does nothing: joins dependencies. */
+int mesh_sched_nop(mesh_sched_t *s, const int *deps, int ndeps);
+
+/* Scratch memory that lives as long as the schedule (64-byte aligned); NULL on failure. */
+void *mesh_sched_scratch(mesh_sched_t *s, size_t bytes);
+/* Runs after every task completed successfully (e.g. the division of MESH_AVG). */
+void mesh_sched_on_complete(mesh_sched_t *s, mesh_sched_finalize_fn fn, void *arg);
+/* First error recorded while building (MESH_OK if none). */
+mesh_status_t mesh_sched_status(const mesh_sched_t *s);
+
+/* Collective sequence / p2p: where tags come from. */
+void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base, int p2p);
+
+/* Starts the schedule (links it into comm->active). */
+mesh_status_t mesh_sched_start(mesh_sched_t *s);
+/* Progresses it once: MESH_INPROGRESS, MESH_OK, or the error (message recorded). */
+mesh_status_t mesh_sched_progress(mesh_sched_t *s);
+/* Status without progressing. */
+mesh_status_t mesh_sched_state(const mesh_sched_t *s);
+/* Fails every pending task of a started schedule with status (abort, timeout). */
+void mesh_sched_fail(mesh_sched_t *s, mesh_status_t status);
+mesh_comm_t *mesh_sched_comm(const mesh_sched_t *s);
+
+#endif

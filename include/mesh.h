@@ -1,0 +1,257 @@
+/*
+ * mesh: collective communication for CPUs and GPUs.
+ *
+ * This is the only header users include. Every exported name starts with mesh_ or MESH_.
+ * Handles are opaque; parameter structs begin with a field_mask so they can grow.
+ * Every function that can fail returns mesh_status_t; outputs are set only on success.
+ */
+#ifndef MESH_H
+#define MESH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define MESH_API __attribute__((visibility("default")))
+#else
+#define MESH_API
+#endif
+
+#define MESH_VERSION_MAJOR 0
+#define MESH_VERSION_MINOR 1
+#define MESH_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------- status */
+
+/* X(name, value, description) */
+#define MESH_STATUS_TABLE(X)                                                              \
+    X(MESH_OK, 0, "success")                                                              \
+    X(MESH_INPROGRESS, 1, "operation in progress")                                        \
+    X(MESH_ERR_INVALID_ARG, -1, "invalid argument")                                       \
+    X(MESH_ERR_NO_MEMORY, -2, "out of memory")                                            \
+    X(MESH_ERR_UNSUPPORTED, -3, "operation not supported")                                \
+    X(MESH_ERR_TIMEOUT, -4, "timed out")                                                  \
+    X(MESH_ERR_PEER_FAILED, -5, "peer failed")                                            \
+    X(MESH_ERR_ABORTED, -6, "communicator aborted")                                       \
+    X(MESH_ERR_IO, -7, "input/output error")                                              \
+    X(MESH_ERR_BOOTSTRAP, -8, "bootstrap failed")                                         \
+    X(MESH_ERR_NOT_FOUND, -9, "not found")                                                \
+    X(MESH_ERR_BUSY, -10, "resource busy")                                                \
+    X(MESH_ERR_INTERNAL, -11, "internal error")
+
+typedef enum {
+#define MESH_STATUS_ENUM_(name, value, desc) name = value,
+    MESH_STATUS_TABLE(MESH_STATUS_ENUM_)
+#undef MESH_STATUS_ENUM_
+} mesh_status_t;
+
+/* Short description of a status; never NULL. */
+MESH_API const char *mesh_status_string(mesh_status_t status);
+
+/* ---------------------------------------------------------------- datatypes and ops */
+
+typedef enum {
+    MESH_INT8 = 0,
+    MESH_UINT8,
+    MESH_INT32,
+    MESH_UINT32,
+    MESH_INT64,
+    MESH_UINT64,
+    MESH_FP16,
+    MESH_BF16,
+    MESH_FP32,
+    MESH_FP64,
+    MESH_FP8_E4M3,
+    MESH_FP8_E5M2,
+    MESH_DTYPE_COUNT
+} mesh_dtype_t;
+
+typedef enum {
+    MESH_SUM = 0,
+    MESH_PROD,
+    MESH_MIN,
+    MESH_MAX,
+    MESH_AVG,
+    MESH_OP_COUNT,
+    /* Pre-multiplied sums are created per communicator (mesh_op_create_premul). */
+    MESH_OP_USER_BASE = 64
+} mesh_op_t;
+
+MESH_API size_t mesh_dtype_size(mesh_dtype_t dtype);        /* 0 for an unknown type */
+MESH_API const char *mesh_dtype_name(mesh_dtype_t dtype);   /* "fp32", ...; "unknown" */
+MESH_API const char *mesh_op_name(mesh_op_t op);            /* "sum", ...; "premul_sum" */
+
+/* ---------------------------------------------------------------- handles */
+
+typedef struct mesh_comm *mesh_comm_h;
+typedef struct mesh_request *mesh_request_h;
+
+/* 128 bytes, copied verbatim between processes (like ncclUniqueId). */
+#define MESH_UNIQUE_ID_BYTES 128
+typedef struct {
+    char internal[MESH_UNIQUE_ID_BYTES];
+} mesh_unique_id_t;
+
+/* ---------------------------------------------------------------- communicators */
+
+/*
+ * Creates a unique id on the root: it carries the root's bootstrap address and a random secret.
+ * The root keeps listening until the communicator that uses it is created.
+ */
+MESH_API mesh_status_t mesh_unique_id(mesh_unique_id_t *id);
+
+/* NCCL-style creation: every rank passes the same id. Blocks until all ranks joined or
+ * MESH_TIMEOUT expires. */
+MESH_API mesh_status_t mesh_comm_init_rank(mesh_comm_h *comm, int size, const mesh_unique_id_t *id,
+                                           int rank);
+
+/* Creation from the environment: MESH_RANK/MESH_SIZE/MESH_ADDR (meshrun), torchrun's
+ * RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or PMIx (mpirun, srun) when built with it. */
+MESH_API mesh_status_t mesh_comm_init_env(mesh_comm_h *comm);
+
+/* User out-of-band allgather: gathers len bytes from every rank into out (size * len bytes,
+ * in rank order). Returns 0 on success. Called collectively during creation only. */
+typedef int (*mesh_oob_allgather_fn)(const void *in, void *out, size_t len, void *ctx);
+
+enum {
+    MESH_COMM_PARAM_FIELD_RANK = 1u << 0,
+    MESH_COMM_PARAM_FIELD_SIZE = 1u << 1,
+    MESH_COMM_PARAM_FIELD_OOB = 1u << 2,
+    MESH_COMM_PARAM_FIELD_NODE = 1u << 3,
+    MESH_COMM_PARAM_FIELD_TIMEOUT = 1u << 4
+};
+
+typedef struct {
+    uint64_t field_mask;
+    int rank;
+    int size;
+    mesh_oob_allgather_fn oob_allgather;
+    void *oob_ctx;
+    const char *node;   /* node label; default: MESH_NODE_ID or the host name */
+    double timeout_s;   /* overrides MESH_TIMEOUT for this communicator */
+} mesh_comm_params_t;
+
+MESH_API mesh_status_t mesh_comm_init(mesh_comm_h *comm, const mesh_comm_params_t *params);
+
+/* Collective over comm. Ranks with the same color form a new communicator ordered by key,
+ * then by old rank. color MESH_COLOR_NONE gives *newcomm = NULL. */
+#define MESH_COLOR_NONE (-1)
+MESH_API mesh_status_t mesh_comm_split(mesh_comm_h comm, int color, int key, mesh_comm_h *newcomm);
+MESH_API mesh_status_t mesh_comm_dup(mesh_comm_h comm, mesh_comm_h *newcomm);
+/* Releases the communicator; pending requests complete with MESH_ERR_ABORTED. */
+MESH_API void mesh_comm_destroy(mesh_comm_h comm);
+/* Never blocks: marks the communicator failed, wakes every waiter with MESH_ERR_ABORTED and
+ * closes its connections so peers notice. Safe from another thread. Destroy afterwards. */
+MESH_API void mesh_comm_abort(mesh_comm_h comm);
+
+MESH_API int mesh_comm_rank(mesh_comm_h comm);
+MESH_API int mesh_comm_size(mesh_comm_h comm);
+/* Last error message on comm (or of this thread when comm is NULL); "" when none. */
+MESH_API const char *mesh_comm_last_error(mesh_comm_h comm);
+
+/* Node map: which ranks share a node. */
+MESH_API int mesh_comm_node_count(mesh_comm_h comm);
+MESH_API int mesh_comm_node(mesh_comm_h comm, int rank);       /* node index of a rank */
+MESH_API int mesh_comm_local_rank(mesh_comm_h comm, int rank); /* rank within its node */
+MESH_API int mesh_comm_local_size(mesh_comm_h comm, int node); /* ranks on that node */
+
+/* Bytes this rank sent and received through a transport ("shm", "tcp", "self", ...) on this
+ * communicator. Unknown transport: MESH_ERR_NOT_FOUND. */
+MESH_API mesh_status_t mesh_comm_tl_bytes(mesh_comm_h comm, const char *transport,
+                                          uint64_t *bytes_sent, uint64_t *bytes_received);
+/* Name of the transport carrying traffic to a peer ("shm", "tcp", ...). */
+MESH_API const char *mesh_comm_peer_transport(mesh_comm_h comm, int peer);
+
+/* Pre-multiplied sum: reduces sum(scalar * x). The scalar has the collective's dtype. */
+MESH_API mesh_status_t mesh_op_create_premul(mesh_comm_h comm, const void *scalar,
+                                             mesh_dtype_t dtype, mesh_op_t *op);
+MESH_API mesh_status_t mesh_op_destroy(mesh_comm_h comm, mesh_op_t op);
+
+/* ---------------------------------------------------------------- requests */
+
+/*
+ * Every collective takes a request pointer as its last argument. NULL: the call blocks until
+ * the operation completes (bounded by MESH_TIMEOUT). Non-NULL: the call starts the operation and
+ * returns MESH_OK with a request to test or wait on; the buffers belong to mesh until then.
+ * Inside mesh_group_start/end, operations start at mesh_group_end.
+ */
+MESH_API mesh_status_t mesh_test(mesh_request_h req, int *done);
+/* Waits, bounded by the communicator's timeout; returns the operation's status. */
+MESH_API mesh_status_t mesh_wait(mesh_request_h req);
+/* Frees a completed request (or cancels and frees an incomplete one after an abort). */
+MESH_API void mesh_request_free(mesh_request_h req);
+/* Drives all communicators of this process once; returns the number of events. */
+MESH_API int mesh_progress(void);
+
+MESH_API mesh_status_t mesh_group_start(void);
+/* Starts every operation recorded since mesh_group_start; those posted with a NULL request are
+ * waited for here. Send/recv pairs inside a group never deadlock, in any order. */
+MESH_API mesh_status_t mesh_group_end(void);
+
+/* ---------------------------------------------------------------- collectives
+ * counts are in elements of dtype; sbuf == rbuf (or sbuf == rbuf + rank offset for gathers)
+ * means in place; stream is a CUDA stream for device buffers and must be NULL for host ones. */
+
+MESH_API mesh_status_t mesh_allreduce(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t count,
+                                      mesh_dtype_t dtype, mesh_op_t op, void *stream,
+                                      mesh_request_h *req);
+MESH_API mesh_status_t mesh_reduce(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t count,
+                                   mesh_dtype_t dtype, mesh_op_t op, int root, void *stream,
+                                   mesh_request_h *req);
+MESH_API mesh_status_t mesh_broadcast(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t count,
+                                      mesh_dtype_t dtype, int root, void *stream,
+                                      mesh_request_h *req);
+/* rbuf gets recvcount elements: block `rank` of the reduction of sbuf (size * recvcount). */
+MESH_API mesh_status_t mesh_reduce_scatter(mesh_comm_h comm, const void *sbuf, void *rbuf,
+                                           size_t recvcount, mesh_dtype_t dtype, mesh_op_t op,
+                                           void *stream, mesh_request_h *req);
+/* Rank i gets recvcounts[i] elements; sbuf holds the blocks back to back in rank order. */
+MESH_API mesh_status_t mesh_reduce_scatterv(mesh_comm_h comm, const void *sbuf, void *rbuf,
+                                            const size_t *recvcounts, mesh_dtype_t dtype,
+                                            mesh_op_t op, void *stream, mesh_request_h *req);
+/* rbuf gets size * sendcount elements. */
+MESH_API mesh_status_t mesh_allgather(mesh_comm_h comm, const void *sbuf, void *rbuf,
+                                      size_t sendcount, mesh_dtype_t dtype, void *stream,
+                                      mesh_request_h *req);
+/* Block of rank i lands at rbuf + displs[i] elements (NULL displs: back to back). */
+MESH_API mesh_status_t mesh_allgatherv(mesh_comm_h comm, const void *sbuf, void *rbuf,
+                                       const size_t *recvcounts, const size_t *displs,
+                                       mesh_dtype_t dtype, void *stream, mesh_request_h *req);
+/* count elements to and from every rank; sbuf and rbuf hold size * count. */
+MESH_API mesh_status_t mesh_alltoall(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t count,
+                                     mesh_dtype_t dtype, void *stream, mesh_request_h *req);
+MESH_API mesh_status_t mesh_alltoallv(mesh_comm_h comm, const void *sbuf, const size_t *sendcounts,
+                                      const size_t *sdispls, void *rbuf, const size_t *recvcounts,
+                                      const size_t *rdispls, mesh_dtype_t dtype, void *stream,
+                                      mesh_request_h *req);
+/* Root's rbuf gets size * count elements. */
+MESH_API mesh_status_t mesh_gather(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t count,
+                                   mesh_dtype_t dtype, int root, void *stream,
+                                   mesh_request_h *req);
+/* Root's sbuf holds size * count elements; each rank gets count. */
+MESH_API mesh_status_t mesh_scatter(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t count,
+                                    mesh_dtype_t dtype, int root, void *stream,
+                                    mesh_request_h *req);
+MESH_API mesh_status_t mesh_barrier(mesh_comm_h comm, mesh_request_h *req);
+
+MESH_API mesh_status_t mesh_send(mesh_comm_h comm, const void *buf, size_t count, mesh_dtype_t dtype,
+                                 int peer, void *stream, mesh_request_h *req);
+MESH_API mesh_status_t mesh_recv(mesh_comm_h comm, void *buf, size_t count, mesh_dtype_t dtype,
+                                 int peer, void *stream, mesh_request_h *req);
+
+/* ---------------------------------------------------------------- introspection */
+
+/* Name of the algorithm the last collective of this kind used on comm ("ring", ...). */
+MESH_API const char *mesh_comm_last_algorithm(mesh_comm_h comm);
+
+/* Runtime configuration value of a MESH_* knob as text (NULL if unknown). */
+MESH_API const char *mesh_config_get(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MESH_H */

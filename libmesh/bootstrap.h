@@ -1,0 +1,58 @@
+/* Bootstrap: how ranks find each other before any transport exists. Every flavour gives the
+ * same thing, an allgather of small blobs among the ranks, bounded by a deadline. */
+#ifndef MESH_BOOTSTRAP_H
+#define MESH_BOOTSTRAP_H
+
+#include "mesh.h"
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct mesh_bootstrap mesh_bootstrap_t;
+struct mesh_bootstrap {
+    int rank;
+    int size;
+    double timeout_s;
+    /* Gathers len bytes from every rank into out (size * len, rank order). Collective. */
+    mesh_status_t (*allgather)(mesh_bootstrap_t *bs, const void *in, void *out, size_t len);
+    void (*destroy)(mesh_bootstrap_t *bs);
+};
+
+static inline mesh_status_t mesh_bootstrap_allgather(mesh_bootstrap_t *bs, const void *in,
+                                                     void *out, size_t len)
+{
+    return bs->allgather(bs, in, out, len);
+}
+
+/* Layout of mesh_unique_id_t's bytes. */
+typedef struct {
+    uint32_t magic;           /* MESH_UID_MAGIC */
+    uint16_t family;          /* AF_INET or AF_INET6 */
+    uint16_t port;            /* network order */
+    uint8_t addr[16];         /* IPv4 in the first 4 bytes, or IPv6 */
+    uint8_t secret[32];       /* random; every bootstrap connection must present it */
+    uint64_t listener_token;  /* identifies the root's listener inside its process */
+} mesh_uid_layout_t;
+#define MESH_UID_MAGIC 0x4d455348u /* "MESH" */
+
+/* Root side of mesh_unique_id(): opens a listening socket (MESH_BOOTSTRAP_IF/ADDR pick the
+ * interface) and records it in the process so that rank 0 of mesh_comm_init_rank uses it. */
+mesh_status_t mesh_bootstrap_uid_create(mesh_unique_id_t *id);
+
+/* TCP star bootstrap around rank 0; ranks present the id's secret, others are dropped (logged). */
+mesh_status_t mesh_bootstrap_tcp_create(const mesh_unique_id_t *id, int rank, int size,
+                                        double timeout_s, mesh_bootstrap_t **bs);
+
+/* From the environment: MESH_RANK/MESH_SIZE/MESH_ADDR(/MESH_SECRET), torchrun's
+ * RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or PMIx when built with it. Fails with
+ * MESH_ERR_NOT_FOUND naming the variables when none is set. */
+mesh_status_t mesh_bootstrap_env_create(double timeout_s, mesh_bootstrap_t **bs);
+
+/* User callback allgather. */
+mesh_status_t mesh_bootstrap_oob_create(mesh_oob_allgather_fn fn, void *ctx, int rank, int size,
+                                        double timeout_s, mesh_bootstrap_t **bs);
+
+#if HAVE_PMIX
+mesh_status_t mesh_bootstrap_pmix_create(double timeout_s, mesh_bootstrap_t **bs);
+#endif
+
+#endif

@@ -1,0 +1,20 @@
+/* CPU reductions. Narrow types (fp16, bf16, fp8) compute in fp32 and round once per call. */
+#ifndef MESH_REDUCE_H
+#define MESH_REDUCE_H
+
+#include "mesh.h"
+#include <stddef.h>
+
+/* op is one of MESH_SUM, MESH_PROD, MESH_MIN, MESH_MAX (AVG and pre-multiplied sums are built
+ * from SUM by the callers with the two helpers below). */
+void mesh_reduce_local(void *dst, const void *src, size_t count, mesh_dtype_t dtype, mesh_op_t op);
+/* dst = a op b (dst may alias a or b). */
+void mesh_reduce_local3(void *dst, const void *a, const void *b, size_t count, mesh_dtype_t dtype,
+                        mesh_op_t op);
+/* dst[i] = src[i] * scalar (scalar has type dtype). */
+void mesh_reduce_scale(void *dst, const void *src, size_t count, mesh_dtype_t dtype,
+                       const void *scalar);
+/* buf[i] = buf[i] / n (integer division for integer types). */
+void mesh_reduce_divide(void *buf, size_t count, mesh_dtype_t dtype, int n);
+
+#endif

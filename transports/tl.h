@@ -1,0 +1,182 @@
+/*
+ * The transport table. A transport moves bytes between two ranks of a communicator and reports
+ * what it can do; it never decides which peer or algorithm to use (the collectives layer does).
+ *
+ * Model: one interface per communicator (mesh_tl_iface_t, opened with the communicator's ranks),
+ * one endpoint per peer. Messages are tagged; a receive matches exactly one send with the same
+ * (source endpoint, tag), in any posting order: sends that arrive before their receive is posted
+ * are kept until it is. Operations complete asynchronously: op->status stays MESH_INPROGRESS
+ * until the transport sets MESH_OK or an error (MESH_ERR_PEER_FAILED when the peer died or
+ * closed its connection, MESH_ERR_ABORTED after abort). Completion happens inside progress().
+ *
+ * RMA (put/get with registered memory) and device memory are part of the table for the network
+ * and CUDA transports; transports without them point at the shared stubs in tl_stub.c.
+ */
+#ifndef MESH_TL_H
+#define MESH_TL_H
+
+#include "mesh.h"
+#include "libmesh/config.h"
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct mesh_tl_iface mesh_tl_iface_t;
+typedef struct mesh_tl_ep mesh_tl_ep_t;
+typedef struct mesh_tl_ops mesh_tl_ops_t;
+
+/* One pending operation; owned by the caller, which must keep it alive until completion. */
+typedef struct mesh_tl_op {
+    volatile int status; /* MESH_INPROGRESS, then MESH_OK or a negative mesh_status_t */
+    size_t length;       /* bytes transferred (a receive may get fewer than posted) */
+    struct mesh_tl_op *tl_next; /* for the transport's own lists */
+    void *tl_priv[4];           /* for the transport */
+} mesh_tl_op_t;
+
+/* Where a transport can reach. */
+typedef enum {
+    MESH_TL_SCOPE_SELF = 0, /* the same process */
+    MESH_TL_SCOPE_NODE,     /* processes of one node */
+    MESH_TL_SCOPE_NET       /* any node */
+} mesh_tl_scope_t;
+
+enum {
+    MESH_TL_CAP_TAGGED = 1u << 0,      /* isend/irecv */
+    MESH_TL_CAP_PUT = 1u << 1,         /* put to registered memory */
+    MESH_TL_CAP_GET = 1u << 2,         /* get from registered memory */
+    MESH_TL_CAP_SINGLE_COPY = 1u << 3, /* large messages copied once (CMA, RDMA) */
+    MESH_TL_CAP_DEVICE_MEM = 1u << 4,  /* device buffers accepted */
+    MESH_TL_CAP_MULTI_STREAM = 1u << 5 /* stripes large messages over several connections */
+};
+
+typedef struct {
+    uint64_t flags;         /* MESH_TL_CAP_* */
+    mesh_tl_scope_t scope;
+    double latency_us;      /* rough one-way small-message latency */
+    double bandwidth_GBps;  /* rough peak per endpoint */
+    size_t eager_limit;     /* largest message sent without a rendezvous */
+    int priority;           /* among transports of the same scope, higher wins */
+} mesh_tl_caps_t;
+
+/* What a communicator tells a transport when it opens an interface. */
+typedef struct {
+    int rank;
+    int size;
+    uint64_t comm_uid;       /* same on every rank of the communicator; unique per communicator */
+    const char *node;        /* this rank's node label */
+    double timeout_s;        /* connection deadlines */
+} mesh_tl_open_params_t;
+
+/* What a transport learns about a peer (all of it exchanged at communicator creation). */
+typedef struct {
+    int rank;
+    const char *node;        /* node label */
+    int pid;
+    unsigned long long pidns;/* pid namespace id; pid checks only when equal to ours */
+    const void *addr;        /* the peer's address blob from ops.address() */
+    size_t addr_len;
+} mesh_tl_peer_t;
+
+typedef struct {
+    void *addr;
+    size_t length;
+    uint64_t key; /* remote key, exchanged by the caller */
+    void *tl_priv;
+} mesh_tl_mem_t;
+
+#define MESH_TL_ADDR_MAX 256
+
+struct mesh_tl_ops {
+    const char *name; /* "shm", "tcp", ... */
+    const char *doc;  /* one line for mesh-info -t */
+    const mesh_config_table_t *config; /* knobs of this transport, or NULL */
+
+    /* Whether the transport can run here at all (device present, kernel feature, ...). */
+    int (*usable)(void);
+    mesh_status_t (*open)(const mesh_tl_open_params_t *params, mesh_tl_iface_t **iface);
+    void (*close)(mesh_tl_iface_t *iface);
+    void (*query)(mesh_tl_iface_t *iface, mesh_tl_caps_t *caps);
+    /* Writes this interface's address (at most MESH_TL_ADDR_MAX bytes) and its length. */
+    mesh_status_t (*address)(mesh_tl_iface_t *iface, void *addr, size_t *len);
+    /* Whether this interface can reach the peer at all (shm: same node label). */
+    int (*reachable)(mesh_tl_iface_t *iface, const mesh_tl_peer_t *peer);
+    /* Creates the endpoint; connection may complete later inside progress(). Collective in
+     * the sense that both sides create their endpoint to each other. */
+    mesh_status_t (*ep_create)(mesh_tl_iface_t *iface, const mesh_tl_peer_t *peer,
+                               mesh_tl_ep_t **ep);
+    void (*ep_destroy)(mesh_tl_ep_t *ep);
+    /* Drives connection establishment until every endpoint is usable or the deadline passes. */
+    mesh_status_t (*wireup)(mesh_tl_iface_t *iface, double deadline);
+
+    mesh_status_t (*isend)(mesh_tl_ep_t *ep, uint64_t tag, const void *buf, size_t len,
+                           mesh_tl_op_t *op);
+    mesh_status_t (*irecv)(mesh_tl_ep_t *ep, uint64_t tag, void *buf, size_t len,
+                           mesh_tl_op_t *op);
+    /* Makes progress on every endpoint; returns the number of completions (0: nothing). */
+    int (*progress)(mesh_tl_iface_t *iface);
+    /* MESH_OK while the peer is alive; MESH_ERR_PEER_FAILED once it is known dead. */
+    mesh_status_t (*ep_check)(mesh_tl_ep_t *ep);
+    /* Never blocks; callable from another thread: makes peers notice (closes connections,
+     * flags shared segments) and completes pending operations with MESH_ERR_ABORTED. */
+    void (*abort)(mesh_tl_iface_t *iface);
+
+    mesh_status_t (*mem_reg)(mesh_tl_iface_t *iface, void *addr, size_t len, mesh_tl_mem_t *mem);
+    void (*mem_dereg)(mesh_tl_iface_t *iface, mesh_tl_mem_t *mem);
+    mesh_status_t (*put)(mesh_tl_ep_t *ep, const void *buf, size_t len, uint64_t raddr,
+                         uint64_t rkey, mesh_tl_op_t *op);
+    mesh_status_t (*get)(mesh_tl_ep_t *ep, void *buf, size_t len, uint64_t raddr, uint64_t rkey,
+                         mesh_tl_op_t *op);
+    mesh_status_t (*flush)(mesh_tl_ep_t *ep, mesh_tl_op_t *op);
+};
+
+/* Base of every interface; transports embed it first and copy their ops in by value. */
+struct mesh_tl_iface {
+    mesh_tl_ops_t ops;
+    int rank;
+    int size;
+};
+
+/* Base of every endpoint; embedded first. */
+struct mesh_tl_ep {
+    mesh_tl_iface_t *iface;
+    int peer; /* communicator rank */
+};
+
+/* Inline wrappers: the hot path goes through these. */
+static inline mesh_status_t mesh_tl_isend(mesh_tl_ep_t *ep, uint64_t tag, const void *buf,
+                                          size_t len, mesh_tl_op_t *op)
+{
+    op->status = MESH_INPROGRESS;
+    op->length = 0;
+    return ep->iface->ops.isend(ep, tag, buf, len, op);
+}
+
+static inline mesh_status_t mesh_tl_irecv(mesh_tl_ep_t *ep, uint64_t tag, void *buf, size_t len,
+                                          mesh_tl_op_t *op)
+{
+    op->status = MESH_INPROGRESS;
+    op->length = 0;
+    return ep->iface->ops.irecv(ep, tag, buf, len, op);
+}
+
+static inline int mesh_tl_progress(mesh_tl_iface_t *iface) { return iface->ops.progress(iface); }
+
+/* Shared stubs for operations a transport does not offer (MESH_ERR_UNSUPPORTED). */
+mesh_status_t mesh_tl_stub_mem_reg(mesh_tl_iface_t *iface, void *addr, size_t len,
+                                   mesh_tl_mem_t *mem);
+void mesh_tl_stub_mem_dereg(mesh_tl_iface_t *iface, mesh_tl_mem_t *mem);
+mesh_status_t mesh_tl_stub_put(mesh_tl_ep_t *ep, const void *buf, size_t len, uint64_t raddr,
+                               uint64_t rkey, mesh_tl_op_t *op);
+mesh_status_t mesh_tl_stub_get(mesh_tl_ep_t *ep, void *buf, size_t len, uint64_t raddr,
+                               uint64_t rkey, mesh_tl_op_t *op);
+mesh_status_t mesh_tl_stub_flush(mesh_tl_ep_t *ep, mesh_tl_op_t *op);
+mesh_status_t mesh_tl_stub_wireup(mesh_tl_iface_t *iface, double deadline);
+int mesh_tl_stub_usable(void);
+
+/* The registry (tl_registry.c): every transport built, in one table. */
+int mesh_tl_count(void);
+const mesh_tl_ops_t *mesh_tl_get(int index);
+const mesh_tl_ops_t *mesh_tl_find(const char *name);
+/* Registers every transport's config table. */
+mesh_status_t mesh_tl_global_init(void);
+
+#endif
