@@ -116,12 +116,19 @@ void bench_sizes(bench_op_t op, bench_dtype_t d, size_t bytes, int nranks, bench
 double bench_busbw_factor(bench_op_t op, int nranks);
 
 /* bench_data.c */
+/* Element conversions of the types, exact for the values the benchmark uses. */
+void bench_encode(bench_dtype_t d, double v, void *out);
+double bench_decode(bench_dtype_t d, const void *in);
 /* Fills this rank's input of c (buffers from c) and poisons the output. */
 void bench_fill(const bench_call_t *c, const bench_sizes_t *sz, int rank, int nranks);
 /* Wrong elements of this rank's output. */
 uint64_t bench_check(const bench_call_t *c, const bench_sizes_t *sz, int rank, int nranks);
 
 /* bench_run.c */
+/* Sets c->sbuf and c->rbuf inside the two buffers per the in-place conventions of mesh.h:
+ * reduce_scatter and scatter receive at sbuf + rank's block, allgather and gather send from
+ * rbuf + rank's block, the others use one buffer. */
+void bench_layout(bench_call_t *c, char *sbuf, char *rbuf, int rank);
 /* Runs every selected op, dtype and redop over the sizes; returns the process exit status. */
 int bench_main(const bench_opts_t *o, const bench_backend_t *b);
 double bench_now(void);

@@ -49,7 +49,7 @@ static uint32_t bench_minifloat(double v, int eb, int mb, int bias)
     return (sign << (eb + mb)) | (exp << mb) | frac;
 }
 
-static void bench_encode(bench_dtype_t d, double v, void *out)
+void bench_encode(bench_dtype_t d, double v, void *out)
 {
     union {
         int8_t i8; uint8_t u8; int32_t i32; uint32_t u32; int64_t i64; uint64_t u64;
@@ -71,6 +71,38 @@ static void bench_encode(bench_dtype_t d, double v, void *out)
     default: return;
     }
     memcpy(out, &u, bench_dtype_size(d));
+}
+
+static double bench_minifloat_value(uint32_t bits, int eb, int mb, int bias)
+{
+    uint32_t exp = (bits >> mb) & ((1u << eb) - 1), frac = bits & ((1u << mb) - 1);
+    double v = exp ? ldexp(1.0 + ldexp(frac, -mb), (int)exp - bias)
+                   : ldexp(frac, 1 - bias - mb); /* subnormal */
+    return (bits >> (eb + mb)) & 1 ? -v : v;
+}
+
+double bench_decode(bench_dtype_t d, const void *in)
+{
+    union {
+        int8_t i8; uint8_t u8; int32_t i32; uint32_t u32; int64_t i64; uint64_t u64;
+        uint16_t h; float f; double g;
+    } u;
+    memcpy(&u, in, bench_dtype_size(d));
+    switch (d) {
+    case BENCH_INT8: return u.i8;
+    case BENCH_UINT8: return u.u8;
+    case BENCH_INT32: return u.i32;
+    case BENCH_UINT32: return u.u32;
+    case BENCH_INT64: return (double)u.i64;
+    case BENCH_UINT64: return (double)u.u64;
+    case BENCH_FP16: return bench_minifloat_value(u.h, 5, 10, 15);
+    case BENCH_BF16: return bench_minifloat_value(u.h, 8, 7, 127);
+    case BENCH_FP32: return u.f;
+    case BENCH_FP64: return u.g;
+    case BENCH_E4M3: return bench_minifloat_value(u.u8, 4, 3, 7);
+    case BENCH_E5M2: return bench_minifloat_value(u.u8, 5, 2, 15);
+    default: return 0;
+    }
 }
 
 /* Input value of element idx on rank q for a reduction. */

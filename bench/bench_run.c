@@ -34,7 +34,7 @@ static void *bench_alloc(size_t bytes)
 }
 
 /* Pointers of one call per the in-place conventions of mesh.h (as NCCL's). */
-static void bench_layout(bench_call_t *c, char *sbuf, char *rbuf, int rank)
+void bench_layout(bench_call_t *c, char *sbuf, char *rbuf, int rank)
 {
     size_t block = c->count * bench_dtype_size(c->dtype) * (size_t)rank;
     c->sbuf = sbuf;
