@@ -80,8 +80,9 @@ static int bench_row(const bench_opts_t *o, const bench_backend_t *b, bench_call
     for (int i = 0; i < o->iters; i++)
         if (b->run(c)) return -1;
     double t = (bench_now() - t0) / o->iters;
-    if (b->max_double(&t)) return -1;
+    /* before the reduction of the times, which is a collective of its own */
     snprintf(res->algo, sizeof(res->algo), "%s", b->algo(c->op));
+    if (b->max_double(&t)) return -1;
 
     res->time_us = t * 1e6;
     res->algbw = t > 0 ? (double)sz->bytes / t / 1e9 : 0;
