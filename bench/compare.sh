@@ -72,27 +72,31 @@ run() {
     fi
 }
 
-# table MESH_CSV MPI_CSV: busbw of both per op and size (out of place), and their ratio
+# table MESH_CSV MPI_CSV: time and busbw of both per op and size (out of place), and the busbw
+# ratio mesh/MPI
 table() {
-    awk -F, -v have_mpi="$have_mpi" '
+    awk -F, '
         FNR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; file++; next }
         $col["in_place"] != 0 { next }
         {
             key = $col["op"] SUBSEP $col["bytes"]
-            if (file == 1) { mesh[key] = $col["busbw_GBps"]; algo[key] = $col["algo"];
-                             if (!(key in seen)) { order[n++] = key; seen[key] = 1 } }
-            else mpi[key] = $col["busbw_GBps"]
+            if (file == 1) {
+                mbw[key] = $col["busbw_GBps"]; mt[key] = $col["time_us"]; algo[key] = $col["algo"]
+                if (!(key in seen)) { order[n++] = key; seen[key] = 1 }
+            } else { pbw[key] = $col["busbw_GBps"]; pt[key] = $col["time_us"] }
         }
         END {
-            printf "  %-15s %10s  %-14s %11s %11s %9s\n", "op", "bytes", "mesh algo",
-                   "mesh busbw", "MPI busbw", "mesh/MPI"
-            printf "  %-15s %10s  %-14s %11s %11s %9s\n", "", "", "", "(GB/s)", "(GB/s)", ""
+            f = "  %-15s %10s  %-13s %10s %10s %10s %10s %9s\n"
+            printf f, "op", "bytes", "mesh algo", "mesh time", "MPI time", "mesh busbw",
+                   "MPI busbw", "mesh/MPI"
+            printf f, "", "", "", "(us)", "(us)", "(GB/s)", "(GB/s)", "busbw"
             for (i = 0; i < n; i++) {
-                split(order[i], k, SUBSEP)
-                m = mesh[order[i]]; p = (order[i] in mpi) ? mpi[order[i]] : ""
-                r = (p != "" && p + 0 > 0) ? sprintf("%9.2f", m / p) : sprintf("%9s", "-")
-                printf "  %-15s %10s  %-14s %11.4f %11s %s\n", k[1], k[2], algo[order[i]], m,
-                       p == "" ? "-" : sprintf("%.4f", p), r
+                k = order[i]; split(k, kk, SUBSEP)
+                have = k in pbw
+                r = have && pbw[k] + 0 > 0 ? sprintf("%.2f", mbw[k] / pbw[k]) : "-"
+                printf f, kk[1], kk[2], algo[k], sprintf("%.2f", mt[k]),
+                       have ? sprintf("%.2f", pt[k]) : "-", sprintf("%.4f", mbw[k]),
+                       have ? sprintf("%.4f", pbw[k]) : "-", r
             }
         }' "$1" "${2:-/dev/null}"
 }

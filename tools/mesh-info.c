@@ -113,6 +113,8 @@ static void info_algorithms(void)
 {
     printf("# algorithms per collective, in the order that breaks score ties; force one with\n"
            "# MESH_TUNE=coll:algo[@min-max],... (e.g. allreduce:ring@1m-inf)\n");
+    const char *tune = mesh_config_str("TUNE");
+    printf("# MESH_TUNE now: %s\n", tune && *tune ? tune : "(unset: highest score wins)");
     for (int t = 0; t < MESH_COLL_TYPE_COUNT; t++) {
         printf("\n%s\n", mesh_coll_type_name((mesh_coll_type_t)t));
         for (int i = 0; i < mesh_coll_algo_count(); i++) {
