@@ -68,10 +68,11 @@ start=$(date +%s)
 check "timeout status" 124 $?
 check "timeout within bounds" yes "$( [ $(( $(date +%s) - start )) -lt 10 ] && echo yes)"
 
-# SIGTERM to meshrun reaches the ranks
-"$MESHRUN" -n 2 sh -c 'trap "echo got-term; exit 0" TERM; sleep 60 & wait' >"$tmp/out" 2>&1 &
+# SIGTERM to meshrun reaches the ranks (once both have their handler)
+"$MESHRUN" -n 2 sh -c 'trap "echo got-term; exit 0" TERM; touch "$0/ready.$MESH_RANK"
+    sleep 60 & wait' "$tmp" >"$tmp/out" 2>&1 &
 mr=$!
-sleep 1
+for i in $(seq 200); do [ -f "$tmp/ready.0" ] && [ -f "$tmp/ready.1" ] && break; sleep 0.1; done
 kill -TERM $mr
 wait $mr
 check "forwarded SIGTERM status" 143 $?

@@ -14,8 +14,16 @@ fail=0
 check() {
     if [ "$2" = "$3" ]; then echo "ok: $1"; else echo "FAIL: $1: expected [$2] got [$3]"; fail=1; fi
 }
-# no namespace of run $1 may be left
+# namespaces of run $1 (none may be left afterwards)
 gone() { ip netns list | grep -c "^mesh-$1-" ; }
+# waits until run $1 has its 3 namespaces (2 nodes and the bridge's) and its ranks started
+wait_ns() {
+    for i in $(seq 300); do
+        [ "$(gone "$1")" = 3 ] && [ -f "$tmp/started.$1" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
 
 # one address per node, nodes differ, MESH_ADDR points at node0's address
 "$MESHRUN" -n 4 --nodes 2 --netns on sh -c \
@@ -60,9 +68,11 @@ check "timeout in netns" 124 $?
 check "namespaces removed after timeout" 0 "$(gone $mr)"
 
 # SIGINT to meshrun
-"$MESHRUN" -n 2 --nodes 2 sleep 60 2>/dev/null &
+"$MESHRUN" -n 2 --nodes 2 sh -c 'touch "$0"; exec sleep 60' "$tmp/started.x" 2>/dev/null &
 mr=$!
-sleep 1.5
+for i in $(seq 300); do [ -f "$tmp/started.x" ] && break; sleep 0.1; done
+mv "$tmp/started.x" "$tmp/started.$mr" 2>/dev/null
+wait_ns $mr
 check "namespaces exist while running" 3 "$(gone $mr)"
 kill -INT $mr
 wait $mr
@@ -70,9 +80,12 @@ check "interrupted" 130 $?
 check "namespaces removed after SIGINT" 0 "$(gone $mr)"
 
 # a meshrun killed by SIGKILL leaves its namespaces; the next run removes them
-"$MESHRUN" -n 2 --nodes 2 sleep 60 2>/dev/null &
+"$MESHRUN" -n 2 --nodes 2 sh -c 'touch "$0"; exec sleep 60' "$tmp/started.y" 2>/dev/null &
 mr=$!
-sleep 1.5
+for i in $(seq 300); do [ -f "$tmp/started.y" ] && break; sleep 0.1; done
+mv "$tmp/started.y" "$tmp/started.$mr" 2>/dev/null
+wait_ns $mr
+check "namespaces exist before SIGKILL" 3 "$(gone $mr)"
 kill -KILL $mr
 wait $mr 2>/dev/null
 "$MESHRUN" -n 2 --nodes 2 true
