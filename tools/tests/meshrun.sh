@@ -41,8 +41,9 @@ check "secret differs between runs" yes "$(cmp -s "$tmp/s1" "$tmp/s2" || echo ye
 
 # a failing rank: meshrun exits with its status and the others are killed quickly
 start=$(date +%s)
-"$MESHRUN" -n 3 sh -c 'echo $$ >"$0/pid.$MESH_RANK"; [ "$MESH_RANK" = 1 ] && exit 7; exec sleep 60' \
-    "$tmp" 2>"$tmp/err"
+"$MESHRUN" -n 3 sh -c \
+    'echo $$ >"$0/pid.$MESH_RANK"; [ "$MESH_RANK" = 1 ] && exit 7; exec sleep 60' "$tmp" \
+    2>"$tmp/err"
 check "failing rank status" 7 $?
 check "failing rank named" yes "$(grep -q 'rank 1 .*exited with status 7' "$tmp/err" && echo yes)"
 check "others killed promptly" yes "$( [ $(( $(date +%s) - start )) -lt 20 ] && echo yes)"

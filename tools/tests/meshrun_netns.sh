@@ -27,7 +27,8 @@ wait_ns() {
 
 # one address per node, nodes differ, MESH_ADDR points at node0's address
 "$MESHRUN" -n 4 --nodes 2 --netns on sh -c \
-    'echo "$MESH_RANK $MESH_NODE_ID $(ip -4 -o addr show dev eth0 | awk "{print \$4}") $MESH_ADDR"' \
+    'a=$(ip -4 -o addr show dev eth0 | awk "{print \$4}")
+     echo "$MESH_RANK $MESH_NODE_ID $a $MESH_ADDR"' \
     >"$tmp/out" &
 mr=$!
 wait $mr
