@@ -201,6 +201,9 @@ static void peer_name(int fd, char *buf, size_t len)
     else mesh_sock_addr_str(&a, buf, len);
 }
 
+/* The message of the error just reported below us, copied: it is about to be replaced. */
+#define LAST_CAUSE(buf) (snprintf(buf, sizeof(buf), "%s", mesh_error_last()), buf)
+
 /* Best effort: tells every connected rank why rank 0 gives up, then the caller closes. */
 static void star_abort_all(star_t *s, mesh_status_t st, const char *why)
 {
@@ -372,10 +375,11 @@ static mesh_status_t star_recv_root(star_t *s, uint32_t type, uint64_t len, doub
     star_msg_t m;
     /* Rank 0 reports the real cause at its own deadline; give its message time to arrive. */
     double d = deadline + 0.5 + 0.05 * s->base.timeout_s;
+    char cause[STAR_ABORT_TEXT];
     mesh_status_t st = mesh_sock_recv_all(s->fds[0], &m, sizeof(m), d);
     if (st != MESH_OK)
         return s->failed = mesh_error(st, "bootstrap rank %d: lost rank 0 (the root): %s",
-                                      s->base.rank, mesh_error_last());
+                                      s->base.rank, LAST_CAUSE(cause));
     uint32_t t = ntohl(m.type);
     uint64_t l = be64toh(m.len), q = be64toh(m.seq);
     if (ntohl(m.magic) != STAR_MSG_MAGIC)
@@ -465,6 +469,7 @@ static mesh_status_t star_allgather(mesh_bootstrap_t *bs, const void *in, void *
 {
     star_t *s = (star_t *)bs;
     double deadline = mesh_time() + bs->timeout_s;
+    char cause[STAR_ABORT_TEXT];
     mesh_status_t st;
 
     if (s->failed)
@@ -485,12 +490,12 @@ static mesh_status_t star_allgather(mesh_bootstrap_t *bs, const void *in, void *
         if (st == MESH_OK) st = mesh_sock_send_all(s->fds[0], in, len, deadline);
         if (st != MESH_OK)
             return s->failed = mesh_error(st, "bootstrap rank %d: lost rank 0 (the root): %s",
-                                          bs->rank, mesh_error_last());
+                                          bs->rank, LAST_CAUSE(cause));
         MESH_CHECK(star_recv_root(s, STAR_DATA, (uint64_t)bs->size * len, deadline));
         st = mesh_sock_recv_all(s->fds[0], out, (size_t)bs->size * len, deadline);
         if (st != MESH_OK)
             return s->failed = mesh_error(st, "bootstrap rank %d: lost rank 0 (the root): %s",
-                                          bs->rank, mesh_error_last());
+                                          bs->rank, LAST_CAUSE(cause));
     }
     s->seq++;
     return MESH_OK;
@@ -543,8 +548,9 @@ static mesh_status_t star_create(int rank, int size, double timeout_s, const uin
             st = mesh_sock_send_all(s->fds[0], &h, sizeof(h), deadline);
         }
         if (st != MESH_OK) {
+            char cause[STAR_ABORT_TEXT];
             st = mesh_error(st, "bootstrap rank %d: cannot reach rank 0 (the root) at %s: %s",
-                            rank, mesh_sock_addr_str(root, as, sizeof(as)), mesh_error_last());
+                            rank, mesh_sock_addr_str(root, as, sizeof(as)), LAST_CAUSE(cause));
             goto err;
         }
         MESH_CHECK_GOTO(star_recv_root(s, STAR_READY, 0, deadline), st, err);

@@ -313,7 +313,7 @@ static mesh_status_t peer_str_error(mesh_status_t st, int fd, const char *what)
     int err = errno;
     memset(&a, 0, sizeof(a));
     a.len = sizeof(a.ss);
-    if (getpeername(fd, (struct sockaddr *)&a.ss, &a.len) != 0) strcpy(as, "unknown peer");
+    if (getpeername(fd, (struct sockaddr *)&a.ss, &a.len) != 0) snprintf(as, sizeof(as), "socket %d", fd);
     else mesh_sock_addr_str(&a, as, sizeof(as));
     errno = err;
     if (st == MESH_ERR_IO) return mesh_error(st, "%s %s failed: %m", what, as);
