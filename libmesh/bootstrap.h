@@ -1,5 +1,6 @@
 /* Bootstrap: how ranks find each other before any transport exists. Every flavour gives the
- * same thing, an allgather of small blobs among the ranks, bounded by a deadline. */
+ * same thing, an allgather of small blobs among the ranks, bounded by a deadline. timeout_s
+ * bounds creation and each allgather; 0 or less means MESH_TIMEOUT. */
 #ifndef MESH_BOOTSTRAP_H
 #define MESH_BOOTSTRAP_H
 

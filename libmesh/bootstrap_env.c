@@ -70,7 +70,8 @@ static int parse_int(const char *text, long *out)
     char *end;
     errno = 0;
     long v = strtol(text, &end, 10);
-    if (*text == '\0' || *end != '\0' || errno) return -1;
+    if (*text == '\0' || *end != '\0' || errno)
+        return -1;
     *out = v;
     return 0;
 }
@@ -116,9 +117,12 @@ static mesh_status_t env_from_mesh(double timeout_s, mesh_bootstrap_t **bs)
     const char *missing = rank < 0 ? "MESH_RANK" : size <= 0 ? "MESH_SIZE" : "MESH_ADDR";
 
     if (rank < 0 || size <= 0 || addr == NULL || *addr == '\0')
-        return mesh_error(MESH_ERR_INVALID_ARG, "MESH_RANK, MESH_SIZE and MESH_ADDR go together; "
-                          "%s is not set", missing);
-    if (size > 1 << 24) return mesh_error(MESH_ERR_INVALID_ARG, "MESH_SIZE=%lld is too large", size);
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "MESH_RANK, MESH_SIZE and MESH_ADDR go together; "
+                          "%s is not set",
+                          missing);
+    if (size > 1 << 24)
+        return mesh_error(MESH_ERR_INVALID_ARG, "MESH_SIZE=%lld is too large", size);
     return env_star((int)rank, (int)size, addr, mesh_config_str("SECRET"),
                     "MESH_RANK/MESH_SIZE/MESH_ADDR", timeout_s, bs);
 }
@@ -135,17 +139,21 @@ static mesh_status_t env_from_torch(double timeout_s, mesh_bootstrap_t **bs)
         if (v[i] == NULL || *v[i] == '\0')
             return mesh_error(MESH_ERR_INVALID_ARG, "torchrun variables: %s is not set", names[i]);
     }
-    if (parse_int(v[0], &rank) || parse_int(v[1], &size) || parse_int(v[3], &port) ||
-        size < 1 || size > 1 << 24)
-        return mesh_error(MESH_ERR_INVALID_ARG, "torchrun variables: bad RANK=%s WORLD_SIZE=%s "
-                          "MASTER_PORT=%s", v[0], v[1], v[3]);
+    if (parse_int(v[0], &rank) || parse_int(v[1], &size) || parse_int(v[3], &port) || size < 1 ||
+        size > 1 << 24)
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "torchrun variables: bad RANK=%s WORLD_SIZE=%s "
+                          "MASTER_PORT=%s",
+                          v[0], v[1], v[3]);
     port += mesh_config_int("BOOTSTRAP_PORT_OFFSET");
     if (port < 1 || port > 65535)
-        return mesh_error(MESH_ERR_INVALID_ARG, "MASTER_PORT=%s plus MESH_BOOTSTRAP_PORT_OFFSET "
-                          "is not a port", v[3]);
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "MASTER_PORT=%s plus MESH_BOOTSTRAP_PORT_OFFSET "
+                          "is not a port",
+                          v[3]);
     /* A bare IPv6 address needs brackets before the port. */
-    snprintf(addr, sizeof(addr), strchr(v[2], ':') && v[2][0] != '[' ? "[%s]:%ld" : "%s:%ld",
-             v[2], port);
+    snprintf(addr, sizeof(addr), strchr(v[2], ':') && v[2][0] != '[' ? "[%s]:%ld" : "%s:%ld", v[2],
+             port);
     return env_star((int)rank, (int)size, addr, mesh_config_str("SECRET"),
                     "torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT", timeout_s, bs);
 }
@@ -159,9 +167,11 @@ mesh_status_t mesh_bootstrap_env_create(double timeout_s, mesh_bootstrap_t **bs)
     if (getenv("RANK") != NULL || getenv("WORLD_SIZE") != NULL)
         return env_from_torch(timeout_s, bs);
 #if HAVE_PMIX
-    if (getenv("PMIX_RANK") != NULL) return mesh_bootstrap_pmix_create(timeout_s, bs);
+    if (getenv("PMIX_RANK") != NULL)
+        return mesh_bootstrap_pmix_create(timeout_s, bs);
 #endif
-    return mesh_error(MESH_ERR_NOT_FOUND, "no launcher found: set MESH_RANK, MESH_SIZE and "
+    return mesh_error(MESH_ERR_NOT_FOUND,
+                      "no launcher found: set MESH_RANK, MESH_SIZE and "
                       "MESH_ADDR, or torchrun's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT%s",
                       HAVE_PMIX ? ", or run under a PMIx launcher (PMIX_RANK)" : "");
 }

@@ -30,14 +30,20 @@ static void oob_destroy(mesh_bootstrap_t *bs)
 mesh_status_t mesh_bootstrap_oob_create(mesh_oob_allgather_fn fn, void *ctx, int rank, int size,
                                         double timeout_s, mesh_bootstrap_t **bs)
 {
-    if (fn == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "no out-of-band allgather callback");
+    if (fn == NULL)
+        return mesh_error(MESH_ERR_INVALID_ARG, "no out-of-band allgather callback");
     if (size < 1 || rank < 0 || rank >= size)
         return mesh_error(MESH_ERR_INVALID_ARG, "bad rank %d for size %d", rank, size);
     oob_t *o = calloc(1, sizeof(*o));
-    if (o == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "no memory for the oob bootstrap");
-    *o = (oob_t){.base = {.rank = rank, .size = size, .timeout_s = timeout_s,
-                          .allgather = oob_allgather, .destroy = oob_destroy},
-                 .fn = fn, .ctx = ctx};
+    if (o == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "no memory for the oob bootstrap");
+    *o = (oob_t){.base = {.rank = rank,
+                          .size = size,
+                          .timeout_s = timeout_s,
+                          .allgather = oob_allgather,
+                          .destroy = oob_destroy},
+                 .fn = fn,
+                 .ctx = ctx};
     *bs = &o->base;
     return MESH_OK;
 }

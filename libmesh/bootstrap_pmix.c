@@ -7,6 +7,7 @@
 #include <config.h>
 #include "libmesh/bootstrap.h"
 #include "libmesh/log.h"
+#include "libmesh/progress.h"
 
 #include <pmix.h>
 #include <stdlib.h>
@@ -33,8 +34,7 @@ static void pmix_bs_destroy(mesh_bootstrap_t *bs)
 }
 
 /* Rank 0 publishes the id; everyone fences (collecting data) and the others read it. */
-static mesh_status_t pmix_exchange_id(const pmix_proc_t *me, double timeout_s,
-                                      mesh_unique_id_t *id)
+static mesh_status_t pmix_exchange_id(const pmix_proc_t *me, double timeout_s, mesh_unique_id_t *id)
 {
     pmix_status_t rc;
     pmix_value_t v, *got = NULL;
@@ -46,10 +46,13 @@ static mesh_status_t pmix_exchange_id(const pmix_proc_t *me, double timeout_s,
         v.data.bo.bytes = id->internal;
         v.data.bo.size = sizeof(id->internal);
         rc = PMIx_Put(PMIX_GLOBAL, PMIX_KEY_ID, &v);
-        if (rc == PMIX_SUCCESS) rc = PMIx_Commit();
+        if (rc == PMIX_SUCCESS)
+            rc = PMIx_Commit();
         if (rc != PMIX_SUCCESS)
-            return mesh_error(MESH_ERR_BOOTSTRAP, "pmix rank 0: cannot publish the bootstrap "
-                              "address: %s", PMIx_Error_string(rc));
+            return mesh_error(MESH_ERR_BOOTSTRAP,
+                              "pmix rank 0: cannot publish the bootstrap "
+                              "address: %s",
+                              PMIx_Error_string(rc));
     }
     pmix_info_t info[2];
     bool collect = true;
@@ -64,7 +67,8 @@ static mesh_status_t pmix_exchange_id(const pmix_proc_t *me, double timeout_s,
     if (rc != PMIX_SUCCESS)
         return mesh_error(rc == PMIX_ERR_TIMEOUT ? MESH_ERR_TIMEOUT : MESH_ERR_BOOTSTRAP,
                           "pmix rank %u: fence failed: %s", me->rank, PMIx_Error_string(rc));
-    if (me->rank == 0) return MESH_OK;
+    if (me->rank == 0)
+        return MESH_OK;
 
     pmix_proc_t root;
     PMIX_PROC_CONSTRUCT(&root);
@@ -73,9 +77,12 @@ static mesh_status_t pmix_exchange_id(const pmix_proc_t *me, double timeout_s,
     rc = PMIx_Get(&root, PMIX_KEY_ID, NULL, 0, &got);
     if (rc != PMIX_SUCCESS || got == NULL || got->type != PMIX_BYTE_OBJECT ||
         got->data.bo.size != sizeof(id->internal)) {
-        if (got != NULL) PMIX_VALUE_RELEASE(got);
-        return mesh_error(MESH_ERR_BOOTSTRAP, "pmix rank %u: no bootstrap address from rank 0: "
-                          "%s", me->rank, PMIx_Error_string(rc));
+        if (got != NULL)
+            PMIX_VALUE_RELEASE(got);
+        return mesh_error(MESH_ERR_BOOTSTRAP,
+                          "pmix rank %u: no bootstrap address from rank 0: "
+                          "%s",
+                          me->rank, PMIx_Error_string(rc));
     }
     memcpy(id->internal, got->data.bo.bytes, sizeof(id->internal));
     PMIX_VALUE_RELEASE(got);
@@ -89,6 +96,8 @@ mesh_status_t mesh_bootstrap_pmix_create(double timeout_s, mesh_bootstrap_t **bs
     mesh_unique_id_t id;
     mesh_status_t st;
 
+    if (timeout_s <= 0)
+        timeout_s = mesh_default_timeout();
     pmix_status_t rc = PMIx_Init(&me, NULL, 0);
     if (rc != PMIX_SUCCESS)
         return mesh_error(MESH_ERR_BOOTSTRAP, "PMIx_Init failed: %s", PMIx_Error_string(rc));
@@ -97,7 +106,8 @@ mesh_status_t mesh_bootstrap_pmix_create(double timeout_s, mesh_bootstrap_t **bs
     wild.rank = PMIX_RANK_WILDCARD;
     rc = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &val);
     if (rc != PMIX_SUCCESS || val == NULL || val->type != PMIX_UINT32) {
-        if (val != NULL) PMIX_VALUE_RELEASE(val);
+        if (val != NULL)
+            PMIX_VALUE_RELEASE(val);
         st = mesh_error(MESH_ERR_BOOTSTRAP, "pmix rank %u: no job size: %s", me.rank,
                         PMIx_Error_string(rc));
         goto err_fini;
@@ -113,8 +123,11 @@ mesh_status_t mesh_bootstrap_pmix_create(double timeout_s, mesh_bootstrap_t **bs
     MESH_CHECK_GOTO(pmix_exchange_id(&me, timeout_s, &id), st, err_free);
     MESH_CHECK_GOTO(mesh_bootstrap_tcp_create(&id, (int)me.rank, size, timeout_s, &p->star), st,
                     err_free);
-    p->base = (mesh_bootstrap_t){.rank = (int)me.rank, .size = size, .timeout_s = timeout_s,
-                                 .allgather = pmix_bs_allgather, .destroy = pmix_bs_destroy};
+    p->base = (mesh_bootstrap_t){.rank = (int)me.rank,
+                                 .size = size,
+                                 .timeout_s = timeout_s,
+                                 .allgather = pmix_bs_allgather,
+                                 .destroy = pmix_bs_destroy};
     *bs = &p->base;
     return MESH_OK;
 err_free:

@@ -23,10 +23,10 @@
 #include <unistd.h>
 
 #define STAR_HELLO_MAGIC 0x6d42534cu /* "mBSL" */
-#define STAR_MSG_MAGIC 0x6d42534du   /* "mBSM" */
-#define STAR_VERSION 1
+#define STAR_MSG_MAGIC   0x6d42534du /* "mBSM" */
+#define STAR_VERSION     1
 #define STAR_MAX_PENDING 64
-#define STAR_ABORT_TEXT 512
+#define STAR_ABORT_TEXT  512
 
 typedef struct {
     uint32_t magic;
@@ -49,9 +49,9 @@ typedef struct {
 
 typedef struct {
     mesh_bootstrap_t base;
-    int lfd;       /* rank 0: listener */
-    int *fds;      /* rank 0: one per rank (fds[0] unused); others: fds[0] is rank 0 */
-    uint64_t seq;  /* allgather round */
+    int lfd;        /* rank 0: listener */
+    int *fds;       /* rank 0: one per rank (fds[0] unused); others: fds[0] is rank 0 */
+    uint64_t seq;   /* allgather round */
     uint64_t token; /* unique-id listener to forget on destroy (0: none) */
     mesh_status_t failed;
 } star_t;
@@ -75,8 +75,10 @@ static mesh_status_t random_bytes(void *buf, size_t len)
     char *p = buf;
     while (len > 0) {
         ssize_t n = getrandom(p, len, 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return mesh_error(MESH_ERR_IO, "getrandom failed: %m");
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return mesh_error(MESH_ERR_IO, "getrandom failed: %m");
         p += n;
         len -= (size_t)n;
     }
@@ -97,8 +99,10 @@ static mesh_status_t uid_add(uint64_t token, int fd)
     }
     pthread_mutex_unlock(&uid_table.lock);
     if (!added)
-        return mesh_error(MESH_ERR_BUSY, "more than %d unique ids are waiting for their "
-                          "communicator in this process", UID_MAX);
+        return mesh_error(MESH_ERR_BUSY,
+                          "more than %d unique ids are waiting for their "
+                          "communicator in this process",
+                          UID_MAX);
     return MESH_OK;
 }
 
@@ -122,7 +126,8 @@ static void uid_forget(uint64_t token)
 {
     pthread_mutex_lock(&uid_table.lock);
     for (int i = 0; i < UID_MAX; i++)
-        if (uid_table.e[i].token == token) uid_table.e[i].token = 0;
+        if (uid_table.e[i].token == token)
+            uid_table.e[i].token = 0;
     pthread_mutex_unlock(&uid_table.lock);
 }
 
@@ -197,8 +202,10 @@ static void peer_name(int fd, char *buf, size_t len)
     mesh_sockaddr_t a;
     memset(&a, 0, sizeof(a));
     a.len = sizeof(a.ss);
-    if (getpeername(fd, (struct sockaddr *)&a.ss, &a.len) != 0) snprintf(buf, len, "unknown");
-    else mesh_sock_addr_str(&a, buf, len);
+    if (getpeername(fd, (struct sockaddr *)&a.ss, &a.len) != 0)
+        snprintf(buf, len, "unknown");
+    else
+        mesh_sock_addr_str(&a, buf, len);
 }
 
 /* The message of the error just reported below us, copied: it is about to be replaced. */
@@ -211,7 +218,8 @@ static void star_abort_all(star_t *s, mesh_status_t st, const char *why)
     size_t n = strnlen(why, STAR_ABORT_TEXT);
     star_msg(&m, STAR_ABORT, s->seq, n, st);
     for (int r = 1; r < s->base.size; r++) {
-        if (s->fds[r] < 0) continue;
+        if (s->fds[r] < 0)
+            continue;
         /* Never blocks: a rank that does not read must not hold up the failure. */
         if (send(s->fds[r], &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(m))
             (void)send(s->fds[r], why, n, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -222,15 +230,18 @@ static void star_abort_all(star_t *s, mesh_status_t st, const char *why)
 static void rank_list(const char *missing, int size, char *buf, size_t len)
 {
     int n = 0;
-    for (int r = 0; r < size; r++) n += missing[r] != 0;
+    for (int r = 0; r < size; r++)
+        n += missing[r] != 0;
     size_t o = (size_t)snprintf(buf, len, n == 1 ? "rank" : "ranks");
     int shown = 0;
     for (int r = 0; r < size && o + 16 < len; r++) {
-        if (!missing[r]) continue;
+        if (!missing[r])
+            continue;
         o += (size_t)snprintf(buf + o, len - o, "%s %d", shown ? "," : "", r);
         shown++;
     }
-    if (shown < n) snprintf(buf + o, len - o, ", ...");
+    if (shown < n)
+        snprintf(buf + o, len - o, ", ...");
 }
 
 /* Fails the star on rank 0: records the error, tells the others, returns st. */
@@ -267,7 +278,8 @@ static int star_check_hello(star_t *s, const uint8_t *secret, const star_pending
     }
     /* Compare all bytes so the time taken does not tell how much of the secret matched. */
     uint8_t diff = 0;
-    for (int i = 0; i < 32; i++) diff |= (uint8_t)(p->h.secret[i] ^ secret[i]);
+    for (int i = 0; i < 32; i++)
+        diff |= (uint8_t)(p->h.secret[i] ^ secret[i]);
     if (diff != 0) {
         mesh_log_warn("refused bootstrap connection from %s (claims rank %d): wrong secret", as,
                       rank);
@@ -279,8 +291,8 @@ static int star_check_hello(star_t *s, const uint8_t *secret, const star_pending
         return -1;
     }
     if (rank <= 0 || rank >= s->base.size) {
-        mesh_log_warn("refused bootstrap connection from %s: rank %d out of range 1..%d", as,
-                      rank, s->base.size - 1);
+        mesh_log_warn("refused bootstrap connection from %s: rank %d out of range 1..%d", as, rank,
+                      s->base.size - 1);
         return -1;
     }
     if (s->fds[rank] >= 0) {
@@ -294,8 +306,10 @@ static int star_check_hello(star_t *s, const uint8_t *secret, const star_pending
 static int star_read_hello(star_pending_t *p)
 {
     ssize_t n = recv(p->fd, (char *)&p->h + p->got, sizeof(p->h) - p->got, MSG_DONTWAIT);
-    if (n > 0) p->got += (size_t)n;
-    else if (n == 0 || (errno != EAGAIN && errno != EINTR)) return -1;
+    if (n > 0)
+        p->got += (size_t)n;
+    else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+        return -1;
     return p->got == sizeof(p->h);
 }
 
@@ -310,23 +324,29 @@ static mesh_status_t star_root_accept(star_t *s, const uint8_t *secret, double d
         double left = deadline - mesh_time();
         if (left <= 0) {
             char missing[s->base.size], list[256];
-            for (int r = 0; r < s->base.size; r++) missing[r] = r > 0 && s->fds[r] < 0;
+            for (int r = 0; r < s->base.size; r++)
+                missing[r] = r > 0 && s->fds[r] < 0;
             rank_list(missing, s->base.size, list, sizeof(list));
-            for (int i = 0; i < npend; i++) close(pend[i].fd);
+            for (int i = 0; i < npend; i++)
+                close(pend[i].fd);
             return star_root_fail(s, MESH_ERR_TIMEOUT,
                                   "bootstrap rank 0: %s never joined within %.1f s (%d of %d "
-                                  "ranks joined)", list, s->base.timeout_s, joined, s->base.size);
+                                  "ranks joined)",
+                                  list, s->base.timeout_s, joined, s->base.size);
         }
         pfd[0] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
-        for (int i = 0; i < npend; i++) pfd[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
+        for (int i = 0; i < npend; i++)
+            pfd[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
         int ms = left * 1e3 > 200 ? 200 : (int)(left * 1e3) + 1;
         if (poll(pfd, (nfds_t)npend + 1, ms) < 0 && errno != EINTR)
             return star_root_fail(s, MESH_ERR_IO, "bootstrap rank 0: poll failed: %m");
         /* Hellos first (from the end, so that removing one keeps the indices below valid). */
         for (int i = npend - 1; i >= 0; i--) {
-            if (!(pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            if (!(pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
             int done = star_read_hello(&pend[i]);
-            if (done == 0) continue;
+            if (done == 0)
+                continue;
             int rank = -1;
             if (done < 0) {
                 peer_name(pend[i].fd, as, sizeof(as));
@@ -345,7 +365,8 @@ static mesh_status_t star_root_accept(star_t *s, const uint8_t *secret, double d
         }
         if ((pfd[0].revents & POLLIN) && npend < STAR_MAX_PENDING) {
             int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (fd >= 0) pend[npend++] = (star_pending_t){.fd = fd, .got = 0};
+            if (fd >= 0)
+                pend[npend++] = (star_pending_t){.fd = fd, .got = 0};
             else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
                 return star_root_fail(s, MESH_ERR_IO, "bootstrap rank 0: accept failed: %m");
         }
@@ -388,10 +409,12 @@ static mesh_status_t star_recv_root(star_t *s, uint32_t type, uint64_t len, doub
     if (t == STAR_ABORT) {
         char why[STAR_ABORT_TEXT + 1];
         l = l > STAR_ABORT_TEXT ? STAR_ABORT_TEXT : l;
-        if (mesh_sock_recv_all(s->fds[0], why, l, mesh_time() + 1) != MESH_OK) l = 0;
+        if (mesh_sock_recv_all(s->fds[0], why, l, mesh_time() + 1) != MESH_OK)
+            l = 0;
         why[l] = '\0';
         mesh_status_t rst = (mesh_status_t)(int32_t)ntohl((uint32_t)m.status);
-        if (rst >= 0) rst = MESH_ERR_BOOTSTRAP;
+        if (rst >= 0)
+            rst = MESH_ERR_BOOTSTRAP;
         return s->failed = mesh_error(rst, "bootstrap rank %d: rank 0 gave up: %s", s->base.rank,
                                       l ? why : "no reason given");
     }
@@ -399,9 +422,9 @@ static mesh_status_t star_recv_root(star_t *s, uint32_t type, uint64_t len, doub
         return s->failed = mesh_error(MESH_ERR_BOOTSTRAP,
                                       "bootstrap rank %d: unexpected message from rank 0 (type %u "
                                       "round %llu length %llu, expected type %u round %llu "
-                                      "length %llu)", s->base.rank, t, (unsigned long long)q,
-                                      (unsigned long long)l, type, (unsigned long long)s->seq,
-                                      (unsigned long long)len);
+                                      "length %llu)",
+                                      s->base.rank, t, (unsigned long long)q, (unsigned long long)l,
+                                      type, (unsigned long long)s->seq, (unsigned long long)len);
     return MESH_OK;
 }
 
@@ -419,34 +442,38 @@ static mesh_status_t star_root_allgather(star_t *s, char *out, size_t len, doubl
         double tl = deadline - mesh_time();
         if (tl <= 0) {
             char list[256];
-            for (int r = 0; r < size; r++) done[r] = !done[r];
+            for (int r = 0; r < size; r++)
+                done[r] = !done[r];
             rank_list(done, size, list, sizeof(list));
-            return star_root_fail(s, MESH_ERR_TIMEOUT, "bootstrap rank 0: allgather round %llu: "
-                                  "no data from %s within %.1f s", (unsigned long long)s->seq,
-                                  list, s->base.timeout_s);
+            return star_root_fail(s, MESH_ERR_TIMEOUT,
+                                  "bootstrap rank 0: allgather round %llu: "
+                                  "no data from %s within %.1f s",
+                                  (unsigned long long)s->seq, list, s->base.timeout_s);
         }
         int n = 0, ms = tl * 1e3 > 200 ? 200 : (int)(tl * 1e3) + 1;
         for (int r = 1; r < size; r++)
-            if (!done[r]) pfd[n++] = (struct pollfd){.fd = s->fds[r], .events = POLLIN};
+            if (!done[r])
+                pfd[n++] = (struct pollfd){.fd = s->fds[r], .events = POLLIN};
         if (poll(pfd, (nfds_t)n, ms) < 0 && errno != EINTR)
             return star_root_fail(s, MESH_ERR_IO, "bootstrap rank 0: poll failed: %m");
         for (int i = 0; i < n; i++) {
-            if (!pfd[i].revents) continue;
+            if (!pfd[i].revents)
+                continue;
             int r = 1;
-            while (s->fds[r] != pfd[i].fd) r++;
+            while (s->fds[r] != pfd[i].fd)
+                r++;
             st = mesh_sock_recv_all(s->fds[r], &m, sizeof(m), deadline);
-            if (st == MESH_OK &&
-                (ntohl(m.magic) != STAR_MSG_MAGIC || ntohl(m.type) != STAR_DATA ||
-                 be64toh(m.seq) != s->seq || be64toh(m.len) != len)) {
+            if (st == MESH_OK && (ntohl(m.magic) != STAR_MSG_MAGIC || ntohl(m.type) != STAR_DATA ||
+                                  be64toh(m.seq) != s->seq || be64toh(m.len) != len)) {
                 return star_root_fail(s, MESH_ERR_BOOTSTRAP,
                                       "bootstrap rank 0: rank %d sent round %llu length %llu, "
-                                      "expected round %llu length %zu", r,
-                                      (unsigned long long)be64toh(m.seq),
+                                      "expected round %llu length %zu",
+                                      r, (unsigned long long)be64toh(m.seq),
                                       (unsigned long long)be64toh(m.len),
                                       (unsigned long long)s->seq, len);
             }
-            if (st == MESH_OK) st = mesh_sock_recv_all(s->fds[r], out + (size_t)r * len, len,
-                                                       deadline);
+            if (st == MESH_OK)
+                st = mesh_sock_recv_all(s->fds[r], out + (size_t)r * len, len, deadline);
             if (st != MESH_OK)
                 return star_root_fail(s, st, "bootstrap rank 0: lost rank %d: %s", r,
                                       mesh_error_last());
@@ -457,7 +484,8 @@ static mesh_status_t star_root_allgather(star_t *s, char *out, size_t len, doubl
     star_msg(&m, STAR_DATA, s->seq, (uint64_t)size * len, 0);
     for (int r = 1; r < size; r++) {
         st = mesh_sock_send_all(s->fds[r], &m, sizeof(m), deadline);
-        if (st == MESH_OK) st = mesh_sock_send_all(s->fds[r], out, (size_t)size * len, deadline);
+        if (st == MESH_OK)
+            st = mesh_sock_send_all(s->fds[r], out, (size_t)size * len, deadline);
         if (st != MESH_OK)
             return star_root_fail(s, st, "bootstrap rank 0: lost rank %d: %s", r,
                                   mesh_error_last());
@@ -487,7 +515,8 @@ static mesh_status_t star_allgather(mesh_bootstrap_t *bs, const void *in, void *
         star_msg_t m;
         star_msg(&m, STAR_DATA, s->seq, len, 0);
         st = mesh_sock_send_all(s->fds[0], &m, sizeof(m), deadline);
-        if (st == MESH_OK) st = mesh_sock_send_all(s->fds[0], in, len, deadline);
+        if (st == MESH_OK)
+            st = mesh_sock_send_all(s->fds[0], in, len, deadline);
         if (st != MESH_OK)
             return s->failed = mesh_error(st, "bootstrap rank %d: lost rank 0 (the root): %s",
                                           bs->rank, LAST_CAUSE(cause));
@@ -504,11 +533,15 @@ static mesh_status_t star_allgather(mesh_bootstrap_t *bs, const void *in, void *
 static void star_destroy(mesh_bootstrap_t *bs)
 {
     star_t *s = (star_t *)bs;
-    if (s == NULL) return;
+    if (s == NULL)
+        return;
     for (int r = 0; r < bs->size; r++)
-        if (s->fds[r] >= 0) close(s->fds[r]);
-    if (s->lfd >= 0) close(s->lfd);
-    if (s->token != 0) uid_forget(s->token);
+        if (s->fds[r] >= 0)
+            close(s->fds[r]);
+    if (s->lfd >= 0)
+        close(s->lfd);
+    if (s->token != 0)
+        uid_forget(s->token);
     free(s->fds);
     free(s);
 }
@@ -525,20 +558,35 @@ static mesh_status_t star_create(int rank, int size, double timeout_s, const uin
     if (s == NULL || fds == NULL) {
         free(s);
         free(fds);
-        if (lfd >= 0) close(lfd);
-        if (token != 0) uid_forget(token);
+        if (lfd >= 0)
+            close(lfd);
+        if (token != 0)
+            uid_forget(token);
         return mesh_error(MESH_ERR_NO_MEMORY, "bootstrap rank %d: no memory for %d ranks", rank,
                           size);
     }
-    for (int r = 0; r < size; r++) fds[r] = -1;
-    *s = (star_t){.base = {.rank = rank, .size = size, .timeout_s = timeout_s,
-                           .allgather = star_allgather, .destroy = star_destroy},
-                  .lfd = lfd, .fds = fds, .token = token};
+    for (int r = 0; r < size; r++)
+        fds[r] = -1;
+    if (timeout_s <= 0) {
+        timeout_s = mesh_default_timeout();
+        deadline = mesh_time() + timeout_s;
+    }
+    *s = (star_t){.base = {.rank = rank,
+                           .size = size,
+                           .timeout_s = timeout_s,
+                           .allgather = star_allgather,
+                           .destroy = star_destroy},
+                  .lfd = lfd,
+                  .fds = fds,
+                  .token = token};
     if (rank == 0) {
+        /* poll() said readable, but a connection reset meanwhile must not block accept. */
+        MESH_CHECK_GOTO(mesh_sock_set_nonblocking(lfd, 1), st, err);
         MESH_CHECK_GOTO(star_root_accept(s, secret, deadline), st, err);
     } else {
         char as[80];
-        star_hello_t h = {.magic = htonl(STAR_HELLO_MAGIC), .version = htonl(STAR_VERSION),
+        star_hello_t h = {.magic = htonl(STAR_HELLO_MAGIC),
+                          .version = htonl(STAR_VERSION),
                           .rank = (int32_t)htonl((uint32_t)rank),
                           .size = (int32_t)htonl((uint32_t)size)};
         memcpy(h.secret, secret, sizeof(h.secret));
@@ -549,8 +597,8 @@ static mesh_status_t star_create(int rank, int size, double timeout_s, const uin
         }
         if (st != MESH_OK) {
             char cause[STAR_ABORT_TEXT];
-            st = mesh_error(st, "bootstrap rank %d: cannot reach rank 0 (the root) at %s: %s",
-                            rank, mesh_sock_addr_str(root, as, sizeof(as)), LAST_CAUSE(cause));
+            st = mesh_error(st, "bootstrap rank %d: cannot reach rank 0 (the root) at %s: %s", rank,
+                            mesh_sock_addr_str(root, as, sizeof(as)), LAST_CAUSE(cause));
             goto err;
         }
         MESH_CHECK_GOTO(star_recv_root(s, STAR_READY, 0, deadline), st, err);
@@ -569,7 +617,8 @@ mesh_status_t mesh_bootstrap_star_create(int rank, int size, double timeout_s,
 {
     if (size < 1 || rank < 0 || rank >= size || (rank == 0 && lfd < 0) ||
         (rank > 0 && root == NULL)) {
-        if (lfd >= 0) close(lfd);
+        if (lfd >= 0)
+            close(lfd);
         return mesh_error(MESH_ERR_INVALID_ARG, "bootstrap: bad rank %d of size %d", rank, size);
     }
     return star_create(rank, size, timeout_s, secret, lfd, root, 0, bs);
@@ -595,13 +644,14 @@ mesh_status_t mesh_bootstrap_tcp_create(const mesh_unique_id_t *id, int rank, in
         lfd = uid_claim(u.listener_token);
         if (lfd == -2)
             return mesh_error(MESH_ERR_BUSY, "the listener of this unique id is already in use "
-                              "by another communicator");
+                                             "by another communicator");
         if (lfd >= 0) {
             token = u.listener_token;
         } else {
             /* Not created in this process: listen on the id's address, which must be here. */
             if (!mesh_sock_addr_is_local(&addr))
-                return mesh_error(MESH_ERR_BOOTSTRAP, "rank 0 must run on the host of the unique "
+                return mesh_error(MESH_ERR_BOOTSTRAP,
+                                  "rank 0 must run on the host of the unique "
                                   "id's address %s (create the id in rank 0's process)",
                                   mesh_sock_addr_str(&addr, as, sizeof(as)));
             MESH_CHECK(mesh_sock_listen(&addr, 128, &lfd, NULL));

@@ -24,7 +24,8 @@
 static int ms_left(double deadline, int cap_ms)
 {
     double left = deadline - mesh_time();
-    if (left <= 0) return 0;
+    if (left <= 0)
+        return 0;
     double ms = left * 1e3 + 1;
     return ms > cap_ms ? cap_ms : (int)ms;
 }
@@ -55,7 +56,8 @@ mesh_status_t mesh_sock_parse_addr(const char *text, mesh_sockaddr_t *out)
             return mesh_error(MESH_ERR_INVALID_ARG, "bad address '%s' (want [v6]:port)", text);
         memcpy(host, text + 1, (size_t)(close - text - 1));
         host[close - text - 1] = '\0';
-        if (close[1] == ':') MESH_CHECK(parse_port(text, close + 2, &port));
+        if (close[1] == ':')
+            MESH_CHECK(parse_port(text, close + 2, &port));
     } else if ((colon = strrchr(text, ':')) != NULL && strchr(text, ':') == colon) {
         if ((size_t)(colon - text) >= sizeof(host))
             return mesh_error(MESH_ERR_INVALID_ARG, "host name too long in '%s'", text);
@@ -68,7 +70,8 @@ mesh_status_t mesh_sock_parse_addr(const char *text, mesh_sockaddr_t *out)
             return mesh_error(MESH_ERR_INVALID_ARG, "host name too long in '%s'", text);
         strcpy(host, text);
     }
-    if (host[0] == '\0') return mesh_error(MESH_ERR_INVALID_ARG, "no host in address '%s'", text);
+    if (host[0] == '\0')
+        return mesh_error(MESH_ERR_INVALID_ARG, "no host in address '%s'", text);
 
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res = NULL;
@@ -132,15 +135,19 @@ mesh_status_t mesh_sock_local_addr(mesh_sockaddr_t *out)
     if (getifaddrs(&ifas) != 0)
         return mesh_error(MESH_ERR_IO, "getifaddrs failed: %m");
     for (const struct ifaddrs *ifa = ifas; ifa != NULL; ifa = ifa->ifa_next) {
-        if (ifa->ifa_addr == NULL || !(ifa->ifa_flags & IFF_UP)) continue;
+        if (ifa->ifa_addr == NULL || !(ifa->ifa_flags & IFF_UP))
+            continue;
         int fam = ifa->ifa_addr->sa_family;
-        if (fam != AF_INET && fam != AF_INET6) continue;
+        if (fam != AF_INET && fam != AF_INET6)
+            continue;
         if (prefix != NULL && *prefix != '\0') {
-            if (strncmp(ifa->ifa_name, prefix, strlen(prefix)) != 0) continue;
+            if (strncmp(ifa->ifa_name, prefix, strlen(prefix)) != 0)
+                continue;
         } else if (ifa->ifa_flags & IFF_LOOPBACK) {
             continue;
         }
-        if (fam == AF_INET && v4 == NULL) v4 = ifa;
+        if (fam == AF_INET && v4 == NULL)
+            v4 = ifa;
         /* Link-local IPv6 needs a scope id that peers cannot know; skip it. */
         if (fam == AF_INET6 && v6 == NULL &&
             !IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr))
@@ -153,8 +160,8 @@ mesh_status_t mesh_sock_local_addr(mesh_sockaddr_t *out)
     } else {
         freeifaddrs(ifas);
         if (prefix != NULL && *prefix != '\0')
-            return mesh_error(MESH_ERR_NOT_FOUND,
-                              "no up interface matches MESH_SOCKET_IFNAME=%s", prefix);
+            return mesh_error(MESH_ERR_NOT_FOUND, "no up interface matches MESH_SOCKET_IFNAME=%s",
+                              prefix);
         struct sockaddr_in *s = (struct sockaddr_in *)&a.ss;
         memset(&a, 0, sizeof(a));
         s->sin_family = AF_INET;
@@ -173,9 +180,12 @@ int mesh_sock_addr_is_local(const mesh_sockaddr_t *addr)
 {
     mesh_sockaddr_t a = *addr;
     int fd = socket(a.ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return 0;
-    if (a.ss.ss_family == AF_INET) ((struct sockaddr_in *)&a.ss)->sin_port = 0;
-    else ((struct sockaddr_in6 *)&a.ss)->sin6_port = 0;
+    if (fd < 0)
+        return 0;
+    if (a.ss.ss_family == AF_INET)
+        ((struct sockaddr_in *)&a.ss)->sin_port = 0;
+    else
+        ((struct sockaddr_in6 *)&a.ss)->sin6_port = 0;
     int ok = bind(fd, (struct sockaddr *)&a.ss, a.len) == 0;
     close(fd);
     return ok;
@@ -209,7 +219,8 @@ mesh_status_t mesh_sock_listen(const mesh_sockaddr_t *addr, int backlog, int *fd
         return st;
     }
     *fd = s;
-    if (bound != NULL) *bound = b;
+    if (bound != NULL)
+        *bound = b;
     return MESH_OK;
 }
 
@@ -223,7 +234,8 @@ static int retryable_connect_errno(int err)
 static int connect_once(const mesh_sockaddr_t *addr, double deadline, int *fd)
 {
     int s = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s < 0) return errno;
+    if (s < 0)
+        return errno;
     int err = 0;
     if (connect(s, (const struct sockaddr *)&addr->ss, addr->len) != 0) {
         err = errno;
@@ -237,7 +249,8 @@ static int connect_once(const mesh_sockaddr_t *addr, double deadline, int *fd)
                 err = ETIMEDOUT;
             } else {
                 socklen_t l = sizeof(err);
-                if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &l) != 0) err = errno;
+                if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &l) != 0)
+                    err = errno;
             }
         }
     }
@@ -266,9 +279,11 @@ mesh_status_t mesh_sock_connect(const mesh_sockaddr_t *addr, double deadline, in
             *fd = s;
             return MESH_OK;
         }
-        if (!retryable_connect_errno(err)) break;
+        if (!retryable_connect_errno(err))
+            break;
         double left = deadline - mesh_time();
-        if (left <= 0) break;
+        if (left <= 0)
+            break;
         /* The listener may simply not be up yet: retry with a growing pause. */
         usleep((useconds_t)((delay < left ? delay : left) * 1e6));
         delay = delay * 2 > 0.2 ? 0.2 : delay * 2;
@@ -286,7 +301,8 @@ mesh_status_t mesh_sock_accept(int lfd, double deadline, int *fd)
     for (;;) {
         struct pollfd p = {.fd = lfd, .events = POLLIN};
         int n = poll(&p, 1, ms_left(deadline, 1000));
-        if (n < 0 && errno != EINTR) return mesh_error(MESH_ERR_IO, "poll on listener failed: %m");
+        if (n < 0 && errno != EINTR)
+            return mesh_error(MESH_ERR_IO, "poll on listener failed: %m");
         if (n > 0) {
             int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (s >= 0) {
@@ -313,11 +329,15 @@ static mesh_status_t peer_str_error(mesh_status_t st, int fd, const char *what)
     int err = errno;
     memset(&a, 0, sizeof(a));
     a.len = sizeof(a.ss);
-    if (getpeername(fd, (struct sockaddr *)&a.ss, &a.len) != 0) snprintf(as, sizeof(as), "socket %d", fd);
-    else mesh_sock_addr_str(&a, as, sizeof(as));
+    if (getpeername(fd, (struct sockaddr *)&a.ss, &a.len) != 0)
+        snprintf(as, sizeof(as), "socket %d", fd);
+    else
+        mesh_sock_addr_str(&a, as, sizeof(as));
     errno = err;
-    if (st == MESH_ERR_IO) return mesh_error(st, "%s %s failed: %m", what, as);
-    if (st == MESH_ERR_PEER_FAILED) return mesh_error(st, "%s %s: connection closed", what, as);
+    if (st == MESH_ERR_IO)
+        return mesh_error(st, "%s %s failed: %m", what, as);
+    if (st == MESH_ERR_PEER_FAILED)
+        return mesh_error(st, "%s %s: connection closed", what, as);
     return mesh_error(st, "%s %s timed out", what, as);
 }
 
@@ -335,7 +355,8 @@ mesh_status_t mesh_sock_send_all(int fd, const void *buf, size_t len, double dea
             return peer_str_error(MESH_ERR_PEER_FAILED, fd, "send to");
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return peer_str_error(MESH_ERR_IO, fd, "send to");
-        if (mesh_time() >= deadline) return peer_str_error(MESH_ERR_TIMEOUT, fd, "send to");
+        if (mesh_time() >= deadline)
+            return peer_str_error(MESH_ERR_TIMEOUT, fd, "send to");
         struct pollfd pf = {.fd = fd, .events = POLLOUT};
         poll(&pf, 1, ms_left(deadline, 1000));
     }
@@ -356,7 +377,8 @@ mesh_status_t mesh_sock_recv_all(int fd, void *buf, size_t len, double deadline)
             return peer_str_error(MESH_ERR_PEER_FAILED, fd, "receive from");
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return peer_str_error(MESH_ERR_IO, fd, "receive from");
-        if (mesh_time() >= deadline) return peer_str_error(MESH_ERR_TIMEOUT, fd, "receive from");
+        if (mesh_time() >= deadline)
+            return peer_str_error(MESH_ERR_TIMEOUT, fd, "receive from");
         struct pollfd pf = {.fd = fd, .events = POLLIN};
         poll(&pf, 1, ms_left(deadline, 1000));
     }

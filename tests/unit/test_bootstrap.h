@@ -37,7 +37,8 @@ static inline int tb_check_allgather(mesh_bootstrap_t *bs)
         size_t len = lens[k];
         uint8_t *in = malloc(len + 1), *out = malloc(len * (size_t)size + 1);
         CHECK(in != NULL && out != NULL);
-        for (size_t i = 0; i < len; i++) in[i] = tb_byte(rank, k, i);
+        for (size_t i = 0; i < len; i++)
+            in[i] = tb_byte(rank, k, i);
         memset(out, 0xee, len * (size_t)size + 1);
         mesh_status_t st = mesh_bootstrap_allgather(bs, in, out, len);
         if (st != MESH_OK) {
@@ -60,7 +61,8 @@ static inline int tb_check_allgather(mesh_bootstrap_t *bs)
     int vals[size];
     vals[rank] = 1000 + rank;
     CHECK(mesh_bootstrap_allgather(bs, &vals[rank], vals, sizeof(int)) == MESH_OK);
-    for (int r = 0; r < size; r++) CHECK_MSG(vals[r] == 1000 + r, "in place rank %d", r);
+    for (int r = 0; r < size; r++)
+        CHECK_MSG(vals[r] == 1000 + r, "in place rank %d", r);
     return 0;
 }
 
@@ -68,13 +70,13 @@ typedef int (*tb_rank_fn)(int rank, int size, void *arg);
 
 /* Forks one child per rank with want[rank] != 0 (NULL: all); each exits with fn's result.
  * Returns the pids (0 for ranks not started). */
-static inline void tb_fork_ranks(int size, const char *want, tb_rank_fn fn, void *arg,
-                                 pid_t *pids)
+static inline void tb_fork_ranks(int size, const char *want, tb_rank_fn fn, void *arg, pid_t *pids)
 {
     fflush(NULL);
     for (int r = 0; r < size; r++) {
         pids[r] = 0;
-        if (want != NULL && !want[r]) continue;
+        if (want != NULL && !want[r])
+            continue;
         pid_t p = fork();
         CHECK(p >= 0);
         if (p == 0) {
@@ -92,7 +94,8 @@ static inline int tb_wait_ranks(int size, const pid_t *pids, const char *what)
 {
     int bad = 0;
     for (int r = 0; r < size; r++) {
-        if (pids[r] == 0) continue;
+        if (pids[r] == 0)
+            continue;
         int status;
         CHECK(waitpid(pids[r], &status, 0) == pids[r]);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -131,7 +134,8 @@ static inline int tb_free_port(int want_next)
             close(fd2);
         }
         close(fd);
-        if (ok) return port;
+        if (ok)
+            return port;
     }
     CHECK(!"no free port pair");
     return -1;

@@ -13,7 +13,8 @@ enum { EXIT_JOINED = 0, EXIT_REFUSED = 3 };
 
 static int expect_refused(mesh_status_t st, int rank)
 {
-    if (st == MESH_ERR_PEER_FAILED || st == MESH_ERR_TIMEOUT) return EXIT_REFUSED;
+    if (st == MESH_ERR_PEER_FAILED || st == MESH_ERR_TIMEOUT)
+        return EXIT_REFUSED;
     fprintf(stderr, "intruder claiming rank %d: %s\n", rank, mesh_status_string(st));
     return 1;
 }
@@ -24,13 +25,15 @@ static int real_rank(int rank, int size, void *arg)
 {
     mesh_bootstrap_t *bs = NULL;
     if (rank == 0) {
-        if (!getenv("TB_NOLOG")) tb_stderr_to(g_log);
+        if (!getenv("TB_NOLOG"))
+            tb_stderr_to(g_log);
         CHECK(mesh_bootstrap_uid_create(&g_id) == MESH_OK);
         CHECK(write(*(int *)arg, &g_id, sizeof(g_id)) == sizeof(g_id));
     }
     mesh_status_t st = mesh_bootstrap_tcp_create(&g_id, rank, size, 30, &bs);
     if (st != MESH_OK) {
-        if (rank == 1 && arg != NULL) return expect_refused(st, rank); /* duplicate rank 1 */
+        if (rank == 1 && arg != NULL)
+            return expect_refused(st, rank); /* duplicate rank 1 */
         fprintf(stderr, "rank %d: %s: %s\n", rank, mesh_status_string(st), mesh_error_last());
         return 1;
     }
@@ -46,8 +49,10 @@ static int intruder(int rank, int size, void *arg)
     mesh_uid_layout_t *u = (mesh_uid_layout_t *)id.internal;
     mesh_bootstrap_t *bs = NULL;
     rank = 1, size = 3;
-    if (strcmp(arg, "secret") == 0) u->secret[7] ^= 1;
-    else size = 6, rank = 5;
+    if (strcmp(arg, "secret") == 0)
+        u->secret[7] ^= 1;
+    else
+        size = 6, rank = 5;
     return expect_refused(mesh_bootstrap_tcp_create(&id, rank, size, 5, &bs), rank);
 }
 
@@ -137,7 +142,8 @@ static void test_intruders(void)
     CHECK_MSG(strstr(log, "rank 7 out of range") != NULL, "log:\n%s", log);
     CHECK_MSG(strstr(log, "rank 1 already joined") != NULL, "log:\n%s", log);
     CHECK_MSG(strstr(log, "refused bootstrap connection from 127.0.0.1:") != NULL ||
-              strstr(log, "refused bootstrap connection from ") != NULL, "log:\n%s", log);
+                  strstr(log, "refused bootstrap connection from ") != NULL,
+              "log:\n%s", log);
     printf("ok wrong secret, wrong size, garbage, out-of-range and duplicate rank refused and "
            "logged; the real ranks succeeded\n");
 }
@@ -147,7 +153,7 @@ static void test_intruders(void)
 struct expect {
     mesh_status_t st;
     const char *name;
-    int die_rank;  /* this rank exits right after create (-1: none) */
+    int die_rank; /* this rank exits right after create (-1: none) */
 };
 
 static int failing_rank(int rank, int size, void *arg)
@@ -158,7 +164,8 @@ static int failing_rank(int rank, int size, void *arg)
     mesh_status_t st = mesh_bootstrap_tcp_create(&g_id, rank, size, SHORT_TIMEOUT, &bs);
     if (e->die_rank >= 0) {
         CHECK_MSG(st == MESH_OK, "rank %d: %s", rank, mesh_error_last());
-        if (rank == e->die_rank) _exit(0);
+        if (rank == e->die_rank)
+            _exit(0);
         int x = rank, all[size];
         st = mesh_bootstrap_allgather(bs, &x, all, sizeof(x));
     }
@@ -168,7 +175,8 @@ static int failing_rank(int rank, int size, void *arg)
               mesh_status_string(e->st), m);
     CHECK_MSG(strstr(m, e->name) != NULL, "rank %d: message lacks '%s': %s", rank, e->name, m);
     CHECK_MSG(dt < SHORT_TIMEOUT + 3, "rank %d took %.1f s", rank, dt);
-    if (e->st == MESH_ERR_TIMEOUT) CHECK_MSG(dt >= SHORT_TIMEOUT - 0.1, "%.2f s", dt);
+    if (e->st == MESH_ERR_TIMEOUT)
+        CHECK_MSG(dt >= SHORT_TIMEOUT - 0.1, "%.2f s", dt);
     if (bs) {
         /* Once failed, the bootstrap stays failed. */
         int x = 0, all[size];

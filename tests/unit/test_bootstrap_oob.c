@@ -31,15 +31,18 @@ static void shm_barrier(oob_ctx_t *c)
         atomic_store(&c->shm->arrived, 0);
         atomic_fetch_add(&c->shm->gen, 1);
     } else {
-        while (atomic_load(&c->shm->gen) == g) sched_yield();
+        while (atomic_load(&c->shm->gen) == g)
+            sched_yield();
     }
 }
 
 static int shm_allgather(const void *in, void *out, size_t len, void *ctx)
 {
     oob_ctx_t *c = ctx;
-    if (c->calls++ == c->fail_at) return -42;
-    if (len * (size_t)c->size > SHM_DATA) return 1;
+    if (c->calls++ == c->fail_at)
+        return -42;
+    if (len * (size_t)c->size > SHM_DATA)
+        return 1;
     memcpy(c->shm->data + (size_t)c->rank * len, in, len);
     shm_barrier(c);
     memcpy(out, c->shm->data, len * (size_t)c->size);
@@ -52,7 +55,8 @@ static int full_io(ssize_t (*io)(int, void *, size_t), int fd, void *buf, size_t
     char *p = buf;
     while (len > 0) {
         ssize_t n = io(fd, p, len);
-        if (n <= 0) return -1;
+        if (n <= 0)
+            return -1;
         p += n;
         len -= (size_t)n;
     }
@@ -71,7 +75,8 @@ static int pipe_allgather(const void *in, void *out, size_t len, void *ctx)
     uint64_t l = len;
     if (full_io(write_io, c->up, &l, sizeof(l)) || full_io(write_io, c->up, (void *)in, len))
         return 2;
-    if (full_io(read, c->down, out, len * (size_t)c->size)) return 3;
+    if (full_io(read, c->down, out, len * (size_t)c->size))
+        return 3;
     return 0;
 }
 
@@ -107,7 +112,8 @@ static void test_pipes(int n)
 {
     int up[n][2], down[n][2];
     pid_t pids[n];
-    for (int r = 0; r < n; r++) CHECK(pipe(up[r]) == 0 && pipe(down[r]) == 0);
+    for (int r = 0; r < n; r++)
+        CHECK(pipe(up[r]) == 0 && pipe(down[r]) == 0);
     for (int r = 0; r < n; r++) {
         oob_ctx_t c = {.size = n, .up = up[r][1], .down = down[r][0], .fail_at = -1};
         char want[n];
@@ -132,7 +138,8 @@ static void test_pipes(int n)
             }
             CHECK(r == 0 || l == len);
             len = l;
-            if (all == NULL) CHECK((all = malloc(len * (size_t)n + 1)) != NULL);
+            if (all == NULL)
+                CHECK((all = malloc(len * (size_t)n + 1)) != NULL);
             CHECK(full_io(read, up[r][0], all + (size_t)r * len, len) == 0);
         }
         if (eof) {
@@ -159,7 +166,8 @@ int main(void)
     g_shm = mmap(NULL, sizeof(shm_area_t) + SHM_DATA, PROT_READ | PROT_WRITE,
                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(g_shm != MAP_FAILED);
-    for (int i = 0; i < 5; i++) test_shm(sizes[i], 0);
+    for (int i = 0; i < 5; i++)
+        test_shm(sizes[i], 0);
     test_shm(3, 1);
     test_pipes(3);
     test_pipes(5);

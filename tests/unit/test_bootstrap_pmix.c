@@ -7,8 +7,10 @@
 int main(int argc, char **argv)
 {
     CHECK(argc == 2);
-    if (!HAVE_PMIX) return MESH_TEST_SKIP;
-    if (strcmp(argv[1], "--probe") == 0) return 0;
+    if (!HAVE_PMIX)
+        return MESH_TEST_SKIP;
+    if (strcmp(argv[1], "--probe") == 0)
+        return 0;
     alarm(TB_WATCHDOG_S);
     int n = atoi(argv[1]);
     const char *pr = getenv("PMIX_RANK");
@@ -21,6 +23,7 @@ int main(int argc, char **argv)
               bs->rank, bs->size, pr, n);
     int rc = tb_check_allgather(bs);
     bs->destroy(bs);
-    if (rc == 0) printf("ok pmix rank %s of %d\n", pr, n);
+    if (rc == 0)
+        printf("ok pmix rank %s of %d\n", pr, n);
     return rc;
 }

@@ -8,8 +8,8 @@ static int rank_main(int rank, int size, void *arg)
     mesh_bootstrap_t *bs = NULL;
     mesh_status_t st = mesh_bootstrap_tcp_create(&g_id, rank, size, 30, &bs);
     if (st != MESH_OK) {
-        fprintf(stderr, "rank %d/%d: create failed: %s: %s\n", rank, size,
-                mesh_status_string(st), mesh_error_last());
+        fprintf(stderr, "rank %d/%d: create failed: %s: %s\n", rank, size, mesh_status_string(st),
+                mesh_error_last());
         return 1;
     }
     CHECK(bs->rank == rank && bs->size == size);
@@ -54,7 +54,8 @@ static void test_foreign_id(int n)
     u.port = htons((uint16_t)port);
     uint32_t lo = htonl(INADDR_LOOPBACK);
     memcpy(u.addr, &lo, 4);
-    for (int i = 0; i < 32; i++) u.secret[i] = (uint8_t)(i * 37 + 5);
+    for (int i = 0; i < 32; i++)
+        u.secret[i] = (uint8_t)(i * 37 + 5);
     u.listener_token = 0x1234567887654321ull;
     memset(&g_id, 0, sizeof(g_id));
     memcpy(g_id.internal, &u, sizeof(u));
@@ -112,7 +113,8 @@ int main(void)
     static const int sizes[] = {1, 2, 3, 5, 8};
     alarm(2 * TB_WATCHDOG_S);
     test_bad_args();
-    for (int i = 0; i < 5; i++) test_children(sizes[i]);
+    for (int i = 0; i < 5; i++)
+        test_children(sizes[i]);
     test_parent_root(3);
     test_parent_root(1);
     test_foreign_id(3);
