@@ -389,6 +389,56 @@ static mesh_status_t star_root_accept(star_t *s, const uint8_t *secret, double d
     return MESH_OK;
 }
 
+/* Reads len bytes within a short grace period without reporting anything; 0 on success. */
+static int star_recv_quiet(int fd, void *buf, size_t len, double grace_s)
+{
+    double deadline = mesh_time() + grace_s;
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n == 0 || (errno != EAGAIN && errno != EINTR) || mesh_time() >= deadline)
+            return -1;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        (void)poll(&pf, 1, 50);
+    }
+    return 0;
+}
+
+/* Non-root: rank 0 gave up and said why (m is its abort message); fails with its status. */
+static mesh_status_t star_root_gave_up(star_t *s, const star_msg_t *m)
+{
+    char why[STAR_ABORT_TEXT + 1];
+    uint64_t l = be64toh(m->len);
+    l = l > STAR_ABORT_TEXT ? STAR_ABORT_TEXT : l;
+    if (star_recv_quiet(s->fds[0], why, l, 1.0) != 0)
+        l = 0;
+    why[l] = '\0';
+    mesh_status_t rst = (mesh_status_t)(int32_t)ntohl((uint32_t)m->status);
+    if (rst >= 0)
+        rst = MESH_ERR_BOOTSTRAP;
+    return s->failed = mesh_error(rst, "bootstrap rank %d: rank 0 gave up: %s", s->base.rank,
+                                  l ? why : "no reason given");
+}
+
+/* Non-root: the connection to rank 0 failed with st. Rank 0 may have sent its reason before it
+ * closed (our own send then fails); that reason names the rank at fault, so prefer it. */
+static mesh_status_t star_lost_root(star_t *s, mesh_status_t st)
+{
+    char cause[STAR_ABORT_TEXT];
+    star_msg_t m;
+    LAST_CAUSE(cause);
+    if (st == MESH_ERR_PEER_FAILED && star_recv_quiet(s->fds[0], &m, sizeof(m), 0.2) == 0 &&
+        ntohl(m.magic) == STAR_MSG_MAGIC && ntohl(m.type) == STAR_ABORT)
+        return star_root_gave_up(s, &m);
+    return s->failed = mesh_error(st, "bootstrap rank %d: lost rank 0 (the root): %s",
+                                  s->base.rank, cause);
+}
+
 /* Non-root: receives the next message from rank 0 and checks it (type, round, length). An
  * abort from rank 0 fails with rank 0's status and reason. */
 static mesh_status_t star_recv_root(star_t *s, uint32_t type, uint64_t len, double deadline)
@@ -396,28 +446,16 @@ static mesh_status_t star_recv_root(star_t *s, uint32_t type, uint64_t len, doub
     star_msg_t m;
     /* Rank 0 reports the real cause at its own deadline; give its message time to arrive. */
     double d = deadline + 0.5 + 0.05 * s->base.timeout_s;
-    char cause[STAR_ABORT_TEXT];
     mesh_status_t st = mesh_sock_recv_all(s->fds[0], &m, sizeof(m), d);
     if (st != MESH_OK)
-        return s->failed = mesh_error(st, "bootstrap rank %d: lost rank 0 (the root): %s",
-                                      s->base.rank, LAST_CAUSE(cause));
+        return star_lost_root(s, st);
     uint32_t t = ntohl(m.type);
     uint64_t l = be64toh(m.len), q = be64toh(m.seq);
     if (ntohl(m.magic) != STAR_MSG_MAGIC)
         return s->failed = mesh_error(MESH_ERR_BOOTSTRAP, "bootstrap rank %d: garbage from rank 0",
                                       s->base.rank);
-    if (t == STAR_ABORT) {
-        char why[STAR_ABORT_TEXT + 1];
-        l = l > STAR_ABORT_TEXT ? STAR_ABORT_TEXT : l;
-        if (mesh_sock_recv_all(s->fds[0], why, l, mesh_time() + 1) != MESH_OK)
-            l = 0;
-        why[l] = '\0';
-        mesh_status_t rst = (mesh_status_t)(int32_t)ntohl((uint32_t)m.status);
-        if (rst >= 0)
-            rst = MESH_ERR_BOOTSTRAP;
-        return s->failed = mesh_error(rst, "bootstrap rank %d: rank 0 gave up: %s", s->base.rank,
-                                      l ? why : "no reason given");
-    }
+    if (t == STAR_ABORT)
+        return star_root_gave_up(s, &m);
     if (t != type || l != len || (t == STAR_DATA && q != s->seq))
         return s->failed = mesh_error(MESH_ERR_BOOTSTRAP,
                                       "bootstrap rank %d: unexpected message from rank 0 (type %u "
@@ -497,7 +535,6 @@ static mesh_status_t star_allgather(mesh_bootstrap_t *bs, const void *in, void *
 {
     star_t *s = (star_t *)bs;
     double deadline = mesh_time() + bs->timeout_s;
-    char cause[STAR_ABORT_TEXT];
     mesh_status_t st;
 
     if (s->failed)
@@ -518,13 +555,11 @@ static mesh_status_t star_allgather(mesh_bootstrap_t *bs, const void *in, void *
         if (st == MESH_OK)
             st = mesh_sock_send_all(s->fds[0], in, len, deadline);
         if (st != MESH_OK)
-            return s->failed = mesh_error(st, "bootstrap rank %d: lost rank 0 (the root): %s",
-                                          bs->rank, LAST_CAUSE(cause));
+            return star_lost_root(s, st);
         MESH_CHECK(star_recv_root(s, STAR_DATA, (uint64_t)bs->size * len, deadline));
         st = mesh_sock_recv_all(s->fds[0], out, (size_t)bs->size * len, deadline);
         if (st != MESH_OK)
-            return s->failed = mesh_error(st, "bootstrap rank %d: lost rank 0 (the root): %s",
-                                          bs->rank, LAST_CAUSE(cause));
+            return star_lost_root(s, st);
     }
     s->seq++;
     return MESH_OK;
