@@ -2,6 +2,7 @@
 #define MESH_LOG_SUBSYSTEM "sock"
 #include <config.h> /* the generated one: _GNU_SOURCE for accept4 */
 #include "libmesh/sock.h"
+#include "libmesh/bootstrap.h"
 #include "libmesh/config.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
@@ -128,9 +129,13 @@ static void set_from_ifa(const struct ifaddrs *ifa, mesh_sockaddr_t *out)
 
 mesh_status_t mesh_sock_local_addr(mesh_sockaddr_t *out)
 {
-    const char *prefix = mesh_config_str("SOCKET_IFNAME");
     struct ifaddrs *ifas = NULL;
     const struct ifaddrs *v4 = NULL, *v6 = NULL;
+
+    /* MESH_SOCKET_IFNAME is declared by the bootstrap table, which the tcp transport may not
+     * have caused to be registered yet. */
+    MESH_CHECK(mesh_bootstrap_config_register());
+    const char *prefix = mesh_config_str("SOCKET_IFNAME");
 
     if (getifaddrs(&ifas) != 0)
         return mesh_error(MESH_ERR_IO, "getifaddrs failed: %m");
