@@ -6,9 +6,9 @@ bin=${top_builddir:-.}/tests/unit/test_bootstrap_pmix
 command -v mpirun >/dev/null 2>&1 || { echo "no mpirun: skipped"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset MESH_RANK MESH_SIZE MESH_ADDR RANK WORLD_SIZE MASTER_ADDR MASTER_PORT
-for n in 1 2 3 5; do
+for n in 1 2 3 5 8; do
     out=$(timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none \
-          --mca btl self -np $n "$bin" $n 2>&1)
+          -np $n "$bin" $n 2>&1)
     rc=$?
     echo "$out"
     if [ $rc -ne 0 ]; then
