@@ -363,7 +363,15 @@ static mesh_status_t star_root_accept(star_t *s, const uint8_t *secret, double d
             }
             pend[i] = pend[--npend];
         }
-        if ((pfd[0].revents & POLLIN) && npend < STAR_MAX_PENDING) {
+        if ((pfd[0].revents & POLLIN) && npend == STAR_MAX_PENDING) {
+            /* Connections that never send a hello must not lock the real ranks out. */
+            peer_name(pend[0].fd, as, sizeof(as));
+            mesh_log_warn("dropped bootstrap connection from %s: no hello while %d others wait", as,
+                          npend - 1);
+            close(pend[0].fd);
+            pend[0] = pend[--npend];
+        }
+        if (pfd[0].revents & POLLIN) {
             int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd >= 0)
                 pend[npend++] = (star_pending_t){.fd = fd, .got = 0};
@@ -435,8 +443,8 @@ static mesh_status_t star_lost_root(star_t *s, mesh_status_t st)
     if (st == MESH_ERR_PEER_FAILED && star_recv_quiet(s->fds[0], &m, sizeof(m), 0.2) == 0 &&
         ntohl(m.magic) == STAR_MSG_MAGIC && ntohl(m.type) == STAR_ABORT)
         return star_root_gave_up(s, &m);
-    return s->failed = mesh_error(st, "bootstrap rank %d: lost rank 0 (the root): %s",
-                                  s->base.rank, cause);
+    return s->failed =
+               mesh_error(st, "bootstrap rank %d: lost rank 0 (the root): %s", s->base.rank, cause);
 }
 
 /* Non-root: receives the next message from rank 0 and checks it (type, round, length). An
