@@ -9,6 +9,7 @@
 
 static const mesh_tl_ops_t *const mesh_tl_table[] = {
     &mesh_tl_self_ops,
+    &mesh_tl_tcp_ops,
 };
 
 #define MESH_TL_TABLE_SIZE ((int)(sizeof(mesh_tl_table) / sizeof(mesh_tl_table[0])))

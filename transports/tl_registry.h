@@ -5,5 +5,6 @@
 #include "transports/tl.h"
 
 extern const mesh_tl_ops_t mesh_tl_self_ops;
+extern const mesh_tl_ops_t mesh_tl_tcp_ops;
 
 #endif
