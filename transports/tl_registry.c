@@ -9,6 +9,7 @@
 
 static const mesh_tl_ops_t *const mesh_tl_table[] = {
     &mesh_tl_self_ops,
+    &mesh_tl_shm_ops,
     &mesh_tl_tcp_ops,
 };
 

@@ -5,6 +5,7 @@
 #include "transports/tl.h"
 
 extern const mesh_tl_ops_t mesh_tl_self_ops;
+extern const mesh_tl_ops_t mesh_tl_shm_ops;
 extern const mesh_tl_ops_t mesh_tl_tcp_ops;
 
 #endif
