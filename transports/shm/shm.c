@@ -347,12 +347,14 @@ static int shm_progress(mesh_tl_iface_t *iface)
 {
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
     if (atomic_load_explicit(&si->aborted, memory_order_acquire)) return shm_abort_pending(si);
-    int done = 0;
+    int done = 0, moved = 0;
     double now = -1;
     for (int r = 0; r < iface->size; r++) {
         mesh_tl_shm_ep_t *ep = si->eps[r];
         if (ep == NULL || ep->failed < 0) continue;
         done += mesh_tl_shm_ep_progress(ep);
+        moved |= ep->moved;
+        ep->moved = 0;
         if (ep->npending > 0 && ep->failed == MESH_OK) {
             if (now < 0) now = mesh_time();
             if (now >= ep->next_check) {
@@ -361,7 +363,8 @@ static int shm_progress(mesh_tl_iface_t *iface)
             }
         }
     }
-    return done;
+    /* bytes that moved without completing anything still tell waiters not to sleep */
+    return done + moved;
 }
 
 static mesh_status_t shm_ep_check(mesh_tl_ep_t *uep)

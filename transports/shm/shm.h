@@ -116,6 +116,7 @@ typedef struct mesh_tl_shm_ep {
     mesh_tl_shm_unexp_t *unexp_head, *unexp_tail;
     mesh_tl_shm_rndv_t *reads;  /* rendezvous reads in progress */
     mesh_tl_opq_t retry_wait;   /* receives waiting for RDATA */
+    int moved; /* bytes moved since the last progress() */
     /* liveness */
     int npending;
     double next_check;

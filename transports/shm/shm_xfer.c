@@ -234,6 +234,7 @@ static void ring_put(mesh_tl_shm_ep_t *ep, const void *src, size_t n)
     memcpy(ep->tx->data + pos, src, first);
     if (n > first) memcpy(ep->tx->data, (const char *)src + first, n - first);
     ep->tx_head += n;
+    ep->moved = 1;
 }
 
 static void ring_get(mesh_tl_shm_ep_t *ep, void *dst, size_t n)
@@ -245,6 +246,7 @@ static void ring_get(mesh_tl_shm_ep_t *ep, void *dst, size_t n)
         if (n > first) memcpy((char *)dst + first, ep->rx->data, n - first);
     }
     ep->rx_tail += n;
+    ep->moved = 1;
 }
 
 static size_t ring_space(mesh_tl_shm_ep_t *ep, size_t want)
@@ -502,6 +504,7 @@ static int reads_progress(mesh_tl_shm_ep_t *ep)
             }
         } else {
             r->done += (size_t)got;
+            ep->moved = 1;
             if (r->done < r->len) {
                 pp = &r->next;
                 continue;

@@ -415,6 +415,7 @@ static int tcp_progress(mesh_tl_iface_t *iface)
     }
     int rc = poll(ti->pfds, (nfds_t)np, 0);
     if (rc <= 0) return 0;
+    ti->moved = 0;
     int conn_events = 0;
     for (int k = 1; k < 1 + nconns; k++) conn_events |= ti->pfds[k].revents;
     if (ti->pfds[0].revents) accept_all(ti);
@@ -455,7 +456,8 @@ static int tcp_progress(mesh_tl_iface_t *iface)
             if (n > 0) done += n;
         }
     }
-    return done;
+    /* bytes that moved without completing anything still tell waiters not to sleep */
+    return done + ti->moved;
 }
 
 static int ep_connected(mesh_tl_tcp_ep_t *ep)

@@ -125,6 +125,7 @@ typedef struct {
     struct pollfd *pfds;
     void **pobj;
     int pcap;
+    int moved; /* bytes moved since the last progress() */
     atomic_int aborted;
     int abort_done;
 } mesh_tl_tcp_iface_t;

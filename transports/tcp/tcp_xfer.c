@@ -214,6 +214,7 @@ int mesh_tl_tcp_stream_send(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
             if (errno == EINTR) continue;
             return io_failed(ep, "send");
         }
+        tcp_iface(ep)->moved = 1;
         size_t left = (size_t)n;
         size_t h = sizeof(s->tx_hdr) - s->tx_hdr_done;
         if (h > left) h = left;
@@ -362,6 +363,7 @@ int mesh_tl_tcp_stream_recv(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
             if (errno == EINTR) continue;
             return io_failed(ep, "receive");
         }
+        tcp_iface(ep)->moved = 1;
         budget -= (size_t)n < budget ? (size_t)n : budget;
     }
     int rc = parse_stage(ep, s);
