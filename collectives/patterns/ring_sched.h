@@ -65,6 +65,25 @@ mesh_status_t mesh_coll_rd_allreduce_phase(mesh_sched_t *s, const mesh_coll_grou
                                            const void *src, void *dst, size_t count, size_t dsize,
                                            const int *deps, int ndeps, int *done);
 
+/*
+ * In allreduce/rabenseifner.c. Recursive-halving reduce-scatter of a packed vector split into
+ * pof2 core blocks, core block i being elements [bnd[i], bnd[i + 1]) (pof2 + 1 entries). Extra
+ * ranks fold first: they send src to their partner and are done. Core ranks are renumbered
+ * relative to core rank `shift` (relative core rank (c - shift) mod pof2 ends with block of that
+ * index, which lets a binomial gather to core rank `shift` move contiguous ranges). acc is a
+ * whole-vector workspace (may equal src) where the own windows accumulate.
+ */
+typedef struct {
+    int core;      /* relative core rank, -1 on an extra rank */
+    int last;      /* acc's own block is final after this task (extra: its send) */
+    int done;      /* every task of the phase */
+    int sent[32];  /* the send at each halving level (-1: none), for a following all-gather */
+} mesh_coll_rh_result_t;
+mesh_status_t mesh_coll_rh_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll_group_t *g,
+                                                int shift, const void *src, void *acc,
+                                                const size_t *bnd, size_t count, size_t dsize,
+                                                mesh_coll_rh_result_t *res);
+
 /* A growable list of task ids, joined by one nop at the end of a phase. */
 typedef struct {
     int *v;
