@@ -14,6 +14,7 @@
 mesh_status_t mesh_coll_rh_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll_group_t *g,
                                                 int shift, const void *src, void *acc,
                                                 const size_t *bnd, size_t count, size_t dsize,
+                                                const int *deps, int ndeps,
                                                 mesh_coll_rh_result_t *res)
 {
     int n = g->n, me = g->me, p = mesh_rd_pof2(n), lg = mesh_rd_log2(p);
@@ -25,8 +26,10 @@ mesh_status_t mesh_coll_rh_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll
     for (int i = 0; i < 32; i++) res->sent[i] = -1;
     res->core = -1;
     res->last = -1;
+    int start = ndeps ? mesh_sched_nop(s, deps, ndeps) : -1;
+    mesh_coll_ids_add(&ids, start);
     if (mesh_rd_is_extra(me, n)) {
-        res->last = count ? mesh_sched_send(s, fold_rank, src, count * ds, NULL, 0) : -1;
+        res->last = count ? mesh_sched_send(s, fold_rank, src, count * ds, &start, 1) : -1;
         mesh_coll_ids_add(&ids, res->last);
         return mesh_coll_ids_join(s, &ids, NULL, 0, &res->done);
     }
@@ -37,10 +40,10 @@ mesh_status_t mesh_coll_rh_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll
         return mesh_error(MESH_ERR_NO_MEMORY, "recursive halving: no memory for %zu bytes",
                           count * ds);
     const char *have = src; /* where the current window's partial results are */
-    int last = -1;
+    int last = start;
     if (fold >= 0 && count) {
         int rv = mesh_sched_recv(s, fold_rank, tmp, count * ds, NULL, 0);
-        last = mesh_sched_reduce3(s, acc, src, tmp, count, &rv, 1);
+        last = mesh_sched_reduce3(s, acc, src, tmp, count, (int[]){rv, start}, 2);
         have = acc;
         mesh_coll_ids_add(&ids, rv);
     }
@@ -91,7 +94,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
 
     mesh_coll_group_t g = {.me = me, .n = n, .ranks = NULL};
     mesh_coll_rh_result_t rh;
-    MESH_CHECK(mesh_coll_rh_reduce_scatter_phase(s, &g, 0, args->sbuf, rbuf, bnd, count, ds, &rh));
+    MESH_CHECK(mesh_coll_rh_reduce_scatter_phase(s, &g, 0, args->sbuf, rbuf, bnd, count, ds, NULL, 0,
+                                                 &rh));
     int fold = mesh_rd_fold_partner(me, n);
     if (rh.core < 0) {
         /* extra rank: the result comes back from the partner, after our input left */

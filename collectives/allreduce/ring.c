@@ -50,6 +50,36 @@ mesh_status_t mesh_coll_ring_allgather_phase(mesh_sched_t *s, const mesh_coll_ri
     return mesh_coll_ids_join(s, &ids, &start, 1, done);
 }
 
+mesh_status_t mesh_coll_ring_allreduce_phase(mesh_sched_t *s, const mesh_coll_group_t *g,
+                                             const void *src, void *dst, size_t count,
+                                             size_t dsize, const int *deps, int ndeps, int *done)
+{
+    int n = g->n;
+    size_t *off = mesh_sched_scratch(s, 2 * (size_t)n * sizeof(size_t));
+    if (!off) return mesh_error(MESH_ERR_NO_MEMORY, "ring all-reduce: no memory for offsets");
+    size_t *len = off + n;
+    for (int i = 0; i < n; i++) {
+        off[i] = mesh_block_offset(count, n, i);
+        len[i] = mesh_block_count(count, n, i);
+    }
+    mesh_coll_ring_phase_t p = {.g = *g,
+                                .dsize = dsize,
+                                .src = src,
+                                .src_off = off,
+                                .acc = dst,
+                                .acc_off = off,
+                                .own = (char *)dst + off[g->me] * dsize,
+                                .len = len,
+                                .deps = deps,
+                                .ndeps = ndeps};
+    int rs;
+    MESH_CHECK(mesh_coll_ring_reduce_scatter_phase(s, &p, &rs));
+    p.src = NULL;
+    p.deps = &rs;
+    p.ndeps = 1;
+    return mesh_coll_ring_allgather_phase(s, &p, done);
+}
+
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
     if (args->bytes > 1024 * 1024) return 80;
@@ -59,34 +89,11 @@ static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh_sched_t *s)
 {
-    int n = comm->size;
-    size_t ds = args->dsize;
-    if (n == 1) {
-        if (!args->in_place && args->count)
-            mesh_sched_copy(s, args->rbuf, args->sbuf, args->count * ds, NULL, 0);
-        return mesh_sched_status(s);
-    }
-    size_t *off = mesh_sched_scratch(s, 2 * (size_t)n * sizeof(size_t));
-    if (!off) return mesh_error(MESH_ERR_NO_MEMORY, "ring all-reduce: no memory for offsets");
-    size_t *len = off + n;
-    for (int i = 0; i < n; i++) {
-        off[i] = mesh_block_offset(args->count, n, i);
-        len[i] = mesh_block_count(args->count, n, i);
-    }
-    mesh_coll_ring_phase_t p = {.g = {.me = comm->rank, .n = n, .ranks = NULL},
-                                .dsize = ds,
-                                .src = args->sbuf,
-                                .src_off = off,
-                                .acc = args->rbuf,
-                                .acc_off = off,
-                                .own = (char *)args->rbuf + off[comm->rank] * ds,
-                                .len = len};
-    int rs, ag;
-    MESH_CHECK(mesh_coll_ring_reduce_scatter_phase(s, &p, &rs));
-    p.src = NULL;
-    p.deps = &rs;
-    p.ndeps = 1;
-    MESH_CHECK(mesh_coll_ring_allgather_phase(s, &p, &ag));
+    mesh_coll_group_t g = {.me = comm->rank, .n = comm->size, .ranks = NULL};
+    int done;
+    if (args->count == 0) return mesh_sched_status(s);
+    MESH_CHECK(mesh_coll_ring_allreduce_phase(s, &g, args->sbuf, args->rbuf, args->count,
+                                              args->dsize, NULL, 0, &done));
     return mesh_sched_status(s);
 }
 

@@ -59,6 +59,11 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
 /* In allreduce/ring.c. */
 mesh_status_t mesh_coll_ring_allgather_phase(mesh_sched_t *s, const mesh_coll_ring_phase_t *p,
                                              int *done);
+/* In allreduce/ring.c: dst = reduction of every member's src (count elements; src may equal
+ * dst) by the two ring phases over n element-aligned blocks. */
+mesh_status_t mesh_coll_ring_allreduce_phase(mesh_sched_t *s, const mesh_coll_group_t *g,
+                                             const void *src, void *dst, size_t count,
+                                             size_t dsize, const int *deps, int ndeps, int *done);
 /* In allreduce/rd.c: dst = reduction of every member's src (count elements; src may equal dst),
  * identical bits on every member. */
 mesh_status_t mesh_coll_rd_allreduce_phase(mesh_sched_t *s, const mesh_coll_group_t *g,
@@ -71,7 +76,8 @@ mesh_status_t mesh_coll_rd_allreduce_phase(mesh_sched_t *s, const mesh_coll_grou
  * ranks fold first: they send src to their partner and are done. Core ranks are renumbered
  * relative to core rank `shift` (relative core rank (c - shift) mod pof2 ends with block of that
  * index, which lets a binomial gather to core rank `shift` move contiguous ranges). acc is a
- * whole-vector workspace (may equal src) where the own windows accumulate.
+ * whole-vector workspace (may equal src) where the own windows accumulate. deps: when src and
+ * acc are ready.
  */
 typedef struct {
     int core;      /* relative core rank, -1 on an extra rank */
@@ -82,6 +88,7 @@ typedef struct {
 mesh_status_t mesh_coll_rh_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll_group_t *g,
                                                 int shift, const void *src, void *acc,
                                                 const size_t *bnd, size_t count, size_t dsize,
+                                                const int *deps, int ndeps,
                                                 mesh_coll_rh_result_t *res);
 
 /* A growable list of task ids, joined by one nop at the end of a phase. */

@@ -47,7 +47,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     mesh_coll_group_t g = {.me = me, .n = n, .ranks = NULL};
     mesh_coll_rh_result_t rh;
     MESH_CHECK(mesh_coll_rh_reduce_scatter_phase(s, &g, shift, args->sbuf, acc, bnd, count, ds,
-                                                 &rh));
+                                                 NULL, 0, &rh));
     if (rh.core < 0) {
         if (me == root)
             mesh_sched_recv(s, groot, args->rbuf, count * ds, &rh.done, 1);
