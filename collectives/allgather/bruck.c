@@ -26,12 +26,14 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     const char *own = a->in_place ? rb + (size_t)r * blk : (const char *)a->sbuf;
 
     if (n == 1 || blk == 0) {
-        if (!a->in_place) mesh_sched_copy(s, rb + (size_t)r * blk, own, blk, NULL, 0);
+        if (!a->in_place)
+            mesh_sched_copy(s, rb + (size_t)r * blk, own, blk, NULL, 0);
         return mesh_sched_status(s);
     }
     /* rank 0 needs no rotation, so it gathers in place */
     char *tmp = r == 0 ? rb : mesh_sched_scratch(s, (size_t)n * blk);
-    if (tmp == NULL) return mesh_sched_status(s);
+    if (tmp == NULL)
+        return mesh_sched_status(s);
 
     int have = mesh_sched_copy(s, tmp, own, blk, NULL, 0);
     int steps = mesh_bruck_nsteps(n);

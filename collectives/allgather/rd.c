@@ -22,16 +22,19 @@ static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
     size_t t = 0;
     int n = comm->size;
-    for (int i = 0; i < n; i++) t += args->counts[i];
+    for (int i = 0; i < n; i++)
+        t += args->counts[i];
     t *= args->dsize;
-    if ((n & (n - 1)) == 0) return t <= ((size_t)256 << 10) ? 30 : 5;
+    if ((n & (n - 1)) == 0)
+        return t <= ((size_t)256 << 10) ? 30 : 5;
     return t <= ((size_t)64 << 10) ? 15 : 4;
 }
 
 static int contiguous(const mesh_coll_args_t *a, int lo, int hi)
 {
     for (int i = lo; i + 1 < hi; i++)
-        if (a->displs[i + 1] != a->displs[i] + a->counts[i]) return 0;
+        if (a->displs[i + 1] != a->displs[i] + a->counts[i])
+            return 0;
     return 1;
 }
 
@@ -42,16 +45,20 @@ static void xfer(rd_ctx_t *c, int send, int peer, int lo, int hi, const int *dep
     char *rb = a->rbuf;
     size_t ds = a->dsize;
     c->nids = 0;
-    if (lo >= hi) return;
+    if (lo >= hi)
+        return;
     if (contiguous(a, lo, hi)) {
         size_t bytes = (a->displs[hi - 1] + a->counts[hi - 1] - a->displs[lo]) * ds;
-        if (send) mesh_sched_send(c->s, peer, rb + a->displs[lo] * ds, bytes, deps, ndeps);
-        else c->ids[c->nids++] = mesh_sched_recv(c->s, peer, rb + a->displs[lo] * ds, bytes,
-                                                 NULL, 0);
+        if (send)
+            mesh_sched_send(c->s, peer, rb + a->displs[lo] * ds, bytes, deps, ndeps);
+        else
+            c->ids[c->nids++] =
+                mesh_sched_recv(c->s, peer, rb + a->displs[lo] * ds, bytes, NULL, 0);
         return;
     }
     for (int i = lo; i < hi; i++) {
-        if (a->counts[i] == 0) continue;
+        if (a->counts[i] == 0)
+            continue;
         if (send)
             mesh_sched_send(c->s, peer, rb + a->displs[i] * ds, a->counts[i] * ds, deps, ndeps);
         else
@@ -61,20 +68,28 @@ static void xfer(rd_ctx_t *c, int send, int peer, int lo, int hi, const int *dep
 }
 
 /* First original rank represented by virtual rank v. */
-static int orig_lo(int v, int rem) { return v < rem ? 2 * v : v + rem; }
+static int orig_lo(int v, int rem)
+{
+    return v < rem ? 2 * v : v + rem;
+}
 /* The original rank that takes part in the doubling for virtual rank v. */
-static int orig_of(int v, int rem) { return v < rem ? 2 * v + 1 : v + rem; }
+static int orig_of(int v, int rem)
+{
+    return v < rem ? 2 * v + 1 : v + rem;
+}
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)
 {
     int n = comm->size, r = comm->rank;
     int p2 = 1;
-    while (p2 * 2 <= n) p2 *= 2;
+    while (p2 * 2 <= n)
+        p2 *= 2;
     int rem = n - p2;
     size_t ds = a->dsize;
     char *rb = a->rbuf;
     rd_ctx_t c = {.s = s, .a = a, .ids = malloc(sizeof(int) * (size_t)(n + 1))};
-    if (c.ids == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "allgather rd: no memory for %d ids", n);
+    if (c.ids == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "allgather rd: no memory for %d ids", n);
 
     int have = -1; /* joins everything this rank holds so far */
     if (!a->in_place)

@@ -10,12 +10,13 @@
 
 /* Blocks above this size are split; at most MAX_SEGS segments per block. */
 #define RING_SEG_BYTES ((size_t)256 * 1024)
-#define RING_MAX_SEGS 64
+#define RING_MAX_SEGS  64
 
 static size_t total_bytes(const mesh_comm_t *comm, const mesh_coll_args_t *a)
 {
     size_t t = 0;
-    for (int i = 0; i < comm->size; i++) t += a->counts[i];
+    for (int i = 0; i < comm->size; i++)
+        t += a->counts[i];
     return t * a->dsize;
 }
 
@@ -39,7 +40,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     char *rb = a->rbuf;
     const char *own = a->in_place ? rb + a->displs[r] * ds : (const char *)a->sbuf;
 
-    if (!a->in_place) mesh_sched_copy(s, rb + a->displs[r] * ds, own, a->counts[r] * ds, NULL, 0);
+    if (!a->in_place)
+        mesh_sched_copy(s, rb + a->displs[r] * ds, own, a->counts[r] * ds, NULL, 0);
 
     /* prev[j]: receive task of segment j of the block forwarded in this step */
     int prev[RING_MAX_SEGS];

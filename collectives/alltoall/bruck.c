@@ -21,7 +21,8 @@ static int is_uniform(const mesh_comm_t *comm, const mesh_coll_args_t *a)
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    if (!is_uniform(comm, args)) return -1;
+    if (!is_uniform(comm, args))
+        return -1;
     return args->counts[0] * args->dsize <= 256 && comm->size >= 4 ? 30 : 5;
 }
 
@@ -34,8 +35,10 @@ static int pack(mesh_sched_t *s, char *slots, char *packed, int n, int k, size_t
     for (int j = run; j < n; j += 2 * run) {
         size_t len = (size_t)(j + run <= n ? run : n - j) * blk;
         int deps[3] = {dep0, dep1, last};
-        if (unpack) last = mesh_sched_copy(s, slots + (size_t)j * blk, packed + off, len, deps, 3);
-        else last = mesh_sched_copy(s, packed + off, slots + (size_t)j * blk, len, deps, 3);
+        if (unpack)
+            last = mesh_sched_copy(s, slots + (size_t)j * blk, packed + off, len, deps, 3);
+        else
+            last = mesh_sched_copy(s, packed + off, slots + (size_t)j * blk, len, deps, 3);
         off += len;
     }
     return last;
@@ -52,7 +55,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         mesh_sched_copy(s, rb, sb, blk, NULL, 0);
         return mesh_sched_status(s);
     }
-    if (blk == 0) return mesh_sched_status(s);
+    if (blk == 0)
+        return mesh_sched_status(s);
 
     int steps = mesh_bruck_nsteps(n);
     size_t maxmove = 0;
@@ -62,7 +66,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     char *slots = mesh_sched_scratch(s, (size_t)n * blk);
     char *packs = mesh_sched_scratch(s, maxmove * blk);
     char *recvs = mesh_sched_scratch(s, (size_t)steps * maxmove * blk);
-    if (slots == NULL || packs == NULL || recvs == NULL) return mesh_sched_status(s);
+    if (slots == NULL || packs == NULL || recvs == NULL)
+        return mesh_sched_status(s);
 
     /* rotation in: slot j gets the block for rank r + j */
     int have = mesh_sched_copy(s, slots, sb + (size_t)r * blk, (size_t)(n - r) * blk, NULL, 0);

@@ -12,7 +12,10 @@
 
 #define PAIRWISE_WINDOW 4
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args) { return 10; }
+static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+{
+    return 10;
+}
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)
 {
@@ -25,25 +28,27 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
 
     if (a->in_place && n > 1) {
         size_t total = 0;
-        for (int i = 0; i < n; i++) total += a->counts[i];
+        for (int i = 0; i < n; i++)
+            total += a->counts[i];
         char *tmp = mesh_sched_scratch(s, total * ds);
         size_t *packed = mesh_sched_scratch(s, sizeof(size_t) * (size_t)n);
-        if (tmp == NULL || packed == NULL) return mesh_sched_status(s);
+        if (tmp == NULL || packed == NULL)
+            return mesh_sched_status(s);
         total = 0;
         for (int i = 0; i < n; i++) {
             packed[i] = total;
-            ready = mesh_sched_copy(s, tmp + total * ds, sb + a->displs[i] * ds,
-                                    a->counts[i] * ds, &ready, 1);
+            ready = mesh_sched_copy(s, tmp + total * ds, sb + a->displs[i] * ds, a->counts[i] * ds,
+                                    &ready, 1);
             total += a->counts[i];
         }
         sb = tmp;
         sdispls = packed;
     }
 
-    mesh_sched_copy(s, rb + a->rdispls[r] * ds, sb + sdispls[r] * ds, a->counts[r] * ds, &ready,
-                    1);
+    mesh_sched_copy(s, rb + a->rdispls[r] * ds, sb + sdispls[r] * ds, a->counts[r] * ds, &ready, 1);
     int done[PAIRWISE_WINDOW];
-    for (int w = 0; w < PAIRWISE_WINDOW; w++) done[w] = ready;
+    for (int w = 0; w < PAIRWISE_WINDOW; w++)
+        done[w] = ready;
     for (int step = 1; step < n; step++) {
         int sp = mesh_pairwise_send_peer(r, n, step), rp = mesh_pairwise_recv_peer(r, n, step);
         int *slot = &done[step % PAIRWISE_WINDOW];
@@ -51,8 +56,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         if (a->counts[sp])
             ids[0] = mesh_sched_send(s, sp, sb + sdispls[sp] * ds, a->counts[sp] * ds, slot, 1);
         if (a->rcounts[rp])
-            ids[1] = mesh_sched_recv(s, rp, rb + a->rdispls[rp] * ds, a->rcounts[rp] * ds, slot,
-                                     1);
+            ids[1] = mesh_sched_recv(s, rp, rb + a->rdispls[rp] * ds, a->rcounts[rp] * ds, slot, 1);
         *slot = mesh_sched_nop(s, (int[]){ids[0], ids[1], ready}, 3);
     }
     return mesh_sched_status(s);

@@ -24,11 +24,13 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
 
     /* subtree of v: relative ranks [v, v + sub) */
     int lowbit = 1;
-    while (lowbit < n && !(v & lowbit)) lowbit <<= 1;
+    while (lowbit < n && !(v & lowbit))
+        lowbit <<= 1;
     int sub = v == 0 ? n : (lowbit < n - v ? lowbit : n - v);
 
     if (v == 0) {
-        if (!a->in_place) mesh_sched_copy(s, rb + (size_t)r * blk, own, blk, NULL, 0);
+        if (!a->in_place)
+            mesh_sched_copy(s, rb + (size_t)r * blk, own, blk, NULL, 0);
         for (int mask = 1; mask < n; mask <<= 1) {
             int cnt = mask < n - mask ? mask : n - mask;
             int first = (root + mask) % n;
@@ -39,7 +41,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
             }
             /* the subtree wraps past the last rank: receive, then split */
             char *tmp = mesh_sched_scratch(s, bytes);
-            if (tmp == NULL) return mesh_sched_status(s);
+            if (tmp == NULL)
+                return mesh_sched_status(s);
             int rv = mesh_sched_recv(s, first, tmp, bytes, NULL, 0);
             size_t head = (size_t)(n - first) * blk;
             mesh_sched_copy(s, rb + (size_t)first * blk, tmp, head, &rv, 1);
@@ -54,7 +57,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         return mesh_sched_status(s);
     }
     char *tmp = mesh_sched_scratch(s, (size_t)sub * blk);
-    if (tmp == NULL) return mesh_sched_status(s);
+    if (tmp == NULL)
+        return mesh_sched_status(s);
     int have = mesh_sched_copy(s, tmp, own, blk, NULL, 0);
     for (int mask = 1; mask < lowbit && v + mask < n; mask <<= 1) {
         int cnt = mask < n - v - mask ? mask : n - v - mask;

@@ -21,7 +21,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         mesh_sched_send(s, root, a->sbuf, blk, NULL, 0);
         return mesh_sched_status(s);
     }
-    if (!a->in_place) mesh_sched_copy(s, rb + (size_t)r * blk, a->sbuf, blk, NULL, 0);
+    if (!a->in_place)
+        mesh_sched_copy(s, rb + (size_t)r * blk, a->sbuf, blk, NULL, 0);
     /* start with the rank after the root so that not every root hits rank 0 first */
     for (int i = 1; i < n; i++) {
         int p = (root + i) % n;

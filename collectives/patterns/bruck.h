@@ -17,11 +17,15 @@
 static inline int mesh_bruck_nsteps(int size)
 {
     int k = 0;
-    while ((1 << k) < size) k++;
+    while ((1 << k) < size)
+        k++;
     return k;
 }
 
-static inline int mesh_bruck_mod(int x, int size) { return ((x % size) + size) % size; }
+static inline int mesh_bruck_mod(int x, int size)
+{
+    return ((x % size) + size) % size;
+}
 
 /* ---- all-gather */
 
@@ -43,7 +47,10 @@ static inline int mesh_bruck_ag_nblocks(int size, int step)
 }
 
 /* Local index where the blocks received at step start. */
-static inline int mesh_bruck_ag_recv_index(int step) { return 1 << step; }
+static inline int mesh_bruck_ag_recv_index(int step)
+{
+    return 1 << step;
+}
 
 /* The block (origin rank) held at local index j. */
 static inline int mesh_bruck_ag_block(int rank, int size, int j)
@@ -64,7 +71,10 @@ static inline int mesh_bruck_a2a_recv_peer(int rank, int size, int step)
 }
 
 /* Whether slot j moves at step. */
-static inline int mesh_bruck_a2a_moves(int j, int step) { return (j >> step) & 1; }
+static inline int mesh_bruck_a2a_moves(int j, int step)
+{
+    return (j >> step) & 1;
+}
 
 /* Number of slots in [0, size) that move at step. */
 static inline int mesh_bruck_a2a_nmoved(int size, int step)

@@ -8,7 +8,8 @@
 static inline int mesh_dissem_nrounds(int size)
 {
     int k = 0;
-    while ((1 << k) < size) k++;
+    while ((1 << k) < size)
+        k++;
     return k;
 }
 

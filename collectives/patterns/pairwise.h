@@ -7,17 +7,22 @@
 #ifndef MESH_COLL_PATTERNS_PAIRWISE_H
 #define MESH_COLL_PATTERNS_PAIRWISE_H
 
-static inline int mesh_pairwise_is_pow2(int size) { return size > 0 && (size & (size - 1)) == 0; }
+static inline int mesh_pairwise_is_pow2(int size)
+{
+    return size > 0 && (size & (size - 1)) == 0;
+}
 
 static inline int mesh_pairwise_send_peer(int rank, int size, int step)
 {
-    if (mesh_pairwise_is_pow2(size)) return rank ^ step;
+    if (mesh_pairwise_is_pow2(size))
+        return rank ^ step;
     return (rank + step) % size;
 }
 
 static inline int mesh_pairwise_recv_peer(int rank, int size, int step)
 {
-    if (mesh_pairwise_is_pow2(size)) return rank ^ step;
+    if (mesh_pairwise_is_pow2(size))
+        return rank ^ step;
     return (rank - step % size + size) % size;
 }
 

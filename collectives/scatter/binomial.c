@@ -22,13 +22,16 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     char *rb = a->rbuf;
 
     int lowbit = 1;
-    while (lowbit < n && !(v & lowbit)) lowbit <<= 1;
+    while (lowbit < n && !(v & lowbit))
+        lowbit <<= 1;
     int sub = v == 0 ? n : (lowbit < n - v ? lowbit : n - v);
 
     if (v == 0) {
-        if (!a->in_place) mesh_sched_copy(s, rb, sb + (size_t)r * blk, blk, NULL, 0);
+        if (!a->in_place)
+            mesh_sched_copy(s, rb, sb + (size_t)r * blk, blk, NULL, 0);
         for (int mask = lowbit >> 1; mask >= 1; mask >>= 1) {
-            if (mask >= n) continue;
+            if (mask >= n)
+                continue;
             int cnt = mask < n - mask ? mask : n - mask;
             int first = (root + mask) % n;
             size_t bytes = (size_t)cnt * blk;
@@ -38,7 +41,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
             }
             /* the subtree wraps past the last rank: pack both pieces */
             char *tmp = mesh_sched_scratch(s, bytes);
-            if (tmp == NULL) return mesh_sched_status(s);
+            if (tmp == NULL)
+                return mesh_sched_status(s);
             size_t head = (size_t)(n - first) * blk;
             int c = mesh_sched_copy(s, tmp, sb + (size_t)first * blk, head, NULL, 0);
             c = mesh_sched_copy(s, tmp + head, sb, bytes - head, &c, 1);
@@ -53,14 +57,16 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         return mesh_sched_status(s);
     }
     char *tmp = mesh_sched_scratch(s, (size_t)sub * blk);
-    if (tmp == NULL) return mesh_sched_status(s);
+    if (tmp == NULL)
+        return mesh_sched_status(s);
     int rv = mesh_sched_recv(s, parent, tmp, (size_t)sub * blk, NULL, 0);
     mesh_sched_copy(s, rb, tmp, blk, &rv, 1);
     for (int mask = lowbit >> 1; mask >= 1; mask >>= 1) {
-        if (v + mask >= n) continue;
+        if (v + mask >= n)
+            continue;
         int cnt = mask < n - v - mask ? mask : n - v - mask;
-        mesh_sched_send(s, (v + mask + root) % n, tmp + (size_t)mask * blk, (size_t)cnt * blk,
-                        &rv, 1);
+        mesh_sched_send(s, (v + mask + root) % n, tmp + (size_t)mask * blk, (size_t)cnt * blk, &rv,
+                        1);
     }
     return mesh_sched_status(s);
 }

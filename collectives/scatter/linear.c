@@ -21,7 +21,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         mesh_sched_recv(s, root, a->rbuf, blk, NULL, 0);
         return mesh_sched_status(s);
     }
-    if (!a->in_place) mesh_sched_copy(s, a->rbuf, sb + (size_t)r * blk, blk, NULL, 0);
+    if (!a->in_place)
+        mesh_sched_copy(s, a->rbuf, sb + (size_t)r * blk, blk, NULL, 0);
     for (int i = 1; i < n; i++) {
         int p = (root + i) % n;
         mesh_sched_send(s, p, sb + (size_t)p * blk, blk, NULL, 0);

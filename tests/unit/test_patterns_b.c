@@ -12,11 +12,15 @@
 static int ceil_log2(int n)
 {
     int k = 0;
-    for (long v = 1; v < n; v *= 2) k++;
+    for (long v = 1; v < n; v *= 2)
+        k++;
     return k;
 }
 
-static uint64_t all_bits(int n) { return n == 64 ? ~0ull : (1ull << n) - 1; }
+static uint64_t all_bits(int n)
+{
+    return n == 64 ? ~0ull : (1ull << n) - 1;
+}
 
 static void test_pairwise(int n)
 {
@@ -37,7 +41,8 @@ static void test_pairwise(int n)
             CHECK_MSG(mesh_pairwise_recv_peer(sp, n, s) == r, "n %d step %d rank %d", n, s, r);
             /* every rank is the destination of exactly one sender per step */
             CHECK(seen_dst[sp]++ == 0);
-            if ((n & (n - 1)) == 0) CHECK(sp == rp);
+            if ((n & (n - 1)) == 0)
+                CHECK(sp == rp);
             sent[r][sp]++;
             recvd[r][rp]++;
         }
@@ -57,7 +62,8 @@ static void test_bruck_allgather(int n)
     int steps = mesh_bruck_nsteps(n);
     CHECK(steps == ceil_log2(n));
     for (int r = 0; r < n; r++) {
-        for (int j = 0; j < n; j++) slot[r][j] = -1;
+        for (int j = 0; j < n; j++)
+            slot[r][j] = -1;
         slot[r][0] = r;
         have[r] = 1ull << r;
     }
@@ -103,7 +109,8 @@ static void test_bruck_alltoall(int n)
         }
     for (int k = 0; k < steps; k++) {
         int moved = 0;
-        for (int j = 0; j < n; j++) moved += mesh_bruck_a2a_moves(j, k);
+        for (int j = 0; j < n; j++)
+            moved += mesh_bruck_a2a_moves(j, k);
         CHECK_MSG(moved == mesh_bruck_a2a_nmoved(n, k), "n %d step %d", n, k);
         CHECK(moved >= 1);
         memcpy(next, slot, sizeof(slot));
@@ -111,7 +118,8 @@ static void test_bruck_alltoall(int n)
             int dst = mesh_bruck_a2a_send_peer(r, n, k);
             CHECK(mesh_bruck_a2a_recv_peer(dst, n, k) == r);
             for (int j = 0; j < n; j++)
-                if (mesh_bruck_a2a_moves(j, k)) next[dst][j] = slot[r][j];
+                if (mesh_bruck_a2a_moves(j, k))
+                    next[dst][j] = slot[r][j];
         }
         memcpy(slot, next, sizeof(slot));
     }
@@ -132,7 +140,8 @@ static void test_dissemination(int n)
     uint64_t heard[MAXN], next[MAXN];
     int rounds = mesh_dissem_nrounds(n);
     CHECK(rounds == ceil_log2(n));
-    for (int r = 0; r < n; r++) heard[r] = 1ull << r;
+    for (int r = 0; r < n; r++)
+        heard[r] = 1ull << r;
     for (int k = 0; k < rounds; k++) {
         memcpy(next, heard, sizeof(heard));
         for (int r = 0; r < n; r++) {
@@ -144,9 +153,11 @@ static void test_dissemination(int n)
         memcpy(heard, next, sizeof(heard));
         /* after k+1 rounds every rank has heard from exactly min(2^(k+1), n) ranks */
         int expect = (2 << k) < n ? (2 << k) : n;
-        for (int r = 0; r < n; r++) CHECK(__builtin_popcountll(heard[r]) == expect);
+        for (int r = 0; r < n; r++)
+            CHECK(__builtin_popcountll(heard[r]) == expect);
     }
-    for (int r = 0; r < n; r++) CHECK_MSG(heard[r] == all_bits(n), "n %d rank %d", n, r);
+    for (int r = 0; r < n; r++)
+        CHECK_MSG(heard[r] == all_bits(n), "n %d rank %d", n, r);
 }
 
 int main(void)
