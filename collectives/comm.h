@@ -56,6 +56,8 @@ typedef struct mesh_comm {
 
     /* schedules started and not yet completed, progressed together */
     mesh_sched_t *active;
+    /* failed schedules whose operations transports may still complete; freed with the comm */
+    mesh_sched_t *zombies;
 
     struct {
         int used;
@@ -77,10 +79,19 @@ static inline uint64_t mesh_tag_coll(uint32_t seq, uint32_t index)
     return ((uint64_t)seq << 32) | index;
 }
 
+/* Context, transports and the collectives' config table, once per process. */
+mesh_status_t mesh_coll_global_init(void);
+
 /* Creates the communicator over a bootstrap: exchanges node, pid and transport addresses,
  * builds the node map, opens transports and connects every peer. */
 mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *node,
                                mesh_comm_t **comm);
+/* Takes part in the exchanges of a mesh_comm_create without joining (split with no color). */
+mesh_status_t mesh_comm_create_skip(void *bootstrap);
+/* Fails pending schedules and frees everything (transports closed). */
+void mesh_comm_release(mesh_comm_t *comm);
+/* Never blocks: tells every transport to abort (peers notice). */
+void mesh_comm_abort_transports(mesh_comm_t *comm);
 /* Progresses every transport and every active schedule once; returns events. */
 int mesh_comm_progress(mesh_comm_t *comm);
 /* Records the thread's last error on the communicator and returns status. */
