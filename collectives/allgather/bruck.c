@@ -15,7 +15,10 @@ static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
         if (args->counts[i] != args->counts[0] || args->displs[i] != (size_t)i * args->counts[0])
             return -1;
     size_t t = args->counts[0] * args->dsize * (size_t)comm->size;
-    return t <= ((size_t)64 << 10) ? 40 : 5;
+    if (t > ((size_t)64 << 10))
+        return 5;
+    /* on powers of two recursive doubling takes as many steps without the rotation */
+    return (comm->size & (comm->size - 1)) == 0 ? 20 : 40;
 }
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)
