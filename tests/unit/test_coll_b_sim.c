@@ -112,13 +112,13 @@ int mesh_sched_nop(mesh_sched_t *s, const int *deps, int ndeps)
 
 void *mesh_sched_scratch(mesh_sched_t *s, size_t bytes)
 {
-    /* deliberately unaligned by one byte past the header */
-    scratch_t *sc = malloc(sizeof(scratch_t) + 1 + bytes);
-    CHECK(sc != NULL);
+    /* 64-byte aligned as the contract says; filled so that reads of unwritten bytes show */
+    scratch_t *sc = NULL;
+    CHECK(posix_memalign((void **)&sc, 64, 64 + bytes + 1) == 0);
     sc->next = s->scratch;
     s->scratch = sc;
-    memset(sc + 1, 0xA5, bytes + 1);
-    return (char *)(sc + 1) + 1;
+    memset((char *)sc + 64, 0xA5, bytes + 1);
+    return (char *)sc + 64;
 }
 
 mesh_status_t mesh_sched_status(const mesh_sched_t *s)
