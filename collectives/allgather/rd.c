@@ -87,6 +87,11 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     int rem = n - p2;
     size_t ds = a->dsize;
     char *rb = a->rbuf;
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += a->counts[i];
+    if (total == 0)
+        return mesh_sched_status(s);
     rd_ctx_t c = {.s = s, .a = a, .ids = malloc(sizeof(int) * (size_t)(n + 1))};
     if (c.ids == NULL)
         return mesh_error(MESH_ERR_NO_MEMORY, "allgather rd: no memory for %d ids", n);

@@ -21,6 +21,9 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     size_t blk = a->count * a->dsize;
     char *rb = a->rbuf;
     const char *own = (r == root && a->in_place) ? rb + (size_t)root * blk : a->sbuf;
+    /* every rank knows the count: with nothing to move there is nothing to wait for */
+    if (blk == 0)
+        return mesh_sched_status(s);
 
     /* subtree of v: relative ranks [v, v + sub) */
     int lowbit = 1;

@@ -20,6 +20,9 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     size_t blk = a->count * a->dsize;
     const char *sb = a->sbuf;
     char *rb = a->rbuf;
+    /* every rank knows the count: with nothing to move there is nothing to wait for */
+    if (blk == 0)
+        return mesh_sched_status(s);
 
     int lowbit = 1;
     while (lowbit < n && !(v & lowbit))

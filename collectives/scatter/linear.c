@@ -16,6 +16,9 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     int n = comm->size, r = comm->rank, root = a->root;
     size_t blk = a->count * a->dsize;
     const char *sb = a->sbuf;
+    /* every rank knows the count: with nothing to move there is nothing to wait for */
+    if (blk == 0)
+        return mesh_sched_status(s);
 
     if (r != root) {
         mesh_sched_recv(s, root, a->rbuf, blk, NULL, 0);
