@@ -33,6 +33,11 @@ static const mesh_config_entry_t bootstrap_entries[] = {
     {"SOCKET_IFNAME", "", MESH_CFG_STRING,
      "Interface name prefix for bootstrap and tcp sockets (e.g. eth, ib0). Unset: the first "
      "non-loopback interface that is up, else loopback."},
+    {"LOCAL_RANK", "-1", MESH_CFG_INT,
+     "Rank within its node, set by meshrun for the program's use; mesh derives its own from the "
+     "node map."},
+    {"LOCAL_SIZE", "0", MESH_CFG_INT,
+     "Ranks on this node, set by meshrun for the program's use."},
     {"BOOTSTRAP_PORT_OFFSET", "1", MESH_CFG_INT,
      "Under torchrun, rank 0 listens on MASTER_PORT plus this offset (torch's own store may "
      "already listen on MASTER_PORT)."},
