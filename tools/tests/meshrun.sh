@@ -58,9 +58,11 @@ check "signal named" yes "$(grep -q 'rank 0 .*killed by signal 11' "$tmp/err" &&
 
 # a rank that ignores SIGTERM is killed after the grace period
 start=$(date +%s)
-"$MESHRUN" -n 2 sh -c '[ "$MESH_RANK" = 0 ] && exit 3; trap "" TERM; while :; do sleep 1; done' \
-    2>"$tmp/err"
+"$MESHRUN" -n 2 sh -c 'if [ "$MESH_RANK" = 0 ]; then
+        while [ ! -f "$0/ignoring" ]; do sleep 0.1; done; exit 3; fi
+    trap "" TERM; touch "$0/ignoring"; while :; do sleep 1; done' "$tmp" 2>"$tmp/err"
 check "SIGKILL after grace" 3 $?
+check "SIGKILL announced" yes "$(grep -q 'still running .* sending SIGKILL' "$tmp/err" && echo yes)"
 check "SIGKILL within bounds" yes "$( [ $(( $(date +%s) - start )) -lt 20 ] && echo yes)"
 
 # --timeout
