@@ -5,6 +5,8 @@
 #pragma GCC optimize("O3")
 
 #include "libmesh/reduce.h"
+#include "libmesh/config.h"
+#include "libmesh/context.h"
 #include "libmesh/dtype.h"
 
 #include <stdint.h>
@@ -190,7 +192,8 @@ static mesh_reduce_avx2_fn mesh_reduce_avx2(mesh_dtype_t dtype, mesh_op_t op)
 {
     static int ok = -1; /* racing first calls compute the same answer */
     if (ok < 0)
-        ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+        ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+             (mesh_context_init() != MESH_OK || mesh_config_bool("REDUCE_AVX2"));
     if (!ok)
         return NULL;
     return dtype == MESH_FP16 ? mesh_reduce_avx2_f16[op]

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define MAXN 4200
 
@@ -235,12 +237,26 @@ static void check_scale_divide(void)
     CHECK(g[0] == 1.0 / 3);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     check_matrix();
     check_wrap();
     check_nan();
     check_single_rounding();
     check_scale_divide();
+    /* Again with the portable fp16/bf16 loops in place of the AVX2 ones. */
+    if (getenv("MESH_REDUCE_AVX2") == NULL) {
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            setenv("MESH_REDUCE_AVX2", "no", 1);
+            execv("/proc/self/exe", argv);
+            _exit(127);
+        }
+        int status;
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "portable run: %d", status);
+    }
+    (void)argc;
     return 0;
 }
