@@ -1,1 +1,434 @@
-/* to be written */
+/* Communicator creation: identity exchange, node map, transport routing and wire-up. */
+#define MESH_LOG_SUBSYSTEM "comm"
+#include "collectives/comm.h"
+#include "collectives/sched.h"
+#include "libmesh/bootstrap.h"
+#include "libmesh/config.h"
+#include "libmesh/context.h"
+#include "libmesh/log.h"
+#include "libmesh/progress.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#define MESH_NODE_NAME_MAX 64
+#define MESH_TL_NAME_MAX 16
+
+/* First exchange: who and where every rank is. */
+typedef struct {
+    char node[MESH_NODE_NAME_MAX];
+    int32_t pid;
+    int32_t pad;
+    uint64_t pidns;
+    uint64_t uid; /* rank 0's value becomes the communicator's uid */
+} mesh_comm_rec_id_t;
+
+/* Second exchange: transport addresses. */
+typedef struct {
+    uint32_t ntl;
+    uint32_t pad;
+    struct {
+        char name[MESH_TL_NAME_MAX];
+        uint32_t len;
+        uint8_t addr[MESH_TL_ADDR_MAX];
+    } tl[MESH_COMM_MAX_TLS];
+} mesh_comm_rec_addr_t;
+
+static const mesh_config_entry_t mesh_coll_config_entries[] = {
+    {"TLS", "self,shm,tcp", MESH_CFG_STRING,
+     "transports a communicator may use, comma-separated; same-node peers prefer node-scope "
+     "transports (shm), other nodes use the network transports in this order",
+     NULL},
+    {"TUNE", "", MESH_CFG_STRING,
+     "forces algorithms: comma-separated rules [coll:]algo[@min-max], e.g. "
+     "'allreduce:ring@1m-inf,bruck'; a forced algorithm that cannot serve a call falls back to "
+     "the default choice",
+     NULL},
+    {NULL, NULL, 0, NULL, NULL}};
+
+static const mesh_config_table_t mesh_coll_config = {"coll", mesh_coll_config_entries};
+
+static pthread_once_t mesh_coll_once = PTHREAD_ONCE_INIT;
+static mesh_status_t mesh_coll_init_status;
+
+static void mesh_coll_global_init_once(void)
+{
+    mesh_status_t st = mesh_context_init();
+    if (st == MESH_OK) st = mesh_bootstrap_config_register();
+    if (st == MESH_OK) st = mesh_tl_global_init();
+    if (st == MESH_OK) st = mesh_config_register(&mesh_coll_config);
+    if (st == MESH_OK) mesh_config_warn_unknown();
+    mesh_coll_init_status = st;
+}
+
+mesh_status_t mesh_coll_global_init(void)
+{
+    pthread_once(&mesh_coll_once, mesh_coll_global_init_once);
+    return mesh_coll_init_status;
+}
+
+static int tl_allowed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) return 1;
+        if (len == 3 && strncmp(p, "all", 3) == 0) return 1;
+        p += len + (e != NULL);
+    }
+    return 0;
+}
+
+static mesh_status_t build_node_map(mesh_comm_t *c, const mesh_comm_rec_id_t *ids)
+{
+    c->node_of = calloc((size_t)c->size, sizeof(int));
+    c->local_rank = calloc((size_t)c->size, sizeof(int));
+    c->node_ranks = calloc((size_t)c->size, sizeof(int));
+    c->node_size = calloc((size_t)c->size, sizeof(int));
+    c->node_first = calloc((size_t)c->size, sizeof(int));
+    c->node_names = calloc((size_t)c->size, sizeof(char *));
+    if (!c->node_of || !c->local_rank || !c->node_ranks || !c->node_size || !c->node_first ||
+        !c->node_names)
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate the node map of %d ranks", c->size);
+    c->nnodes = 0;
+    for (int r = 0; r < c->size; r++) {
+        int n;
+        for (n = 0; n < c->nnodes; n++)
+            if (strncmp(c->node_names[n], ids[r].node, MESH_NODE_NAME_MAX) == 0) break;
+        if (n == c->nnodes) {
+            c->node_names[n] = strndup(ids[r].node, MESH_NODE_NAME_MAX);
+            if (c->node_names[n] == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "node map");
+            c->nnodes++;
+        }
+        c->node_of[r] = n;
+        c->local_rank[r] = c->node_size[n]++;
+    }
+    for (int n = 1; n < c->nnodes; n++) c->node_first[n] = c->node_first[n - 1] + c->node_size[n - 1];
+    int *fill = calloc((size_t)c->nnodes, sizeof(int));
+    if (fill == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "node map");
+    for (int r = 0; r < c->size; r++) {
+        int n = c->node_of[r];
+        c->node_ranks[c->node_first[n] + fill[n]++] = r;
+    }
+    free(fill);
+    return MESH_OK;
+}
+
+/* Opens every allowed transport that is usable here. */
+static mesh_status_t open_transports(mesh_comm_t *c, const char *node)
+{
+    const char *allowed = mesh_config_str("TLS");
+    mesh_tl_open_params_t params = {.rank = c->rank,
+                                    .size = c->size,
+                                    .comm_uid = c->uid,
+                                    .node = node,
+                                    .timeout_s = c->timeout_s};
+    for (int i = 0; i < mesh_tl_count() && c->ntls < MESH_COMM_MAX_TLS; i++) {
+        const mesh_tl_ops_t *ops = mesh_tl_get(i);
+        if (!tl_allowed(allowed ? allowed : "", ops->name)) continue;
+        if (ops->usable && !ops->usable()) {
+            mesh_log_debug("transport %s is not usable here", ops->name);
+            continue;
+        }
+        mesh_comm_tl_t *t = &c->tls[c->ntls];
+        mesh_status_t st = ops->open(&params, &t->iface);
+        if (st < 0) {
+            mesh_log_warn("transport %s failed to open (%s); continuing without it", ops->name,
+                          mesh_status_string(st));
+            continue;
+        }
+        t->ops = ops;
+        ops->query(t->iface, &t->caps);
+        c->ntls++;
+    }
+    return MESH_OK;
+}
+
+/* Better transport for a peer: the narrower scope first, then priority. */
+static int tl_better(const mesh_comm_tl_t *a, const mesh_comm_tl_t *b)
+{
+    if (a->caps.scope != b->caps.scope) return a->caps.scope < b->caps.scope;
+    return a->caps.priority > b->caps.priority;
+}
+
+static mesh_status_t route_peers(mesh_comm_t *c, const mesh_comm_rec_id_t *ids,
+                                 const mesh_comm_rec_addr_t *addrs)
+{
+    int used[MESH_COMM_MAX_TLS] = {0};
+    for (int p = 0; p < c->size; p++) {
+        int best = -1;
+        const void *best_addr = NULL;
+        size_t best_len = 0;
+        for (int t = 0; t < c->ntls; t++) {
+            mesh_comm_tl_t *tl = &c->tls[t];
+            if (tl->caps.scope == MESH_TL_SCOPE_SELF && p != c->rank) continue;
+            /* find the peer's address for this transport */
+            const mesh_comm_rec_addr_t *ra = &addrs[p];
+            int k;
+            for (k = 0; k < (int)ra->ntl; k++)
+                if (strncmp(ra->tl[k].name, tl->ops->name, MESH_TL_NAME_MAX) == 0) break;
+            if (k == (int)ra->ntl) continue;
+            mesh_tl_peer_t peer = {.rank = p,
+                                   .node = c->node_names[c->node_of[p]],
+                                   .pid = ids[p].pid,
+                                   .pidns = ids[p].pidns,
+                                   .addr = ra->tl[k].addr,
+                                   .addr_len = ra->tl[k].len};
+            if (!tl->ops->reachable(tl->iface, &peer)) continue;
+            if (best < 0 || tl_better(tl, &c->tls[best])) {
+                best = t;
+                best_addr = ra->tl[k].addr;
+                best_len = ra->tl[k].len;
+            }
+        }
+        if (best < 0)
+            return mesh_error(MESH_ERR_UNSUPPORTED,
+                              "no transport reaches rank %d (node %s) from rank %d (node %s); "
+                              "MESH_TLS=%s",
+                              p, c->node_names[c->node_of[p]], c->rank,
+                              c->node_names[c->node_of[c->rank]], mesh_config_str("TLS"));
+        mesh_tl_peer_t peer = {.rank = p,
+                               .node = c->node_names[c->node_of[p]],
+                               .pid = ids[p].pid,
+                               .pidns = ids[p].pidns,
+                               .addr = best_addr,
+                               .addr_len = best_len};
+        MESH_CHECK(c->tls[best].ops->ep_create(c->tls[best].iface, &peer, &c->peers[p].ep));
+        c->peers[p].tl = best;
+        c->peers[p].pid = ids[p].pid;
+        c->peers[p].pidns = ids[p].pidns;
+        used[best] = 1;
+        mesh_log_debug("rank %d -> rank %d over %s", c->rank, p, c->tls[best].ops->name);
+    }
+    /* wire up what is used, close what is not (keeping indices stable) */
+    double deadline = mesh_time() + c->timeout_s;
+    for (int t = 0; t < c->ntls; t++) {
+        if (!used[t]) continue;
+        MESH_CHECK(c->tls[t].ops->wireup(c->tls[t].iface, deadline));
+    }
+    for (int t = 0; t < c->ntls; t++) {
+        if (used[t] || c->tls[t].iface == NULL) continue;
+        c->tls[t].ops->close(c->tls[t].iface);
+        c->tls[t].iface = NULL;
+    }
+    return MESH_OK;
+}
+
+static int comm_progress_cb(void *obj) { return mesh_comm_progress(obj); }
+
+static void comm_free(mesh_comm_t *c)
+{
+    if (c == NULL) return;
+    if (c->peers) {
+        for (int p = 0; p < c->size; p++) {
+            mesh_comm_peer_t *peer = &c->peers[p];
+            if (peer->ep) c->tls[peer->tl].ops->ep_destroy(peer->ep);
+        }
+    }
+    for (int t = 0; t < c->ntls; t++)
+        if (c->tls[t].iface) c->tls[t].ops->close(c->tls[t].iface);
+    mesh_sched_free_zombies(c);
+    if (c->node_names)
+        for (int n = 0; n < c->nnodes; n++) free(c->node_names[n]);
+    free(c->node_names);
+    free(c->node_of);
+    free(c->local_rank);
+    free(c->node_size);
+    free(c->node_first);
+    free(c->node_ranks);
+    free(c->peers);
+    free(c->p2p_send_seq);
+    free(c->verdict_in);
+    free(c->verdict_rops);
+    free(c);
+}
+
+mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *node,
+                               mesh_comm_t **out)
+{
+    mesh_bootstrap_t *bs = bootstrap;
+    mesh_status_t st;
+    mesh_comm_rec_id_t *ids = NULL;
+    mesh_comm_rec_addr_t *addrs = NULL, *mine = NULL;
+    mesh_comm_t *c = calloc(1, sizeof(*c));
+    if (c == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a communicator");
+    c->rank = bs->rank;
+    c->size = bs->size;
+    c->timeout_s = timeout_s;
+    atomic_init(&c->aborted, 0);
+    c->peers = calloc((size_t)c->size, sizeof(mesh_comm_peer_t));
+    c->culprit = -1;
+    c->verdict_in = calloc((size_t)c->size, sizeof(int32_t));
+    c->verdict_rops = calloc(2 * (size_t)c->size, sizeof(mesh_tl_op_t));
+    c->verdict_sops = c->verdict_rops ? c->verdict_rops + c->size : NULL;
+    c->p2p_send_seq = calloc(2 * (size_t)c->size, sizeof(uint32_t));
+    ids = calloc((size_t)c->size, sizeof(*ids));
+    addrs = calloc((size_t)c->size, sizeof(*addrs));
+    mine = calloc(1, sizeof(*mine));
+    if (!c->peers || !c->p2p_send_seq || !ids || !addrs || !mine || !c->verdict_in ||
+        !c->verdict_rops) {
+        st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a communicator of %d ranks", c->size);
+        goto out;
+    }
+    c->p2p_recv_seq = c->p2p_send_seq + c->size;
+
+    mesh_comm_rec_id_t me = {.pid = (int32_t)getpid(), .pidns = mesh_context_pidns()};
+    snprintf(me.node, sizeof(me.node), "%s", node);
+    if (getrandom(&me.uid, sizeof(me.uid), 0) != sizeof(me.uid))
+        me.uid = ((uint64_t)getpid() << 32) ^ (uint64_t)(mesh_time() * 1e9);
+    MESH_CHECK_GOTO(mesh_bootstrap_allgather(bs, &me, ids, sizeof(me)), st, out);
+    c->uid = ids[0].uid;
+    MESH_CHECK_GOTO(build_node_map(c, ids), st, out);
+    MESH_CHECK_GOTO(open_transports(c, node), st, out);
+
+    for (int t = 0; t < c->ntls; t++) {
+        size_t len = MESH_TL_ADDR_MAX;
+        snprintf(mine->tl[t].name, MESH_TL_NAME_MAX, "%s", c->tls[t].ops->name);
+        MESH_CHECK_GOTO(c->tls[t].ops->address(c->tls[t].iface, mine->tl[t].addr, &len), st, out);
+        mine->tl[t].len = (uint32_t)len;
+    }
+    mine->ntl = (uint32_t)c->ntls;
+    MESH_CHECK_GOTO(mesh_bootstrap_allgather(bs, mine, addrs, sizeof(*mine)), st, out);
+    MESH_CHECK_GOTO(route_peers(c, ids, addrs), st, out);
+
+    /* one preposted receive per peer for failure verdicts */
+    for (int p = 0; p < c->size; p++) {
+        if (p == c->rank) continue;
+        /* straight to the transport: control traffic is not counted as user bytes */
+        MESH_CHECK_GOTO(mesh_tl_irecv(c->peers[p].ep, MESH_TAG_VERDICT, &c->verdict_in[p],
+                                      sizeof(int32_t), &c->verdict_rops[p]),
+                        st, out);
+    }
+    mesh_context_add_progress(c, comm_progress_cb);
+    mesh_log_info("communicator %016llx: rank %d of %d, %d node(s)", (unsigned long long)c->uid,
+                  c->rank, c->size, c->nnodes);
+    *out = c;
+    c = NULL;
+    st = MESH_OK;
+out:
+    comm_free(c);
+    free(ids);
+    free(addrs);
+    free(mine);
+    return st;
+}
+
+mesh_status_t mesh_comm_create_skip(void *bootstrap)
+{
+    /* the same exchanges as mesh_comm_create, contributing nothing */
+    mesh_bootstrap_t *bs = bootstrap;
+    mesh_comm_rec_addr_t *rec = calloc(2, sizeof(*rec));
+    if (rec == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate exchange records");
+    mesh_status_t st = mesh_bootstrap_allgather(bs, rec, rec + 1, sizeof(mesh_comm_rec_id_t));
+    if (st == MESH_OK) st = mesh_bootstrap_allgather(bs, rec, rec + 1, sizeof(*rec));
+    free(rec);
+    return st;
+}
+
+void mesh_comm_release(mesh_comm_t *c)
+{
+    if (c == NULL) return;
+    mesh_context_remove_progress(c);
+    while (c->active) mesh_sched_fail(c->active, MESH_ERR_ABORTED);
+    comm_free(c);
+}
+
+/* A verdict from a peer fails whatever is running with the same culprit everywhere. */
+static void check_verdicts(mesh_comm_t *c)
+{
+    if (c->culprit >= 0 || c->verdict_rops == NULL) return;
+    for (int p = 0; p < c->size; p++) {
+        if (p == c->rank || c->verdict_rops[p].status != MESH_OK) continue;
+        int32_t x = c->verdict_in[p];
+        if (x < 0 || x >= c->size) continue;
+        c->culprit = x;
+        mesh_error(MESH_ERR_PEER_FAILED, "rank %d failed (reported by rank %d)", x, p);
+        while (c->active) mesh_sched_fail(c->active, MESH_ERR_PEER_FAILED);
+        return;
+    }
+}
+
+void mesh_comm_publish_verdict(mesh_comm_t *c, int culprit)
+{
+    if (c->verdict_sent || culprit < 0) return;
+    c->verdict_sent = 1;
+    if (c->culprit < 0) c->culprit = culprit;
+    c->verdict_out = c->culprit;
+    int pending = 0;
+    for (int p = 0; p < c->size; p++) {
+        if (p == c->rank || p == c->culprit || c->peers[p].ep == NULL) continue;
+        if (mesh_comm_check_peer(c, p) != MESH_OK) continue;
+        if (mesh_tl_isend(c->peers[p].ep, MESH_TAG_VERDICT, &c->verdict_out, sizeof(int32_t),
+                          &c->verdict_sops[p]) == MESH_OK)
+            pending = 1;
+    }
+    /* give the notices a bounded moment to leave: the caller is about to abort or exit */
+    double until = mesh_time() + 0.2;
+    while (pending && mesh_time() < until) {
+        pending = 0;
+        for (int t = 0; t < c->ntls; t++)
+            if (c->tls[t].iface) mesh_tl_progress(c->tls[t].iface);
+        for (int p = 0; p < c->size; p++)
+            if (c->verdict_sops[p].status == MESH_INPROGRESS && c->peers[p].ep &&
+                p != c->rank && p != c->culprit && mesh_comm_check_peer(c, p) == MESH_OK)
+                pending = 1;
+    }
+}
+
+int mesh_comm_progress(mesh_comm_t *c)
+{
+    int events = 0;
+    for (int t = 0; t < c->ntls; t++)
+        if (c->tls[t].iface) events += mesh_tl_progress(c->tls[t].iface);
+    check_verdicts(c);
+    for (mesh_sched_t *s = c->active, *next; s != NULL; s = next) {
+        next = mesh_sched_next(s);
+        mesh_sched_progress(s);
+    }
+    return events;
+}
+
+mesh_status_t mesh_comm_fail(mesh_comm_t *c, mesh_status_t status)
+{
+    if (c != NULL && status < 0)
+        snprintf(c->last_error, sizeof(c->last_error), "%s", mesh_error_last());
+    return status;
+}
+
+mesh_status_t mesh_comm_isend(mesh_comm_t *c, int peer, uint64_t tag, const void *buf, size_t len,
+                              mesh_tl_op_t *op)
+{
+    mesh_comm_peer_t *p = &c->peers[peer];
+    c->tls[p->tl].bytes_sent += len;
+    return mesh_tl_isend(p->ep, tag, buf, len, op);
+}
+
+mesh_status_t mesh_comm_irecv(mesh_comm_t *c, int peer, uint64_t tag, void *buf, size_t len,
+                              mesh_tl_op_t *op)
+{
+    mesh_comm_peer_t *p = &c->peers[peer];
+    c->tls[p->tl].bytes_recv += len;
+    return mesh_tl_irecv(p->ep, tag, buf, len, op);
+}
+
+mesh_status_t mesh_comm_check_peer(mesh_comm_t *c, int peer)
+{
+    mesh_comm_peer_t *p = &c->peers[peer];
+    if (p->ep == NULL || c->tls[p->tl].ops->ep_check == NULL) return MESH_OK;
+    return c->tls[p->tl].ops->ep_check(p->ep);
+}
+
+int mesh_comm_peer_gone(mesh_comm_t *c, int peer)
+{
+    return mesh_context_pid_gone(c->peers[peer].pid, c->peers[peer].pidns);
+}
+
+void mesh_comm_abort_transports(mesh_comm_t *c)
+{
+    for (int t = 0; t < c->ntls; t++)
+        if (c->tls[t].iface && c->tls[t].ops->abort) c->tls[t].ops->abort(c->tls[t].iface);
+}

@@ -1,1 +1,157 @@
-/* to be written */
+/* Requests, waiting, and groups. */
+#define MESH_LOG_SUBSYSTEM "coll"
+#include "collectives/request.h"
+#include "libmesh/context.h"
+#include "libmesh/log.h"
+#include "libmesh/progress.h"
+#include <stdlib.h>
+
+/* Group state is per thread, like NCCL's. */
+static __thread int mesh_group_depth;
+static __thread mesh_request_h mesh_group_head, mesh_group_tail;
+
+int mesh_group_active(void) { return mesh_group_depth > 0; }
+
+mesh_status_t mesh_request_create(mesh_comm_t *comm, mesh_sched_t *sched, mesh_request_h *out)
+{
+    mesh_request_h r = calloc(1, sizeof(*r));
+    if (r == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a request");
+    r->comm = comm;
+    r->sched = sched;
+    r->status = MESH_INPROGRESS;
+    *out = r;
+    return MESH_OK;
+}
+
+static void request_release(mesh_request_h r)
+{
+    mesh_sched_destroy(r->sched);
+    for (int i = 0; i < 3; i++) free(r->owned[i]);
+    free(r);
+}
+
+static mesh_status_t request_start(mesh_request_h r)
+{
+    r->started = 1;
+    mesh_status_t st = mesh_sched_start(r->sched);
+    if (st < 0) {
+        r->status = st;
+        return mesh_comm_fail(r->comm, st);
+    }
+    /* make the first moves at once: small operations often complete here */
+    mesh_comm_progress(r->comm);
+    return MESH_OK;
+}
+
+static int request_poll(mesh_request_h r)
+{
+    if (r->status != MESH_INPROGRESS) return 1;
+    mesh_status_t st = mesh_sched_state(r->sched);
+    if (st == MESH_INPROGRESS) return 0;
+    r->status = st;
+    if (st < 0) mesh_comm_fail(r->comm, st);
+    return 1;
+}
+
+mesh_status_t mesh_test(mesh_request_h req, int *done)
+{
+    if (req == NULL || done == NULL)
+        return mesh_error(MESH_ERR_INVALID_ARG, "mesh_test: %s is NULL",
+                          req == NULL ? "req" : "done");
+    if (!req->started) {
+        *done = 0;
+        return MESH_OK;
+    }
+    if (!request_poll(req)) mesh_comm_progress(req->comm);
+    *done = request_poll(req);
+    return *done ? req->status : MESH_OK;
+}
+
+mesh_status_t mesh_wait(mesh_request_h req)
+{
+    if (req == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_wait: req is NULL");
+    if (!req->started)
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "mesh_wait: the request belongs to a group that has not ended yet");
+    unsigned idle = 0;
+    while (!request_poll(req)) {
+        /* the schedule enforces MESH_TIMEOUT and peer liveness, so this loop ends */
+        if (mesh_comm_progress(req->comm) > 0) idle = 0;
+        else mesh_backoff(&idle);
+    }
+    return req->status;
+}
+
+void mesh_request_free(mesh_request_h req)
+{
+    if (req == NULL) return;
+    if (req->started && req->status == MESH_INPROGRESS) mesh_sched_fail(req->sched, MESH_ERR_ABORTED);
+    request_release(req);
+}
+
+int mesh_progress(void) { return mesh_context_progress_all(); }
+
+mesh_status_t mesh_request_launch(mesh_request_h req, mesh_request_h *user_req)
+{
+    req->internal = user_req == NULL;
+    if (mesh_group_depth > 0) {
+        if (mesh_group_tail) mesh_group_tail->group_next = req;
+        else mesh_group_head = req;
+        mesh_group_tail = req;
+        if (user_req) *user_req = req;
+        return MESH_OK;
+    }
+    mesh_status_t st = request_start(req);
+    if (st < 0) {
+        request_release(req);
+        return st;
+    }
+    if (user_req) {
+        *user_req = req;
+        return MESH_OK;
+    }
+    st = mesh_wait(req);
+    request_release(req);
+    return st;
+}
+
+mesh_status_t mesh_group_start(void)
+{
+    mesh_group_depth++;
+    return MESH_OK;
+}
+
+mesh_status_t mesh_group_end(void)
+{
+    if (mesh_group_depth == 0)
+        return mesh_error(MESH_ERR_INVALID_ARG, "mesh_group_end without mesh_group_start");
+    if (--mesh_group_depth > 0) return MESH_OK;
+    mesh_request_h head = mesh_group_head;
+    mesh_group_head = mesh_group_tail = NULL;
+    mesh_status_t result = MESH_OK;
+    for (mesh_request_h r = head; r != NULL; r = r->group_next) {
+        mesh_status_t st = request_start(r);
+        if (st < 0 && result == MESH_OK) result = st;
+    }
+    /* wait for the operations posted without a request, driving every communicator of the
+     * group, since one rank's progress on one communicator may wait for another's */
+    unsigned idle = 0;
+    for (;;) {
+        int pending = 0, events = 0;
+        for (mesh_request_h r = head; r != NULL; r = r->group_next) {
+            if (!r->started || !r->internal || request_poll(r)) continue;
+            pending = 1;
+            events += mesh_comm_progress(r->comm);
+        }
+        if (!pending) break;
+        if (events > 0) idle = 0;
+        else mesh_backoff(&idle);
+    }
+    for (mesh_request_h r = head; r != NULL; r = r->group_next)
+        if (r->internal && r->status < 0 && result == MESH_OK) result = r->status;
+    for (mesh_request_h r = head, next; r != NULL; r = next) {
+        next = r->group_next;
+        if (r->internal) request_release(r);
+    }
+    return result;
+}

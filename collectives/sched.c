@@ -1,1 +1,472 @@
-/* to be written */
+/* The schedule executor: a task graph run on the progress engine. */
+#define MESH_LOG_SUBSYSTEM "sched"
+#include "collectives/sched.h"
+#include "libmesh/log.h"
+#include "libmesh/progress.h"
+#include "libmesh/reduce.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TASK_SEND, TASK_RECV, TASK_REDUCE, TASK_REDUCE3, TASK_COPY, TASK_NOP };
+enum { TASK_WAITING, TASK_POSTED, TASK_DONE };
+
+static const char *const task_kind_names[] = {"send", "recv", "reduce", "reduce3", "copy", "nop"};
+
+typedef struct {
+    uint8_t kind;
+    uint8_t state;
+    int peer;
+    uint32_t ndeps_left;
+    uint32_t msg_index;
+    uint32_t succ_first;
+    uint32_t succ_count;
+    void *dst;
+    const void *a;
+    const void *b;
+    size_t n; /* bytes for send/recv/copy, elements for reductions */
+    mesh_tl_op_t op;
+} mesh_task_t;
+
+typedef struct {
+    int from;
+    int to;
+} mesh_edge_t;
+
+typedef struct mesh_scratch {
+    struct mesh_scratch *next;
+    /* payload follows, 64-byte aligned */
+} mesh_scratch_t;
+
+struct mesh_sched {
+    mesh_comm_t *comm;
+    mesh_dtype_t dtype;
+    mesh_op_t op;
+    mesh_status_t status; /* build error, then run state */
+    int started;
+
+    mesh_task_t *tasks;
+    int ntasks, cap_tasks;
+    mesh_edge_t *edges;
+    int nedges, cap_edges;
+    int *succ;     /* CSR successors */
+    int *ready;    /* stack of ready task ids */
+    int nready;
+    int *inflight; /* posted send/recv task ids */
+    int ninflight;
+    int ndone;
+
+    uint32_t *send_count; /* [comm size] messages to each peer so far (build) */
+    uint32_t *recv_count;
+    uint64_t tag_base;
+    int p2p;
+
+    mesh_scratch_t *scratch;
+    mesh_sched_finalize_fn finalize;
+    void *finalize_arg;
+
+    double deadline;
+    double next_check;
+    mesh_sched_t *next, *prev; /* comm->active */
+};
+
+mesh_status_t mesh_sched_create(mesh_comm_t *comm, mesh_dtype_t dtype, mesh_op_t op,
+                                mesh_sched_t **out)
+{
+    mesh_sched_t *s = calloc(1, sizeof(*s));
+    if (s == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule");
+    s->send_count = calloc(2 * (size_t)comm->size, sizeof(uint32_t));
+    if (s->send_count == NULL) {
+        free(s);
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule for %d ranks", comm->size);
+    }
+    s->recv_count = s->send_count + comm->size;
+    s->comm = comm;
+    s->dtype = dtype;
+    s->op = op;
+    s->status = MESH_OK;
+    *out = s;
+    return MESH_OK;
+}
+
+static void sched_free(mesh_sched_t *s);
+
+void mesh_sched_destroy(mesh_sched_t *s)
+{
+    if (s == NULL) return;
+    if (s->started && s->status == MESH_INPROGRESS) mesh_sched_fail(s, MESH_ERR_ABORTED);
+    for (int i = 0; i < s->ninflight; i++) {
+        if (s->tasks[s->inflight[i]].op.status == MESH_INPROGRESS) {
+            /* a transport still holds one of our operations: keep the memory until the
+             * communicator closes its transports */
+            s->next = s->comm->zombies;
+            s->comm->zombies = s;
+            return;
+        }
+    }
+    sched_free(s);
+}
+
+void mesh_sched_free_zombies(mesh_comm_t *comm)
+{
+    while (comm->zombies) {
+        mesh_sched_t *s = comm->zombies;
+        comm->zombies = s->next;
+        sched_free(s);
+    }
+}
+
+mesh_sched_t *mesh_sched_next(const mesh_sched_t *s) { return s->next; }
+
+static void sched_free(mesh_sched_t *s)
+{
+    while (s->scratch != NULL) {
+        mesh_scratch_t *n = s->scratch->next;
+        free(s->scratch);
+        s->scratch = n;
+    }
+    free(s->tasks);
+    free(s->edges);
+    free(s->succ);
+    free(s->ready);
+    free(s->inflight);
+    free(s->send_count);
+    free(s);
+}
+
+static int grow(void **arr, int *cap, int need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    int ncap = *cap ? *cap * 2 : 64;
+    while (ncap < need) ncap *= 2;
+    void *p = realloc(*arr, (size_t)ncap * elem);
+    if (p == NULL) return -1;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+static int add_task(mesh_sched_t *s, const mesh_task_t *t, const int *deps, int ndeps)
+{
+    if (s->status != MESH_OK) return -1;
+    if (grow((void **)&s->tasks, &s->cap_tasks, s->ntasks + 1, sizeof(mesh_task_t)) ||
+        grow((void **)&s->edges, &s->cap_edges, s->nedges + ndeps, sizeof(mesh_edge_t))) {
+        s->status = mesh_error(MESH_ERR_NO_MEMORY, "cannot grow a schedule past %d tasks",
+                               s->ntasks);
+        return -1;
+    }
+    int id = s->ntasks++;
+    mesh_task_t *task = &s->tasks[id];
+    *task = *t;
+    task->state = TASK_WAITING;
+    task->ndeps_left = 0;
+    for (int i = 0; i < ndeps; i++) {
+        if (deps[i] < 0) continue;
+        if (deps[i] >= id) {
+            s->status = mesh_error(MESH_ERR_INTERNAL, "task %d depends on later task %d", id,
+                                   deps[i]);
+            return -1;
+        }
+        s->edges[s->nedges++] = (mesh_edge_t){deps[i], id};
+        task->ndeps_left++;
+    }
+    return id;
+}
+
+int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, const int *deps,
+                    int ndeps)
+{
+    mesh_task_t t = {.kind = TASK_SEND, .peer = peer, .a = buf, .n = bytes};
+    if (s->status == MESH_OK && (peer < 0 || peer >= s->comm->size)) {
+        s->status = mesh_error(MESH_ERR_INTERNAL, "send to rank %d outside 0..%d", peer,
+                               s->comm->size - 1);
+        return -1;
+    }
+    t.msg_index = s->status == MESH_OK ? s->send_count[peer]++ : 0;
+    return add_task(s, &t, deps, ndeps);
+}
+
+int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const int *deps,
+                    int ndeps)
+{
+    mesh_task_t t = {.kind = TASK_RECV, .peer = peer, .dst = buf, .n = bytes};
+    if (s->status == MESH_OK && (peer < 0 || peer >= s->comm->size)) {
+        s->status = mesh_error(MESH_ERR_INTERNAL, "receive from rank %d outside 0..%d", peer,
+                               s->comm->size - 1);
+        return -1;
+    }
+    t.msg_index = s->status == MESH_OK ? s->recv_count[peer]++ : 0;
+    return add_task(s, &t, deps, ndeps);
+}
+
+int mesh_sched_reduce(mesh_sched_t *s, void *dst, const void *src, size_t count, const int *deps,
+                      int ndeps)
+{
+    mesh_task_t t = {.kind = TASK_REDUCE, .dst = dst, .a = src, .n = count};
+    return add_task(s, &t, deps, ndeps);
+}
+
+int mesh_sched_reduce3(mesh_sched_t *s, void *dst, const void *a, const void *b, size_t count,
+                       const int *deps, int ndeps)
+{
+    mesh_task_t t = {.kind = TASK_REDUCE3, .dst = dst, .a = a, .b = b, .n = count};
+    return add_task(s, &t, deps, ndeps);
+}
+
+int mesh_sched_copy(mesh_sched_t *s, void *dst, const void *src, size_t bytes, const int *deps,
+                    int ndeps)
+{
+    mesh_task_t t = {.kind = TASK_COPY, .dst = dst, .a = src, .n = bytes};
+    return add_task(s, &t, deps, ndeps);
+}
+
+int mesh_sched_nop(mesh_sched_t *s, const int *deps, int ndeps)
+{
+    mesh_task_t t = {.kind = TASK_NOP};
+    return add_task(s, &t, deps, ndeps);
+}
+
+void *mesh_sched_scratch(mesh_sched_t *s, size_t bytes)
+{
+    if (s->status != MESH_OK) return NULL;
+    mesh_scratch_t *sc = NULL;
+    if (posix_memalign((void **)&sc, 64, 64 + (bytes ? bytes : 1)) != 0) {
+        s->status = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch", bytes);
+        return NULL;
+    }
+    sc->next = s->scratch;
+    s->scratch = sc;
+    return (char *)sc + 64;
+}
+
+void mesh_sched_on_complete(mesh_sched_t *s, mesh_sched_finalize_fn fn, void *arg)
+{
+    s->finalize = fn;
+    s->finalize_arg = arg;
+}
+
+mesh_status_t mesh_sched_status(const mesh_sched_t *s) { return s->status; }
+mesh_status_t mesh_sched_state(const mesh_sched_t *s) { return s->status; }
+mesh_comm_t *mesh_sched_comm(const mesh_sched_t *s) { return s->comm; }
+
+void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base, int p2p)
+{
+    s->tag_base = tag_base;
+    s->p2p = p2p;
+}
+
+static void unlink_active(mesh_sched_t *s)
+{
+    mesh_comm_t *comm = s->comm;
+    if (s->prev) s->prev->next = s->next;
+    else if (comm->active == s) comm->active = s->next;
+    if (s->next) s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+}
+
+mesh_status_t mesh_sched_start(mesh_sched_t *s)
+{
+    if (s->status != MESH_OK) return s->status;
+    int n = s->ntasks;
+    s->succ = malloc(sizeof(int) * (size_t)(s->nedges ? s->nedges : 1));
+    s->ready = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    s->inflight = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    if (s->succ == NULL || s->ready == NULL || s->inflight == NULL)
+        return s->status = mesh_error(MESH_ERR_NO_MEMORY, "cannot start a %d-task schedule", n);
+    /* CSR successor lists from the edge list */
+    for (int i = 0; i < n; i++) s->tasks[i].succ_count = 0;
+    for (int e = 0; e < s->nedges; e++) s->tasks[s->edges[e].from].succ_count++;
+    uint32_t pos = 0;
+    for (int i = 0; i < n; i++) {
+        s->tasks[i].succ_first = pos;
+        pos += s->tasks[i].succ_count;
+        s->tasks[i].succ_count = 0;
+    }
+    for (int e = 0; e < s->nedges; e++) {
+        mesh_task_t *t = &s->tasks[s->edges[e].from];
+        s->succ[t->succ_first + t->succ_count++] = s->edges[e].to;
+    }
+    s->nready = 0;
+    for (int i = n - 1; i >= 0; i--)
+        if (s->tasks[i].ndeps_left == 0) s->ready[s->nready++] = i;
+    s->started = 1;
+    s->status = MESH_INPROGRESS;
+    s->deadline = mesh_time() + s->comm->timeout_s;
+    s->next_check = mesh_time() + 0.2;
+    s->next = s->comm->active;
+    s->prev = NULL;
+    if (s->next) s->next->prev = s;
+    s->comm->active = s;
+    return MESH_OK;
+}
+
+static void complete_task(mesh_sched_t *s, int id)
+{
+    mesh_task_t *t = &s->tasks[id];
+    t->state = TASK_DONE;
+    s->ndone++;
+    /* push successors in reverse so the first-created runs first */
+    for (int k = (int)t->succ_count - 1; k >= 0; k--) {
+        int sid = s->succ[t->succ_first + k];
+        if (--s->tasks[sid].ndeps_left == 0) s->ready[s->nready++] = sid;
+    }
+}
+
+static uint64_t task_tag(const mesh_sched_t *s, const mesh_task_t *t)
+{
+    return s->p2p ? s->tag_base : s->tag_base | t->msg_index;
+}
+
+static void finish(mesh_sched_t *s, mesh_status_t status)
+{
+    s->status = status;
+    unlink_active(s);
+    if (status == MESH_OK && s->finalize) s->finalize(s, s->finalize_arg);
+}
+
+static mesh_status_t fail_with(mesh_sched_t *s, mesh_status_t status)
+{
+    /* operations still posted keep pointing at our tasks; transports complete them on abort or
+     * peer failure, and the communicator is unusable after a failure anyway */
+    s->comm->failed = status;
+    finish(s, status);
+    return status;
+}
+
+void mesh_sched_fail(mesh_sched_t *s, mesh_status_t status)
+{
+    if (s->started && s->status == MESH_INPROGRESS) fail_with(s, status);
+}
+
+static void describe_waits(const mesh_sched_t *s, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < s->ninflight && i < 6 && off < len; i++) {
+        const mesh_task_t *t = &s->tasks[s->inflight[i]];
+        off += (size_t)snprintf(buf + off, len - off, "%s%s rank %d (%zu bytes)", i ? ", " : "",
+                                task_kind_names[t->kind], t->peer, t->n);
+    }
+    if (s->ninflight > 6 && off < len) snprintf(buf + off, len - off, ", ...");
+}
+
+/* A peer's operation failed. If another rank already reported a culprit, name it, so that
+ * every survivor gives the same verdict even when the peer here only closed its connection
+ * after seeing the failure itself. Otherwise this rank found the culprit and tells the rest. */
+static mesh_status_t op_failure(mesh_sched_t *s, const mesh_task_t *t, mesh_status_t st)
+{
+    mesh_comm_t *comm = s->comm;
+    const char *dir = t->kind == TASK_SEND ? "to" : "from";
+    if (st != MESH_ERR_PEER_FAILED)
+        return mesh_error(st, "%s %s rank %d failed: %s", task_kind_names[t->kind], dir, t->peer,
+                          mesh_status_string(st));
+    if (comm->culprit >= 0 && comm->culprit != t->peer)
+        return mesh_error(st, "rank %d failed (reported by another rank); rank %d closed its "
+                          "connection during a %s %s it",
+                          comm->culprit, t->peer, task_kind_names[t->kind], dir);
+    mesh_comm_publish_verdict(comm, t->peer);
+    return mesh_error(st, "rank %d failed: %s during a %s %s rank %d", t->peer,
+                      mesh_status_string(st), task_kind_names[t->kind], dir, t->peer);
+}
+
+/* Slow path while nothing moves: is any rank of the communicator known dead? */
+static mesh_status_t check_peers(mesh_sched_t *s)
+{
+    mesh_comm_t *comm = s->comm;
+    for (int p = 0; p < comm->size; p++) {
+        if (p == comm->rank) continue;
+        if (mesh_comm_check_peer(comm, p) != MESH_ERR_PEER_FAILED) continue;
+        if (comm->culprit >= 0 && comm->culprit != p) p = comm->culprit;
+        else mesh_comm_publish_verdict(comm, p);
+        return mesh_error(MESH_ERR_PEER_FAILED,
+                              "rank %d of the communicator failed (rank %d of %d saw it)", p,
+                              comm->rank, comm->size);
+    }
+    return MESH_OK;
+}
+
+mesh_status_t mesh_sched_progress(mesh_sched_t *s)
+{
+    mesh_comm_t *comm = s->comm;
+    if (s->status != MESH_INPROGRESS) return s->status;
+    if (atomic_load_explicit(&comm->aborted, memory_order_relaxed))
+        return fail_with(s, mesh_error(MESH_ERR_ABORTED, "communicator aborted"));
+    int progressed = 0;
+    for (;;) {
+        while (s->nready > 0) {
+            int id = s->ready[--s->nready];
+            mesh_task_t *t = &s->tasks[id];
+            mesh_status_t st = MESH_OK;
+            switch (t->kind) {
+            case TASK_SEND:
+                st = mesh_comm_isend(comm, t->peer, task_tag(s, t), t->a, t->n, &t->op);
+                break;
+            case TASK_RECV:
+                st = mesh_comm_irecv(comm, t->peer, task_tag(s, t), t->dst, t->n, &t->op);
+                break;
+            case TASK_REDUCE:
+                mesh_reduce_local(t->dst, t->a, t->n, s->dtype, s->op);
+                break;
+            case TASK_REDUCE3:
+                mesh_reduce_local3(t->dst, t->a, t->b, t->n, s->dtype, s->op);
+                break;
+            case TASK_COPY:
+                if (t->n && t->dst != t->a) memmove(t->dst, t->a, t->n);
+                break;
+            default:
+                break;
+            }
+            if (st < 0) return fail_with(s, op_failure(s, t, st));
+            if (t->kind == TASK_SEND || t->kind == TASK_RECV) {
+                t->state = TASK_POSTED;
+                s->inflight[s->ninflight++] = id;
+            } else {
+                complete_task(s, id);
+            }
+            progressed = 1;
+        }
+        int moved = 0;
+        for (int i = 0; i < s->ninflight;) {
+            mesh_task_t *t = &s->tasks[s->inflight[i]];
+            int st = t->op.status;
+            if (st == MESH_INPROGRESS) {
+                i++;
+                continue;
+            }
+            if (st < 0) return fail_with(s, op_failure(s, t, (mesh_status_t)st));
+            if (t->kind == TASK_RECV && t->op.length != t->n) {
+                return fail_with(s, mesh_error(MESH_ERR_INTERNAL,
+                                               "message from rank %d has %zu bytes, expected %zu"
+                                               " (mismatched collective calls?)",
+                                               t->peer, t->op.length, t->n));
+            }
+            s->inflight[i] = s->inflight[--s->ninflight];
+            complete_task(s, (int)(t - s->tasks));
+            moved = 1;
+        }
+        if (!moved && s->nready == 0) break;
+        progressed = 1;
+    }
+    if (s->ndone == s->ntasks) {
+        finish(s, MESH_OK);
+        return MESH_OK;
+    }
+    if (!progressed) {
+        double now = mesh_time();
+        if (now >= s->next_check) {
+            s->next_check = now + 0.2;
+            mesh_status_t st = check_peers(s);
+            if (st < 0) return fail_with(s, st);
+        }
+        if (now > s->deadline) {
+            char waits[256];
+            describe_waits(s, waits, sizeof(waits));
+            return fail_with(s, mesh_error(MESH_ERR_TIMEOUT,
+                                           "rank %d waited %.1f s (MESH_TIMEOUT) on: %s",
+                                           comm->rank, comm->timeout_s, waits));
+        }
+    } else {
+        s->deadline = mesh_time() + comm->timeout_s;
+    }
+    return MESH_INPROGRESS;
+}

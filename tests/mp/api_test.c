@@ -1,0 +1,221 @@
+/*
+ * API behaviour under meshrun: argument validation, point-to-point in groups, nonblocking
+ * requests, split/dup, the node map and per-transport byte counters.
+ *   api_test [--expect-nodes K]
+ */
+#include "mesh.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size, failures;
+static mesh_comm_h comm;
+
+#define CHECK(cond, ...)                                                                       \
+    do {                                                                                      \
+        if (!(cond)) {                                                                        \
+            fprintf(stderr, "[rank %d] %s:%d: %s: ", rank, __FILE__, __LINE__, #cond);        \
+            fprintf(stderr, __VA_ARGS__);                                                     \
+            fputc('\n', stderr);                                                              \
+            failures++;                                                                       \
+        }                                                                                     \
+    } while (0)
+
+/* The call must fail with MESH_ERR_INVALID_ARG and a message that names `word`. */
+#define EXPECT_INVALID(call, word)                                                             \
+    do {                                                                                      \
+        mesh_status_t st_ = (call);                                                           \
+        const char *msg_ = mesh_comm_last_error(comm);                                        \
+        CHECK(st_ == MESH_ERR_INVALID_ARG, "%s returned %s", #call, mesh_status_string(st_)); \
+        CHECK(strstr(msg_, word) != NULL, "message '%s' does not name '%s'", msg_, word);     \
+    } while (0)
+
+static void test_invalid_args(void)
+{
+    int x[16] = {0}, y[16 * 64];
+    size_t counts[64];
+    for (int i = 0; i < 64; i++) counts[i] = 1;
+    mesh_request_h req;
+    EXPECT_INVALID(mesh_allreduce(comm, NULL, y, 4, MESH_INT32, MESH_SUM, NULL, NULL), "sbuf");
+    EXPECT_INVALID(mesh_allreduce(comm, x, NULL, 4, MESH_INT32, MESH_SUM, NULL, NULL), "rbuf");
+    EXPECT_INVALID(mesh_allreduce(comm, x, y, 4, (mesh_dtype_t)99, MESH_SUM, NULL, NULL), "dtype");
+    EXPECT_INVALID(mesh_allreduce(comm, x, y, 4, MESH_INT32, (mesh_op_t)77, NULL, NULL), "op");
+    EXPECT_INVALID(mesh_allreduce(comm, x, y, SIZE_MAX / 2, MESH_INT32, MESH_SUM, NULL, NULL),
+                   "count");
+    EXPECT_INVALID(mesh_allreduce(comm, x, y, 4, MESH_INT32, MESH_SUM, (void *)1, NULL), "stream");
+    EXPECT_INVALID(mesh_allreduce(comm, x, x + 1, 4, MESH_INT32, MESH_SUM, NULL, NULL), "overlap");
+    EXPECT_INVALID(mesh_reduce(comm, x, y, 4, MESH_INT32, MESH_SUM, size, NULL, NULL), "root");
+    EXPECT_INVALID(mesh_reduce(comm, x, y, 4, MESH_INT32, MESH_SUM, -1, NULL, NULL), "root");
+    EXPECT_INVALID(mesh_broadcast(comm, x, y, 4, MESH_INT32, size + 3, NULL, NULL), "root");
+    EXPECT_INVALID(mesh_broadcast(comm, x, NULL, 4, MESH_INT32, 0, NULL, NULL), "rbuf");
+    EXPECT_INVALID(mesh_reduce_scatter(comm, NULL, y, 1, MESH_FP32, MESH_SUM, NULL, NULL), "sbuf");
+    EXPECT_INVALID(mesh_reduce_scatterv(comm, x, y, NULL, MESH_FP32, MESH_SUM, NULL, NULL),
+                   "recvcounts");
+    EXPECT_INVALID(mesh_allgather(comm, x, NULL, 1, MESH_INT32, NULL, NULL), "rbuf");
+    EXPECT_INVALID(mesh_allgatherv(comm, x, y, NULL, NULL, MESH_INT32, NULL, NULL), "recvcounts");
+    EXPECT_INVALID(mesh_alltoall(comm, x, y, 1, (mesh_dtype_t)-1, NULL, NULL), "dtype");
+    EXPECT_INVALID(mesh_alltoallv(comm, x, NULL, NULL, y, counts, NULL, MESH_INT32, NULL, NULL),
+                   "sendcounts");
+    EXPECT_INVALID(mesh_gather(comm, x, y, 1, MESH_INT32, -2, NULL, NULL), "root");
+    EXPECT_INVALID(mesh_scatter(comm, x, NULL, 1, MESH_INT32, 0, NULL, NULL), "rbuf");
+    EXPECT_INVALID(mesh_send(comm, x, 1, MESH_INT32, size, NULL, NULL), "peer");
+    EXPECT_INVALID(mesh_recv(comm, NULL, 1, MESH_INT32, 0, NULL, NULL), "buf");
+    EXPECT_INVALID(mesh_comm_split(comm, -5, 0, NULL), "newcomm");
+    mesh_comm_h nc;
+    EXPECT_INVALID(mesh_comm_split(comm, -5, 0, &nc), "color");
+    EXPECT_INVALID(mesh_op_create_premul(comm, NULL, MESH_FP32, NULL), "scalar");
+    EXPECT_INVALID(mesh_op_destroy(comm, (mesh_op_t)(MESH_OP_USER_BASE + 3)), "op");
+    float two = 2;
+    mesh_op_t pm;
+    CHECK(mesh_op_create_premul(comm, &two, MESH_FP32, &pm) == MESH_OK, "premul");
+    EXPECT_INVALID(mesh_allreduce(comm, x, y, 4, MESH_INT32, pm, NULL, NULL), "dtype");
+    mesh_op_destroy(comm, pm);
+    /* NULL communicator: the message is on the thread */
+    CHECK(mesh_allreduce(NULL, x, y, 1, MESH_INT32, MESH_SUM, NULL, NULL) == MESH_ERR_INVALID_ARG,
+          "NULL comm accepted");
+    CHECK(strstr(mesh_comm_last_error(NULL), "comm") != NULL, "%s", mesh_comm_last_error(NULL));
+    CHECK(mesh_wait(NULL) == MESH_ERR_INVALID_ARG, "wait(NULL)");
+    CHECK(mesh_test(NULL, NULL) == MESH_ERR_INVALID_ARG, "test(NULL)");
+    CHECK(mesh_group_end() == MESH_ERR_INVALID_ARG, "unbalanced group end");
+    CHECK(mesh_comm_tl_bytes(comm, "nosuch", NULL, NULL) == MESH_ERR_NOT_FOUND, "tl bytes");
+    (void)req;
+    /* the communicator still works after all of that */
+    int one = 1, sum = 0;
+    CHECK(mesh_allreduce(comm, &one, &sum, 1, MESH_INT32, MESH_SUM, NULL, NULL) == MESH_OK, "%s",
+          mesh_comm_last_error(comm));
+    CHECK(sum == size, "sum %d", sum);
+}
+
+/* Every rank sends to every rank (itself too), receives posted first, in a group. */
+static void test_group_p2p(size_t n)
+{
+    int *sbuf = malloc(sizeof(int) * n * size), *rbuf = malloc(sizeof(int) * n * size);
+    for (int p = 0; p < size; p++)
+        for (size_t i = 0; i < n; i++) sbuf[p * n + i] = (int)(rank * 1000003 + p * 101 + i);
+    memset(rbuf, 0, sizeof(int) * n * size);
+    mesh_group_start();
+    for (int k = 0; k < size; k++) {
+        int p = (rank + k) % size;
+        mesh_recv(comm, rbuf + p * n, n, MESH_INT32, p, NULL, NULL);
+    }
+    for (int k = size - 1; k >= 0; k--) {
+        int p = (rank + k) % size;
+        mesh_send(comm, sbuf + p * n, n, MESH_INT32, p, NULL, NULL);
+    }
+    mesh_status_t st = mesh_group_end();
+    CHECK(st == MESH_OK, "group p2p: %s %s", mesh_status_string(st), mesh_comm_last_error(comm));
+    for (int p = 0; p < size && st == MESH_OK; p++)
+        for (size_t i = 0; i < n; i++)
+            if (rbuf[p * n + i] != (int)(p * 1000003 + rank * 101 + i)) {
+                CHECK(0, "p2p n=%zu from %d element %zu: %d", n, p, i, rbuf[p * n + i]);
+                break;
+            }
+    free(sbuf);
+    free(rbuf);
+}
+
+/* Several nonblocking collectives in flight, waited for in reverse order. */
+static void test_nonblocking(void)
+{
+    enum { K = 4, N = 100000 };
+    static float in[K][N], out[K][N];
+    mesh_request_h req[K];
+    for (int k = 0; k < K; k++) {
+        for (int i = 0; i < N; i++) in[k][i] = (float)(rank + k + i % 7);
+        CHECK(mesh_allreduce(comm, in[k], out[k], N, MESH_FP32, MESH_SUM, NULL, &req[k]) == MESH_OK,
+              "start %d", k);
+    }
+    for (int k = K - 1; k >= 0; k--) {
+        CHECK(mesh_wait(req[k]) == MESH_OK, "wait %d: %s", k, mesh_comm_last_error(comm));
+        mesh_request_free(req[k]);
+        float want0 = (float)(size * (size - 1) / 2 + size * k);
+        CHECK(out[k][0] == want0, "req %d: %g != %g", k, out[k][0], want0);
+        CHECK(out[k][N - 1] == want0 + size * ((N - 1) % 7), "req %d tail", k);
+    }
+    int done = 0, v = rank, w = 0;
+    mesh_request_h r;
+    CHECK(mesh_allreduce(comm, &v, &w, 1, MESH_INT32, MESH_MAX, NULL, &r) == MESH_OK, "max");
+    while (!done) CHECK(mesh_test(r, &done) == MESH_OK, "test");
+    mesh_request_free(r);
+    CHECK(w == size - 1, "max %d", w);
+}
+
+static void test_split(void)
+{
+    mesh_comm_h half = NULL, dup = NULL, none = (mesh_comm_h)1;
+    int color = rank % 2;
+    CHECK(mesh_comm_split(comm, color, -rank, &half) == MESH_OK, "split: %s",
+          mesh_comm_last_error(comm));
+    int expect = (size - color + 1) / 2;
+    CHECK(mesh_comm_size(half) == expect, "split size %d != %d", mesh_comm_size(half), expect);
+    /* key -rank reverses the order */
+    CHECK(mesh_comm_rank(half) == expect - 1 - rank / 2, "split rank %d", mesh_comm_rank(half));
+    int v = rank, sum = 0, want = 0;
+    for (int r = color; r < size; r += 2) want += r;
+    CHECK(mesh_allreduce(half, &v, &sum, 1, MESH_INT32, MESH_SUM, NULL, NULL) == MESH_OK, "%s",
+          mesh_comm_last_error(half));
+    CHECK(sum == want, "split sum %d != %d", sum, want);
+    CHECK(mesh_comm_dup(comm, &dup) == MESH_OK, "dup");
+    CHECK(mesh_comm_rank(dup) == rank && mesh_comm_size(dup) == size, "dup rank/size");
+    CHECK(mesh_allreduce(dup, &v, &sum, 1, MESH_INT32, MESH_SUM, NULL, NULL) == MESH_OK, "dup ar");
+    CHECK(sum == size * (size - 1) / 2, "dup sum %d", sum);
+    CHECK(mesh_comm_split(comm, rank == 0 ? 0 : MESH_COLOR_NONE, 0, &none) == MESH_OK, "none");
+    CHECK((rank == 0) == (none != NULL), "MESH_COLOR_NONE gives NULL");
+    if (none) mesh_comm_destroy(none);
+    mesh_comm_destroy(half);
+    mesh_comm_destroy(dup);
+}
+
+static void test_node_map(int expect_nodes)
+{
+    int nodes = mesh_comm_node_count(comm);
+    if (expect_nodes > 0) CHECK(nodes == expect_nodes, "nodes %d != %d", nodes, expect_nodes);
+    int total = 0;
+    for (int n = 0; n < nodes; n++) total += mesh_comm_local_size(comm, n);
+    CHECK(total == size, "node sizes sum to %d", total);
+    /* traffic to every peer, then check where the bytes went */
+    uint64_t shm0, tcp0, shm1, tcp1;
+    mesh_comm_tl_bytes(comm, "shm", &shm0, NULL);
+    mesh_comm_tl_bytes(comm, "tcp", &tcp0, NULL);
+    test_group_p2p(1000);
+    mesh_comm_tl_bytes(comm, "shm", &shm1, NULL);
+    mesh_comm_tl_bytes(comm, "tcp", &tcp1, NULL);
+    int local_peers = 0, remote_peers = 0;
+    for (int p = 0; p < size; p++) {
+        if (p == rank) continue;
+        int same = mesh_comm_node(comm, p) == mesh_comm_node(comm, rank);
+        const char *tl = mesh_comm_peer_transport(comm, p);
+        CHECK(strcmp(tl, same ? "shm" : "tcp") == 0, "peer %d (same node %d) over %s", p, same, tl);
+        local_peers += same;
+        remote_peers += !same;
+    }
+    CHECK((shm1 - shm0) == (uint64_t)local_peers * 4000, "shm bytes %llu for %d local peers",
+          (unsigned long long)(shm1 - shm0), local_peers);
+    CHECK((tcp1 - tcp0) == (uint64_t)remote_peers * 4000, "tcp bytes %llu for %d remote peers",
+          (unsigned long long)(tcp1 - tcp0), remote_peers);
+}
+
+int main(int argc, char **argv)
+{
+    int expect_nodes = 0;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--expect-nodes") == 0 && i + 1 < argc) expect_nodes = atoi(argv[++i]);
+    mesh_status_t st = mesh_comm_init_env(&comm);
+    if (st != MESH_OK) {
+        fprintf(stderr, "init: %s: %s\n", mesh_status_string(st), mesh_comm_last_error(NULL));
+        return 1;
+    }
+    rank = mesh_comm_rank(comm);
+    size = mesh_comm_size(comm);
+    test_invalid_args();
+    test_group_p2p(1);
+    test_group_p2p(300000);
+    test_nonblocking();
+    test_split();
+    test_node_map(expect_nodes);
+    CHECK(mesh_barrier(comm, NULL) == MESH_OK, "final barrier");
+    mesh_comm_destroy(comm);
+    if (failures == 0 && rank == 0) printf("api_test: %d ranks ok\n", size);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,2 @@
+#!/bin/sh
+exec "${top_srcdir:-.}/tests/mp/conformance.sh" broadcast
