@@ -32,6 +32,8 @@ static const mesh_config_entry_t mesh_context_entries[] = {
      .doc = "Label of this node; ranks with the same label share memory. Empty: the host name."},
     {.name = "PROGRESS_SPIN", .dflt = "200", .type = MESH_CFG_INT,
      .doc = "Idle polls a waiting rank spins before it yields the core to others."},
+    {.name = "REDUCE_AVX2", .dflt = "yes", .type = MESH_CFG_BOOL,
+     .doc = "Use the AVX2 loops for fp16 and bf16 reductions when the CPU has AVX2 and F16C."},
     {.name = NULL},
 };
 
