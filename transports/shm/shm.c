@@ -294,6 +294,10 @@ int mesh_tl_shm_ep_fail(mesh_tl_shm_ep_t *ep, mesh_status_t status, const char *
 {
     if (ep->failed == MESH_OK) {
         ep->failed = status;
+        mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)ep->super.iface;
+        int none = 0;
+        if (status == MESH_ERR_PEER_FAILED && strstr(why, "aborted") == NULL)
+            atomic_compare_exchange_strong(&si->hdr->failed_rank, &none, ep->super.peer + 1);
         if (ep->npending > 0)
             mesh_error(status, "peer rank %d (pid %d) failed: %s", ep->super.peer, ep->pid, why);
         else
@@ -319,14 +323,37 @@ static int shm_pid_dead(int pid)
     return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
-/* Whether the peer still runs and has not aborted; fails its operations otherwise. */
-static int shm_liveness(mesh_tl_shm_ep_t *ep)
+int mesh_tl_shm_sweep(mesh_tl_shm_iface_t *si)
 {
-    if (atomic_load_explicit(&ep->peer_hdr->aborted, memory_order_acquire))
-        return mesh_tl_shm_ep_fail(ep, MESH_ERR_PEER_FAILED, "it aborted");
-    if (ep->same_pidns && ep->pid > 0 && shm_pid_dead(ep->pid))
-        return mesh_tl_shm_ep_fail(ep, MESH_ERR_PEER_FAILED, "its process no longer exists");
-    return 0;
+    int n = 0;
+    for (int r = 0; r < si->super.size; r++) {
+        mesh_tl_shm_ep_t *ep = si->eps[r];
+        if (ep && ep->failed == MESH_OK && ep->same_pidns && ep->pid > 0 &&
+            !atomic_load_explicit(&ep->peer_hdr->aborted, memory_order_acquire) &&
+            shm_pid_dead(ep->pid))
+            n += mesh_tl_shm_ep_fail(ep, MESH_ERR_PEER_FAILED, "its process no longer exists");
+    }
+    for (int r = 0; r < si->super.size; r++) {
+        mesh_tl_shm_ep_t *ep = si->eps[r];
+        if (ep == NULL || ep->failed != MESH_OK ||
+            !atomic_load_explicit(&ep->peer_hdr->aborted, memory_order_acquire))
+            continue;
+        char why[96];
+        int culprit = atomic_load_explicit(&ep->peer_hdr->failed_rank, memory_order_acquire);
+        mesh_tl_shm_ep_t *cep = culprit > 0 && culprit <= si->super.size ? si->eps[culprit - 1]
+                                                                          : NULL;
+        if (cep && cep->failed == MESH_OK) {
+            /* it may still be tearing down, too early for its pid to look dead */
+            snprintf(why, sizeof(why), "rank %d saw it die", r);
+            n += mesh_tl_shm_ep_fail(cep, MESH_ERR_PEER_FAILED, why);
+        }
+        if (culprit > 0)
+            snprintf(why, sizeof(why), "it aborted after rank %d failed", culprit - 1);
+        else
+            snprintf(why, sizeof(why), "it aborted");
+        n += mesh_tl_shm_ep_fail(ep, MESH_ERR_PEER_FAILED, why);
+    }
+    return n;
 }
 
 static int shm_abort_pending(mesh_tl_shm_iface_t *si)
@@ -347,20 +374,21 @@ static int shm_progress(mesh_tl_iface_t *iface)
 {
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
     if (atomic_load_explicit(&si->aborted, memory_order_acquire)) return shm_abort_pending(si);
-    int done = 0, moved = 0;
-    double now = -1;
+    int done = 0, moved = 0, pending = 0;
     for (int r = 0; r < iface->size; r++) {
         mesh_tl_shm_ep_t *ep = si->eps[r];
         if (ep == NULL || ep->failed < 0) continue;
         done += mesh_tl_shm_ep_progress(ep);
         moved |= ep->moved;
         ep->moved = 0;
-        if (ep->npending > 0 && ep->failed == MESH_OK) {
-            if (now < 0) now = mesh_time();
-            if (now >= ep->next_check) {
-                ep->next_check = now + MESH_TL_SHM_LIVENESS_S;
-                done += shm_liveness(ep);
-            }
+        pending |= ep->npending > 0;
+    }
+    /* liveness of every peer, at most every 100 ms and only while we wait for something */
+    if (pending) {
+        double now = mesh_time();
+        if (now >= si->next_sweep) {
+            si->next_sweep = now + MESH_TL_SHM_LIVENESS_S;
+            done += mesh_tl_shm_sweep(si);
         }
     }
     /* bytes that moved without completing anything still tell waiters not to sleep */
@@ -370,7 +398,7 @@ static int shm_progress(mesh_tl_iface_t *iface)
 static mesh_status_t shm_ep_check(mesh_tl_ep_t *uep)
 {
     mesh_tl_shm_ep_t *ep = (mesh_tl_shm_ep_t *)uep;
-    if (ep->failed == MESH_OK) shm_liveness(ep);
+    if (ep->failed == MESH_OK) mesh_tl_shm_sweep((mesh_tl_shm_iface_t *)uep->iface);
     return ep->failed == MESH_ERR_ABORTED ? MESH_ERR_ABORTED
            : ep->failed < 0             ? MESH_ERR_PEER_FAILED
                                         : MESH_OK;

@@ -23,6 +23,7 @@ typedef struct {
     uint64_t fifo_size;
     uint64_t ring_stride;
     _Alignas(MESH_TL_SHM_LINE) atomic_int aborted;
+    atomic_int failed_rank; /* 1 + the first peer we saw die, so peers can name it */
 } mesh_tl_shm_seg_hdr_t;
 
 /* One single-producer single-consumer byte ring: sender s writes ring s of the receiver's
@@ -119,7 +120,6 @@ typedef struct mesh_tl_shm_ep {
     int moved; /* bytes moved since the last progress() */
     /* liveness */
     int npending;
-    double next_check;
     mesh_status_t failed;
 } mesh_tl_shm_ep_t;
 
@@ -141,6 +141,7 @@ typedef struct {
     int neps;
     mesh_tl_shm_unexp_t *unexp_free;
     mesh_tl_shm_rndv_t *rndv_free;
+    double next_sweep;
     atomic_int aborted;
     int abort_done;
 } mesh_tl_shm_iface_t;
@@ -162,6 +163,9 @@ int mesh_tl_shm_ep_fail_ops(mesh_tl_shm_ep_t *ep, mesh_status_t status);
 void mesh_tl_shm_ep_free(mesh_tl_shm_ep_t *ep);
 
 /* shm.c */
+/* Fails the endpoints of every dead peer (killed processes first, so that the rank that really
+ * died is the one reported, not a survivor that aborted because of it); returns completions. */
+int mesh_tl_shm_sweep(mesh_tl_shm_iface_t *si);
 int mesh_tl_shm_ep_fail(mesh_tl_shm_ep_t *ep, mesh_status_t status, const char *why);
 
 #endif

@@ -500,6 +500,8 @@ static int reads_progress(mesh_tl_shm_ep_t *ep)
             } else {
                 char why[128];
                 snprintf(why, sizeof(why), "reading its memory: %s", strerror(errno));
+                /* a peer that exited may have left because another one died: name that one */
+                done += mesh_tl_shm_sweep(si);
                 return done + mesh_tl_shm_ep_fail(ep, MESH_ERR_PEER_FAILED, why);
             }
         } else {

@@ -57,6 +57,7 @@ static mesh_status_t tcp_open(const mesh_tl_open_params_t *params, mesh_tl_iface
     ti->comm_uid = params->comm_uid;
     ti->timeout_s = params->timeout_s;
     ti->lfd = -1;
+    ti->first_failed = -1;
     atomic_init(&ti->aborted, 0);
     long long ns = mesh_config_int("TCP_STREAMS");
     ti->nstreams = ns < 1 ? 1 : ns > MESH_TL_TCP_MAX_STREAMS ? MESH_TL_TCP_MAX_STREAMS : (int)ns;
@@ -244,6 +245,8 @@ static mesh_status_t tcp_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
     memcpy(&ep->addr.ss, &a->sa, sizeof(a->sa));
     mesh_sock_addr_str(&ep->addr, ep->addr_str, sizeof(ep->addr_str));
     ep->connector = iface->rank < peer->rank;
+    ep->notice_rank = -1;
+    ep->culprit = -1;
     for (int i = 0; i < ep->nstreams; i++) {
         ep->streams[i].fd = -1;
         ep->streams[i].ep = ep;
@@ -274,17 +277,45 @@ static mesh_status_t tcp_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
     return MESH_OK;
 }
 
+/* Tells every other connected peer which rank failed first (best effort: written now when the
+ * stream is between chunks, else after the current chunk). */
+static void tcp_announce(mesh_tl_tcp_iface_t *ti, int failed)
+{
+    if (ti->first_failed >= 0 || atomic_load(&ti->aborted)) return;
+    ti->first_failed = failed;
+    for (int r = 0; r < ti->super.size; r++) {
+        mesh_tl_tcp_ep_t *ep = ti->eps[r];
+        if (ep == NULL || r == failed || ep->failed < 0) continue;
+        ep->notice_rank = failed;
+        if (ep->streams[0].state == TCP_ST_READY) mesh_tl_tcp_stream_send(ep, &ep->streams[0]);
+    }
+}
+
 int mesh_tl_tcp_ep_fail(mesh_tl_tcp_ep_t *ep, mesh_status_t status, const char *why)
 {
+    mesh_tl_tcp_iface_t *ti = (mesh_tl_tcp_iface_t *)ep->super.iface;
     if (ep->failed < 0) return mesh_tl_tcp_ep_fail_ops(ep, ep->failed);
-    int pending = mesh_tl_tcp_ep_has_ops(ep);
+    int n = 0, pending = mesh_tl_tcp_ep_has_ops(ep);
     ep->failed = status;
     for (int i = 0; i < ep->nstreams; i++) stream_close(&ep->streams[i]);
+    int culprit = ep->culprit;
+    mesh_tl_tcp_ep_t *cep = culprit >= 0 ? ti->eps[culprit] : NULL;
+    if (status == MESH_ERR_PEER_FAILED) tcp_announce(ti, culprit >= 0 ? culprit : ep->super.peer);
+    /* the rank it saw fail goes first, so that the first failure reported names it */
+    if (cep && cep != ep && cep->failed == MESH_OK) {
+        char cwhy[64];
+        snprintf(cwhy, sizeof(cwhy), "rank %d saw it fail", ep->super.peer);
+        n += mesh_tl_tcp_ep_fail(cep, MESH_ERR_PEER_FAILED, cwhy);
+    }
+    char after[48] = "";
+    if (culprit >= 0) snprintf(after, sizeof(after), " (after it saw rank %d fail)", culprit);
     if (pending)
-        mesh_error(status, "peer rank %d (%s) failed: %s", ep->super.peer, ep->addr_str, why);
+        mesh_error(status, "peer rank %d (%s) failed: %s%s", ep->super.peer, ep->addr_str, why,
+                   after);
     else
-        mesh_log_debug("peer rank %d (%s) is gone: %s", ep->super.peer, ep->addr_str, why);
-    return mesh_tl_tcp_ep_fail_ops(ep, status);
+        mesh_log_debug("peer rank %d (%s) is gone: %s%s", ep->super.peer, ep->addr_str, why,
+                       after);
+    return n + mesh_tl_tcp_ep_fail_ops(ep, status);
 }
 
 static void accept_all(mesh_tl_tcp_iface_t *ti)

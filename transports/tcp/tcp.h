@@ -14,6 +14,9 @@
 #define MESH_TL_TCP_STAGE 65536
 /* Payload left in a chunk beyond which we receive straight into the destination. */
 #define MESH_TL_TCP_DIRECT (MESH_TL_TCP_STAGE / 2)
+/* msg_id of a header-only notice "rank <tag> failed", sent to every other peer when we see a
+ * peer die, so that ranks which only see us leave can still name the rank that failed. */
+#define MESH_TL_TCP_NOTICE_ID 0xffffffffu
 
 /* Address blob: where our listener is and how many streams we open per peer. */
 typedef struct {
@@ -100,6 +103,8 @@ typedef struct mesh_tl_tcp_ep {
     mesh_tl_opq_t posted; /* receives not yet matched */
     mesh_tl_tcp_rmsg_t *incoming; /* messages in flight or unexpected, in arrival order */
     mesh_status_t failed;
+    int notice_rank; /* failed rank to announce to this peer, or -1 */
+    int culprit;     /* failed rank this peer announced to us, or -1 */
 } mesh_tl_tcp_ep_t;
 
 /* An accepted connection whose hello has not arrived (or whose endpoint does not exist yet). */
@@ -126,6 +131,7 @@ typedef struct {
     void **pobj;
     int pcap;
     int moved; /* bytes moved since the last progress() */
+    int first_failed; /* first peer seen to fail (announced to the others), or -1 */
     atomic_int aborted;
     int abort_done;
 } mesh_tl_tcp_iface_t;

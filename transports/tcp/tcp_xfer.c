@@ -117,12 +117,25 @@ int mesh_tl_tcp_stream_has_tx(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
 {
     if (s->state == TCP_ST_HELLO) return 1;
     if (s->state != TCP_ST_READY) return 0;
-    return s->tx_active || !mesh_tl_opq_empty(&ep->sendq);
+    return s->tx_active || !mesh_tl_opq_empty(&ep->sendq) ||
+           (ep->notice_rank >= 0 && s == &ep->streams[0]);
 }
 
 /* Carves the next chunk of the oldest send onto this stream. */
 static int carve(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
 {
+    if (ep->notice_rank >= 0 && s == &ep->streams[0]) {
+        memset(&s->tx_hdr, 0, sizeof(s->tx_hdr));
+        s->tx_hdr.tag = (uint64_t)ep->notice_rank;
+        s->tx_hdr.msg_id = MESH_TL_TCP_NOTICE_ID;
+        s->tx_hdr_done = 0;
+        s->tx_op = NULL;
+        s->tx_data = NULL;
+        s->tx_len = s->tx_done = 0;
+        s->tx_active = 1;
+        ep->notice_rank = -1;
+        return 1;
+    }
     mesh_tl_op_t *op = ep->sendq.head;
     if (op == NULL) return 0;
     size_t len = mesh_tl_op_len(op);
@@ -160,7 +173,7 @@ static int chunk_sent(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     mesh_tl_op_t *op = s->tx_op;
     s->tx_active = 0;
     s->tx_op = NULL;
-    if (ep->sendq.head == op) return 0;
+    if (op == NULL || ep->sendq.head == op) return 0; /* a notice, or more chunks to carve */
     for (int i = 0; i < ep->nstreams; i++)
         if (ep->streams[i].tx_active && ep->streams[i].tx_op == op) return 0;
     mesh_tl_op_complete(op, mesh_tl_op_len(op), MESH_OK);
@@ -232,6 +245,14 @@ static int on_header(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     mesh_tl_tcp_iface_t *ti = tcp_iface(ep);
     mesh_tl_tcp_hdr_t *h = &s->rx_hdr;
     mesh_tl_tcp_rmsg_t *m;
+    if (h->msg_id == MESH_TL_TCP_NOTICE_ID && h->msg_len == 0) {
+        if (h->tag < (uint64_t)ep->super.iface->size) ep->culprit = (int)h->tag;
+        s->rx_msg = NULL;
+        s->rx_dst = NULL;
+        s->rx_remain = 0;
+        s->rx_state = TCP_RX_PAYLOAD;
+        return 0;
+    }
     if (h->offset + h->chunk_len > h->msg_len)
         return mesh_tl_tcp_ep_fail(ep, MESH_ERR_PEER_FAILED, "malformed chunk header");
     for (m = ep->incoming; m; m = m->next)
@@ -278,6 +299,7 @@ static int on_chunk(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     s->rx_state = TCP_RX_HDR;
     s->rx_hdr_done = 0;
     s->rx_msg = NULL;
+    if (m == NULL) return 0; /* a notice */
     m->received += s->rx_hdr.chunk_len;
     if (m->received < m->msg_len) return 0;
     if (m->op == NULL && m->error == MESH_OK) {
@@ -374,7 +396,7 @@ int mesh_tl_tcp_ep_has_ops(mesh_tl_tcp_ep_t *ep)
 {
     if (!mesh_tl_opq_empty(&ep->sendq) || !mesh_tl_opq_empty(&ep->posted)) return 1;
     for (int i = 0; i < ep->nstreams; i++)
-        if (ep->streams[i].tx_active) return 1;
+        if (ep->streams[i].tx_active && ep->streams[i].tx_op) return 1;
     for (mesh_tl_tcp_rmsg_t *m = ep->incoming; m; m = m->next)
         if (m->op) return 1;
     return 0;
@@ -385,7 +407,7 @@ int mesh_tl_tcp_ep_fail_ops(mesh_tl_tcp_ep_t *ep, mesh_status_t status)
     int n = 0;
     for (int i = 0; i < ep->nstreams; i++) {
         mesh_tl_tcp_stream_t *s = &ep->streams[i];
-        if (s->tx_active && s->tx_op->status == MESH_INPROGRESS) {
+        if (s->tx_active && s->tx_op && s->tx_op->status == MESH_INPROGRESS) {
             mesh_tl_op_complete(s->tx_op, 0, status);
             n++;
         }
