@@ -139,6 +139,7 @@ static void tcp_close(mesh_tl_iface_t *iface)
         free(m);
     }
     if (ti->lfd >= 0) close(ti->lfd);
+    mesh_tl_tcp_ucache_free(ti);
     free(ti->pfds);
     free(ti->pobj);
     free(ti->eps);

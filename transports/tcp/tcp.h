@@ -11,6 +11,7 @@
 
 #define MESH_TL_TCP_MAGIC 0x4d534854u /* "MSHT" */
 #define MESH_TL_TCP_MAX_STREAMS 16
+#define MESH_TL_TCP_UCACHE 8
 #define MESH_TL_TCP_STAGE 65536
 /* Payload left in a chunk beyond which we receive straight into the destination. */
 #define MESH_TL_TCP_DIRECT (MESH_TL_TCP_STAGE / 2)
@@ -53,7 +54,8 @@ typedef struct mesh_tl_tcp_rmsg {
     size_t msg_len;
     size_t received;
     mesh_tl_op_t *op;   /* matched receive, or NULL while unexpected */
-    char *buf;          /* unexpected payload (malloc), NULL once matched directly */
+    char *buf;          /* unexpected payload, NULL when received in place */
+    size_t buf_cap;
     int complete;       /* unexpected and fully received */
     mesh_status_t error;/* truncation: data discarded, receive fails */
 } mesh_tl_tcp_rmsg_t;
@@ -127,6 +129,12 @@ typedef struct {
     mesh_tl_tcp_ep_t **eps;    /* [size] */
     mesh_tl_tcp_conn_t *conns; /* accepted, waiting for hello or endpoint */
     mesh_tl_tcp_rmsg_t *rmsg_free;
+    /* recently freed unexpected buffers, reused so that streaming ahead of the receives does
+     * not map and fault fresh pages for every message */
+    struct {
+        char *buf;
+        size_t cap;
+    } ucache[MESH_TL_TCP_UCACHE];
     struct pollfd *pfds;
     void **pobj;
     int pcap;
@@ -149,6 +157,7 @@ int mesh_tl_tcp_stream_has_tx(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s);
 int mesh_tl_tcp_ep_fail_ops(mesh_tl_tcp_ep_t *ep, mesh_status_t status);
 int mesh_tl_tcp_ep_has_ops(mesh_tl_tcp_ep_t *ep);
 void mesh_tl_tcp_ep_free_msgs(mesh_tl_tcp_ep_t *ep);
+void mesh_tl_tcp_ucache_free(mesh_tl_tcp_iface_t *ti);
 
 /* tcp.c */
 /* Marks the endpoint failed (closing its sockets) and fails its operations. */

@@ -34,9 +34,56 @@ static mesh_tl_tcp_rmsg_t *rmsg_get(mesh_tl_tcp_iface_t *ti)
     return m;
 }
 
+static char *ubuf_get(mesh_tl_tcp_iface_t *ti, size_t len, size_t *cap)
+{
+    int best = -1;
+    for (int i = 0; i < MESH_TL_TCP_UCACHE; i++)
+        if (ti->ucache[i].buf && ti->ucache[i].cap >= len &&
+            (best < 0 || ti->ucache[i].cap < ti->ucache[best].cap))
+            best = i;
+    if (best >= 0) {
+        char *b = ti->ucache[best].buf;
+        *cap = ti->ucache[best].cap;
+        ti->ucache[best].buf = NULL;
+        return b;
+    }
+    *cap = len;
+    return malloc(len);
+}
+
+static void ubuf_put(mesh_tl_tcp_iface_t *ti, char *buf, size_t cap)
+{
+    if (buf == NULL) return;
+    int slot = -1;
+    for (int i = 0; i < MESH_TL_TCP_UCACHE; i++) {
+        if (ti->ucache[i].buf == NULL) {
+            slot = i;
+            break;
+        }
+        if (slot < 0 || ti->ucache[i].cap < ti->ucache[slot].cap) slot = i;
+    }
+    if (ti->ucache[slot].buf) {
+        if (ti->ucache[slot].cap >= cap) {
+            free(buf);
+            return;
+        }
+        free(ti->ucache[slot].buf); /* keep the larger ones */
+    }
+    ti->ucache[slot].buf = buf;
+    ti->ucache[slot].cap = cap;
+}
+
+void mesh_tl_tcp_ucache_free(mesh_tl_tcp_iface_t *ti)
+{
+    for (int i = 0; i < MESH_TL_TCP_UCACHE; i++) {
+        free(ti->ucache[i].buf);
+        ti->ucache[i].buf = NULL;
+    }
+}
+
 static void rmsg_put(mesh_tl_tcp_iface_t *ti, mesh_tl_tcp_rmsg_t *m)
 {
-    free(m->buf);
+    ubuf_put(ti, m->buf, m->buf_cap);
     m->buf = NULL;
     m->next = ti->rmsg_free;
     ti->rmsg_free = m;
@@ -268,7 +315,7 @@ static int on_header(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
         if (m->op && m->msg_len > mesh_tl_op_len(m->op)) {
             m->error = truncation(ep, h->tag, m->msg_len, mesh_tl_op_len(m->op));
         } else if (m->op == NULL && m->msg_len) {
-            m->buf = malloc(m->msg_len);
+            m->buf = ubuf_get(ti, m->msg_len, &m->buf_cap);
             if (m->buf == NULL) {
                 rmsg_put(ti, m);
                 return mesh_tl_tcp_ep_fail(ep, MESH_ERR_NO_MEMORY,
