@@ -29,10 +29,12 @@ static const mesh_config_entry_t shm_config_entries[] = {
      "Ring size per sending peer in each receiver's shared segment.", NULL},
     {"SHM_EAGER_LIMIT", "16k", MESH_CFG_SIZE,
      "Largest message copied through the ring; larger ones are read once by the receiver "
-     "with cross-memory attach when it works.", NULL},
+     "with cross-memory attach when it works.",
+     NULL},
     {"SHM_CMA", "1", MESH_CFG_BOOL,
      "Use cross-memory attach (process_vm_readv) for large messages; 0 streams them through "
-     "the ring.", NULL},
+     "the ring.",
+     NULL},
     {NULL, NULL, 0, NULL, NULL},
 };
 
@@ -51,7 +53,8 @@ static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl
 {
     mesh_status_t st;
     mesh_tl_shm_iface_t *si = calloc(1, sizeof(*si));
-    if (si == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "shm interface allocation failed");
+    if (si == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "shm interface allocation failed");
     si->super.ops = mesh_tl_shm_ops;
     si->super.rank = params->rank;
     si->super.size = params->size;
@@ -61,7 +64,8 @@ static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl
     atomic_init(&si->aborted, 0);
     si->pidns = mesh_context_pidns();
     size_t fifo = mesh_config_size("SHM_FIFO_SIZE");
-    if (fifo < 4096) fifo = 4096;
+    if (fifo < 4096)
+        fifo = 4096;
     si->fifo = (fifo + MESH_TL_SHM_LINE - 1) & ~(size_t)(MESH_TL_SHM_LINE - 1);
     si->eager_limit = mesh_config_size("SHM_EAGER_LIMIT");
     si->cma = mesh_config_bool("SHM_CMA") && shm_cma_works();
@@ -70,8 +74,8 @@ static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl
         st = mesh_error(MESH_ERR_NO_MEMORY, "shm endpoint table for %d ranks", params->size);
         goto err_free;
     }
-    snprintf(si->name, sizeof(si->name), "/mesh-%016llx-%d",
-             (unsigned long long)params->comm_uid, params->rank);
+    snprintf(si->name, sizeof(si->name), "/mesh-%016llx-%d", (unsigned long long)params->comm_uid,
+             params->rank);
     uint64_t stride = sizeof(mesh_tl_shm_ring_t) + si->fifo;
     si->seg_len = MESH_TL_SHM_HDR_SIZE + stride * (uint64_t)params->size;
     int fd = shm_open(si->name, O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -98,8 +102,8 @@ static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl
     atomic_store(&si->hdr->aborted, 0);
     atomic_thread_fence(memory_order_release);
     si->hdr->magic = MESH_TL_SHM_MAGIC;
-    mesh_log_debug("rank %d created %s (%zu bytes per peer ring, cma %s)", params->rank,
-                   si->name, (size_t)si->fifo, si->cma ? "on" : "off");
+    mesh_log_debug("rank %d created %s (%zu bytes per peer ring, cma %s)", params->rank, si->name,
+                   (size_t)si->fifo, si->cma ? "on" : "off");
     *iface = &si->super;
     return MESH_OK;
 
@@ -114,7 +118,8 @@ err_free:
 
 static void shm_unlink_once(mesh_tl_shm_iface_t *si)
 {
-    if (si->unlinked) return;
+    if (si->unlinked)
+        return;
     si->unlinked = 1;
     if (shm_unlink(si->name) != 0 && errno != ENOENT)
         mesh_log_warn("unlinking %s: %m", si->name);
@@ -124,10 +129,12 @@ static void shm_ep_destroy(mesh_tl_ep_t *uep)
 {
     mesh_tl_shm_ep_t *ep = (mesh_tl_shm_ep_t *)uep;
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)uep->iface;
-    if (ep->failed == MESH_OK) ep->failed = MESH_ERR_ABORTED;
+    if (ep->failed == MESH_OK)
+        ep->failed = MESH_ERR_ABORTED;
     mesh_tl_shm_ep_fail_ops(ep, MESH_ERR_ABORTED);
     mesh_tl_shm_ep_free(ep);
-    if (ep->peer_seg) munmap(ep->peer_seg, ep->peer_seg_len);
+    if (ep->peer_seg)
+        munmap(ep->peer_seg, ep->peer_seg_len);
     if (si->eps[uep->peer] == ep) {
         si->eps[uep->peer] = NULL;
         si->neps--;
@@ -139,7 +146,8 @@ static void shm_close(mesh_tl_iface_t *iface)
 {
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
     for (int r = 0; r < iface->size; r++)
-        if (si->eps[r]) shm_ep_destroy(&si->eps[r]->super);
+        if (si->eps[r])
+            shm_ep_destroy(&si->eps[r]->super);
     shm_unlink_once(si);
     while (si->unexp_free) {
         mesh_tl_shm_unexp_t *u = si->unexp_free;
@@ -188,8 +196,8 @@ static int shm_reachable(mesh_tl_iface_t *iface, const mesh_tl_peer_t *peer)
     const mesh_tl_shm_addr_t *a = peer->addr;
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
     const char *node = si->node;
-    return peer->addr_len == sizeof(*a) && a->magic == MESH_TL_SHM_MAGIC && peer->node &&
-           node && strcmp(peer->node, node) == 0;
+    return peer->addr_len == sizeof(*a) && a->magic == MESH_TL_SHM_MAGIC && peer->node && node &&
+           strcmp(peer->node, node) == 0;
 }
 
 static mesh_status_t shm_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t *peer,
@@ -202,14 +210,14 @@ static mesh_status_t shm_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
         return mesh_error(MESH_ERR_INVALID_ARG, "shm endpoint to rank %d: bad or duplicate",
                           peer->rank);
     if (peer->addr_len != sizeof(*a) || a->magic != MESH_TL_SHM_MAGIC)
-        return mesh_error(MESH_ERR_INVALID_ARG, "shm address of rank %d is malformed",
-                          peer->rank);
+        return mesh_error(MESH_ERR_INVALID_ARG, "shm address of rank %d is malformed", peer->rank);
     if (a->fifo_size != si->fifo)
-        return mesh_error(MESH_ERR_INVALID_ARG,
-                          "rank %d uses MESH_SHM_FIFO_SIZE %llu, we use %llu", peer->rank,
-                          (unsigned long long)a->fifo_size, (unsigned long long)si->fifo);
+        return mesh_error(MESH_ERR_INVALID_ARG, "rank %d uses MESH_SHM_FIFO_SIZE %llu, we use %llu",
+                          peer->rank, (unsigned long long)a->fifo_size,
+                          (unsigned long long)si->fifo);
     mesh_tl_shm_ep_t *ep = calloc(1, sizeof(*ep));
-    if (ep == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "shm endpoint allocation failed");
+    if (ep == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "shm endpoint allocation failed");
     ep->super.iface = iface;
     ep->super.peer = peer->rank;
     ep->pid = peer->pid;
@@ -225,8 +233,8 @@ static mesh_status_t shm_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
     uint64_t stride = sizeof(mesh_tl_shm_ring_t) + si->fifo;
     size_t want = MESH_TL_SHM_HDR_SIZE + stride * (uint64_t)iface->size;
     if (fstat(fd, &sb) != 0 || (size_t)sb.st_size != want) {
-        st = mesh_error(MESH_ERR_PEER_FAILED, "segment %s of rank %d has the wrong size",
-                        a->name, peer->rank);
+        st = mesh_error(MESH_ERR_PEER_FAILED, "segment %s of rank %d has the wrong size", a->name,
+                        peer->rank);
         close(fd);
         goto err_free;
     }
@@ -272,7 +280,8 @@ static mesh_status_t shm_wireup(mesh_tl_iface_t *iface, double deadline)
         for (int r = 0; r < iface->size; r++) {
             mesh_tl_shm_ep_t *ep = si->eps[r];
             if (ep && !atomic_load_explicit(&ep->rx->mapped, memory_order_acquire)) {
-                if (first < 0) first = r;
+                if (first < 0)
+                    first = r;
                 missing++;
             }
         }
@@ -310,14 +319,17 @@ int mesh_tl_shm_ep_fail(mesh_tl_shm_ep_t *ep, mesh_status_t status, const char *
  * kill(pid, 0); its state in /proc tells. */
 static int shm_pid_dead(int pid)
 {
-    if (kill(pid, 0) == -1) return errno == ESRCH;
+    if (kill(pid, 0) == -1)
+        return errno == ESRCH;
     char path[64], buf[256];
     snprintf(path, sizeof(path), "/proc/%d/stat", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT;
+    if (fd < 0)
+        return errno == ENOENT;
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
-    if (n <= 0) return 0;
+    if (n <= 0)
+        return 0;
     buf[n] = '\0';
     const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
     return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
@@ -340,8 +352,8 @@ int mesh_tl_shm_sweep(mesh_tl_shm_iface_t *si)
             continue;
         char why[96];
         int culprit = atomic_load_explicit(&ep->peer_hdr->failed_rank, memory_order_acquire);
-        mesh_tl_shm_ep_t *cep = culprit > 0 && culprit <= si->super.size ? si->eps[culprit - 1]
-                                                                          : NULL;
+        mesh_tl_shm_ep_t *cep =
+            culprit > 0 && culprit <= si->super.size ? si->eps[culprit - 1] : NULL;
         if (cep && cep->failed == MESH_OK) {
             /* it may still be tearing down, too early for its pid to look dead */
             snprintf(why, sizeof(why), "rank %d saw it die", r);
@@ -359,12 +371,15 @@ int mesh_tl_shm_sweep(mesh_tl_shm_iface_t *si)
 static int shm_abort_pending(mesh_tl_shm_iface_t *si)
 {
     int n = 0;
-    if (si->abort_done) return 0;
+    if (si->abort_done)
+        return 0;
     si->abort_done = 1;
     for (int r = 0; r < si->super.size; r++) {
         mesh_tl_shm_ep_t *ep = si->eps[r];
-        if (ep == NULL) continue;
-        if (ep->failed == MESH_OK) ep->failed = MESH_ERR_ABORTED;
+        if (ep == NULL)
+            continue;
+        if (ep->failed == MESH_OK)
+            ep->failed = MESH_ERR_ABORTED;
         n += mesh_tl_shm_ep_fail_ops(ep, MESH_ERR_ABORTED);
     }
     return n;
@@ -373,11 +388,13 @@ static int shm_abort_pending(mesh_tl_shm_iface_t *si)
 static int shm_progress(mesh_tl_iface_t *iface)
 {
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
-    if (atomic_load_explicit(&si->aborted, memory_order_acquire)) return shm_abort_pending(si);
+    if (atomic_load_explicit(&si->aborted, memory_order_acquire))
+        return shm_abort_pending(si);
     int done = 0, moved = 0, pending = 0;
     for (int r = 0; r < iface->size; r++) {
         mesh_tl_shm_ep_t *ep = si->eps[r];
-        if (ep == NULL || ep->failed < 0) continue;
+        if (ep == NULL || ep->failed < 0)
+            continue;
         done += mesh_tl_shm_ep_progress(ep);
         moved |= ep->moved;
         ep->moved = 0;
@@ -398,10 +415,11 @@ static int shm_progress(mesh_tl_iface_t *iface)
 static mesh_status_t shm_ep_check(mesh_tl_ep_t *uep)
 {
     mesh_tl_shm_ep_t *ep = (mesh_tl_shm_ep_t *)uep;
-    if (ep->failed == MESH_OK) mesh_tl_shm_sweep((mesh_tl_shm_iface_t *)uep->iface);
+    if (ep->failed == MESH_OK)
+        mesh_tl_shm_sweep((mesh_tl_shm_iface_t *)uep->iface);
     return ep->failed == MESH_ERR_ABORTED ? MESH_ERR_ABORTED
-           : ep->failed < 0             ? MESH_ERR_PEER_FAILED
-                                        : MESH_OK;
+           : ep->failed < 0               ? MESH_ERR_PEER_FAILED
+                                          : MESH_OK;
 }
 
 /* Flags our segment so peers notice; the owner's next progress() fails pending operations. */

@@ -30,7 +30,8 @@ static mesh_tl_tcp_rmsg_t *rmsg_get(mesh_tl_tcp_iface_t *ti)
         ti->rmsg_free = m->next;
     else
         m = malloc(sizeof(*m));
-    if (m) memset(m, 0, sizeof(*m));
+    if (m)
+        memset(m, 0, sizeof(*m));
     return m;
 }
 
@@ -53,14 +54,16 @@ static char *ubuf_get(mesh_tl_tcp_iface_t *ti, size_t len, size_t *cap)
 
 static void ubuf_put(mesh_tl_tcp_iface_t *ti, char *buf, size_t cap)
 {
-    if (buf == NULL) return;
+    if (buf == NULL)
+        return;
     int slot = -1;
     for (int i = 0; i < MESH_TL_TCP_UCACHE; i++) {
         if (ti->ucache[i].buf == NULL) {
             slot = i;
             break;
         }
-        if (slot < 0 || ti->ucache[i].cap < ti->ucache[slot].cap) slot = i;
+        if (slot < 0 || ti->ucache[i].cap < ti->ucache[slot].cap)
+            slot = i;
     }
     if (ti->ucache[slot].buf) {
         if (ti->ucache[slot].cap >= cap) {
@@ -114,8 +117,7 @@ mesh_status_t mesh_tl_tcp_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf
     if (atomic_load_explicit(&tcp_iface(ep)->aborted, memory_order_acquire))
         return mesh_error(MESH_ERR_ABORTED, "send to rank %d after abort", uep->peer);
     if (ep->failed < 0)
-        return mesh_error(ep->failed, "send to failed peer rank %d (%s)", uep->peer,
-                          ep->addr_str);
+        return mesh_error(ep->failed, "send to failed peer rank %d (%s)", uep->peer, ep->addr_str);
     mesh_tl_op_set(op, tag, buf, len);
     mesh_tl_opq_push(&ep->sendq, op);
     return MESH_OK;
@@ -130,7 +132,8 @@ mesh_status_t mesh_tl_tcp_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
         return mesh_error(MESH_ERR_ABORTED, "receive from rank %d after abort", uep->peer);
     mesh_tl_op_set(op, tag, buf, len);
     for (mesh_tl_tcp_rmsg_t *m = ep->incoming; m; m = m->next) {
-        if (m->op != NULL || m->tag != tag) continue;
+        if (m->op != NULL || m->tag != tag)
+            continue;
         if (m->msg_len > len) {
             /* the message keeps arriving into its own buffer and is dropped; the receive fails */
             mesh_tl_op_complete(op, 0, truncation(ep, tag, m->msg_len, len));
@@ -144,7 +147,8 @@ mesh_status_t mesh_tl_tcp_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
         }
         if (m->complete) {
             size_t n = m->msg_len;
-            if (n) memcpy(buf, m->buf, n);
+            if (n)
+                memcpy(buf, m->buf, n);
             rmsg_unlink(ep, m);
             rmsg_put(ti, m);
             mesh_tl_op_complete(op, n, MESH_OK);
@@ -162,8 +166,10 @@ mesh_status_t mesh_tl_tcp_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
 
 int mesh_tl_tcp_stream_has_tx(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
 {
-    if (s->state == TCP_ST_HELLO) return 1;
-    if (s->state != TCP_ST_READY) return 0;
+    if (s->state == TCP_ST_HELLO)
+        return 1;
+    if (s->state != TCP_ST_READY)
+        return 0;
     return s->tx_active || !mesh_tl_opq_empty(&ep->sendq) ||
            (ep->notice_rank >= 0 && s == &ep->streams[0]);
 }
@@ -184,7 +190,8 @@ static int carve(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
         return 1;
     }
     mesh_tl_op_t *op = ep->sendq.head;
-    if (op == NULL) return 0;
+    if (op == NULL)
+        return 0;
     size_t len = mesh_tl_op_len(op);
     if (!ep->head_started) {
         ep->head_started = 1;
@@ -194,7 +201,8 @@ static int carve(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     size_t chunk = tcp_iface(ep)->chunk;
     size_t n = len - ep->head_offset;
     /* small messages never split; the last piece of a large one is never a sliver */
-    if (n > chunk + chunk / 2) n = chunk;
+    if (n > chunk + chunk / 2)
+        n = chunk;
     s->tx_hdr.tag = mesh_tl_op_tag(op);
     s->tx_hdr.msg_len = len;
     s->tx_hdr.offset = ep->head_offset;
@@ -220,9 +228,11 @@ static int chunk_sent(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     mesh_tl_op_t *op = s->tx_op;
     s->tx_active = 0;
     s->tx_op = NULL;
-    if (op == NULL || ep->sendq.head == op) return 0; /* a notice, or more chunks to carve */
+    if (op == NULL || ep->sendq.head == op)
+        return 0; /* a notice, or more chunks to carve */
     for (int i = 0; i < ep->nstreams; i++)
-        if (ep->streams[i].tx_active && ep->streams[i].tx_op == op) return 0;
+        if (ep->streams[i].tx_active && ep->streams[i].tx_op == op)
+            return 0;
     mesh_tl_op_complete(op, mesh_tl_op_len(op), MESH_OK);
     return 1;
 }
@@ -242,17 +252,21 @@ int mesh_tl_tcp_stream_send(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
             ssize_t n = send(s->fd, (char *)&s->hello + s->hello_done,
                              sizeof(s->hello) - s->hello_done, MSG_NOSIGNAL);
             if (n < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-                if (errno == EINTR) continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    return 0;
+                if (errno == EINTR)
+                    continue;
                 return io_failed(ep, "sending hello");
             }
             s->hello_done += (size_t)n;
         }
         s->state = TCP_ST_READY;
     }
-    if (s->state != TCP_ST_READY) return 0;
+    if (s->state != TCP_ST_READY)
+        return 0;
     for (;;) {
-        if (!s->tx_active && !carve(ep, s)) return done;
+        if (!s->tx_active && !carve(ep, s))
+            return done;
         struct iovec iov[2];
         int niov = 0;
         if (s->tx_hdr_done < sizeof(s->tx_hdr)) {
@@ -270,14 +284,17 @@ int mesh_tl_tcp_stream_send(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
         ssize_t n = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return done;
-            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return done;
+            if (errno == EINTR)
+                continue;
             return io_failed(ep, "send");
         }
         tcp_iface(ep)->moved = 1;
         size_t left = (size_t)n;
         size_t h = sizeof(s->tx_hdr) - s->tx_hdr_done;
-        if (h > left) h = left;
+        if (h > left)
+            h = left;
         s->tx_hdr_done += h;
         left -= h;
         s->tx_done += left;
@@ -293,7 +310,8 @@ static int on_header(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     mesh_tl_tcp_hdr_t *h = &s->rx_hdr;
     mesh_tl_tcp_rmsg_t *m;
     if (h->msg_id == MESH_TL_TCP_NOTICE_ID && h->msg_len == 0) {
-        if (h->tag < (uint64_t)ep->super.iface->size) ep->culprit = (int)h->tag;
+        if (h->tag < (uint64_t)ep->super.iface->size)
+            ep->culprit = (int)h->tag;
         s->rx_msg = NULL;
         s->rx_dst = NULL;
         s->rx_remain = 0;
@@ -303,7 +321,8 @@ static int on_header(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     if (h->offset + h->chunk_len > h->msg_len)
         return mesh_tl_tcp_ep_fail(ep, MESH_ERR_PEER_FAILED, "malformed chunk header");
     for (m = ep->incoming; m; m = m->next)
-        if (m->msg_id == h->msg_id && !m->complete) break;
+        if (m->msg_id == h->msg_id && !m->complete)
+            break;
     if (m == NULL) {
         m = rmsg_get(ti);
         if (m == NULL)
@@ -324,7 +343,8 @@ static int on_header(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
         }
         /* append: unexpected messages match receives in arrival order */
         mesh_tl_tcp_rmsg_t **p = &ep->incoming;
-        while (*p) p = &(*p)->next;
+        while (*p)
+            p = &(*p)->next;
         *p = m;
     }
     s->rx_msg = m;
@@ -346,9 +366,11 @@ static int on_chunk(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     s->rx_state = TCP_RX_HDR;
     s->rx_hdr_done = 0;
     s->rx_msg = NULL;
-    if (m == NULL) return 0; /* a notice */
+    if (m == NULL)
+        return 0; /* a notice */
     m->received += s->rx_hdr.chunk_len;
-    if (m->received < m->msg_len) return 0;
+    if (m->received < m->msg_len)
+        return 0;
     if (m->op == NULL && m->error == MESH_OK) {
         m->complete = 1; /* waits for its receive */
         return 0;
@@ -358,7 +380,8 @@ static int on_chunk(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
         if (m->error < 0) {
             mesh_tl_op_complete(op, 0, m->error);
         } else {
-            if (m->buf && m->msg_len) memcpy(mesh_tl_op_buf(op), m->buf, m->msg_len);
+            if (m->buf && m->msg_len)
+                memcpy(mesh_tl_op_buf(op), m->buf, m->msg_len);
             mesh_tl_op_complete(op, m->msg_len, MESH_OK);
         }
     }
@@ -379,10 +402,13 @@ static int parse_stage(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
             memcpy((char *)&s->rx_hdr + s->rx_hdr_done, s->stage + s->stage_pos, n);
             s->stage_pos += n;
             s->rx_hdr_done += n;
-            if (s->rx_hdr_done < sizeof(s->rx_hdr)) break;
+            if (s->rx_hdr_done < sizeof(s->rx_hdr))
+                break;
             int rc = on_header(ep, s);
-            if (rc < 0) return rc;
-            if (s->rx_remain == 0) done += on_chunk(ep, s);
+            if (rc < 0)
+                return rc;
+            if (s->rx_remain == 0)
+                done += on_chunk(ep, s);
         } else {
             size_t n = avail < s->rx_remain ? avail : s->rx_remain;
             if (s->rx_dst) {
@@ -391,10 +417,12 @@ static int parse_stage(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
             }
             s->stage_pos += n;
             s->rx_remain -= n;
-            if (s->rx_remain == 0) done += on_chunk(ep, s);
+            if (s->rx_remain == 0)
+                done += on_chunk(ep, s);
         }
     }
-    if (s->stage_pos == s->stage_len) s->stage_pos = s->stage_len = 0;
+    if (s->stage_pos == s->stage_len)
+        s->stage_pos = s->stage_len = 0;
     return done;
 }
 
@@ -405,7 +433,8 @@ int mesh_tl_tcp_stream_recv(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     size_t budget = 8u << 20;
     while (budget > 0 && s->state == TCP_ST_READY) {
         int rc = parse_stage(ep, s);
-        if (rc < 0) return rc;
+        if (rc < 0)
+            return rc;
         done += rc;
         ssize_t n;
         if (s->rx_state == TCP_RX_PAYLOAD && s->rx_dst && s->rx_remain >= MESH_TL_TCP_DIRECT) {
@@ -413,7 +442,8 @@ int mesh_tl_tcp_stream_recv(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
             if (n > 0) {
                 s->rx_dst += n;
                 s->rx_remain -= (size_t)n;
-                if (s->rx_remain == 0) done += on_chunk(ep, s);
+                if (s->rx_remain == 0)
+                    done += on_chunk(ep, s);
             }
         } else {
             n = recv(s->fd, s->stage, MESH_TL_TCP_STAGE, MSG_DONTWAIT);
@@ -428,8 +458,10 @@ int mesh_tl_tcp_stream_recv(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
             return mesh_tl_tcp_ep_fail(ep, MESH_ERR_PEER_FAILED, why);
         }
         if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            if (errno == EINTR)
+                continue;
             return io_failed(ep, "receive");
         }
         tcp_iface(ep)->moved = 1;
@@ -441,11 +473,14 @@ int mesh_tl_tcp_stream_recv(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
 
 int mesh_tl_tcp_ep_has_ops(mesh_tl_tcp_ep_t *ep)
 {
-    if (!mesh_tl_opq_empty(&ep->sendq) || !mesh_tl_opq_empty(&ep->posted)) return 1;
+    if (!mesh_tl_opq_empty(&ep->sendq) || !mesh_tl_opq_empty(&ep->posted))
+        return 1;
     for (int i = 0; i < ep->nstreams; i++)
-        if (ep->streams[i].tx_active && ep->streams[i].tx_op) return 1;
+        if (ep->streams[i].tx_active && ep->streams[i].tx_op)
+            return 1;
     for (mesh_tl_tcp_rmsg_t *m = ep->incoming; m; m = m->next)
-        if (m->op) return 1;
+        if (m->op)
+            return 1;
     return 0;
 }
 
