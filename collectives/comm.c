@@ -57,6 +57,7 @@ static mesh_status_t mesh_coll_init_status;
 static void mesh_coll_global_init_once(void)
 {
     mesh_status_t st = mesh_context_init();
+    if (st == MESH_OK) st = mesh_bootstrap_config_register();
     if (st == MESH_OK) st = mesh_tl_global_init();
     if (st == MESH_OK) st = mesh_config_register(&mesh_coll_config);
     if (st == MESH_OK) mesh_config_warn_unknown();

@@ -1,11 +1,120 @@
-/* placeholder until the algorithm lands */
+/*
+ * Ring reduce-scatter: size - 1 steps; at each, a rank forwards a partial block to its right
+ * neighbour and reduces the block arriving from its left into its own contribution, so that it
+ * ends with its own block fully reduced. Handles any counts (v-variant included): a block of the
+ * ring is simply the block of the rank that ends with it. The phase builder is shared with the
+ * ring and hierarchical all-reduces.
+ */
+#define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/algo.h"
+#include "collectives/patterns/ring.h"
+#include "collectives/patterns/ring_sched.h"
+#include "libmesh/log.h"
+#include <string.h>
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args) { return -1; }
+mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll_ring_phase_t *p,
+                                                  int *done)
+{
+    int n = p->g.n, me = p->g.me;
+    int left = mesh_coll_group_rank(&p->g, mesh_ring_left(me, n));
+    int right = mesh_coll_group_rank(&p->g, mesh_ring_right(me, n));
+    size_t ds = p->dsize, segel = MESH_COLL_RING_SEG_BYTES / ds ? MESH_COLL_RING_SEG_BYTES / ds : 1;
+    size_t maxlen = 0;
+    mesh_coll_ids_t ids = {0};
+
+    if (n == 1) {
+        /* a group of one: the own block is the whole answer */
+        int c = -1;
+        if (p->len[0] && (const char *)p->own != (const char *)p->src + p->src_off[0] * ds)
+            c = mesh_sched_copy(s, p->own, (const char *)p->src + p->src_off[0] * ds,
+                                p->len[0] * ds, p->deps, p->ndeps);
+        mesh_coll_ids_add(&ids, c);
+        return mesh_coll_ids_join(s, &ids, p->deps, p->ndeps, done);
+    }
+    for (int i = 0; i < n; i++) maxlen = p->len[i] > maxlen ? p->len[i] : maxlen;
+    if (maxlen == 0) return mesh_coll_ids_join(s, &ids, p->deps, p->ndeps, done);
+
+    size_t maxseg = (maxlen + segel - 1) / segel;
+    /* two receive slots alternate by step parity; prev_red[slot][k] guards their reuse and
+     * red[k] is the reduction the next step's send of segment k waits for */
+    char *tmp = mesh_sched_scratch(s, 2 * maxlen * ds);
+    int *red = calloc(3 * maxseg, sizeof(int));
+    if (!tmp || !red) {
+        free(red);
+        return mesh_error(MESH_ERR_NO_MEMORY, "ring reduce-scatter: no memory for %zu bytes",
+                          2 * maxlen * ds);
+    }
+    int *slot_red[2] = {red + maxseg, red + 2 * maxseg};
+    for (size_t k = 0; k < 3 * maxseg; k++) red[k] = -1;
+    int start = p->ndeps ? mesh_sched_nop(s, p->deps, p->ndeps) : -1;
+
+    for (int step = 0; step < n - 1; step++) {
+        int sb = mesh_ring_rs_send_block(me, n, step), rb = mesh_ring_rs_recv_block(me, n, step);
+        int last = step == n - 2;
+        const char *sbase = step == 0 ? (const char *)p->src + p->src_off[sb] * ds
+                                      : (const char *)p->acc + p->acc_off[sb] * ds;
+        const char *rsrc = (const char *)p->src + p->src_off[rb] * ds;
+        char *rdst = last ? (char *)p->own : (char *)p->acc + p->acc_off[rb] * ds;
+        char *slot = tmp + (size_t)(step % 2) * maxlen * ds;
+        int *sr = slot_red[step % 2];
+
+        for (size_t off = 0, k = 0; off < p->len[sb]; off += segel, k++) {
+            size_t cnt = p->len[sb] - off < segel ? p->len[sb] - off : segel;
+            int dep = step == 0 ? start : red[k];
+            mesh_coll_ids_add(&ids, mesh_sched_send(s, right, sbase + off * ds, cnt * ds, &dep, 1));
+        }
+        for (size_t off = 0, k = 0; off < p->len[rb]; off += segel, k++) {
+            size_t cnt = p->len[rb] - off < segel ? p->len[rb] - off : segel;
+            int r = mesh_sched_recv(s, left, slot + off * ds, cnt * ds, &sr[k], 1);
+            int x = mesh_sched_reduce3(s, rdst + off * ds, rsrc + off * ds, slot + off * ds, cnt,
+                                       (int[]){r, start}, 2);
+            red[k] = sr[k] = x;
+            mesh_coll_ids_add(&ids, r);
+            mesh_coll_ids_add(&ids, x);
+        }
+    }
+    free(red);
+    return mesh_coll_ids_join(s, &ids, &start, 1, done);
+}
+
+static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+{
+    /* bandwidth-optimal; the default for large vectors and for uneven counts */
+    if (args->bytes >= 512 * 1024) return 80;
+    return args->uniform ? 30 : 60;
+}
+
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh_sched_t *s)
 {
-    return MESH_ERR_UNSUPPORTED;
+    int n = comm->size;
+    size_t ds = args->dsize, total = 0, *aoff = mesh_sched_scratch(s, (size_t)n * sizeof(size_t));
+    if (!aoff) return mesh_error(MESH_ERR_NO_MEMORY, "ring reduce-scatter: no memory for offsets");
+    /* partial sums live in a packed scratch copy of the vector (the receive buffer holds only
+     * this rank's block) */
+    for (int i = 0; i < n; i++) {
+        aoff[i] = total;
+        total += args->counts[i];
+    }
+    void *acc = n > 1 && total ? mesh_sched_scratch(s, total * ds) : NULL;
+    if (n > 1 && total && !acc)
+        return mesh_error(MESH_ERR_NO_MEMORY, "ring reduce-scatter: no memory for %zu bytes",
+                          total * ds);
+    mesh_coll_ring_phase_t p = {.g = {.me = comm->rank, .n = n, .ranks = NULL},
+                                .dsize = ds,
+                                .src = args->sbuf,
+                                .src_off = args->displs,
+                                .acc = acc,
+                                .acc_off = aoff,
+                                .own = args->rbuf,
+                                .len = args->counts};
+    int done;
+    MESH_CHECK(mesh_coll_ring_reduce_scatter_phase(s, &p, &done));
+    return mesh_sched_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_reduce_scatter_ring = {
-    .name = "ring", .desc = "", .type = MESH_COLL_REDUCE_SCATTER, .score = score, .build = build};
+    .name = "ring",
+    .desc = "ring reduce-scatter, pipelined in segments; any counts",
+    .type = MESH_COLL_REDUCE_SCATTER,
+    .score = score,
+    .build = build};
