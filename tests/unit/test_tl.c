@@ -4,10 +4,10 @@
  * exact contents and byte counts for sizes from 0 to 9 MiB with receives posted before and after
  * the data arrives, many outstanding tags between one pair received in reverse order, all pairs
  * at once, and that a peer killed with SIGKILL turns into MESH_ERR_PEER_FAILED on every
- * survivor. Addresses are exchanged through shared memory, not the bootstrap. The whole suite
- * runs again with MESH_SHM_CMA=0 (large messages through the ring) and with cross-memory attach
- * refused by the kernel (the EPERM fallback).
- * Usage: test_tl [transport] ; alarm() watchdogs bound every process.
+ * survivor, and that wireup with a peer that never connects times out naming it. Addresses
+ * are exchanged through shared memory, not the bootstrap. The whole suite runs again with
+ * MESH_SHM_CMA=0 (large messages through the ring) and with cross-memory attach refused by the
+ * kernel (the EPERM fallback). Usage: test_tl [transport] ; alarm() watchdogs bound every process.
  */
 #include "config.h"
 #include "transports/tl.h"
@@ -266,6 +266,36 @@ static void test_kill(void)
     free(rbuf);
 }
 
+/* Rank 0 never creates its endpoint to the last rank: the last rank's wireup must time out at
+ * its deadline and name rank 0 (a transport whose endpoints need nothing from the peer may
+ * also succeed). */
+static void test_silent_peer(void)
+{
+    int last = g_size - 1;
+    if (g_rank == last) {
+        mesh_tl_peer_t peer = {.rank = 0,
+                               .node = NODE,
+                               .pid = sh->pid[0],
+                               .pidns = mesh_context_pidns(),
+                               .addr = sh->addr[0],
+                               .addr_len = sh->addr_len[0]};
+        CHECK(g_ops->reachable(g_iface, &peer));
+        CHECK(g_ops->ep_create(g_iface, &peer, &g_ep[0]) == MESH_OK);
+        double t0 = mesh_time();
+        mesh_status_t st = g_ops->wireup(g_iface, t0 + 1.0);
+        double t = mesh_time() - t0;
+        CHECK_MSG(st == MESH_ERR_TIMEOUT, "%s: wireup with a silent peer returned %d", g_ops->name,
+                  st);
+        CHECK_MSG(t >= 0.9 && t < 5.0, "%s: wireup gave up after %.2f s, deadline 1 s", g_ops->name,
+                  t);
+        CHECK_MSG(strstr(mesh_error_last(), "rank") && strstr(mesh_error_last(), "0"),
+                  "%s: timeout message names no rank: %s", g_ops->name, mesh_error_last());
+        g_ops->ep_destroy(g_ep[0]);
+        g_ep[0] = NULL;
+    }
+    barrier();
+}
+
 static void drop_ptrace(void)
 {
     struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
@@ -292,6 +322,11 @@ static int child(int rank, int size, uint64_t uid, int kill_case, int no_ptrace)
     CHECK(sh->addr_len[rank] <= MESH_TL_ADDR_MAX);
     sh->pid[rank] = getpid();
     barrier();
+    if (kill_case == 2) {
+        test_silent_peer();
+        g_ops->close(g_iface);
+        return 0;
+    }
     for (int p = 0; p < size; p++) {
         mesh_tl_peer_t peer = {.rank = p,
                                .node = NODE,
@@ -341,17 +376,20 @@ static int run_case(const mesh_tl_ops_t *ops, int size, int kill_case, int no_pt
     for (int n = 0; n < size; n++) {
         int st;
         /* the killed rank is reaped last: survivors must see through a zombie */
-        pid_t p = waitpid(kill_case && n < size - 1 ? pids[n] : -1, &st, 0);
+        pid_t p = waitpid(kill_case == 1 && n < size - 1 ? pids[n] : -1, &st, 0);
         CHECK(p > 0);
         int r = 0;
         while (r < size && pids[r] != p)
             r++;
-        int expect_kill = kill_case && r == size - 1;
+        int expect_kill = kill_case == 1 && r == size - 1;
         int ok = expect_kill ? WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL
                              : WIFEXITED(st) && WEXITSTATUS(st) == 0;
         if (!ok) {
             fprintf(stderr, "%s n=%d%s: rank %d ended with status 0x%x\n", ops->name, size,
-                    kill_case ? " (kill)" : "", r, st);
+                    kill_case == 1 ? " (kill)"
+                    : kill_case    ? " (silent)"
+                                   : "",
+                    r, st);
             atomic_store(&sh->failed, 1);
             bad = 1;
         }
@@ -415,6 +453,12 @@ int main(int argc, char **argv)
             if (n >= 2 && n != 3) {
                 bad = run_case(ops, n, 1, no_ptrace);
                 printf("%-5s n=%d peer killed: %s\n", ops->name, n, bad ? "FAILED" : "ok");
+                failures += bad;
+                ran++;
+            }
+            if (n == 2) {
+                bad = run_case(ops, n, 2, no_ptrace);
+                printf("%-5s n=%d silent peer: %s\n", ops->name, n, bad ? "FAILED" : "ok");
                 failures += bad;
                 ran++;
             }

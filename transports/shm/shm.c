@@ -303,6 +303,7 @@ int mesh_tl_shm_ep_fail(mesh_tl_shm_ep_t *ep, mesh_status_t status, const char *
 {
     if (ep->failed == MESH_OK) {
         ep->failed = status;
+        snprintf(ep->why, sizeof(ep->why), "%s", why);
         mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)ep->super.iface;
         int none = 0;
         if (status == MESH_ERR_PEER_FAILED && strstr(why, "aborted") == NULL)
@@ -378,8 +379,10 @@ static int shm_abort_pending(mesh_tl_shm_iface_t *si)
         mesh_tl_shm_ep_t *ep = si->eps[r];
         if (ep == NULL)
             continue;
-        if (ep->failed == MESH_OK)
+        if (ep->failed == MESH_OK) {
             ep->failed = MESH_ERR_ABORTED;
+            snprintf(ep->why, sizeof(ep->why), "aborted");
+        }
         n += mesh_tl_shm_ep_fail_ops(ep, MESH_ERR_ABORTED);
     }
     return n;

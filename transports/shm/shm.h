@@ -121,6 +121,7 @@ typedef struct mesh_tl_shm_ep {
     /* liveness */
     int npending;
     mesh_status_t failed;
+    char why[128]; /* how it failed, repeated to later sends and receives */
 } mesh_tl_shm_ep_t;
 
 typedef struct {

@@ -148,7 +148,7 @@ mesh_status_t mesh_tl_shm_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf
     if (atomic_load_explicit(&shm_iface(ep)->aborted, memory_order_acquire))
         return mesh_error(MESH_ERR_ABORTED, "send to rank %d after abort", uep->peer);
     if (ep->failed < 0)
-        return mesh_error(ep->failed, "send to failed peer rank %d", uep->peer);
+        return mesh_error(ep->failed, "send to failed peer rank %d: %s", uep->peer, ep->why);
     mesh_tl_op_set(op, tag, buf, len);
     mesh_tl_opq_push(&ep->sendq, op);
     ep->npending++;
@@ -229,7 +229,7 @@ mesh_status_t mesh_tl_shm_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
     }
     if (ep->failed < 0) {
         ep->npending--;
-        return mesh_error(ep->failed, "receive from failed peer rank %d", uep->peer);
+        return mesh_error(ep->failed, "receive from failed peer rank %d: %s", uep->peer, ep->why);
     }
     mesh_tl_opq_push(&ep->posted, op);
     return MESH_OK;

@@ -328,6 +328,7 @@ int mesh_tl_tcp_ep_fail(mesh_tl_tcp_ep_t *ep, mesh_status_t status, const char *
     char after[48] = "";
     if (culprit >= 0)
         snprintf(after, sizeof(after), " (after it saw rank %d fail)", culprit);
+    snprintf(ep->why, sizeof(ep->why), "%s%s", why, after);
     if (pending)
         mesh_error(status, "peer rank %d (%s) failed: %s%s", ep->super.peer, ep->addr_str, why,
                    after);
@@ -431,8 +432,10 @@ static int tcp_abort_pending(mesh_tl_tcp_iface_t *ti)
         mesh_tl_tcp_ep_t *ep = ti->eps[r];
         if (ep == NULL)
             continue;
-        if (ep->failed == MESH_OK)
+        if (ep->failed == MESH_OK) {
             ep->failed = MESH_ERR_ABORTED;
+            snprintf(ep->why, sizeof(ep->why), "aborted");
+        }
         for (int i = 0; i < ep->nstreams; i++)
             stream_close(&ep->streams[i]);
         n += mesh_tl_tcp_ep_fail_ops(ep, MESH_ERR_ABORTED);

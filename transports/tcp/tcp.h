@@ -107,6 +107,7 @@ typedef struct mesh_tl_tcp_ep {
     mesh_status_t failed;
     int notice_rank; /* failed rank to announce to this peer, or -1 */
     int culprit;     /* failed rank this peer announced to us, or -1 */
+    char why[128];   /* how it failed, repeated to later sends and receives */
 } mesh_tl_tcp_ep_t;
 
 /* An accepted connection whose hello has not arrived (or whose endpoint does not exist yet). */

@@ -117,7 +117,8 @@ mesh_status_t mesh_tl_tcp_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf
     if (atomic_load_explicit(&tcp_iface(ep)->aborted, memory_order_acquire))
         return mesh_error(MESH_ERR_ABORTED, "send to rank %d after abort", uep->peer);
     if (ep->failed < 0)
-        return mesh_error(ep->failed, "send to failed peer rank %d (%s)", uep->peer, ep->addr_str);
+        return mesh_error(ep->failed, "send to failed peer rank %d (%s): %s", uep->peer,
+                          ep->addr_str, ep->why);
     mesh_tl_op_set(op, tag, buf, len);
     mesh_tl_opq_push(&ep->sendq, op);
     return MESH_OK;
@@ -158,8 +159,8 @@ mesh_status_t mesh_tl_tcp_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
         return MESH_OK;
     }
     if (ep->failed < 0)
-        return mesh_error(ep->failed, "receive from failed peer rank %d (%s)", uep->peer,
-                          ep->addr_str);
+        return mesh_error(ep->failed, "receive from failed peer rank %d (%s): %s", uep->peer,
+                          ep->addr_str, ep->why);
     mesh_tl_opq_push(&ep->posted, op);
     return MESH_OK;
 }
