@@ -445,10 +445,10 @@ static int on_packet(mesh_tl_shm_ep_t *ep)
         op = (mesh_tl_op_t *)(uintptr_t)p->cookie;
         if (!opq_remove(&ep->rndv_wait, op))
             return mesh_tl_shm_ep_fail(ep, MESH_ERR_INTERNAL, "retry for an unknown send");
-        if (!ep->cma_broken)
-            mesh_log_info("rank %d cannot read our memory: large messages to it go through "
-                          "the ring",
-                          ep->super.peer);
+        if (!ep->cma_broken) /* the receiver logged it at info, once */
+            mesh_log_debug("rank %d cannot read our memory: large messages to it go through "
+                           "the ring",
+                           ep->super.peer);
         ep->cma_broken = 1;
         op->tl_priv[3] = (void *)(uintptr_t)p->addr;
         mesh_tl_opq_push(&ep->rdataq, op);
