@@ -327,6 +327,12 @@ static int child(int rank, int size, uint64_t uid, int kill_case, int no_ptrace)
         g_ops->close(g_iface);
         return 0;
     }
+    if (kill_case == 3) { /* the last rank dies before any endpoint exists */
+        if (rank == size - 1)
+            raise(SIGKILL);
+        g_ops->close(g_iface);
+        return 0;
+    }
     for (int p = 0; p < size; p++) {
         mesh_tl_peer_t peer = {.rank = p,
                                .node = NODE,
@@ -381,7 +387,7 @@ static int run_case(const mesh_tl_ops_t *ops, int size, int kill_case, int no_pt
         int r = 0;
         while (r < size && pids[r] != p)
             r++;
-        int expect_kill = kill_case == 1 && r == size - 1;
+        int expect_kill = (kill_case == 1 || kill_case == 3) && r == size - 1;
         int ok = expect_kill ? WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL
                              : WIFEXITED(st) && WEXITSTATUS(st) == 0;
         if (!ok) {
@@ -393,6 +399,14 @@ static int run_case(const mesh_tl_ops_t *ops, int size, int kill_case, int no_pt
             atomic_store(&sh->failed, 1);
             bad = 1;
         }
+    }
+    if (kill_case == 3) {
+        /* what the dead rank left behind goes with the next interface opened here */
+        mesh_tl_open_params_t p = {
+            .rank = 0, .size = 1, .comm_uid = uid ^ 1, .node = NODE, .timeout_s = 5};
+        mesh_tl_iface_t *next;
+        CHECK(ops->open(&p, &next) == MESH_OK);
+        ops->close(next);
     }
     /* nothing may remain in /dev/shm for this communicator */
     char prefix[64];
@@ -459,6 +473,10 @@ int main(int argc, char **argv)
             if (n == 2) {
                 bad = run_case(ops, n, 2, no_ptrace);
                 printf("%-5s n=%d silent peer: %s\n", ops->name, n, bad ? "FAILED" : "ok");
+                failures += bad;
+                ran++;
+                bad = run_case(ops, n, 3, no_ptrace);
+                printf("%-5s n=%d killed before wireup: %s\n", ops->name, n, bad ? "FAILED" : "ok");
                 failures += bad;
                 ran++;
             }

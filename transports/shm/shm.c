@@ -13,6 +13,7 @@
 #include "libmesh/context.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -49,6 +50,54 @@ static int shm_cma_works(void)
            memcmp(src, dst, sizeof(dst)) == 0;
 }
 
+/* A killed process stays a zombie until its parent reaps it, and a zombie still answers
+ * kill(pid, 0); its state in /proc tells. */
+static int shm_pid_dead(int pid)
+{
+    if (kill(pid, 0) == -1)
+        return errno == ESRCH;
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/* Segments of processes killed before every peer mapped them keep their names; each open
+ * removes those whose creator is dead in our pid namespace, so they cannot pile up. */
+static void shm_remove_stale(unsigned long long pidns)
+{
+    DIR *d = opendir("/dev/shm");
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        unsigned long long uid;
+        int rank, len = 0;
+        if (sscanf(e->d_name, "mesh-%16llx-%d%n", &uid, &rank, &len) != 2 || e->d_name[len] != '\0')
+            continue;
+        char name[300];
+        snprintf(name, sizeof(name), "/%s", e->d_name);
+        int fd = shm_open(name, O_RDONLY, 0);
+        if (fd < 0)
+            continue;
+        mesh_tl_shm_seg_hdr_t h;
+        ssize_t n = pread(fd, &h, sizeof(h), 0);
+        close(fd);
+        if (n == (ssize_t)sizeof(h) && h.magic == MESH_TL_SHM_MAGIC && h.pidns == pidns &&
+            h.pid > 0 && shm_pid_dead(h.pid) && shm_unlink(name) == 0)
+            mesh_log_debug("removed %s left by dead process %d", name, h.pid);
+    }
+    closedir(d);
+}
+
 static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl_iface_t **iface)
 {
     mesh_status_t st;
@@ -74,6 +123,7 @@ static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl
         st = mesh_error(MESH_ERR_NO_MEMORY, "shm endpoint table for %d ranks", params->size);
         goto err_free;
     }
+    shm_remove_stale(si->pidns);
     snprintf(si->name, sizeof(si->name), "/mesh-%016llx-%d", (unsigned long long)params->comm_uid,
              params->rank);
     uint64_t stride = sizeof(mesh_tl_shm_ring_t) + si->fifo;
@@ -95,6 +145,7 @@ static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl
     close(fd);
     si->hdr = si->seg;
     si->hdr->pid = getpid();
+    si->hdr->pidns = si->pidns;
     si->hdr->rank = params->rank;
     si->hdr->size = params->size;
     si->hdr->fifo_size = si->fifo;
@@ -314,26 +365,6 @@ int mesh_tl_shm_ep_fail(mesh_tl_shm_ep_t *ep, mesh_status_t status, const char *
             mesh_log_debug("peer rank %d (pid %d) is gone: %s", ep->super.peer, ep->pid, why);
     }
     return mesh_tl_shm_ep_fail_ops(ep, ep->failed);
-}
-
-/* A killed process stays a zombie until its parent reaps it, and a zombie still answers
- * kill(pid, 0); its state in /proc tells. */
-static int shm_pid_dead(int pid)
-{
-    if (kill(pid, 0) == -1)
-        return errno == ESRCH;
-    char path[64], buf[256];
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
 int mesh_tl_shm_sweep(mesh_tl_shm_iface_t *si)

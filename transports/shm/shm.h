@@ -22,6 +22,7 @@ typedef struct {
     int32_t size;
     uint64_t fifo_size;
     uint64_t ring_stride;
+    uint64_t pidns; /* pid namespace of pid, so stale segments are judged only by peers */
     _Alignas(MESH_TL_SHM_LINE) atomic_int aborted;
     atomic_int failed_rank; /* 1 + the first peer we saw die, so peers can name it */
 } mesh_tl_shm_seg_hdr_t;
