@@ -429,6 +429,7 @@ static int mesh_config_warned_before(const char *name)
 void mesh_config_warn_unknown(void)
 {
     char name[128];
+    mesh_context_init(); /* before the lock: the warnings below need logging configured */
     pthread_mutex_lock(&mesh_config_lock);
     for (char **env = environ; env != NULL && *env != NULL; env++) {
         if (strncmp(*env, MESH_CONFIG_PREFIX, strlen(MESH_CONFIG_PREFIX)) != 0)

@@ -1,6 +1,9 @@
 /* The process-wide context: core knobs, node identity and the registry of objects that
  * mesh_progress() drives. */
 #include "libmesh/context.h"
+#include <errno.h>
+#include <signal.h>
+#include <fcntl.h>
 #include "libmesh/config.h"
 #include "libmesh/log.h"
 
@@ -29,6 +32,8 @@ static const mesh_config_entry_t mesh_context_entries[] = {
      .doc = "Label of this node; ranks with the same label share memory. Empty: the host name."},
     {.name = "PROGRESS_SPIN", .dflt = "200", .type = MESH_CFG_INT,
      .doc = "Idle polls a waiting rank spins before it yields the core to others."},
+    {.name = "REDUCE_AVX2", .dflt = "yes", .type = MESH_CFG_BOOL,
+     .doc = "Use the AVX2 loops for fp16 and bf16 reductions when the CPU has AVX2 and F16C."},
     {.name = NULL},
 };
 
@@ -83,8 +88,19 @@ static void mesh_context_do_init(void)
         snprintf(mesh_context_node, sizeof(mesh_context_node), "localhost");
     }
 
+    /* the pid namespace inode alone repeats across hosts (every host's initial namespace has
+     * the same one), so mix in this boot's id: equal values mean "same kernel, same pids" */
     struct stat sb;
-    mesh_context_ns = stat("/proc/self/ns/pid", &sb) == 0 ? (unsigned long long)sb.st_ino : 0;
+    unsigned long long ns = stat("/proc/self/ns/pid", &sb) == 0 ? (unsigned long long)sb.st_ino : 0;
+    char boot[64] = "";
+    int bfd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (bfd >= 0) {
+        ssize_t n = read(bfd, boot, sizeof(boot) - 1);
+        if (n > 0) boot[n] = '\0';
+        close(bfd);
+    }
+    for (const char *c = boot; ns && *c; c++) ns = (ns ^ (unsigned char)*c) * 0x100000001b3ull;
+    mesh_context_ns = ns;
     mesh_context_status = st;
     mesh_context_initialising = 0;
 }
@@ -109,6 +125,24 @@ unsigned long long mesh_context_pidns(void)
 {
     mesh_context_init();
     return mesh_context_ns;
+}
+
+int mesh_context_pid_gone(int pid, unsigned long long pidns)
+{
+    if (pid <= 0 || pidns == 0 || pidns != mesh_context_pidns()) return 0;
+    if (kill(pid, 0) == -1) return errno == ESRCH;
+    /* a killed process stays a zombie until its parent reaps it, and a zombie still answers
+     * kill(pid, 0); its state in /proc tells */
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
 /* Recursive, because a progress callback may add or remove objects. */

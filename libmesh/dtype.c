@@ -41,75 +41,15 @@ int mesh_dtype_is_float(mesh_dtype_t d)
     return mesh_dtype_valid(d) && mesh_dtype_info[d].is_float;
 }
 
-static inline uint32_t mesh_f2u(float f)
-{
-    mesh_dtype_bits_t b = {.f = f};
-    return b.u;
-}
-
-static inline float mesh_u2f(uint32_t u)
-{
-    mesh_dtype_bits_t b = {.u = u};
-    return b.f;
-}
-
 float mesh_fp16_to_float(uint16_t h) { return mesh_fp16_to_float_inline(h); }
 uint16_t mesh_float_to_fp16(float f) { return mesh_float_to_fp16_inline(f); }
 float mesh_bf16_to_float(uint16_t b) { return mesh_bf16_to_float_inline(b); }
 uint16_t mesh_float_to_bf16(float f) { return mesh_float_to_bf16_inline(f); }
 
-float mesh_e4m3_to_float(uint8_t v)
-{
-    uint32_t sign = (uint32_t)(v & 0x80u) << 24;
-    uint32_t em = v & 0x7fu;
-    if (em == 0x7fu)
-        return mesh_u2f(sign | 0x7fc00000u);
-    if (em >= 0x08u)
-        return mesh_u2f(sign | ((em << 20) + (120u << 23))); /* exponent bias 7 -> 127 */
-    return mesh_u2f(sign | mesh_f2u((float)em * 0x1p-9f));
-}
-
-uint8_t mesh_float_to_e4m3(float f)
-{
-    uint32_t x = mesh_f2u(f);
-    uint32_t sign = (x >> 24) & 0x80u;
-    x &= 0x7fffffffu;
-    /* Above 464 (half way from the largest finite value 448 to the next step, a tie that goes
-     * to the even 448) the format has nothing: NaN, as do infinities and NaNs. */
-    if (x > 0x43e80000u)
-        return (uint8_t)(sign | 0x7fu);
-    if (x >= 0x3c800000u) /* 2^-6, the smallest normal */
-        return (uint8_t)(sign | ((x + 0x7ffffu + ((x >> 20) & 1u) - (120u << 23)) >> 20));
-    /* Subnormals step by 2^-9, the ulp of 2^14: the addition rounds. */
-    return (uint8_t)(sign | (mesh_f2u(mesh_u2f(x) + 0x1p14f) - mesh_f2u(0x1p14f)));
-}
-
-float mesh_e5m2_to_float(uint8_t v)
-{
-    uint32_t sign = (uint32_t)(v & 0x80u) << 24;
-    uint32_t em = v & 0x7fu;
-    if (em >= 0x7cu)
-        return mesh_u2f(sign | 0x7f800000u | ((em & 3u) << 21));
-    if (em >= 0x04u)
-        return mesh_u2f(sign | ((em << 21) + (112u << 23))); /* exponent bias 15 -> 127 */
-    return mesh_u2f(sign | mesh_f2u((float)em * 0x1p-16f));
-}
-
-uint8_t mesh_float_to_e5m2(float f)
-{
-    uint32_t x = mesh_f2u(f);
-    uint32_t sign = (x >> 24) & 0x80u;
-    x &= 0x7fffffffu;
-    if (x > 0x7f800000u) {
-        uint32_t m = (x >> 21) & 3u;
-        return (uint8_t)(sign | 0x7cu | (m != 0 ? m : 2u));
-    }
-    if (x >= 0x47700000u) /* 61440, half way from 57344 to 2^16: the tie goes to inf */
-        return (uint8_t)(sign | 0x7cu);
-    if (x >= 0x38800000u) /* 2^-14, the smallest normal */
-        return (uint8_t)(sign | ((x + 0xfffffu + ((x >> 21) & 1u) - (112u << 23)) >> 21));
-    return (uint8_t)(sign | (mesh_f2u(mesh_u2f(x) + 0x1p7f) - mesh_f2u(0x1p7f)));
-}
+float mesh_e4m3_to_float(uint8_t v) { return mesh_e4m3_to_float_inline(v); }
+uint8_t mesh_float_to_e4m3(float f) { return mesh_float_to_e4m3_inline(f); }
+float mesh_e5m2_to_float(uint8_t v) { return mesh_e5m2_to_float_inline(v); }
+uint8_t mesh_float_to_e5m2(float f) { return mesh_float_to_e5m2_inline(f); }
 
 /* double -> float rounding to odd: a later rounding to a format with at most 22 mantissa bits
  * then gives the same result as rounding the double directly (no double rounding). */
@@ -118,10 +58,10 @@ static float mesh_double_to_float_odd(double v)
     float f = (float)v;
     if ((double)f == v || isnan(v))
         return f;
-    uint32_t b = mesh_f2u(f);
+    uint32_t b = mesh_dtype_f2u_(f);
     if (fabs((double)f) > fabs(v))
         b--; /* truncate toward zero (sign-magnitude encoding) */
-    return mesh_u2f(b | 1u);
+    return mesh_dtype_u2f_(b | 1u);
 }
 
 double mesh_dtype_get(mesh_dtype_t d, const void *buf, size_t i)

@@ -1,7 +1,6 @@
 /* Logging and the per-thread last-error message. Lines are formatted whole and written with one
  * write() so that lines of concurrent threads and processes do not interleave. */
 #include "libmesh/log.h"
-#include "libmesh/config.h"
 #include "libmesh/context.h"
 
 #include <errno.h>
@@ -118,6 +117,9 @@ static void mesh_log_init_host(void)
 void mesh_log_configure(void)
 {
     int saved = errno;
+    /* Loads the core table first (it configures logging itself, which is why this is outside
+     * the lock); a call from within that initialisation returns at once. */
+    mesh_context_init();
     pthread_mutex_lock(&mesh_log_lock);
     mesh_log_init_host();
 

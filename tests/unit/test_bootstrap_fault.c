@@ -153,12 +153,13 @@ static void test_intruders(void)
            "logged; the real ranks succeeded\n");
 }
 
-/* Expects create (or, with arg "late", the first allgather) to fail with want_st naming
- * the rank in want_name within the short timeout. */
+/* Expects create (or, when a rank dies after create, the first allgather) to fail with st
+ * naming the rank in name within the short timeout. */
 struct expect {
     mesh_status_t st;
     const char *name;
-    int die_rank; /* this rank exits right after create (-1: none) */
+    int die_rank;   /* this rank exits right after create (-1: none) */
+    double timeout; /* 0: MESH_TIMEOUT, which main sets to SHORT_TIMEOUT */
 };
 
 static int failing_rank(int rank, int size, void *arg)
@@ -166,7 +167,7 @@ static int failing_rank(int rank, int size, void *arg)
     const struct expect *e = arg;
     mesh_bootstrap_t *bs = NULL;
     double t0 = mesh_time();
-    mesh_status_t st = mesh_bootstrap_tcp_create(&g_id, rank, size, SHORT_TIMEOUT, &bs);
+    mesh_status_t st = mesh_bootstrap_tcp_create(&g_id, rank, size, e->timeout, &bs);
     if (e->die_rank >= 0) {
         CHECK_MSG(st == MESH_OK, "rank %d: %s", rank, mesh_error_last());
         if (rank == e->die_rank)
@@ -201,13 +202,14 @@ static void run_failing(int n, const char *want, const struct expect *e, const c
 
 static void test_missing(void)
 {
-    /* Rank 3 of 4 never starts: ranks 0..2 time out naming it. */
-    struct expect e = {MESH_ERR_TIMEOUT, "rank 3 never joined", -1};
+    /* Rank 3 of 4 never starts: ranks 0..2 time out (MESH_TIMEOUT) naming it. */
+    struct expect e = {MESH_ERR_TIMEOUT, "rank 3 never joined", -1, 0};
     CHECK(mesh_bootstrap_uid_create(&g_id) == MESH_OK);
     run_failing(4, (const char[]){1, 1, 1, 0}, &e, "rank 3 of 4 never joins: others time out");
 
     /* Two of 5 missing: both named. */
     e.name = "ranks 2, 4 never joined";
+    e.timeout = SHORT_TIMEOUT;
     CHECK(mesh_bootstrap_uid_create(&g_id) == MESH_OK);
     run_failing(5, (const char[]){1, 1, 0, 1, 0}, &e, "ranks 2 and 4 of 5 never join");
 
@@ -228,7 +230,7 @@ static void test_missing(void)
 static void test_death(void)
 {
     /* Rank 2 exits after joining: rank 0 and rank 1 fail the allgather naming rank 2. */
-    struct expect e = {MESH_ERR_PEER_FAILED, "rank 2", 2};
+    struct expect e = {MESH_ERR_PEER_FAILED, "rank 2", 2, SHORT_TIMEOUT};
     CHECK(mesh_bootstrap_uid_create(&g_id) == MESH_OK);
     run_failing(3, NULL, &e, "rank 2 dies: ranks 0 and 1 name it");
 
@@ -243,6 +245,7 @@ int main(void)
 {
     alarm(2 * TB_WATCHDOG_S);
     signal(SIGPIPE, SIG_IGN);
+    CHECK(setenv("MESH_TIMEOUT", "2", 1) == 0);
     test_intruders();
     test_missing();
     test_death();

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,6 +80,9 @@ static void check_bad_timeout(void)
     if (pid == 0) {
         setenv("MESH_TIMEOUT", "soon", 1);
         setenv("MESH_LOG_FILE", "/dev/null", 1);
+        /* the core table failed, so its log file is unknown: the message goes to stderr */
+        int devnull = open("/dev/null", O_WRONLY);
+        CHECK(devnull >= 0 && dup2(devnull, 2) == 2);
         if (mesh_context_init() != MESH_ERR_INVALID_ARG)
             _exit(2);
         if (strstr(mesh_error_last(), "MESH_TIMEOUT") == NULL ||
@@ -214,6 +218,8 @@ int main(void)
     setenv("MESH_T_BAD_INT", "12abc", 1);
     setenv("MESH_T_BAD_ENUM", "c", 1);
     setenv("MESH_T_BAD_SIZE", "4 k", 1);
+    setenv("MESH_NODE_ID", "node-a", 1);
+    setenv("MESH_PROGRESS_SPIN", "5", 1);
 
     CHECK(mesh_context_init() == MESH_OK);
     CHECK(mesh_config_register(&test_table) == MESH_OK);
@@ -285,6 +291,25 @@ int main(void)
           != NULL);
     CHECK(strstr(log, "mesh ERROR core: mesh_config_int: no registered config table declares "
                       "T_NOPE") != NULL);
+
+    /* Core context values. */
+    CHECK(strcmp(mesh_context_node_name(), "node-a") == 0);
+    CHECK(mesh_context_pidns() != 0);
+    CHECK(mesh_config_int("PROGRESS_SPIN") == 5);
+
+    /* Backoff: counts idle polls, spins first, then yields, then sleeps (at least 1 us each,
+     * growing to 100 us). */
+    unsigned idle = 0;
+    double t0 = mesh_time();
+    for (int k = 0; k < 5 + 16; k++)
+        mesh_backoff(&idle);
+    CHECK(idle == 21);
+    double t1 = mesh_time();
+    for (int k = 0; k < 100; k++)
+        mesh_backoff(&idle);
+    double t2 = mesh_time();
+    CHECK(t0 <= t1 && t1 <= t2);
+    CHECK_MSG(t2 - t1 >= 2e-3, "100 sleeping backoffs took %g s", t2 - t1);
 
     unlink(logpath);
     unlink(cfgpath);

@@ -302,29 +302,12 @@ int mesh_tl_shm_ep_fail(mesh_tl_shm_ep_t *ep, mesh_status_t status, const char *
     return mesh_tl_shm_ep_fail_ops(ep, ep->failed);
 }
 
-/* A killed process stays a zombie until its parent reaps it, and a zombie still answers
- * kill(pid, 0); its state in /proc tells. */
-static int shm_pid_dead(int pid)
-{
-    if (kill(pid, 0) == -1) return errno == ESRCH;
-    char path[64], buf[256];
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-}
-
 /* Whether the peer still runs and has not aborted; fails its operations otherwise. */
 static int shm_liveness(mesh_tl_shm_ep_t *ep)
 {
     if (atomic_load_explicit(&ep->peer_hdr->aborted, memory_order_acquire))
         return mesh_tl_shm_ep_fail(ep, MESH_ERR_PEER_FAILED, "it aborted");
-    if (ep->same_pidns && ep->pid > 0 && shm_pid_dead(ep->pid))
+    if (ep->same_pidns && mesh_context_pid_gone(ep->pid, mesh_context_pidns()))
         return mesh_tl_shm_ep_fail(ep, MESH_ERR_PEER_FAILED, "its process no longer exists");
     return 0;
 }
