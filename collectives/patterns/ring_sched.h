@@ -42,8 +42,9 @@ typedef struct {
      * into acc itself, if it wants it there). */
     const void *src;
     const size_t *src_off;
-    /* reduce-scatter: partial results of block i go to acc + acc_off[i] (never the own block).
-     * all-gather: block i is received into acc + acc_off[i]. */
+    /* reduce-scatter: partial results of block i go to acc + acc_off[i] (never the own block);
+     * with acc NULL they stay in the phase's receive slots instead. all-gather: block i is
+     * received into acc + acc_off[i]. */
     void *acc;
     const size_t *acc_off;
     /* reduce-scatter: the fully reduced own block is written here (may alias its src block). */
