@@ -14,7 +14,7 @@
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
     int pof2 = (comm->size & (comm->size - 1)) == 0;
-    if (args->bytes <= 16 * 1024) return pof2 ? 100 : 90;
+    if (args->bytes <= 64 * 1024) return pof2 ? 100 : 90;
     return 20;
 }
 

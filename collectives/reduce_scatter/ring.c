@@ -88,9 +88,9 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    /* bandwidth-optimal; the default for large vectors and for uneven counts */
-    if (args->bytes >= 512 * 1024) return 80;
-    return args->uniform ? 30 : 60;
+    /* bandwidth-optimal: the default above the small vectors recursive halving takes */
+    if (args->bytes > 64 * 1024) return 80;
+    return 30;
 }
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh_sched_t *s)
