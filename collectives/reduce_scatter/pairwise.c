@@ -24,8 +24,10 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     const char *mine = sbuf + args->displs[me] * ds;
 
     if (n == 1 || own == 0) {
-        if (own && !args->in_place) mesh_sched_copy(s, args->rbuf, mine, own * ds, NULL, 0);
-        if (n == 1) return mesh_sched_status(s);
+        if (own && !args->in_place)
+            mesh_sched_copy(s, args->rbuf, mine, own * ds, NULL, 0);
+        if (n == 1)
+            return mesh_sched_status(s);
     }
     char *slot = own ? mesh_sched_scratch(s, 2 * own * ds) : NULL;
     if (own && !slot)
@@ -36,7 +38,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
         int to = mesh_ring_mod(me + k, n), from = mesh_ring_mod(me - k, n);
         if (args->counts[to])
             mesh_sched_send(s, to, sbuf + args->displs[to] * ds, args->counts[to] * ds, NULL, 0);
-        if (!own) continue;
+        if (!own)
+            continue;
         char *buf = slot + (size_t)(k % 2) * own * ds;
         int rv = mesh_sched_recv(s, from, buf, own * ds, &red[k % 2], 1);
         if (k == 1)

@@ -31,8 +31,10 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
         mesh_coll_ids_add(&ids, c);
         return mesh_coll_ids_join(s, &ids, p->deps, p->ndeps, done);
     }
-    for (int i = 0; i < n; i++) maxlen = p->len[i] > maxlen ? p->len[i] : maxlen;
-    if (maxlen == 0) return mesh_coll_ids_join(s, &ids, p->deps, p->ndeps, done);
+    for (int i = 0; i < n; i++)
+        maxlen = p->len[i] > maxlen ? p->len[i] : maxlen;
+    if (maxlen == 0)
+        return mesh_coll_ids_join(s, &ids, p->deps, p->ndeps, done);
 
     size_t maxseg = (maxlen + segel - 1) / segel;
     /* two receive slots alternate by step parity; slot_red[parity][k] is the last task using
@@ -46,7 +48,8 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
                           2 * maxlen * ds);
     }
     int *slot_red[2] = {red + maxseg, red + 2 * maxseg};
-    for (size_t k = 0; k < 3 * maxseg; k++) red[k] = -1;
+    for (size_t k = 0; k < 3 * maxseg; k++)
+        red[k] = -1;
     int start = p->ndeps ? mesh_sched_nop(s, p->deps, p->ndeps) : -1;
 
     for (int step = 0; step < n - 1; step++) {
@@ -58,9 +61,7 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
                             : p->acc  ? (const char *)p->acc + p->acc_off[sb] * ds
                                       : prev_slot;
         const char *rsrc = (const char *)p->src + p->src_off[rb] * ds;
-        char *rdst = last     ? (char *)p->own
-                     : p->acc ? (char *)p->acc + p->acc_off[rb] * ds
-                              : slot;
+        char *rdst = last ? (char *)p->own : p->acc ? (char *)p->acc + p->acc_off[rb] * ds : slot;
         int *sr = slot_red[step % 2];
 
         for (size_t off = 0, k = 0; off < p->len[sb]; off += segel, k++) {
@@ -69,7 +70,8 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
             int sd = mesh_sched_send(s, right, sbase + off * ds, cnt * ds, &dep, 1);
             /* without acc, the partial is sent from its receive slot, which the receive two
              * steps later may overwrite only after that send (it follows the reduction) */
-            if (step > 0 && !p->acc) slot_red[(step + 1) % 2][k] = sd;
+            if (step > 0 && !p->acc)
+                slot_red[(step + 1) % 2][k] = sd;
             mesh_coll_ids_add(&ids, sd);
         }
         for (size_t off = 0, k = 0; off < p->len[rb]; off += segel, k++) {
@@ -89,7 +91,8 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
     /* bandwidth-optimal: the default above the small vectors recursive halving takes */
-    if (args->bytes > 64 * 1024) return 80;
+    if (args->bytes > 64 * 1024)
+        return 80;
     return 30;
 }
 
