@@ -38,7 +38,8 @@ mesh_status_t mesh_api_check_op(mesh_comm_t *comm, const char *fn, mesh_op_t op,
 {
     *scalar = NULL;
     if ((unsigned)op < MESH_OP_COUNT) {
-        *base = op;
+        /* AVG reduces as a sum; the division happens once, at completion */
+        *base = op == MESH_AVG ? MESH_SUM : op;
         return MESH_OK;
     }
     int idx = (int)op - MESH_OP_USER_BASE;

@@ -57,6 +57,7 @@ static mesh_status_t mesh_coll_init_status;
 static void mesh_coll_global_init_once(void)
 {
     mesh_status_t st = mesh_context_init();
+    if (st == MESH_OK) st = mesh_bootstrap_config_register();
     if (st == MESH_OK) st = mesh_tl_global_init();
     if (st == MESH_OK) st = mesh_config_register(&mesh_coll_config);
     if (st == MESH_OK) mesh_config_warn_unknown();
@@ -241,6 +242,8 @@ static void comm_free(mesh_comm_t *c)
     free(c->node_ranks);
     free(c->peers);
     free(c->p2p_send_seq);
+    free(c->verdict_in);
+    free(c->verdict_rops);
     free(c);
 }
 
@@ -258,11 +261,16 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     c->timeout_s = timeout_s;
     atomic_init(&c->aborted, 0);
     c->peers = calloc((size_t)c->size, sizeof(mesh_comm_peer_t));
+    c->culprit = -1;
+    c->verdict_in = calloc((size_t)c->size, sizeof(int32_t));
+    c->verdict_rops = calloc(2 * (size_t)c->size, sizeof(mesh_tl_op_t));
+    c->verdict_sops = c->verdict_rops ? c->verdict_rops + c->size : NULL;
     c->p2p_send_seq = calloc(2 * (size_t)c->size, sizeof(uint32_t));
     ids = calloc((size_t)c->size, sizeof(*ids));
     addrs = calloc((size_t)c->size, sizeof(*addrs));
     mine = calloc(1, sizeof(*mine));
-    if (!c->peers || !c->p2p_send_seq || !ids || !addrs || !mine) {
+    if (!c->peers || !c->p2p_send_seq || !ids || !addrs || !mine || !c->verdict_in ||
+        !c->verdict_rops) {
         st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a communicator of %d ranks", c->size);
         goto out;
     }
@@ -287,6 +295,14 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     MESH_CHECK_GOTO(mesh_bootstrap_allgather(bs, mine, addrs, sizeof(*mine)), st, out);
     MESH_CHECK_GOTO(route_peers(c, ids, addrs), st, out);
 
+    /* one preposted receive per peer for failure verdicts */
+    for (int p = 0; p < c->size; p++) {
+        if (p == c->rank) continue;
+        /* straight to the transport: control traffic is not counted as user bytes */
+        MESH_CHECK_GOTO(mesh_tl_irecv(c->peers[p].ep, MESH_TAG_VERDICT, &c->verdict_in[p],
+                                      sizeof(int32_t), &c->verdict_rops[p]),
+                        st, out);
+    }
     mesh_context_add_progress(c, comm_progress_cb);
     mesh_log_info("communicator %016llx: rank %d of %d, %d node(s)", (unsigned long long)c->uid,
                   c->rank, c->size, c->nnodes);
@@ -321,11 +337,54 @@ void mesh_comm_release(mesh_comm_t *c)
     comm_free(c);
 }
 
+/* A verdict from a peer fails whatever is running with the same culprit everywhere. */
+static void check_verdicts(mesh_comm_t *c)
+{
+    if (c->culprit >= 0 || c->verdict_rops == NULL) return;
+    for (int p = 0; p < c->size; p++) {
+        if (p == c->rank || c->verdict_rops[p].status != MESH_OK) continue;
+        int32_t x = c->verdict_in[p];
+        if (x < 0 || x >= c->size) continue;
+        c->culprit = x;
+        mesh_error(MESH_ERR_PEER_FAILED, "rank %d failed (reported by rank %d)", x, p);
+        while (c->active) mesh_sched_fail(c->active, MESH_ERR_PEER_FAILED);
+        return;
+    }
+}
+
+void mesh_comm_publish_verdict(mesh_comm_t *c, int culprit)
+{
+    if (c->verdict_sent || culprit < 0) return;
+    c->verdict_sent = 1;
+    if (c->culprit < 0) c->culprit = culprit;
+    c->verdict_out = c->culprit;
+    int pending = 0;
+    for (int p = 0; p < c->size; p++) {
+        if (p == c->rank || p == c->culprit || c->peers[p].ep == NULL) continue;
+        if (mesh_comm_check_peer(c, p) != MESH_OK) continue;
+        if (mesh_tl_isend(c->peers[p].ep, MESH_TAG_VERDICT, &c->verdict_out, sizeof(int32_t),
+                          &c->verdict_sops[p]) == MESH_OK)
+            pending = 1;
+    }
+    /* give the notices a bounded moment to leave: the caller is about to abort or exit */
+    double until = mesh_time() + 0.2;
+    while (pending && mesh_time() < until) {
+        pending = 0;
+        for (int t = 0; t < c->ntls; t++)
+            if (c->tls[t].iface) mesh_tl_progress(c->tls[t].iface);
+        for (int p = 0; p < c->size; p++)
+            if (c->verdict_sops[p].status == MESH_INPROGRESS && c->peers[p].ep &&
+                p != c->rank && p != c->culprit && mesh_comm_check_peer(c, p) == MESH_OK)
+                pending = 1;
+    }
+}
+
 int mesh_comm_progress(mesh_comm_t *c)
 {
     int events = 0;
     for (int t = 0; t < c->ntls; t++)
         if (c->tls[t].iface) events += mesh_tl_progress(c->tls[t].iface);
+    check_verdicts(c);
     for (mesh_sched_t *s = c->active, *next; s != NULL; s = next) {
         next = mesh_sched_next(s);
         mesh_sched_progress(s);
@@ -361,6 +420,11 @@ mesh_status_t mesh_comm_check_peer(mesh_comm_t *c, int peer)
     mesh_comm_peer_t *p = &c->peers[peer];
     if (p->ep == NULL || c->tls[p->tl].ops->ep_check == NULL) return MESH_OK;
     return c->tls[p->tl].ops->ep_check(p->ep);
+}
+
+int mesh_comm_peer_gone(mesh_comm_t *c, int peer)
+{
+    return mesh_context_pid_gone(c->peers[peer].pid, c->peers[peer].pidns);
 }
 
 void mesh_comm_abort_transports(mesh_comm_t *c)

@@ -54,6 +54,14 @@ typedef struct mesh_comm {
     uint32_t *p2p_send_seq; /* [size] */
     uint32_t *p2p_recv_seq; /* [size] */
 
+    /* failure verdicts: a rank that sees a peer fail tells every other rank which one */
+    int32_t culprit;             /* rank known to have failed, -1 if none */
+    int32_t verdict_out;         /* what we sent */
+    int32_t *verdict_in;         /* [size] received from each peer */
+    mesh_tl_op_t *verdict_rops;  /* [size] preposted receives */
+    mesh_tl_op_t *verdict_sops;  /* [size] sends */
+    int verdict_sent;
+
     /* schedules started and not yet completed, progressed together */
     mesh_sched_t *active;
     /* failed schedules whose operations transports may still complete; freed with the comm */
@@ -72,11 +80,13 @@ typedef struct mesh_comm {
     int destroyed;
 } mesh_comm_t;
 
-/* Message tags: bit 63 separates point-to-point from collective traffic. */
+/* Message tags: bit 63 separates point-to-point (sequence in the low 32 bits) and control
+ * traffic from collectives (31-bit sequence above a 32-bit message index). */
 #define MESH_TAG_P2P (1ull << 63)
+#define MESH_TAG_VERDICT (MESH_TAG_P2P | (1ull << 62))
 static inline uint64_t mesh_tag_coll(uint32_t seq, uint32_t index)
 {
-    return ((uint64_t)seq << 32) | index;
+    return ((uint64_t)(seq & 0x7fffffffu) << 32) | index;
 }
 
 /* Context, transports and the collectives' config table, once per process. */
@@ -102,6 +112,11 @@ mesh_status_t mesh_comm_isend(mesh_comm_t *comm, int peer, uint64_t tag, const v
                               size_t len, mesh_tl_op_t *op);
 mesh_status_t mesh_comm_irecv(mesh_comm_t *comm, int peer, uint64_t tag, void *buf, size_t len,
                               mesh_tl_op_t *op);
+/* After a peer failure: records the culprit and tells every other live rank, flushing for a
+ * bounded moment so the notice leaves before the caller aborts. */
+void mesh_comm_publish_verdict(mesh_comm_t *comm, int culprit);
+/* Whether this host can tell the peer's process has ended (same host and pid namespace). */
+int mesh_comm_peer_gone(mesh_comm_t *comm, int peer);
 /* Liveness of one peer through its transport. */
 mesh_status_t mesh_comm_check_peer(mesh_comm_t *comm, int peer);
 

@@ -56,7 +56,8 @@ static int request_poll(mesh_request_h r)
 mesh_status_t mesh_test(mesh_request_h req, int *done)
 {
     if (req == NULL || done == NULL)
-        return mesh_error(MESH_ERR_INVALID_ARG, "%s is NULL", req == NULL ? "req" : "done");
+        return mesh_error(MESH_ERR_INVALID_ARG, "mesh_test: %s is NULL",
+                          req == NULL ? "req" : "done");
     if (!req->started) {
         *done = 0;
         return MESH_OK;
@@ -68,10 +69,10 @@ mesh_status_t mesh_test(mesh_request_h req, int *done)
 
 mesh_status_t mesh_wait(mesh_request_h req)
 {
-    if (req == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "req is NULL");
+    if (req == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_wait: req is NULL");
     if (!req->started)
         return mesh_error(MESH_ERR_INVALID_ARG,
-                          "request was recorded in a group that has not ended yet");
+                          "mesh_wait: the request belongs to a group that has not ended yet");
     unsigned idle = 0;
     while (!request_poll(req)) {
         /* the schedule enforces MESH_TIMEOUT and peer liveness, so this loop ends */

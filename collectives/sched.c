@@ -350,14 +350,35 @@ static void describe_waits(const mesh_sched_t *s, char *buf, size_t len)
     if (s->ninflight > 6 && off < len) snprintf(buf + off, len - off, ", ...");
 }
 
+/* A peer's operation failed. If another rank already reported a culprit, name it, so that
+ * every survivor gives the same verdict even when the peer here only closed its connection
+ * after seeing the failure itself. Otherwise this rank found the culprit and tells the rest. */
+static mesh_status_t op_failure(mesh_sched_t *s, const mesh_task_t *t, mesh_status_t st)
+{
+    mesh_comm_t *comm = s->comm;
+    const char *dir = t->kind == TASK_SEND ? "to" : "from";
+    if (st != MESH_ERR_PEER_FAILED)
+        return mesh_error(st, "%s %s rank %d failed: %s", task_kind_names[t->kind], dir, t->peer,
+                          mesh_status_string(st));
+    if (comm->culprit >= 0 && comm->culprit != t->peer)
+        return mesh_error(st, "rank %d failed (reported by another rank); rank %d closed its "
+                          "connection during a %s %s it",
+                          comm->culprit, t->peer, task_kind_names[t->kind], dir);
+    mesh_comm_publish_verdict(comm, t->peer);
+    return mesh_error(st, "rank %d failed: %s during a %s %s rank %d", t->peer,
+                      mesh_status_string(st), task_kind_names[t->kind], dir, t->peer);
+}
+
 /* Slow path while nothing moves: is any rank of the communicator known dead? */
 static mesh_status_t check_peers(mesh_sched_t *s)
 {
     mesh_comm_t *comm = s->comm;
     for (int p = 0; p < comm->size; p++) {
         if (p == comm->rank) continue;
-        if (mesh_comm_check_peer(comm, p) == MESH_ERR_PEER_FAILED)
-            return mesh_error(MESH_ERR_PEER_FAILED,
+        if (mesh_comm_check_peer(comm, p) != MESH_ERR_PEER_FAILED) continue;
+        if (comm->culprit >= 0 && comm->culprit != p) p = comm->culprit;
+        else mesh_comm_publish_verdict(comm, p);
+        return mesh_error(MESH_ERR_PEER_FAILED,
                               "rank %d of the communicator failed (rank %d of %d saw it)", p,
                               comm->rank, comm->size);
     }
@@ -395,7 +416,7 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
             default:
                 break;
             }
-            if (st < 0) return fail_with(s, st);
+            if (st < 0) return fail_with(s, op_failure(s, t, st));
             if (t->kind == TASK_SEND || t->kind == TASK_RECV) {
                 t->state = TASK_POSTED;
                 s->inflight[s->ninflight++] = id;
@@ -412,12 +433,7 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
                 i++;
                 continue;
             }
-            if (st < 0) {
-                return fail_with(s, mesh_error((mesh_status_t)st, "%s %s rank %d failed: %s",
-                                               task_kind_names[t->kind],
-                                               t->kind == TASK_SEND ? "to" : "from", t->peer,
-                                               mesh_status_string((mesh_status_t)st)));
-            }
+            if (st < 0) return fail_with(s, op_failure(s, t, (mesh_status_t)st));
             if (t->kind == TASK_RECV && t->op.length != t->n) {
                 return fail_with(s, mesh_error(MESH_ERR_INTERNAL,
                                                "message from rank %d has %zu bytes, expected %zu"

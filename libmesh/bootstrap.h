@@ -1,9 +1,11 @@
 /* Bootstrap: how ranks find each other before any transport exists. Every flavour gives the
- * same thing, an allgather of small blobs among the ranks, bounded by a deadline. */
+ * same thing, an allgather of small blobs among the ranks, bounded by a deadline. timeout_s
+ * bounds creation and each allgather; 0 or less means MESH_TIMEOUT. */
 #ifndef MESH_BOOTSTRAP_H
 #define MESH_BOOTSTRAP_H
 
 #include "mesh.h"
+#include "libmesh/sock.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,13 +36,24 @@ typedef struct {
 } mesh_uid_layout_t;
 #define MESH_UID_MAGIC 0x4d455348u /* "MESH" */
 
-/* Root side of mesh_unique_id(): opens a listening socket (MESH_BOOTSTRAP_IF/ADDR pick the
+/* Registers the "bootstrap" config table (MESH_RANK, MESH_SIZE, MESH_ADDR, MESH_SECRET,
+ * MESH_SOCKET_IFNAME, MESH_BOOTSTRAP_PORT_OFFSET); idempotent, called by every create below. */
+mesh_status_t mesh_bootstrap_config_register(void);
+
+/* Root side of mesh_unique_id(): opens a listening socket (MESH_SOCKET_IFNAME picks the
  * interface) and records it in the process so that rank 0 of mesh_comm_init_rank uses it. */
 mesh_status_t mesh_bootstrap_uid_create(mesh_unique_id_t *id);
 
 /* TCP star bootstrap around rank 0; ranks present the id's secret, others are dropped (logged). */
 mesh_status_t mesh_bootstrap_tcp_create(const mesh_unique_id_t *id, int rank, int size,
                                         double timeout_s, mesh_bootstrap_t **bs);
+
+/* The TCP star the tcp, env and PMIx flavours share. Rank 0 passes its listening socket lfd
+ * (the bootstrap owns it from then on, even on failure) and root == NULL; the others pass lfd -1
+ * and rank 0's address. Every rank passes the same 32-byte secret. */
+mesh_status_t mesh_bootstrap_star_create(int rank, int size, double timeout_s,
+                                         const uint8_t secret[32], int lfd,
+                                         const mesh_sockaddr_t *root, mesh_bootstrap_t **bs);
 
 /* From the environment: MESH_RANK/MESH_SIZE/MESH_ADDR(/MESH_SECRET), torchrun's
  * RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or PMIx when built with it. Fails with

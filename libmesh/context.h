@@ -13,6 +13,9 @@ const char *mesh_context_node_name(void);
 /* Identity of this process's pid namespace (so pid liveness checks are only trusted between
  * processes that share one). */
 unsigned long long mesh_context_pidns(void);
+/* Whether process pid of pid namespace pidns is known to have ended (exited, killed, or a zombie
+ * not yet reaped). Always 0 for processes of another namespace or host. */
+int mesh_context_pid_gone(int pid, unsigned long long pidns);
 
 /* Registry of live communicators, for mesh_progress(). Opaque to libmesh. */
 typedef int (*mesh_context_progress_fn)(void *obj);

@@ -19,6 +19,8 @@ const char *mesh_sock_addr_str(const mesh_sockaddr_t *a, char *buf, size_t len);
 /* The address other hosts should use to reach this one: MESH_SOCKET_IFNAME's interface if set,
  * else the first non-loopback up interface, else loopback. */
 mesh_status_t mesh_sock_local_addr(mesh_sockaddr_t *out);
+/* Whether addr (port ignored) belongs to this host, i.e. a socket can bind to it. */
+int mesh_sock_addr_is_local(const mesh_sockaddr_t *addr);
 
 /* Listening socket bound to addr (port 0: any); *bound gets the actual address. */
 mesh_status_t mesh_sock_listen(const mesh_sockaddr_t *addr, int backlog, int *fd,

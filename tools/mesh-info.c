@@ -1,1 +1,217 @@
-int main(void) { return 0; }
+/*
+ * mesh-info: what this build of mesh contains and how it is configured. It links the
+ * convenience library, like the unit tests, to read the registries behind the public API: the
+ * declared config tables, the transports and the algorithms.
+ */
+#include "config.h"
+#include "collectives/algo.h"
+#include "collectives/comm.h"
+#include "libmesh/bootstrap.h"
+#include "libmesh/config.h"
+#include "libmesh/context.h"
+#include "libmesh/log.h"
+#include "transports/tl.h"
+
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char info_usage[] =
+    "usage: mesh-info [-c] [-A] [-t] [-a] [-h]\n"
+    "\n"
+    "Without options: version and what this build contains.\n"
+    "  -c, --config       every knob: MESH_ name, effective value, default, source, doc\n"
+    "  -A, --algorithms   the algorithms of each collective (MESH_TUNE names)\n"
+    "  -t, --transports   the transports built, whether they can run here, their capabilities\n"
+    "  -a, --all          all of the above\n"
+    "  -h, --help         this text\n";
+
+/* Prints text wrapped to width columns; the first line starts where the cursor is (first
+ * spaces of indent), the others after indent spaces. */
+static void info_wrap_from(const char *text, int first, int indent, int width)
+{
+    const char *p = text;
+    if (!*p) printf("\n");
+    while (*p) {
+        int room = width - indent, len = (int)strlen(p);
+        if (len > room) {
+            len = room;
+            while (len > 0 && p[len] != ' ')
+                len--;
+            if (len == 0) len = room;
+        }
+        printf("%*s%.*s\n", first, "", len, p);
+        first = indent;
+        p += len;
+        while (*p == ' ')
+            p++;
+    }
+}
+
+static void info_wrap(const char *text, int indent, int width)
+{
+    info_wrap_from(text, indent, indent, width);
+}
+
+static void info_version(void)
+{
+    printf("mesh %d.%d.%d (%s)\n", MESH_VERSION_MAJOR, MESH_VERSION_MINOR, MESH_VERSION_PATCH,
+           PACKAGE_STRING);
+    printf("  transports :");
+    for (int i = 0; i < mesh_tl_count(); i++)
+        printf(" %s", mesh_tl_get(i)->name);
+    printf("\n  hwloc      : yes\n");
+    printf("  pmix       : %s\n", HAVE_PMIX ? "yes" : "no");
+    printf("  ucx        : %s\n", HAVE_UCX ? "yes" : "no");
+    printf("  libfabric  : %s\n", HAVE_OFI ? "yes" : "no");
+    printf("  verbs      : %s\n", HAVE_VERBS ? "yes" : "no");
+    printf("  cuda       : %s\n", HAVE_CUDA ? "yes" : "no");
+    printf("  algorithms : %d in %d collectives (mesh-info -A)\n", mesh_coll_algo_count(),
+           (int)MESH_COLL_TYPE_COUNT);
+}
+
+static const char *info_type_name(mesh_config_type_t t)
+{
+    switch (t) {
+    case MESH_CFG_INT: return "int";
+    case MESH_CFG_SIZE: return "size";
+    case MESH_CFG_DOUBLE: return "double";
+    case MESH_CFG_BOOL: return "bool";
+    case MESH_CFG_STRING: return "string";
+    case MESH_CFG_ENUM: return "enum";
+    }
+    return "?";
+}
+
+static void info_config_entry(const char *module, const mesh_config_entry_t *e, const char *value,
+                              const char *source, void *arg)
+{
+    const char **last_module = arg;
+    if (!*last_module || strcmp(*last_module, module) != 0) {
+        printf("\n[%s]\n", module);
+        *last_module = module;
+    }
+    printf("MESH_%s=%s\n", e->name, value ? value : "");
+    printf("      %s, default '%s', from %s", info_type_name(e->type), e->dflt ? e->dflt : "",
+           source ? source : "default");
+    if (e->type == MESH_CFG_ENUM && e->choices) printf(", one of %s", e->choices);
+    printf("\n");
+    if (e->doc) info_wrap(e->doc, 6, 96);
+}
+
+static void info_config(void)
+{
+    const char *last_module = NULL;
+    printf("# every knob: environment MESH_<NAME>, then MESH_CONFIG_FILE, then the default\n");
+    mesh_config_foreach(info_config_entry, &last_module);
+}
+
+static void info_algorithms(void)
+{
+    printf("# algorithms per collective, in the order that breaks score ties; force one with\n"
+           "# MESH_TUNE=coll:algo[@min-max],... (e.g. allreduce:ring@1m-inf)\n");
+    const char *tune = mesh_config_str("TUNE");
+    printf("# MESH_TUNE now: %s\n", tune && *tune ? tune : "(unset: highest score wins)");
+    for (int t = 0; t < MESH_COLL_TYPE_COUNT; t++) {
+        printf("\n%s\n", mesh_coll_type_name((mesh_coll_type_t)t));
+        for (int i = 0; i < mesh_coll_algo_count(); i++) {
+            const mesh_coll_algo_t *a = mesh_coll_algo_get(i);
+            if (a->type != (mesh_coll_type_t)t) continue;
+            printf("  %-20s ", a->name);
+            info_wrap_from(a->desc ? a->desc : "", 0, 23, 96);
+        }
+    }
+}
+
+static void info_caps(const mesh_tl_ops_t *ops)
+{
+    static const char *const scopes[] = {"self", "node", "net"};
+    static const char *const flags[] = {"tagged", "put", "get", "single-copy", "device-mem",
+                                        "multi-stream"};
+    char host[128] = "localhost";
+    mesh_tl_open_params_t p = {.rank = 0, .size = 1, .comm_uid = (uint64_t)getpid(),
+                               .node = host, .timeout_s = 5};
+    mesh_tl_iface_t *iface = NULL;
+    mesh_tl_caps_t caps = {0};
+
+    gethostname(host, sizeof(host) - 1);
+    if (ops->open(&p, &iface) != MESH_OK) {
+        printf("      (could not open one here: %s)\n", mesh_error_last());
+        return;
+    }
+    ops->query(iface, &caps);
+    ops->close(iface);
+    char eager[32] = "any size";
+    if (caps.eager_limit != SIZE_MAX) snprintf(eager, sizeof(eager), "%zu B", caps.eager_limit);
+    printf("      scope %s, latency ~%.1f us, bandwidth ~%.1f GB/s, eager limit %s, priority %d\n",
+           (unsigned)caps.scope < 3 ? scopes[caps.scope] : "?", caps.latency_us,
+           caps.bandwidth_GBps, eager, caps.priority);
+    printf("      capabilities:");
+    for (unsigned i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+        if (caps.flags & (1ull << i)) printf(" %s", flags[i]);
+    printf("\n");
+}
+
+static void info_transports(void)
+{
+    printf("# transports built into this library; the collectives layer picks one per peer\n");
+    for (int i = 0; i < mesh_tl_count(); i++) {
+        const mesh_tl_ops_t *ops = mesh_tl_get(i);
+        int usable = ops->usable ? ops->usable() : 1;
+        printf("\n%-8s %s\n", ops->name, usable ? "usable here" : "not usable here");
+        if (ops->doc) info_wrap(ops->doc, 6, 96);
+        if (usable && ops->open && ops->query && ops->close) info_caps(ops);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"config", no_argument, NULL, 'c'}, {"algorithms", no_argument, NULL, 'A'},
+        {"transports", no_argument, NULL, 't'}, {"all", no_argument, NULL, 'a'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int config = 0, algos = 0, tls = 0, c;
+
+    while ((c = getopt_long(argc, argv, "cAtah", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c': config = 1; break;
+        case 'A': algos = 1; break;
+        case 't': tls = 1; break;
+        case 'a': config = algos = tls = 1; break;
+        case 'h': fputs(info_usage, stdout); return 0;
+        default: fputs(info_usage, stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "mesh-info: unexpected argument '%s'\n%s", argv[optind], info_usage);
+        return 2;
+    }
+    /* every table registers here, so that -c shows all of them with their values */
+    mesh_status_t st = mesh_context_init();
+    if (st == MESH_OK) st = mesh_bootstrap_config_register();
+    if (st == MESH_OK) st = mesh_tl_global_init();
+    if (st == MESH_OK) st = mesh_coll_global_init();
+    if (st != MESH_OK) {
+        fprintf(stderr, "mesh-info: initialisation failed: %s: %s\n", mesh_status_string(st),
+                mesh_error_last());
+        return 1;
+    }
+
+    if (!config && !algos && !tls) {
+        info_version();
+        return 0;
+    }
+    if (config) info_config();
+    if (algos) {
+        if (config) printf("\n");
+        info_algorithms();
+    }
+    if (tls) {
+        if (config || algos) printf("\n");
+        info_transports();
+    }
+    return 0;
+}

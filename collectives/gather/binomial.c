@@ -1,11 +1,81 @@
-/* placeholder until the algorithm lands */
+/*
+ * Binomial-tree gather: relative to the root, rank v receives the subtrees of v + 1, v + 2,
+ * v + 4, ... (while those bits of v are clear) and then sends its whole subtree, a contiguous
+ * run of blocks in relative order, to v minus its lowest set bit. log2(size) rounds; meant for
+ * small blocks, since inner ranks forward data. The root receives straight into its buffer
+ * where a subtree does not wrap around the end of it.
+ */
+#define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/algo.h"
+#include "libmesh/log.h"
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args) { return -1; }
-static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh_sched_t *s)
+static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    return MESH_ERR_UNSUPPORTED;
+    return args->count * args->dsize * (size_t)comm->size <= ((size_t)64 << 10) ? 20 : 5;
+}
+
+static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)
+{
+    int n = comm->size, r = comm->rank, root = a->root;
+    int v = (r - root + n) % n;
+    size_t blk = a->count * a->dsize;
+    char *rb = a->rbuf;
+    const char *own = (r == root && a->in_place) ? rb + (size_t)root * blk : a->sbuf;
+    /* every rank knows the count: with nothing to move there is nothing to wait for */
+    if (blk == 0)
+        return mesh_sched_status(s);
+
+    /* subtree of v: relative ranks [v, v + sub) */
+    int lowbit = 1;
+    while (lowbit < n && !(v & lowbit))
+        lowbit <<= 1;
+    int sub = v == 0 ? n : (lowbit < n - v ? lowbit : n - v);
+
+    if (v == 0) {
+        if (!a->in_place)
+            mesh_sched_copy(s, rb + (size_t)r * blk, own, blk, NULL, 0);
+        for (int mask = 1; mask < n; mask <<= 1) {
+            int cnt = mask < n - mask ? mask : n - mask;
+            int first = (root + mask) % n;
+            size_t bytes = (size_t)cnt * blk;
+            if (first + cnt <= n) {
+                mesh_sched_recv(s, first, rb + (size_t)first * blk, bytes, NULL, 0);
+                continue;
+            }
+            /* the subtree wraps past the last rank: receive, then split */
+            char *tmp = mesh_sched_scratch(s, bytes);
+            if (tmp == NULL)
+                return mesh_sched_status(s);
+            int rv = mesh_sched_recv(s, first, tmp, bytes, NULL, 0);
+            size_t head = (size_t)(n - first) * blk;
+            mesh_sched_copy(s, rb + (size_t)first * blk, tmp, head, &rv, 1);
+            mesh_sched_copy(s, rb, tmp + head, bytes - head, &rv, 1);
+        }
+        return mesh_sched_status(s);
+    }
+
+    int parent = (v - lowbit + root) % n;
+    if (sub == 1) {
+        mesh_sched_send(s, parent, own, blk, NULL, 0);
+        return mesh_sched_status(s);
+    }
+    char *tmp = mesh_sched_scratch(s, (size_t)sub * blk);
+    if (tmp == NULL)
+        return mesh_sched_status(s);
+    int have = mesh_sched_copy(s, tmp, own, blk, NULL, 0);
+    for (int mask = 1; mask < lowbit && v + mask < n; mask <<= 1) {
+        int cnt = mask < n - v - mask ? mask : n - v - mask;
+        int rv = mesh_sched_recv(s, (v + mask + root) % n, tmp + (size_t)mask * blk,
+                                 (size_t)cnt * blk, NULL, 0);
+        have = mesh_sched_nop(s, (int[]){have, rv}, 2);
+    }
+    mesh_sched_send(s, parent, tmp, (size_t)sub * blk, &have, 1);
+    return mesh_sched_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_gather_binomial = {
-    .name = "binomial", .desc = "", .type = MESH_COLL_GATHER, .score = score, .build = build};
+    .name = "binomial",
+    .desc = "binomial tree, log2 rounds; small messages",
+    .type = MESH_COLL_GATHER,
+    .score = score,
+    .build = build};

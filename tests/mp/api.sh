@@ -4,6 +4,7 @@
 set -e
 b=${top_builddir:-.}
 export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
+export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
 for n in 1 3 4; do
     "$b/tools/meshrun" -n $n --timeout 300 "$b/tests/mp/api_test" --expect-nodes 1
 done

@@ -40,16 +40,23 @@ static double exact_range(mesh_dtype_t d)
     }
 }
 
+/* Values per element of a sum: fp8 holds every integer only up to 8 (e5m2) or 16 (e4m3), so
+ * sums over 8 ranks of 0/1 inputs stay exact in every partial order. */
+static size_t sum_mod = 3;
+
 /* Input of rank r at element i for a reduction with op; every result stays exact. */
 static double red_input(mesh_op_t op, int r, size_t i)
 {
     switch (op) {
-    case MESH_SUM: return (double)((r + i) % 3);
+    case MESH_SUM: return (double)((r + i) % sum_mod);
     case MESH_PROD: return (r == (int)(i % (size_t)size)) ? 2.0 : 1.0;
     case MESH_MIN:
     case MESH_MAX: return (double)(((size_t)r * 7 + i) % 5);
-    case MESH_AVG: return (double)(i % 3) + (r == (int)(i % (size_t)size) ? size : 0);
-    default: return (double)((r + i) % 3); /* pre-multiplied sum */
+    case MESH_AVG:
+        /* fp8: every partial sum must stay within the exact integers, so no extra term */
+        if (sum_mod == 2) return (double)(i % 2);
+        return (double)(i % sum_mod) + (r == (int)(i % (size_t)size) ? size : 0);
+    default: return (double)((r + i) % sum_mod); /* pre-multiplied sum */
     }
 }
 
@@ -131,6 +138,7 @@ static void run_reduction(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_t user_
     size_t ds = mesh_dtype_size(d), total = type == MESH_COLL_REDUCE_SCATTER ? n * size : n;
     void *s = xalloc(total * ds), *r = xalloc(total * ds);
     cur_op = user_op;
+    sum_mod = d == MESH_FP8_E4M3 || d == MESH_FP8_E5M2 ? 2 : 3;
     fill(d, BUF(s), 0, total, red_input_d, rank);
     mesh_status_t st;
     const char *what = mesh_coll_type_name(type);

@@ -10,6 +10,7 @@ run="$b/tools/meshrun"
 prog="$b/tests/mp/conformance"
 ranks=${MESH_TEST_RANKS:-"1 2 3 4 5 8"}
 export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
+export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
 status=0
 for algo in $("$prog" --list | awk -v c="$coll" '$1 == c { print $2 }'); do
     total=0

@@ -1,0 +1,202 @@
+#!/bin/bash
+# Side-by-side numbers of mesh and MPI on 2 ranks, with the machine's own limits beside them:
+#   (a) one node: mesh over shared memory, MPI with its default shared-memory path;
+#   (b) two nodes: mesh between two simulated nodes (meshrun --nodes 2: network namespaces
+#       joined by veth and a bridge when root), MPI over TCP on loopback (mpirun cannot start
+#       ranks inside namespaces without ssh, so it gets the closest thing: its tcp btl only);
+#   memcpy bandwidth of one process, and iperf3 single-stream throughput between two
+#   namespaces built exactly like meshrun's (root only).
+# For every op and size the table shows busbw of both and the ratio mesh/MPI (above 1: mesh
+# is faster), then the 8-byte all-reduce latency of both and their ratio (above 1: mesh is
+# slower). CSV files of every run stay in the output folder.
+set -u
+
+usage() {
+    cat <<EOF
+usage: $0 [-o ops] [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [--out DIR]
+          [--builddir DIR] [--skip-iperf]
+  -o ops        comma-separated (default allreduce,reduce_scatter,allgather,alltoall,broadcast)
+  -b/-e/-f      sizes as in mesh-bench (default 8 / 8m / 4)
+  -n/-w         timed and warm-up iterations per size (default 20 / 5)
+  --out DIR     where the CSV files and logs go (default: a new folder under /tmp)
+  --builddir    build tree holding tools/meshrun and bench/ (default: this script's ..)
+EOF
+}
+
+ops=allreduce,reduce_scatter,allgather,alltoall,broadcast
+minb=8 maxb=8m factor=4 iters=20 warmup=5 out="" skip_iperf=0
+builddir=$(cd "$(dirname "$0")/.." && pwd)
+while [ $# -gt 0 ]; do
+    case $1 in
+    -o) ops=$2; shift 2 ;;
+    -b) minb=$2; shift 2 ;;
+    -e) maxb=$2; shift 2 ;;
+    -f) factor=$2; shift 2 ;;
+    -n) iters=$2; shift 2 ;;
+    -w) warmup=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --builddir) builddir=$2; shift 2 ;;
+    --skip-iperf) skip_iperf=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "compare.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+done
+
+MESHRUN=$builddir/tools/meshrun
+MESHBENCH=$builddir/bench/mesh-bench
+MPIBENCH=$builddir/bench/mpi/mpi-bench
+for f in "$MESHRUN" "$MESHBENCH"; do
+    [ -x "$f" ] || { echo "compare.sh: $f not built (make first, or --builddir)" >&2; exit 2; }
+done
+[ -n "$out" ] || out=$(mktemp -d /tmp/mesh-compare.XXXXXX)
+mkdir -p "$out" || exit 2
+have_mpi=1
+if [ ! -x "$MPIBENCH" ] || ! command -v mpirun >/dev/null; then
+    have_mpi=0
+    echo "note: mpi-bench or mpirun missing (configure found no MPI): mesh numbers only"
+fi
+root=0
+[ "$(id -u)" = 0 ] && root=1
+mpirun_flags=(-np 2 --bind-to none)
+[ $root = 1 ] && mpirun_flags+=(--allow-run-as-root --oversubscribe)
+common=(-o "$ops" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" -c 1)
+lat=(-o allreduce -b 8 -e 8 -n 2000 -w 200 -c 1)
+status=0
+
+# run NAME command...: output to $out/NAME.log, a note on failure
+run() {
+    local name=$1; shift
+    if ! "$@" >"$out/$name.log" 2>&1; then
+        echo "warning: $name failed (exit $?); see $out/$name.log"
+        status=1
+    fi
+}
+
+# table MESH_CSV MPI_CSV: time and busbw of both per op and size (out of place), and the busbw
+# ratio mesh/MPI
+table() {
+    awk -F, '
+        FNR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; file++; next }
+        $col["in_place"] != 0 { next }
+        {
+            key = $col["op"] SUBSEP $col["bytes"]
+            if (file == 1) {
+                mbw[key] = $col["busbw_GBps"]; mt[key] = $col["time_us"]; algo[key] = $col["algo"]
+                if (!(key in seen)) { order[n++] = key; seen[key] = 1 }
+            } else { pbw[key] = $col["busbw_GBps"]; pt[key] = $col["time_us"] }
+        }
+        END {
+            f = "  %-15s %10s  %-13s %10s %10s %10s %10s %9s\n"
+            printf f, "op", "bytes", "mesh algo", "mesh time", "MPI time", "mesh busbw",
+                   "MPI busbw", "mesh/MPI"
+            printf f, "", "", "", "(us)", "(us)", "(GB/s)", "(GB/s)", "busbw"
+            for (i = 0; i < n; i++) {
+                k = order[i]; split(k, kk, SUBSEP)
+                have = k in pbw
+                r = have && pbw[k] + 0 > 0 ? sprintf("%.2f", mbw[k] / pbw[k]) : "-"
+                printf f, kk[1], kk[2], algo[k], sprintf("%.2f", mt[k]),
+                       have ? sprintf("%.2f", pt[k]) : "-", sprintf("%.4f", mbw[k]),
+                       have ? sprintf("%.4f", pbw[k]) : "-", r
+            }
+        }' "$1" "${2:-/dev/null}"
+}
+
+# latency MESH_CSV MPI_CSV: the 8-byte all-reduce time of both and the ratio
+latency() {
+    local m p
+    m=$(awk -F, 'NR > 1 && $1 == "allreduce" && $4 == 8 && $11 == 0 { print $7 }' "$1")
+    p=$(awk -F, 'NR > 1 && $1 == "allreduce" && $4 == 8 && $11 == 0 { print $7 }' \
+        "${2:-/dev/null}" 2>/dev/null)
+    if [ -n "$m" ] && [ -n "$p" ]; then
+        awk -v m="$m" -v p="$p" 'BEGIN {
+            fmt = "  8-byte allreduce latency: mesh %.2f us, MPI %.2f us, mesh/MPI %.2f\n"
+            printf fmt, m, p, (p > 0 ? m / p : 0) }'
+    else
+        echo "  8-byte allreduce latency: mesh ${m:-?} us, MPI ${p:-?} us"
+    fi
+}
+
+peers() { grep '^#   rank' "$1" | sed 's/^#/ /'; }
+
+echo "mesh vs MPI, 2 ranks; sizes $minb..$maxb x$factor, $iters iterations (warm-up $warmup)"
+echo "results and logs: $out"
+
+# ---------------------------------------------------------------- (a) one node
+echo
+echo "== (a) one node: mesh (shared memory) vs MPI (its default shared-memory btl)"
+run mesh-1node "$MESHRUN" -n 2 "$MESHBENCH" "${common[@]}" --csv "$out/mesh-1node.csv"
+run mesh-1node-lat "$MESHRUN" -n 2 "$MESHBENCH" "${lat[@]}" --csv "$out/mesh-1node-lat.csv"
+if [ $have_mpi = 1 ]; then
+    run mpi-1node mpirun "${mpirun_flags[@]}" "$MPIBENCH" "${common[@]}" --csv "$out/mpi-1node.csv"
+    run mpi-1node-lat mpirun "${mpirun_flags[@]}" "$MPIBENCH" "${lat[@]}" \
+        --csv "$out/mpi-1node-lat.csv"
+fi
+[ -f "$out/mesh-1node.log" ] && peers "$out/mesh-1node.log"
+if [ -f "$out/mesh-1node.csv" ]; then
+    table "$out/mesh-1node.csv" "$([ -f "$out/mpi-1node.csv" ] && echo "$out/mpi-1node.csv")"
+    [ -f "$out/mesh-1node-lat.csv" ] &&
+        latency "$out/mesh-1node-lat.csv" "$([ -f "$out/mpi-1node-lat.csv" ] &&
+            echo "$out/mpi-1node-lat.csv")"
+fi
+
+# ---------------------------------------------------------------- (b) two nodes
+echo
+if [ $root = 1 ]; then
+    echo "== (b) two simulated nodes: mesh between 2 network namespaces (veth + bridge) vs MPI"
+else
+    echo "== (b) two simulated nodes: mesh between 2 node labels on loopback (not root: no"
+    echo "   namespaces) vs MPI"
+fi
+echo "   MPI runs with --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo: TCP over"
+echo "   the loopback device, as it cannot be started inside the namespaces without ssh"
+run mesh-2node "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${common[@]}" --csv "$out/mesh-2node.csv"
+run mesh-2node-lat "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${lat[@]}" \
+    --csv "$out/mesh-2node-lat.csv"
+if [ $have_mpi = 1 ]; then
+    tcp=(--mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo)
+    run mpi-2node mpirun "${mpirun_flags[@]}" "${tcp[@]}" "$MPIBENCH" "${common[@]}" \
+        --csv "$out/mpi-2node.csv"
+    run mpi-2node-lat mpirun "${mpirun_flags[@]}" "${tcp[@]}" "$MPIBENCH" "${lat[@]}" \
+        --csv "$out/mpi-2node-lat.csv"
+fi
+[ -f "$out/mesh-2node.log" ] && peers "$out/mesh-2node.log"
+if [ -f "$out/mesh-2node.csv" ]; then
+    table "$out/mesh-2node.csv" "$([ -f "$out/mpi-2node.csv" ] && echo "$out/mpi-2node.csv")"
+    [ -f "$out/mesh-2node-lat.csv" ] &&
+        latency "$out/mesh-2node-lat.csv" "$([ -f "$out/mpi-2node-lat.csv" ] &&
+            echo "$out/mpi-2node-lat.csv")"
+fi
+
+# ---------------------------------------------------------------- the machine's limits
+echo
+echo "== limits of this machine"
+run memcpy "$MESHBENCH" --memcpy -b 64k -e 64m -f 4 -n 10 -w 2 --csv "$out/memcpy.csv"
+if [ -f "$out/memcpy.csv" ]; then
+    awk -F, 'NR > 1 { if ($8 + 0 > best) { best = $8; at = $4 } }
+             END { printf "  memcpy, one process: %.2f GB/s at best (%d bytes)\n", best, at }' \
+        "$out/memcpy.csv"
+fi
+if [ $skip_iperf = 1 ]; then
+    echo "  iperf3: skipped (--skip-iperf)"
+elif [ $root = 0 ]; then
+    echo "  iperf3: skipped (needs root to create network namespaces)"
+elif ! command -v iperf3 >/dev/null; then
+    echo "  iperf3: skipped (not installed)"
+else
+    # two namespaces like meshrun's: rank 0 serves, rank 1 sends one stream for 3 s
+    "$MESHRUN" -n 2 --nodes 2 --netns on --timeout 30 sh -c '
+        port=${MESH_ADDR##*:}
+        if [ "$MESH_RANK" = 0 ]; then exec iperf3 -s -1 -p "$port" >/dev/null
+        else sleep 1; exec iperf3 -c "${MESH_ADDR%:*}" -p "$port" -P 1 -t 3 -f g; fi' \
+        >"$out/iperf3.log" 2>&1
+    gbit=$(awk '/receiver/ { for (i = 1; i <= NF; i++) if ($i == "Gbits/sec") print $(i - 1) }' \
+        "$out/iperf3.log" | tail -1)
+    if [ -n "$gbit" ]; then
+        awk -v g="$gbit" 'BEGIN { printf "  iperf3, one TCP stream between two namespaces: " \
+            "%.2f Gbit/s = %.2f GB/s\n", g, g / 8 }'
+    else
+        echo "  iperf3: no result; see $out/iperf3.log"
+        status=1
+    fi
+fi
+exit $status

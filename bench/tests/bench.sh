@@ -1,0 +1,49 @@
+#!/bin/sh
+# mesh-bench end to end: every op validated on 2 and 3 ranks (-c 1 makes a wrong element fail
+# the run), one rank without a launcher, two simulated nodes, the CSV file and -a.
+top_builddir=${top_builddir:-.}
+MESHRUN="$top_builddir/tools/meshrun"
+BENCH="$top_builddir/bench/mesh-bench"
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+export MESH_TIMEOUT=60
+fail=0
+check() {
+    if [ "$2" = "$3" ]; then echo "ok: $1"; else echo "FAIL: $1: expected [$2] got [$3]"; fail=1; fi
+}
+ops=allreduce,reduce,broadcast,reduce_scatter,allgather,alltoall,gather,scatter,sendrecv
+
+"$MESHRUN" -n 2 --timeout 120 "$BENCH" -o "$ops" -d fp32,int8,bf16,e5m2 -r sum,max \
+    -b 0 -e 64k -f 16 -n 2 -w 1 -c 1 >"$tmp/out2" 2>&1
+check "2 ranks, every op, validated" 0 $?
+check "2 ranks: no wrong element" 1 "$(grep -c '^# wrong elements: 0 OK' "$tmp/out2")"
+
+"$MESHRUN" -n 3 --timeout 120 "$BENCH" -o "$ops" -d fp32,uint64 -r prod,min -R 2 \
+    -b 8 -e 32k -f 64 -n 2 -w 1 -c 1 --csv "$tmp/out3.csv" >"$tmp/out3" 2>&1
+check "3 ranks, root 2, validated" 0 $?
+check "csv header" "op,nranks,nodes,bytes,dtype,algo,time_us,algbw_GBps,busbw_GBps,wrong,in_place,redop" \
+    "$(head -1 "$tmp/out3.csv")"
+check "csv rows: no wrong element, 3 ranks" 0 \
+    "$(awk -F, 'NR > 1 && ($10 != 0 || $2 != 3)' "$tmp/out3.csv" | wc -l | tr -d ' ')"
+
+"$BENCH" -o allreduce,allgather,sendrecv -b 8 -e 4k -f 8 -n 2 -w 1 >"$tmp/out1" 2>&1
+check "one rank without a launcher" 0 $?
+check "one rank reported" 1 "$(grep -c '^# mesh-bench: .* 1 rank on 1 node' "$tmp/out1")"
+
+"$MESHRUN" -n 4 --nodes 2 --timeout 120 "$BENCH" -o allreduce,alltoall -b 8 -e 16k -f 32 -n 2 \
+    -w 1 >"$tmp/out4" 2>&1
+check "two simulated nodes" 0 $?
+check "two nodes reported" 1 "$(grep -c '^# mesh-bench: .* 4 ranks on 2 nodes' "$tmp/out4")"
+check "ranks of node 1 reach node 0 over tcp" 1 \
+    "$(grep -c '^#   rank  2: node 1, .* 0:tcp' "$tmp/out4")"
+
+"$MESHRUN" -n 2 "$BENCH" -o allreduce -a ring -b 1k -e 1k -n 2 -w 0 --csv "$tmp/ring.csv" \
+    >"$tmp/outa" 2>&1
+check "forced algorithm" 0 $?
+check "forced algorithm reported" ring "$(awk -F, 'NR == 2 { print $6 }' "$tmp/ring.csv")"
+
+"$BENCH" -o nonsense >/dev/null 2>&1
+check "bad op is a usage error" 2 $?
+
+[ $fail = 0 ] || { echo "--- 2 ranks"; cat "$tmp/out2"; echo "--- 3 ranks"; cat "$tmp/out3"; }
+exit $fail

@@ -1,0 +1,169 @@
+/*
+ * The benchmark's validation, without any library: every collective is carried out here on
+ * n simulated ranks' buffers (filled by bench_fill, laid out by bench_layout), bench_check must
+ * then find nothing wrong, and must find exactly the one element corrupted afterwards. Inputs
+ * and every partial reduction, in both orders, must be exact in the type.
+ */
+#include "config.h"
+#include "bench/bench.h"
+#include "tests/harness/harness.h"
+
+#include <math.h>
+#include <string.h>
+
+#define MAXN 8
+#define MAXCOUNT 40
+
+static char sbufs[MAXN][MAXN * MAXCOUNT * 8 + 64], rbufs[MAXN][MAXN * MAXCOUNT * 8 + 64];
+static char input[MAXN][MAXN * MAXCOUNT * 8]; /* each rank's input, before anything ran */
+static bench_call_t calls[MAXN];
+
+static int representable(bench_dtype_t d, double v)
+{
+    unsigned char b[8];
+    bench_encode(d, v, b);
+    return bench_decode(d, b) == v;
+}
+
+static double fold(const bench_call_t *c, int n, size_t idx, int reverse)
+{
+    size_t dsize = bench_dtype_size(c->dtype);
+    double acc = 0;
+    for (int k = 0; k < n; k++) {
+        int q = reverse ? n - 1 - k : k;
+        double v = bench_decode(c->dtype, input[q] + idx * dsize);
+        CHECK_MSG(representable(c->dtype, v), "input %g of %s", v, bench_dtype_name(c->dtype));
+        if (k == 0) acc = v;
+        else if (c->redop == BENCH_PROD) acc *= v;
+        else if (c->redop == BENCH_MIN) acc = fmin(acc, v);
+        else if (c->redop == BENCH_MAX) acc = fmax(acc, v);
+        else acc += v;
+        CHECK_MSG(representable(c->dtype, acc), "partial %g of %s %s over %d ranks", acc,
+                  bench_redop_name(c->redop), bench_dtype_name(c->dtype), n);
+    }
+    return c->redop == BENCH_AVG ? acc / n : acc;
+}
+
+/* The reduced element idx, stored into out. */
+static void reduced(const bench_call_t *c, int n, size_t idx, void *out)
+{
+    double fwd = fold(c, n, idx, 0), bwd = fold(c, n, idx, 1);
+    CHECK(fwd == bwd);
+    bench_encode(c->dtype, fwd, out);
+}
+
+static void run_collective(bench_op_t op, int n, size_t cnt, size_t dsize)
+{
+    size_t blk = cnt * dsize;
+    for (int r = 0; r < n; r++) {
+        bench_call_t *c = &calls[r];
+        char *out = c->rbuf;
+        switch (op) {
+        case BENCH_ALLREDUCE:
+        case BENCH_REDUCE:
+            if (op == BENCH_REDUCE && r != c->root) break;
+            for (size_t j = 0; j < cnt; j++)
+                reduced(c, n, j, out + j * dsize);
+            break;
+        case BENCH_REDUCE_SCATTER:
+            for (size_t j = 0; j < cnt; j++)
+                reduced(c, n, (size_t)r * cnt + j, out + j * dsize);
+            break;
+        case BENCH_BROADCAST:
+            memcpy(out, input[c->root], blk);
+            break;
+        case BENCH_ALLGATHER:
+        case BENCH_GATHER:
+            if (op == BENCH_GATHER && r != c->root) break;
+            for (int q = 0; q < n; q++)
+                memcpy(out + (size_t)q * blk, input[q], blk);
+            break;
+        case BENCH_ALLTOALL:
+            for (int q = 0; q < n; q++)
+                memcpy(out + (size_t)q * blk, input[q] + (size_t)r * blk, blk);
+            break;
+        case BENCH_SCATTER:
+            memcpy(out, input[c->root] + (size_t)r * blk, blk);
+            break;
+        case BENCH_SENDRECV:
+            memcpy(out, input[(r + n - 1) % n], blk);
+            break;
+        default:
+            CHECK(0);
+        }
+    }
+}
+
+/* The rank and element whose corruption bench_check must notice. */
+static void victim(bench_op_t op, int n, int root, size_t cnt, int *rank, size_t *elem)
+{
+    int rooted = op == BENCH_REDUCE || op == BENCH_GATHER;
+    *rank = rooted ? root : n - 1;
+    *elem = op == BENCH_ALLGATHER || op == BENCH_GATHER || op == BENCH_ALLTOALL ? n * cnt - 1
+                                                                                 : cnt - 1;
+}
+
+static void one(bench_op_t op, bench_dtype_t d, bench_redop_t redop, int n, size_t cnt, int ip)
+{
+    size_t dsize = bench_dtype_size(d);
+    bench_sizes_t sz;
+    int blocks = op == BENCH_REDUCE_SCATTER || op == BENCH_ALLGATHER || op == BENCH_ALLTOALL ||
+                 op == BENCH_GATHER || op == BENCH_SCATTER;
+    bench_sizes(op, d, cnt * dsize * (size_t)(blocks ? n : 1), n, &sz);
+    CHECK_MSG(sz.count == cnt, "%s count %zu, expected %zu", bench_op_name(op), sz.count, cnt);
+    for (int r = 0; r < n; r++) {
+        calls[r] = (bench_call_t){.op = op, .dtype = d, .redop = redop, .root = n - 1,
+                                  .in_place = ip, .count = cnt};
+        bench_layout(&calls[r], sbufs[r], rbufs[r], r);
+        bench_fill(&calls[r], &sz, r, n);
+        /* the input as the collective sees it */
+        const char *in = calls[r].sbuf;
+        size_t inbytes = op == BENCH_ALLGATHER || op == BENCH_GATHER ? cnt * dsize : sz.sbytes;
+        memcpy(input[r], in, inbytes);
+    }
+    run_collective(op, n, cnt, dsize);
+    for (int r = 0; r < n; r++)
+        CHECK_MSG(bench_check(&calls[r], &sz, r, n) == 0, "%s %s %s n=%d count=%zu in_place=%d "
+                  "rank %d", bench_op_name(op), bench_dtype_name(d), bench_redop_name(redop), n,
+                  cnt, ip, r);
+    if (cnt == 0) return;
+    int vr;
+    size_t ve;
+    victim(op, n, n - 1, cnt, &vr, &ve);
+    ((unsigned char *)calls[vr].rbuf)[ve * dsize] ^= 0xff;
+    CHECK_MSG(bench_check(&calls[vr], &sz, vr, n) == 1, "%s %s corruption on rank %d unnoticed",
+              bench_op_name(op), bench_dtype_name(d), vr);
+}
+
+int main(void)
+{
+    static const int ns[] = {1, 2, 3, 4, 5, 8};
+    static const size_t counts[] = {0, 1, 5, 17, MAXCOUNT};
+    bench_sizes_t sz;
+
+    /* nccl-tests sizes: the whole buffer for the block collectives */
+    bench_sizes(BENCH_ALLGATHER, BENCH_FP32, 1024, 4, &sz);
+    CHECK(sz.count == 64 && sz.bytes == 1024 && sz.sbytes == 256 && sz.rbytes == 1024);
+    bench_sizes(BENCH_REDUCE_SCATTER, BENCH_FP32, 1024, 3, &sz);
+    CHECK(sz.count == 85 && sz.bytes == 1020 && sz.sbytes == 1020 && sz.rbytes == 340);
+    bench_sizes(BENCH_ALLREDUCE, BENCH_FP64, 1000, 3, &sz);
+    CHECK(sz.count == 125 && sz.bytes == 1000);
+    CHECK(bench_busbw_factor(BENCH_ALLREDUCE, 4) == 1.5);
+    CHECK(bench_busbw_factor(BENCH_ALLTOALL, 4) == 0.75);
+    CHECK(bench_busbw_factor(BENCH_BROADCAST, 4) == 1.0);
+
+    for (int op = 0; op < BENCH_OP_COUNT; op++)
+        for (int d = 0; d < BENCH_DTYPE_COUNT; d++)
+            for (int r = 0; r < BENCH_REDOP_COUNT; r++) {
+                for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++)
+                    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+                        for (int ip = 0; ip < 2; ip++) {
+                            if (ip && op == BENCH_SENDRECV) continue;
+                            one((bench_op_t)op, (bench_dtype_t)d, (bench_redop_t)r, ns[ni],
+                                counts[ci], ip);
+                        }
+                if (!bench_op_is_reduction((bench_op_t)op)) break;
+            }
+    printf("bench data: every op, dtype and redop validated on 1..8 simulated ranks\n");
+    return 0;
+}

@@ -1,0 +1,11 @@
+/* The ops tables the registry lists; each transport defines its own. */
+#ifndef MESH_TL_REGISTRY_H
+#define MESH_TL_REGISTRY_H
+
+#include "transports/tl.h"
+
+extern const mesh_tl_ops_t mesh_tl_self_ops;
+extern const mesh_tl_ops_t mesh_tl_shm_ops;
+extern const mesh_tl_ops_t mesh_tl_tcp_ops;
+
+#endif
