@@ -33,7 +33,8 @@ typedef struct {
     struct {
         char name[MESH_TL_NAME_MAX];
         uint32_t len;
-        uint8_t addr[MESH_TL_ADDR_MAX];
+        /* transports read their address blob as a struct: keep it aligned */
+        _Alignas(16) uint8_t addr[MESH_TL_ADDR_MAX];
     } tl[MESH_COMM_MAX_TLS];
 } mesh_comm_rec_addr_t;
 

@@ -10,6 +10,7 @@
 #include "libmesh/dtype.h"
 
 #include <stdint.h>
+#include <string.h>
 
 /* Integer min/max, and float min/max that return NaN when either input is NaN. */
 #define MESH_R_SUM(x, y)  ((x) + (y))
@@ -217,11 +218,39 @@ static int mesh_reduce_overlap(const void *p, const void *q, size_t bytes)
     return a < b + bytes && b < a + bytes;
 }
 
+/* Element loops use typed pointers, so buffers not aligned to their element size (legal for
+ * users: any byte address works) go through aligned bounce buffers, a chunk at a time. */
+#define MESH_REDUCE_BOUNCE_BYTES 16384
+
+static int mesh_reduce_misaligned(size_t ds, const void *a, const void *b, const void *c)
+{
+    uintptr_t m = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
+    return ds > 1 && (m & (ds - 1)) != 0;
+}
+
+static void mesh_reduce_bounced(void *dst, const void *a, const void *b, size_t count,
+                                mesh_dtype_t dtype, mesh_op_t op)
+{
+    _Alignas(64) unsigned char ta[MESH_REDUCE_BOUNCE_BYTES], tb[MESH_REDUCE_BOUNCE_BYTES];
+    size_t ds = mesh_dtype_size(dtype), chunk = MESH_REDUCE_BOUNCE_BYTES / ds;
+    for (size_t i = 0; i < count; i += chunk) {
+        size_t n = count - i < chunk ? count - i : chunk;
+        memcpy(ta, (const char *)a + i * ds, n * ds);
+        memcpy(tb, (const char *)b + i * ds, n * ds);
+        mesh_reduce_local(ta, tb, n, dtype, op);
+        memcpy((char *)dst + i * ds, ta, n * ds);
+    }
+}
+
 void mesh_reduce_local(void *dst, const void *src, size_t count, mesh_dtype_t dtype, mesh_op_t op)
 {
     const mesh_reduce_fns_t *f = mesh_reduce_fns(dtype, op);
     if (f == NULL || count == 0)
         return;
+    if (mesh_reduce_misaligned(mesh_dtype_size(dtype), dst, src, dst)) {
+        mesh_reduce_bounced(dst, dst, src, count, dtype, op);
+        return;
+    }
     if (mesh_reduce_overlap(dst, src, count * mesh_dtype_size(dtype)))
         f->overlap(dst, dst, src, count);
 #if MESH_REDUCE_HAVE_AVX2
@@ -238,6 +267,10 @@ void mesh_reduce_local3(void *dst, const void *a, const void *b, size_t count, m
     const mesh_reduce_fns_t *f = mesh_reduce_fns(dtype, op);
     if (f == NULL || count == 0)
         return;
+    if (mesh_reduce_misaligned(mesh_dtype_size(dtype), dst, a, b)) {
+        mesh_reduce_bounced(dst, a, b, count, dtype, op);
+        return;
+    }
     size_t bytes = count * mesh_dtype_size(dtype);
     int oa = mesh_reduce_overlap(dst, a, bytes), ob = mesh_reduce_overlap(dst, b, bytes);
     /* Every op is commutative, so dst aliasing either input is a two-operand reduction. */
@@ -291,6 +324,18 @@ void mesh_reduce_scale(void *dst, const void *src, size_t count, mesh_dtype_t dt
 {
     if (count == 0)
         return;
+    size_t ds = mesh_dtype_size(dtype);
+    if (mesh_reduce_misaligned(ds, dst, src, scalar)) {
+        _Alignas(64) unsigned char t[MESH_REDUCE_BOUNCE_BYTES], sc[16];
+        memcpy(sc, scalar, ds);
+        for (size_t i = 0, chunk = sizeof(t) / ds; i < count; i += chunk) {
+            size_t n = count - i < chunk ? count - i : chunk;
+            memcpy(t, (const char *)src + i * ds, n * ds);
+            mesh_reduce_scale(t, t, n, dtype, sc);
+            memcpy((char *)dst + i * ds, t, n * ds);
+        }
+        return;
+    }
     switch (dtype) {
     /* Signed products wrap: they run on the unsigned type of the same width. */
     case MESH_INT8:
@@ -321,6 +366,17 @@ void mesh_reduce_divide(void *buf, size_t count, mesh_dtype_t dtype, int n)
 {
     if (count == 0 || n == 0)
         return;
+    size_t ds = mesh_dtype_size(dtype);
+    if (mesh_reduce_misaligned(ds, buf, buf, buf)) {
+        _Alignas(64) unsigned char t[MESH_REDUCE_BOUNCE_BYTES];
+        for (size_t i = 0, chunk = sizeof(t) / ds; i < count; i += chunk) {
+            size_t k = count - i < chunk ? count - i : chunk;
+            memcpy(t, (char *)buf + i * ds, k * ds);
+            mesh_reduce_divide(t, k, dtype, n);
+            memcpy((char *)buf + i * ds, t, k * ds);
+        }
+        return;
+    }
     switch (dtype) {
     case MESH_INT8: mesh_divide_i8(buf, count, n); break;
     case MESH_UINT8: mesh_divide_u8(buf, count, (uint32_t)n); break;

@@ -111,12 +111,15 @@ struct mesh_tl_ops {
                            mesh_tl_op_t *op);
     mesh_status_t (*irecv)(mesh_tl_ep_t *ep, uint64_t tag, void *buf, size_t len,
                            mesh_tl_op_t *op);
-    /* Makes progress on every endpoint; returns the number of completions (0: nothing). */
+    /* Makes progress on every endpoint; returns the number of completions, plus one when bytes
+     * moved without completing anything (0: nothing happened, so a waiter may back off). */
     int (*progress)(mesh_tl_iface_t *iface);
     /* MESH_OK while the peer is alive; MESH_ERR_PEER_FAILED once it is known dead. */
     mesh_status_t (*ep_check)(mesh_tl_ep_t *ep);
     /* Never blocks; callable from another thread: makes peers notice (closes connections,
-     * flags shared segments) and completes pending operations with MESH_ERR_ABORTED. */
+     * flags shared segments) and completes pending operations with MESH_ERR_ABORTED. Only
+     * flags are touched from the calling thread; the completions happen in the owner's next
+     * progress(), and isend/irecv fail with MESH_ERR_ABORTED from then on. */
     void (*abort)(mesh_tl_iface_t *iface);
 
     mesh_status_t (*mem_reg)(mesh_tl_iface_t *iface, void *addr, size_t len, mesh_tl_mem_t *mem);

@@ -24,8 +24,14 @@ static inline uint64_t mesh_tl_op_tag(const mesh_tl_op_t *op)
 {
     return (uint64_t)(uintptr_t)op->tl_priv[0];
 }
-static inline void *mesh_tl_op_buf(const mesh_tl_op_t *op) { return op->tl_priv[1]; }
-static inline size_t mesh_tl_op_len(const mesh_tl_op_t *op) { return (size_t)op->tl_priv[2]; }
+static inline void *mesh_tl_op_buf(const mesh_tl_op_t *op)
+{
+    return op->tl_priv[1];
+}
+static inline size_t mesh_tl_op_len(const mesh_tl_op_t *op)
+{
+    return (size_t)op->tl_priv[2];
+}
 
 static inline void mesh_tl_op_complete(mesh_tl_op_t *op, size_t length, mesh_status_t status)
 {
@@ -38,7 +44,10 @@ typedef struct {
     mesh_tl_op_t *tail;
 } mesh_tl_opq_t;
 
-static inline int mesh_tl_opq_empty(const mesh_tl_opq_t *q) { return q->head == NULL; }
+static inline int mesh_tl_opq_empty(const mesh_tl_opq_t *q)
+{
+    return q->head == NULL;
+}
 
 static inline void mesh_tl_opq_push(mesh_tl_opq_t *q, mesh_tl_op_t *op)
 {
@@ -55,7 +64,8 @@ static inline mesh_tl_op_t *mesh_tl_opq_pop(mesh_tl_opq_t *q)
     mesh_tl_op_t *op = q->head;
     if (op) {
         q->head = op->tl_next;
-        if (!q->head) q->tail = NULL;
+        if (!q->head)
+            q->tail = NULL;
         op->tl_next = NULL;
     }
     return op;
@@ -66,12 +76,14 @@ static inline mesh_tl_op_t *mesh_tl_opq_take_tag(mesh_tl_opq_t *q, uint64_t tag)
 {
     mesh_tl_op_t *prev = NULL;
     for (mesh_tl_op_t *op = q->head; op; prev = op, op = op->tl_next) {
-        if (mesh_tl_op_tag(op) != tag) continue;
+        if (mesh_tl_op_tag(op) != tag)
+            continue;
         if (prev)
             prev->tl_next = op->tl_next;
         else
             q->head = op->tl_next;
-        if (q->tail == op) q->tail = prev;
+        if (q->tail == op)
+            q->tail = prev;
         op->tl_next = NULL;
         return op;
     }

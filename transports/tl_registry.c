@@ -15,26 +15,33 @@ static const mesh_tl_ops_t *const mesh_tl_table[] = {
 
 #define MESH_TL_TABLE_SIZE ((int)(sizeof(mesh_tl_table) / sizeof(mesh_tl_table[0])))
 
-int mesh_tl_count(void) { return MESH_TL_TABLE_SIZE; }
+int mesh_tl_count(void)
+{
+    return MESH_TL_TABLE_SIZE;
+}
 
 const mesh_tl_ops_t *mesh_tl_get(int index)
 {
-    if (index < 0 || index >= MESH_TL_TABLE_SIZE) return NULL;
+    if (index < 0 || index >= MESH_TL_TABLE_SIZE)
+        return NULL;
     return mesh_tl_table[index];
 }
 
 const mesh_tl_ops_t *mesh_tl_find(const char *name)
 {
-    if (name == NULL) return NULL;
+    if (name == NULL)
+        return NULL;
     for (int i = 0; i < MESH_TL_TABLE_SIZE; i++)
-        if (strcmp(mesh_tl_table[i]->name, name) == 0) return mesh_tl_table[i];
+        if (strcmp(mesh_tl_table[i]->name, name) == 0)
+            return mesh_tl_table[i];
     return NULL;
 }
 
 mesh_status_t mesh_tl_global_init(void)
 {
     for (int i = 0; i < MESH_TL_TABLE_SIZE; i++) {
-        if (mesh_tl_table[i]->config == NULL) continue;
+        if (mesh_tl_table[i]->config == NULL)
+            continue;
         MESH_CHECK(mesh_config_register(mesh_tl_table[i]->config));
     }
     return MESH_OK;

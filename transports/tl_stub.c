@@ -34,6 +34,12 @@ mesh_status_t mesh_tl_stub_flush(mesh_tl_ep_t *ep, mesh_tl_op_t *op)
 }
 
 /* For transports whose endpoints are usable as soon as they are created. */
-mesh_status_t mesh_tl_stub_wireup(mesh_tl_iface_t *iface, double deadline) { return MESH_OK; }
+mesh_status_t mesh_tl_stub_wireup(mesh_tl_iface_t *iface, double deadline)
+{
+    return MESH_OK;
+}
 
-int mesh_tl_stub_usable(void) { return 1; }
+int mesh_tl_stub_usable(void)
+{
+    return 1;
+}

@@ -18,11 +18,15 @@
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    if (comm->nnodes <= 1 || !comm->node_size) return -1;
+    if (comm->nnodes <= 1 || !comm->node_size)
+        return -1;
     for (int k = 1; k < comm->nnodes; k++)
-        if (comm->node_size[k] != comm->node_size[0]) return -1;
-    if (args->bytes > 1024 * 1024) return 120;
-    if (args->bytes > 64 * 1024) return 95;
+        if (comm->node_size[k] != comm->node_size[0])
+            return -1;
+    if (args->bytes > 1024 * 1024)
+        return 120;
+    if (args->bytes > 64 * 1024)
+        return 95;
     return 15;
 }
 
@@ -33,31 +37,36 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     size_t ds = args->dsize, count = args->count;
     char *rbuf = args->rbuf;
 
-    if (count == 0) return mesh_sched_status(s);
+    if (count == 0)
+        return mesh_sched_status(s);
     for (int k = 0; k < nn; k++)
         if (comm->node_size[k] != L)
-            return mesh_error(MESH_ERR_UNSUPPORTED, "hierarchical all-reduce: node %d has %d "
-                              "ranks, node %d has %d", k, comm->node_size[k], node, L);
+            return mesh_error(MESH_ERR_UNSUPPORTED,
+                              "hierarchical all-reduce: node %d has %d "
+                              "ranks, node %d has %d",
+                              k, comm->node_size[k], node, L);
     size_t *off = mesh_sched_scratch(s, 2 * (size_t)L * sizeof(size_t) + (size_t)nn * sizeof(int));
-    if (!off) return mesh_error(MESH_ERR_NO_MEMORY, "hierarchical all-reduce: no memory");
+    if (!off)
+        return mesh_error(MESH_ERR_NO_MEMORY, "hierarchical all-reduce: no memory");
     size_t *len = off + L;
     int *rail = (int *)(len + L);
     for (int i = 0; i < L; i++) {
         off[i] = mesh_block_offset(count, L, i);
         len[i] = mesh_block_count(count, L, i);
     }
-    for (int k = 0; k < nn; k++) rail[k] = comm->node_ranks[comm->node_first[k] + lr];
+    for (int k = 0; k < nn; k++)
+        rail[k] = comm->node_ranks[comm->node_first[k] + lr];
 
     /* 1. within the node: this rank ends with block lr reduced over the node */
-    mesh_coll_ring_phase_t p = {.g = {.me = lr, .n = L, .ranks = comm->node_ranks +
-                                                                 comm->node_first[node]},
-                                .dsize = ds,
-                                .src = args->sbuf,
-                                .src_off = off,
-                                .acc = rbuf,
-                                .acc_off = off,
-                                .own = rbuf + off[lr] * ds,
-                                .len = len};
+    mesh_coll_ring_phase_t p = {
+        .g = {.me = lr, .n = L, .ranks = comm->node_ranks + comm->node_first[node]},
+        .dsize = ds,
+        .src = args->sbuf,
+        .src_off = off,
+        .acc = rbuf,
+        .acc_off = off,
+        .own = rbuf + off[lr] * ds,
+        .len = len};
     int rs, ar, ag;
     MESH_CHECK(mesh_coll_ring_reduce_scatter_phase(s, &p, &rs));
     /* 2. across nodes, in place on that block */

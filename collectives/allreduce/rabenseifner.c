@@ -23,7 +23,8 @@ mesh_status_t mesh_coll_rh_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll
     size_t ds = dsize;
     mesh_coll_ids_t ids = {0};
 
-    for (int i = 0; i < 32; i++) res->sent[i] = -1;
+    for (int i = 0; i < 32; i++)
+        res->sent[i] = -1;
     res->core = -1;
     res->last = -1;
     int start = ndeps ? mesh_sched_nop(s, deps, ndeps) : -1;
@@ -54,7 +55,8 @@ mesh_status_t mesh_coll_rh_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll
         int nb = mesh_rh_window_blocks(p, lv + 1);
         size_t kn = bnd[kf + nb] - bnd[kf], qn = bnd[qf + nb] - bnd[qf];
         /* the partner's half leaves; ours is reduced with what the partner sends of it */
-        if (qn) res->sent[lv] = mesh_sched_send(s, peer, have + bnd[qf] * ds, qn * ds, &last, 1);
+        if (qn)
+            res->sent[lv] = mesh_sched_send(s, peer, have + bnd[qf] * ds, qn * ds, &last, 1);
         mesh_coll_ids_add(&ids, res->sent[lv]);
         if (kn) {
             int rv = mesh_sched_recv(s, peer, tmp, kn * ds, &last, 1);
@@ -73,7 +75,8 @@ mesh_status_t mesh_coll_rh_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
     int pof2 = (comm->size & (comm->size - 1)) == 0;
-    if (args->bytes > 16 * 1024 && args->bytes <= 1024 * 1024) return pof2 ? 90 : 70;
+    if (args->bytes > 16 * 1024 && args->bytes <= 1024 * 1024)
+        return pof2 ? 90 : 70;
     return 20;
 }
 
@@ -83,19 +86,23 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     size_t ds = args->dsize, count = args->count;
     char *rbuf = args->rbuf;
 
-    if (count == 0) return mesh_sched_status(s);
+    if (count == 0)
+        return mesh_sched_status(s);
     if (n == 1) {
-        if (!args->in_place) mesh_sched_copy(s, rbuf, args->sbuf, count * ds, NULL, 0);
+        if (!args->in_place)
+            mesh_sched_copy(s, rbuf, args->sbuf, count * ds, NULL, 0);
         return mesh_sched_status(s);
     }
     size_t *bnd = mesh_sched_scratch(s, (size_t)(p + 1) * sizeof(size_t));
-    if (!bnd) return mesh_error(MESH_ERR_NO_MEMORY, "rabenseifner: no memory for offsets");
-    for (int i = 0; i <= p; i++) bnd[i] = mesh_block_offset(count, p, i);
+    if (!bnd)
+        return mesh_error(MESH_ERR_NO_MEMORY, "rabenseifner: no memory for offsets");
+    for (int i = 0; i <= p; i++)
+        bnd[i] = mesh_block_offset(count, p, i);
 
     mesh_coll_group_t g = {.me = me, .n = n, .ranks = NULL};
     mesh_coll_rh_result_t rh;
-    MESH_CHECK(mesh_coll_rh_reduce_scatter_phase(s, &g, 0, args->sbuf, rbuf, bnd, count, ds, NULL, 0,
-                                                 &rh));
+    MESH_CHECK(mesh_coll_rh_reduce_scatter_phase(s, &g, 0, args->sbuf, rbuf, bnd, count, ds, NULL,
+                                                 0, &rh));
     int fold = mesh_rd_fold_partner(me, n);
     if (rh.core < 0) {
         /* extra rank: the result comes back from the partner, after our input left */
@@ -116,7 +123,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
                     : -1;
         ready = mesh_sched_nop(s, (int[]){ready, sd, rv}, 3);
     }
-    if (fold >= 0) mesh_sched_send(s, fold, rbuf, count * ds, &ready, 1);
+    if (fold >= 0)
+        mesh_sched_send(s, fold, rbuf, count * ds, &ready, 1);
     return mesh_sched_status(s);
 }
 

@@ -18,9 +18,11 @@ mesh_status_t mesh_coll_rd_allreduce_phase(mesh_sched_t *s, const mesh_coll_grou
     size_t bytes = count * dsize;
     mesh_coll_ids_t ids = {0};
 
-    if (bytes == 0) return mesh_coll_ids_join(s, &ids, deps, ndeps, done);
+    if (bytes == 0)
+        return mesh_coll_ids_join(s, &ids, deps, ndeps, done);
     if (n == 1) {
-        if (src != dst) mesh_coll_ids_add(&ids, mesh_sched_copy(s, dst, src, bytes, deps, ndeps));
+        if (src != dst)
+            mesh_coll_ids_add(&ids, mesh_sched_copy(s, dst, src, bytes, deps, ndeps));
         return mesh_coll_ids_join(s, &ids, deps, ndeps, done);
     }
     int start = ndeps ? mesh_sched_nop(s, deps, ndeps) : -1;
@@ -37,7 +39,8 @@ mesh_status_t mesh_coll_rd_allreduce_phase(mesh_sched_t *s, const mesh_coll_grou
     }
 
     char *tmp = mesh_sched_scratch(s, bytes);
-    if (!tmp) return mesh_error(MESH_ERR_NO_MEMORY, "rd all-reduce: no memory for %zu bytes", bytes);
+    if (!tmp)
+        return mesh_error(MESH_ERR_NO_MEMORY, "rd all-reduce: no memory for %zu bytes", bytes);
     const void *have = src; /* where this rank's current partial result is */
     int last = start;
     if (fold >= 0) {
@@ -63,14 +66,17 @@ mesh_status_t mesh_coll_rd_allreduce_phase(mesh_sched_t *s, const mesh_coll_grou
         mesh_coll_ids_add(&ids, rv);
     }
     mesh_coll_ids_add(&ids, last);
-    if (fold >= 0) mesh_coll_ids_add(&ids, mesh_sched_send(s, fold_rank, dst, bytes, &last, 1));
+    if (fold >= 0)
+        mesh_coll_ids_add(&ids, mesh_sched_send(s, fold_rank, dst, bytes, &last, 1));
     return mesh_coll_ids_join(s, &ids, &start, 1, done);
 }
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    if (args->bytes <= 16 * 1024) return 100;
-    if (args->bytes <= 64 * 1024) return 50;
+    if (args->bytes <= 16 * 1024)
+        return 100;
+    if (args->bytes <= 64 * 1024)
+        return 50;
     return 5;
 }
 
@@ -78,8 +84,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
 {
     mesh_coll_group_t g = {.me = comm->rank, .n = comm->size, .ranks = NULL};
     int done;
-    MESH_CHECK(mesh_coll_rd_allreduce_phase(s, &g, args->sbuf, args->rbuf, args->count,
-                                            args->dsize, NULL, 0, &done));
+    MESH_CHECK(mesh_coll_rd_allreduce_phase(s, &g, args->sbuf, args->rbuf, args->count, args->dsize,
+                                            NULL, 0, &done));
     return mesh_sched_status(s);
 }
 

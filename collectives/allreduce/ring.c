@@ -20,12 +20,15 @@ mesh_status_t mesh_coll_ring_allgather_phase(mesh_sched_t *s, const mesh_coll_ri
     size_t maxlen = 0;
     mesh_coll_ids_t ids = {0};
 
-    for (int i = 0; i < n; i++) maxlen = p->len[i] > maxlen ? p->len[i] : maxlen;
-    if (n == 1 || maxlen == 0) return mesh_coll_ids_join(s, &ids, p->deps, p->ndeps, done);
+    for (int i = 0; i < n; i++)
+        maxlen = p->len[i] > maxlen ? p->len[i] : maxlen;
+    if (n == 1 || maxlen == 0)
+        return mesh_coll_ids_join(s, &ids, p->deps, p->ndeps, done);
 
     size_t maxseg = (maxlen + segel - 1) / segel;
     int *rcv = malloc(maxseg * sizeof(int));
-    if (!rcv) return mesh_error(MESH_ERR_NO_MEMORY, "ring all-gather: no memory for task ids");
+    if (!rcv)
+        return mesh_error(MESH_ERR_NO_MEMORY, "ring all-gather: no memory for task ids");
     int start = p->ndeps ? mesh_sched_nop(s, p->deps, p->ndeps) : -1;
 
     for (int step = 0; step < n - 1; step++) {
@@ -51,12 +54,13 @@ mesh_status_t mesh_coll_ring_allgather_phase(mesh_sched_t *s, const mesh_coll_ri
 }
 
 mesh_status_t mesh_coll_ring_allreduce_phase(mesh_sched_t *s, const mesh_coll_group_t *g,
-                                             const void *src, void *dst, size_t count,
-                                             size_t dsize, const int *deps, int ndeps, int *done)
+                                             const void *src, void *dst, size_t count, size_t dsize,
+                                             const int *deps, int ndeps, int *done)
 {
     int n = g->n;
     size_t *off = mesh_sched_scratch(s, 2 * (size_t)n * sizeof(size_t));
-    if (!off) return mesh_error(MESH_ERR_NO_MEMORY, "ring all-reduce: no memory for offsets");
+    if (!off)
+        return mesh_error(MESH_ERR_NO_MEMORY, "ring all-reduce: no memory for offsets");
     size_t *len = off + n;
     for (int i = 0; i < n; i++) {
         off[i] = mesh_block_offset(count, n, i);
@@ -82,8 +86,10 @@ mesh_status_t mesh_coll_ring_allreduce_phase(mesh_sched_t *s, const mesh_coll_gr
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    if (args->bytes > 1024 * 1024) return 80;
-    if (args->bytes > 16 * 1024) return 40;
+    if (args->bytes > 1024 * 1024)
+        return 80;
+    if (args->bytes > 16 * 1024)
+        return 40;
     return 10;
 }
 
@@ -91,7 +97,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
 {
     mesh_coll_group_t g = {.me = comm->rank, .n = comm->size, .ranks = NULL};
     int done;
-    if (args->count == 0) return mesh_sched_status(s);
+    if (args->count == 0)
+        return mesh_sched_status(s);
     MESH_CHECK(mesh_coll_ring_allreduce_phase(s, &g, args->sbuf, args->rbuf, args->count,
                                               args->dsize, NULL, 0, &done));
     return mesh_sched_status(s);

@@ -10,7 +10,8 @@
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    if (args->bytes <= 64 * 1024 || comm->size <= 2) return 100;
+    if (args->bytes <= 64 * 1024 || comm->size <= 2)
+        return 100;
     return 30;
 }
 
@@ -19,13 +20,15 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     int n = comm->size, me = comm->rank, root = args->root;
     size_t bytes = args->count * args->dsize;
 
-    if (bytes == 0) return mesh_sched_status(s);
+    if (bytes == 0)
+        return mesh_sched_status(s);
     const void *src = args->rbuf;
     int got = -1;
     if (me == root) {
         /* the root sends straight from its input and copies it aside in parallel */
         src = args->sbuf;
-        if (!args->in_place) mesh_sched_copy(s, args->rbuf, args->sbuf, bytes, NULL, 0);
+        if (!args->in_place)
+            mesh_sched_copy(s, args->rbuf, args->sbuf, bytes, NULL, 0);
     } else {
         got = mesh_sched_recv(s, mesh_binomial_parent(me, root, n), args->rbuf, bytes, NULL, 0);
     }

@@ -13,7 +13,8 @@
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    if (args->bytes > 64 * 1024 && comm->size > 2) return 90;
+    if (args->bytes > 64 * 1024 && comm->size > 2)
+        return 90;
     return 20;
 }
 
@@ -24,7 +25,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     char *rbuf = args->rbuf;
     mesh_coll_ids_t ids = {0};
 
-    if (count == 0) return mesh_sched_status(s);
+    if (count == 0)
+        return mesh_sched_status(s);
     if (me == root && !args->in_place)
         mesh_coll_ids_add(&ids, mesh_sched_copy(s, rbuf, args->sbuf, count * ds, NULL, 0));
     if (n == 1) {

@@ -21,7 +21,8 @@ static inline int mesh_binomial_span_(int vr, int size)
 {
     if (vr == 0) {
         int m = 1;
-        while (m < size) m *= 2;
+        while (m < size)
+            m *= 2;
         return m;
     }
     return vr & -vr;
@@ -30,13 +31,15 @@ static inline int mesh_binomial_span_(int vr, int size)
 static inline int mesh_binomial_parent(int rank, int root, int size)
 {
     int vr = mesh_binomial_vrank(rank, root, size);
-    if (vr == 0) return -1;
+    if (vr == 0)
+        return -1;
     return mesh_binomial_rank(vr & (vr - 1), root, size);
 }
 static inline int mesh_binomial_nchildren(int rank, int root, int size)
 {
     int vr = mesh_binomial_vrank(rank, root, size), span = mesh_binomial_span_(vr, size), n = 0;
-    for (int m = 1; m < span && vr + m < size; m *= 2) n++;
+    for (int m = 1; m < span && vr + m < size; m *= 2)
+        n++;
     return n;
 }
 /* Child i (0 = nearest), as a rank. */

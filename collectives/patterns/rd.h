@@ -16,16 +16,21 @@
 static inline int mesh_rd_pof2(int size)
 {
     int p = 1;
-    while (p * 2 <= size) p *= 2;
+    while (p * 2 <= size)
+        p *= 2;
     return p;
 }
 static inline int mesh_rd_log2(int pof2)
 {
     int l = 0;
-    while ((1 << l) < pof2) l++;
+    while ((1 << l) < pof2)
+        l++;
     return l;
 }
-static inline int mesh_rd_nextra(int size) { return size - mesh_rd_pof2(size); }
+static inline int mesh_rd_nextra(int size)
+{
+    return size - mesh_rd_pof2(size);
+}
 
 /* An extra rank only sends its input to its partner and receives the result back. */
 static inline int mesh_rd_is_extra(int rank, int size)
@@ -35,14 +40,16 @@ static inline int mesh_rd_is_extra(int rank, int size)
 /* The other rank of a folded pair, or -1 for a rank outside the first 2 * nextra. */
 static inline int mesh_rd_fold_partner(int rank, int size)
 {
-    if (rank >= 2 * mesh_rd_nextra(size)) return -1;
+    if (rank >= 2 * mesh_rd_nextra(size))
+        return -1;
     return rank % 2 == 0 ? rank + 1 : rank - 1;
 }
 /* Core rank of rank, or -1 for an extra rank. */
 static inline int mesh_rd_core_rank(int rank, int size)
 {
     int extra = mesh_rd_nextra(size);
-    if (rank < 2 * extra) return rank % 2 == 0 ? -1 : rank / 2;
+    if (rank < 2 * extra)
+        return rank % 2 == 0 ? -1 : rank / 2;
     return rank - extra;
 }
 /* The rank that plays core rank c. */
@@ -62,7 +69,8 @@ static inline int mesh_rd_core_first_rank(int c, int size)
 static inline int mesh_rd_partner(int rank, int size, int step)
 {
     int c = mesh_rd_core_rank(rank, size);
-    if (c < 0) return -1;
+    if (c < 0)
+        return -1;
     return mesh_rd_core_to_rank(c ^ (1 << step), size);
 }
 
@@ -72,8 +80,14 @@ static inline int mesh_rh_window_first(int c, int pof2, int level)
 {
     return c & ~((pof2 >> level) - 1);
 }
-static inline int mesh_rh_window_blocks(int pof2, int level) { return pof2 >> level; }
+static inline int mesh_rh_window_blocks(int pof2, int level)
+{
+    return pof2 >> level;
+}
 /* Core rank exchanged with when going from level to level + 1 (and back in the doubling). */
-static inline int mesh_rh_partner(int c, int pof2, int level) { return c ^ (pof2 >> (level + 1)); }
+static inline int mesh_rh_partner(int c, int pof2, int level)
+{
+    return c ^ (pof2 >> (level + 1));
+}
 
 #endif

@@ -11,9 +11,18 @@
 
 #include <stddef.h>
 
-static inline int mesh_ring_mod(int a, int size) { return ((a % size) + size) % size; }
-static inline int mesh_ring_right(int rank, int size) { return mesh_ring_mod(rank + 1, size); }
-static inline int mesh_ring_left(int rank, int size) { return mesh_ring_mod(rank - 1, size); }
+static inline int mesh_ring_mod(int a, int size)
+{
+    return ((a % size) + size) % size;
+}
+static inline int mesh_ring_right(int rank, int size)
+{
+    return mesh_ring_mod(rank + 1, size);
+}
+static inline int mesh_ring_left(int rank, int size)
+{
+    return mesh_ring_mod(rank - 1, size);
+}
 
 /* Reduce-scatter step s (0 <= s < size - 1): the partial block sent right, and the block
  * received from the left and reduced into (the left neighbour's sent block). */

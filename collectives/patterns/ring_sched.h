@@ -42,8 +42,9 @@ typedef struct {
      * into acc itself, if it wants it there). */
     const void *src;
     const size_t *src_off;
-    /* reduce-scatter: partial results of block i go to acc + acc_off[i] (never the own block).
-     * all-gather: block i is received into acc + acc_off[i]. */
+    /* reduce-scatter: partial results of block i go to acc + acc_off[i] (never the own block);
+     * with acc NULL they stay in the phase's receive slots instead. all-gather: block i is
+     * received into acc + acc_off[i]. */
     void *acc;
     const size_t *acc_off;
     /* reduce-scatter: the fully reduced own block is written here (may alias its src block). */
@@ -62,8 +63,8 @@ mesh_status_t mesh_coll_ring_allgather_phase(mesh_sched_t *s, const mesh_coll_ri
 /* In allreduce/ring.c: dst = reduction of every member's src (count elements; src may equal
  * dst) by the two ring phases over n element-aligned blocks. */
 mesh_status_t mesh_coll_ring_allreduce_phase(mesh_sched_t *s, const mesh_coll_group_t *g,
-                                             const void *src, void *dst, size_t count,
-                                             size_t dsize, const int *deps, int ndeps, int *done);
+                                             const void *src, void *dst, size_t count, size_t dsize,
+                                             const int *deps, int ndeps, int *done);
 /* In allreduce/rd.c: dst = reduction of every member's src (count elements; src may equal dst),
  * identical bits on every member. */
 mesh_status_t mesh_coll_rd_allreduce_phase(mesh_sched_t *s, const mesh_coll_group_t *g,
@@ -80,10 +81,10 @@ mesh_status_t mesh_coll_rd_allreduce_phase(mesh_sched_t *s, const mesh_coll_grou
  * acc are ready.
  */
 typedef struct {
-    int core;      /* relative core rank, -1 on an extra rank */
-    int last;      /* acc's own block is final after this task (extra: its send) */
-    int done;      /* every task of the phase */
-    int sent[32];  /* the send at each halving level (-1: none), for a following all-gather */
+    int core;     /* relative core rank, -1 on an extra rank */
+    int last;     /* acc's own block is final after this task (extra: its send) */
+    int done;     /* every task of the phase */
+    int sent[32]; /* the send at each halving level (-1: none), for a following all-gather */
 } mesh_coll_rh_result_t;
 mesh_status_t mesh_coll_rh_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll_group_t *g,
                                                 int shift, const void *src, void *acc,
@@ -99,7 +100,8 @@ typedef struct {
 
 static inline void mesh_coll_ids_add(mesh_coll_ids_t *l, int id)
 {
-    if (id < 0) return;
+    if (id < 0)
+        return;
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 64;
         int *v = (int *)realloc(l->v, (size_t)cap * sizeof(int));
@@ -114,15 +116,17 @@ static inline void mesh_coll_ids_add(mesh_coll_ids_t *l, int id)
 }
 
 /* *id = one nop after every listed task and deps; frees the list. */
-static inline mesh_status_t mesh_coll_ids_join(mesh_sched_t *s, mesh_coll_ids_t *l,
-                                               const int *deps, int ndeps, int *id)
+static inline mesh_status_t mesh_coll_ids_join(mesh_sched_t *s, mesh_coll_ids_t *l, const int *deps,
+                                               int ndeps, int *id)
 {
-    for (int i = 0; i < ndeps; i++) mesh_coll_ids_add(l, deps[i]);
+    for (int i = 0; i < ndeps; i++)
+        mesh_coll_ids_add(l, deps[i]);
     int oom = l->oom, nop = oom ? -1 : mesh_sched_nop(s, l->v, l->n);
     free(l->v);
     l->v = NULL;
     l->n = l->cap = l->oom = 0;
-    if (oom) return mesh_error(MESH_ERR_NO_MEMORY, "out of memory listing schedule tasks");
+    if (oom)
+        return mesh_error(MESH_ERR_NO_MEMORY, "out of memory listing schedule tasks");
     *id = nop;
     return mesh_sched_status(s);
 }

@@ -12,7 +12,8 @@
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    if (args->bytes <= 64 * 1024) return 100;
+    if (args->bytes <= 64 * 1024)
+        return 100;
     return 30;
 }
 
@@ -21,11 +22,13 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     int n = comm->size, me = comm->rank, root = args->root;
     size_t ds = args->dsize, bytes = args->count * ds;
 
-    if (bytes == 0) return mesh_sched_status(s);
+    if (bytes == 0)
+        return mesh_sched_status(s);
     int nch = mesh_binomial_nchildren(me, root, n);
     if (nch == 0) {
         if (me == root) { /* n == 1 */
-            if (!args->in_place) mesh_sched_copy(s, args->rbuf, args->sbuf, bytes, NULL, 0);
+            if (!args->in_place)
+                mesh_sched_copy(s, args->rbuf, args->sbuf, bytes, NULL, 0);
         } else {
             mesh_sched_send(s, mesh_binomial_parent(me, root, n), args->sbuf, bytes, NULL, 0);
         }
@@ -34,8 +37,9 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     /* the root accumulates in its receive buffer; inner ranks in scratch (their rbuf is not
      * theirs to write) */
     char *tmp = mesh_sched_scratch(s, (size_t)(nch + (me != root)) * bytes);
-    if (!tmp) return mesh_error(MESH_ERR_NO_MEMORY, "binomial reduce: no memory for %zu bytes",
-                                (size_t)(nch + 1) * bytes);
+    if (!tmp)
+        return mesh_error(MESH_ERR_NO_MEMORY, "binomial reduce: no memory for %zu bytes",
+                          (size_t)(nch + 1) * bytes);
     char *acc = me == root ? args->rbuf : tmp + (size_t)nch * bytes;
     const void *have = args->sbuf;
     int last = -1;
@@ -46,7 +50,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
                                   (int[]){rv, last}, 2);
         have = acc;
     }
-    if (me != root) mesh_sched_send(s, mesh_binomial_parent(me, root, n), acc, bytes, &last, 1);
+    if (me != root)
+        mesh_sched_send(s, mesh_binomial_parent(me, root, n), acc, bytes, &last, 1);
     return mesh_sched_status(s);
 }
 

@@ -15,7 +15,8 @@
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    if (args->bytes > 64 * 1024) return 90;
+    if (args->bytes > 64 * 1024)
+        return 90;
     return 20;
 }
 
@@ -24,17 +25,21 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     int n = comm->size, me = comm->rank, root = args->root, p = mesh_rd_pof2(n);
     size_t ds = args->dsize, count = args->count;
 
-    if (count == 0) return mesh_sched_status(s);
+    if (count == 0)
+        return mesh_sched_status(s);
     if (n == 1) {
-        if (!args->in_place) mesh_sched_copy(s, args->rbuf, args->sbuf, count * ds, NULL, 0);
+        if (!args->in_place)
+            mesh_sched_copy(s, args->rbuf, args->sbuf, count * ds, NULL, 0);
         return mesh_sched_status(s);
     }
     int root_extra = mesh_rd_is_extra(root, n);
     int groot = root_extra ? mesh_rd_fold_partner(root, n) : root; /* where the gather ends */
     int shift = mesh_rd_core_rank(groot, n);
     size_t *bnd = mesh_sched_scratch(s, (size_t)(p + 1) * sizeof(size_t));
-    if (!bnd) return mesh_error(MESH_ERR_NO_MEMORY, "rabenseifner reduce: no memory for offsets");
-    for (int i = 0; i <= p; i++) bnd[i] = mesh_block_offset(count, p, i);
+    if (!bnd)
+        return mesh_error(MESH_ERR_NO_MEMORY, "rabenseifner reduce: no memory for offsets");
+    for (int i = 0; i <= p; i++)
+        bnd[i] = mesh_block_offset(count, p, i);
 
     /* the root accumulates in its receive buffer, the other core ranks in scratch */
     char *acc = NULL;
@@ -67,7 +72,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
         int parent = mesh_rd_core_to_rank((mesh_binomial_parent(cr, 0, p) + shift) % p, n);
         int sub = mesh_binomial_subtree(cr, 0, p);
         size_t len = bnd[cr + sub] - bnd[cr];
-        if (len) mesh_sched_send(s, parent, acc + bnd[cr] * ds, len * ds, &ready, 1);
+        if (len)
+            mesh_sched_send(s, parent, acc + bnd[cr] * ds, len * ds, &ready, 1);
     } else if (me != root) {
         /* the gather ended at the folding partner of an extra root */
         mesh_sched_send(s, root, acc, count * ds, &ready, 1);

@@ -11,8 +11,9 @@
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    if (args->bytes > 16 * 1024 && args->bytes <= 512 * 1024) return 70;
-    return 40;
+    /* all n - 1 messages in flight at once: measured no better than the ring on shared memory,
+     * so only a fallback by default (MESH_TUNE selects it) */
+    return 35;
 }
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh_sched_t *s)
@@ -23,8 +24,10 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     const char *mine = sbuf + args->displs[me] * ds;
 
     if (n == 1 || own == 0) {
-        if (own && !args->in_place) mesh_sched_copy(s, args->rbuf, mine, own * ds, NULL, 0);
-        if (n == 1) return mesh_sched_status(s);
+        if (own && !args->in_place)
+            mesh_sched_copy(s, args->rbuf, mine, own * ds, NULL, 0);
+        if (n == 1)
+            return mesh_sched_status(s);
     }
     char *slot = own ? mesh_sched_scratch(s, 2 * own * ds) : NULL;
     if (own && !slot)
@@ -35,7 +38,8 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
         int to = mesh_ring_mod(me + k, n), from = mesh_ring_mod(me - k, n);
         if (args->counts[to])
             mesh_sched_send(s, to, sbuf + args->displs[to] * ds, args->counts[to] * ds, NULL, 0);
-        if (!own) continue;
+        if (!own)
+            continue;
         char *buf = slot + (size_t)(k % 2) * own * ds;
         int rv = mesh_sched_recv(s, from, buf, own * ds, &red[k % 2], 1);
         if (k == 1)

@@ -14,7 +14,8 @@
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
     int pof2 = (comm->size & (comm->size - 1)) == 0;
-    if (args->bytes <= 16 * 1024) return pof2 ? 100 : 90;
+    if (args->bytes <= 64 * 1024)
+        return pof2 ? 100 : 90;
     return 20;
 }
 
@@ -30,17 +31,21 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
         return mesh_sched_status(s);
     }
     size_t *pk = mesh_sched_scratch(s, ((size_t)n + (size_t)p + 2) * sizeof(size_t));
-    if (!pk) return mesh_error(MESH_ERR_NO_MEMORY, "recursive halving: no memory for offsets");
+    if (!pk)
+        return mesh_error(MESH_ERR_NO_MEMORY, "recursive halving: no memory for offsets");
     size_t *bnd = pk + n + 1;
     int packed = 1;
     for (int i = 0; i < n; i++) {
         pk[i] = total;
         total += args->counts[i];
-        if (args->displs[i] != args->displs[0] + pk[i]) packed = 0;
+        if (args->displs[i] != args->displs[0] + pk[i])
+            packed = 0;
     }
     pk[n] = total;
-    if (total == 0) return mesh_sched_status(s);
-    for (int c = 0; c <= p; c++) bnd[c] = pk[mesh_rd_core_first_rank(c, n)];
+    if (total == 0)
+        return mesh_sched_status(s);
+    for (int c = 0; c <= p; c++)
+        bnd[c] = pk[mesh_rd_core_first_rank(c, n)];
 
     /* the halving works on a packed vector: the input itself when its blocks are back to back,
      * else a packed copy */
@@ -48,12 +53,13 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     mesh_coll_ids_t ids = {0};
     if (!packed) {
         char *cp = mesh_sched_scratch(s, total * ds);
-        if (!cp) return mesh_error(MESH_ERR_NO_MEMORY, "recursive halving: no memory to pack");
+        if (!cp)
+            return mesh_error(MESH_ERR_NO_MEMORY, "recursive halving: no memory to pack");
         for (int i = 0; i < n; i++)
             if (args->counts[i])
-                mesh_coll_ids_add(&ids, mesh_sched_copy(s, cp + pk[i] * ds,
-                                                        sbuf + args->displs[i] * ds,
-                                                        args->counts[i] * ds, NULL, 0));
+                mesh_coll_ids_add(&ids,
+                                  mesh_sched_copy(s, cp + pk[i] * ds, sbuf + args->displs[i] * ds,
+                                                  args->counts[i] * ds, NULL, 0));
         src = cp;
     }
     int ready;
@@ -64,14 +70,16 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
                           total * ds);
     mesh_coll_group_t g = {.me = me, .n = n, .ranks = NULL};
     mesh_coll_rh_result_t rh;
-    MESH_CHECK(mesh_coll_rh_reduce_scatter_phase(s, &g, 0, src, acc, bnd, total, ds, &ready, 1,
-                                                 &rh));
+    MESH_CHECK(
+        mesh_coll_rh_reduce_scatter_phase(s, &g, 0, src, acc, bnd, total, ds, &ready, 1, &rh));
     int fold = mesh_rd_fold_partner(me, n);
     if (rh.core < 0) {
-        if (own) mesh_sched_recv(s, fold, args->rbuf, own * ds, &rh.done, 1);
+        if (own)
+            mesh_sched_recv(s, fold, args->rbuf, own * ds, &rh.done, 1);
         return mesh_sched_status(s);
     }
-    if (own) mesh_sched_copy(s, args->rbuf, acc + pk[me] * ds, own * ds, &rh.last, 1);
+    if (own)
+        mesh_sched_copy(s, args->rbuf, acc + pk[me] * ds, own * ds, &rh.last, 1);
     if (fold >= 0 && args->counts[fold])
         mesh_sched_send(s, fold, acc + pk[fold] * ds, args->counts[fold] * ds, &rh.last, 1);
     return mesh_sched_status(s);

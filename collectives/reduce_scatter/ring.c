@@ -31,12 +31,15 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
         mesh_coll_ids_add(&ids, c);
         return mesh_coll_ids_join(s, &ids, p->deps, p->ndeps, done);
     }
-    for (int i = 0; i < n; i++) maxlen = p->len[i] > maxlen ? p->len[i] : maxlen;
-    if (maxlen == 0) return mesh_coll_ids_join(s, &ids, p->deps, p->ndeps, done);
+    for (int i = 0; i < n; i++)
+        maxlen = p->len[i] > maxlen ? p->len[i] : maxlen;
+    if (maxlen == 0)
+        return mesh_coll_ids_join(s, &ids, p->deps, p->ndeps, done);
 
     size_t maxseg = (maxlen + segel - 1) / segel;
-    /* two receive slots alternate by step parity; prev_red[slot][k] guards their reuse and
-     * red[k] is the reduction the next step's send of segment k waits for */
+    /* two receive slots alternate by step parity; slot_red[parity][k] is the last task using
+     * segment k of a slot (guarding its reuse) and red[k] the reduction that the next step's
+     * send of segment k waits for */
     char *tmp = mesh_sched_scratch(s, 2 * maxlen * ds);
     int *red = calloc(3 * maxseg, sizeof(int));
     if (!tmp || !red) {
@@ -45,23 +48,31 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
                           2 * maxlen * ds);
     }
     int *slot_red[2] = {red + maxseg, red + 2 * maxseg};
-    for (size_t k = 0; k < 3 * maxseg; k++) red[k] = -1;
+    for (size_t k = 0; k < 3 * maxseg; k++)
+        red[k] = -1;
     int start = p->ndeps ? mesh_sched_nop(s, p->deps, p->ndeps) : -1;
 
     for (int step = 0; step < n - 1; step++) {
         int sb = mesh_ring_rs_send_block(me, n, step), rb = mesh_ring_rs_recv_block(me, n, step);
         int last = step == n - 2;
-        const char *sbase = step == 0 ? (const char *)p->src + p->src_off[sb] * ds
-                                      : (const char *)p->acc + p->acc_off[sb] * ds;
-        const char *rsrc = (const char *)p->src + p->src_off[rb] * ds;
-        char *rdst = last ? (char *)p->own : (char *)p->acc + p->acc_off[rb] * ds;
         char *slot = tmp + (size_t)(step % 2) * maxlen * ds;
+        char *prev_slot = tmp + (size_t)((step + 1) % 2) * maxlen * ds;
+        const char *sbase = step == 0 ? (const char *)p->src + p->src_off[sb] * ds
+                            : p->acc  ? (const char *)p->acc + p->acc_off[sb] * ds
+                                      : prev_slot;
+        const char *rsrc = (const char *)p->src + p->src_off[rb] * ds;
+        char *rdst = last ? (char *)p->own : p->acc ? (char *)p->acc + p->acc_off[rb] * ds : slot;
         int *sr = slot_red[step % 2];
 
         for (size_t off = 0, k = 0; off < p->len[sb]; off += segel, k++) {
             size_t cnt = p->len[sb] - off < segel ? p->len[sb] - off : segel;
             int dep = step == 0 ? start : red[k];
-            mesh_coll_ids_add(&ids, mesh_sched_send(s, right, sbase + off * ds, cnt * ds, &dep, 1));
+            int sd = mesh_sched_send(s, right, sbase + off * ds, cnt * ds, &dep, 1);
+            /* without acc, the partial is sent from its receive slot, which the receive two
+             * steps later may overwrite only after that send (it follows the reduction) */
+            if (step > 0 && !p->acc)
+                slot_red[(step + 1) % 2][k] = sd;
+            mesh_coll_ids_add(&ids, sd);
         }
         for (size_t off = 0, k = 0; off < p->len[rb]; off += segel, k++) {
             size_t cnt = p->len[rb] - off < segel ? p->len[rb] - off : segel;
@@ -79,32 +90,21 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    /* bandwidth-optimal; the default for large vectors and for uneven counts */
-    if (args->bytes >= 512 * 1024) return 80;
-    return args->uniform ? 30 : 60;
+    /* bandwidth-optimal: the default above the small vectors recursive halving takes */
+    if (args->bytes > 64 * 1024)
+        return 80;
+    return 30;
 }
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh_sched_t *s)
 {
     int n = comm->size;
-    size_t ds = args->dsize, total = 0, *aoff = mesh_sched_scratch(s, (size_t)n * sizeof(size_t));
-    if (!aoff) return mesh_error(MESH_ERR_NO_MEMORY, "ring reduce-scatter: no memory for offsets");
-    /* partial sums live in a packed scratch copy of the vector (the receive buffer holds only
-     * this rank's block) */
-    for (int i = 0; i < n; i++) {
-        aoff[i] = total;
-        total += args->counts[i];
-    }
-    void *acc = n > 1 && total ? mesh_sched_scratch(s, total * ds) : NULL;
-    if (n > 1 && total && !acc)
-        return mesh_error(MESH_ERR_NO_MEMORY, "ring reduce-scatter: no memory for %zu bytes",
-                          total * ds);
+    /* no acc: the receive buffer holds only this rank's block, so partial sums travel on
+     * from the receive slots they were reduced in */
     mesh_coll_ring_phase_t p = {.g = {.me = comm->rank, .n = n, .ranks = NULL},
-                                .dsize = ds,
+                                .dsize = args->dsize,
                                 .src = args->sbuf,
                                 .src_off = args->displs,
-                                .acc = acc,
-                                .acc_off = aoff,
                                 .own = args->rbuf,
                                 .len = args->counts};
     int done;

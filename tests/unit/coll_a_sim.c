@@ -19,9 +19,9 @@ typedef struct {
     int *deps;
     const void *a, *b;
     void *dst;
-    size_t n; /* bytes (send/recv/copy) or elements (reduce) */
-    int match;  /* index among sends to / receives from peer */
-    int mtask;  /* the matching task on peer */
+    size_t n;  /* bytes (send/recv/copy) or elements (reduce) */
+    int match; /* index among sends to / receives from peer */
+    int mtask; /* the matching task on peer */
 } task_t;
 
 struct mesh_sched {
@@ -55,7 +55,8 @@ void sim_reset(int n)
 
 void sim_region(int rank, const void *p, size_t len, int writable)
 {
-    if (!p || !len) return;
+    if (!p || !len)
+        return;
     regions[rank][nregions[rank]++] = (region_t){p, len, writable};
 }
 
@@ -74,10 +75,18 @@ mesh_status_t mesh_error_set_(mesh_status_t status, const char *subsys, const ch
 static size_t dtype_size(mesh_dtype_t d)
 {
     switch (d) {
-    case MESH_INT8: case MESH_UINT8: return 1;
-    case MESH_INT32: case MESH_UINT32: case MESH_FP32: return 4;
-    case MESH_FP16: case MESH_BF16: return 2;
-    default: return 8;
+    case MESH_INT8:
+    case MESH_UINT8:
+        return 1;
+    case MESH_INT32:
+    case MESH_UINT32:
+    case MESH_FP32:
+        return 4;
+    case MESH_FP16:
+    case MESH_BF16:
+        return 2;
+    default:
+        return 8;
     }
 }
 
@@ -95,8 +104,10 @@ mesh_status_t mesh_sched_create(mesh_comm_t *comm, mesh_dtype_t dtype, mesh_op_t
 
 void mesh_sched_destroy(mesh_sched_t *s)
 {
-    for (int i = 0; i < s->nt; i++) free(s->t[i].deps);
-    for (int i = 0; i < s->nscratch; i++) free(s->scratch[i]);
+    for (int i = 0; i < s->nt; i++)
+        free(s->t[i].deps);
+    for (int i = 0; i < s->nscratch; i++)
+        free(s->scratch[i]);
     free(s->scratch);
     free(s->t);
     free(s);
@@ -111,7 +122,8 @@ static int add(mesh_sched_t *s, task_t t, const int *deps, int ndeps)
     t.deps = malloc((size_t)(ndeps + 1) * sizeof(int));
     t.ndeps = 0;
     for (int i = 0; i < ndeps; i++) {
-        if (deps[i] < 0) continue;
+        if (deps[i] < 0)
+            continue;
         if (deps[i] >= s->nt) {
             fprintf(stderr, "rank %d: task %d depends on later task %d\n", s->comm->rank, s->nt,
                     deps[i]);
@@ -127,7 +139,8 @@ static int add(mesh_sched_t *s, task_t t, const int *deps, int ndeps)
             abort();
         }
         for (int i = 0; i < s->nt; i++)
-            if (s->t[i].type == t.type && s->t[i].peer == t.peer) t.match++;
+            if (s->t[i].type == t.type && s->t[i].peer == t.peer)
+                t.match++;
     }
     s->t[s->nt] = t;
     return s->nt++;
@@ -138,8 +151,7 @@ int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, co
 {
     return add(s, (task_t){.type = T_SEND, .peer = peer, .a = buf, .n = bytes}, deps, ndeps);
 }
-int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const int *deps,
-                    int ndeps)
+int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const int *deps, int ndeps)
 {
     return add(s, (task_t){.type = T_RECV, .peer = peer, .dst = buf, .n = bytes}, deps, ndeps);
 }
@@ -151,8 +163,7 @@ int mesh_sched_reduce(mesh_sched_t *s, void *dst, const void *src, size_t count,
 int mesh_sched_reduce3(mesh_sched_t *s, void *dst, const void *a, const void *b, size_t count,
                        const int *deps, int ndeps)
 {
-    return add(s, (task_t){.type = T_REDUCE3, .dst = dst, .a = a, .b = b, .n = count}, deps,
-               ndeps);
+    return add(s, (task_t){.type = T_REDUCE3, .dst = dst, .a = a, .b = b, .n = count}, deps, ndeps);
 }
 int mesh_sched_copy(mesh_sched_t *s, void *dst, const void *src, size_t bytes, const int *deps,
                     int ndeps)
@@ -173,7 +184,10 @@ void *mesh_sched_scratch(mesh_sched_t *s, size_t bytes)
     sim_region(s->comm->rank, p, bytes, 1);
     return p;
 }
-mesh_status_t mesh_sched_status(const mesh_sched_t *s) { return s->st; }
+mesh_status_t mesh_sched_status(const mesh_sched_t *s)
+{
+    return s->st;
+}
 
 /* ---- checks */
 
@@ -188,8 +202,12 @@ static int accesses(const mesh_sched_t *s, const task_t *t, acc_t *a)
     size_t ds = s->dsize;
     int n = 0;
     switch (t->type) {
-    case T_SEND: a[n++] = (acc_t){t->a, t->n, 0}; break;
-    case T_RECV: a[n++] = (acc_t){t->dst, t->n, 1}; break;
+    case T_SEND:
+        a[n++] = (acc_t){t->a, t->n, 0};
+        break;
+    case T_RECV:
+        a[n++] = (acc_t){t->dst, t->n, 1};
+        break;
     case T_REDUCE:
         a[n++] = (acc_t){t->a, t->n * ds, 0};
         a[n++] = (acc_t){t->dst, t->n * ds, 1};
@@ -213,11 +231,13 @@ static int check_bounds(int rank, const mesh_sched_t *s)
         acc_t a[3];
         int na = accesses(s, &s->t[i], a);
         for (int j = 0; j < na; j++) {
-            if (a[j].len == 0) continue;
+            if (a[j].len == 0)
+                continue;
             int ok = 0;
             for (int r = 0; r < nregions[rank] && !ok; r++) {
                 const region_t *g = &regions[rank][r];
-                if (a[j].p >= g->p && a[j].p + a[j].len <= g->p + g->len && (!a[j].w || g->writable))
+                if (a[j].p >= g->p && a[j].p + a[j].len <= g->p + g->len &&
+                    (!a[j].w || g->writable))
                     ok = 1;
             }
             if (!ok) {
@@ -245,7 +265,8 @@ static int check_races(int rank, const mesh_sched_t *s)
         for (int d = 0; d < s->t[i].ndeps; d++) {
             int j = s->t[i].deps[d];
             uint64_t *aj = anc + (size_t)j * words;
-            for (size_t w = 0; w < words; w++) ai[w] |= aj[w];
+            for (size_t w = 0; w < words; w++)
+                ai[w] |= aj[w];
             ai[j / 64] |= 1ull << (j % 64);
         }
     }
@@ -254,16 +275,21 @@ static int check_races(int rank, const mesh_sched_t *s)
         acc_t ai[3];
         int ni = accesses(s, &s->t[i], ai);
         for (int j = i + 1; j < nt && !rc; j++) {
-            if (anc[(size_t)j * words + i / 64] & (1ull << (i % 64))) continue;
+            if (anc[(size_t)j * words + i / 64] & (1ull << (i % 64)))
+                continue;
             acc_t aj[3];
             int nj = accesses(s, &s->t[j], aj);
             for (int x = 0; x < ni && !rc; x++)
                 for (int y = 0; y < nj && !rc; y++) {
-                    if (!ai[x].w && !aj[y].w) continue;
-                    if (!ai[x].len || !aj[y].len) continue;
+                    if (!ai[x].w && !aj[y].w)
+                        continue;
+                    if (!ai[x].len || !aj[y].len)
+                        continue;
                     if (ai[x].p < aj[y].p + aj[y].len && aj[y].p < ai[x].p + ai[x].len) {
-                        fprintf(stderr, "rank %d: unordered tasks %d (type %d) and %d (type %d) "
-                                        "conflict\n", rank, i, s->t[i].type, j, s->t[j].type);
+                        fprintf(stderr,
+                                "rank %d: unordered tasks %d (type %d) and %d (type %d) "
+                                "conflict\n",
+                                rank, i, s->t[i].type, j, s->t[j].type);
                         rc = -1;
                     }
                 }
@@ -284,8 +310,10 @@ static void reduce_elems(const mesh_sched_t *s, void *dst, const void *a, const 
             int8_t x, y, r;
             memcpy(&x, (const char *)a + i, 1);
             memcpy(&y, (const char *)b + i, 1);
-            r = op == MESH_SUM ? (int8_t)(x + y) : op == MESH_PROD ? (int8_t)(x * y)
-                : op == MESH_MIN ? (x < y ? x : y) : (x > y ? x : y);
+            r = op == MESH_SUM    ? (int8_t)(x + y)
+                : op == MESH_PROD ? (int8_t)(x * y)
+                : op == MESH_MIN  ? (x < y ? x : y)
+                                  : (x > y ? x : y);
             memcpy((char *)dst + i, &r, 1);
             break;
         }
@@ -293,9 +321,10 @@ static void reduce_elems(const mesh_sched_t *s, void *dst, const void *a, const 
             uint64_t x, y, r;
             memcpy(&x, (const char *)a + 8 * i, 8);
             memcpy(&y, (const char *)b + 8 * i, 8);
-            r = op == MESH_SUM ? x + y : op == MESH_PROD ? x * y
-                : op == MESH_MIN ? ((int64_t)x < (int64_t)y ? x : y)
-                                 : ((int64_t)x > (int64_t)y ? x : y);
+            r = op == MESH_SUM    ? x + y
+                : op == MESH_PROD ? x * y
+                : op == MESH_MIN  ? ((int64_t)x < (int64_t)y ? x : y)
+                                  : ((int64_t)x > (int64_t)y ? x : y);
             memcpy((char *)dst + 8 * i, &r, 8);
             break;
         }
@@ -303,8 +332,10 @@ static void reduce_elems(const mesh_sched_t *s, void *dst, const void *a, const 
             double x, y, r;
             memcpy(&x, (const char *)a + 8 * i, 8);
             memcpy(&y, (const char *)b + 8 * i, 8);
-            r = op == MESH_SUM ? x + y : op == MESH_PROD ? x * y
-                : op == MESH_MIN ? (x < y ? x : y) : (x > y ? x : y);
+            r = op == MESH_SUM    ? x + y
+                : op == MESH_PROD ? x * y
+                : op == MESH_MIN  ? (x < y ? x : y)
+                                  : (x > y ? x : y);
             memcpy((char *)dst + 8 * i, &r, 8);
             break;
         }
@@ -315,16 +346,23 @@ static void reduce_elems(const mesh_sched_t *s, void *dst, const void *a, const 
 static void execute(mesh_sched_t *s, task_t *t)
 {
     switch (t->type) {
-    case T_REDUCE: reduce_elems(s, t->dst, t->dst, t->a, t->n); break;
-    case T_REDUCE3: reduce_elems(s, t->dst, t->a, t->b, t->n); break;
-    case T_COPY: memmove(t->dst, t->a, t->n); break;
+    case T_REDUCE:
+        reduce_elems(s, t->dst, t->dst, t->a, t->n);
+        break;
+    case T_REDUCE3:
+        reduce_elems(s, t->dst, t->a, t->b, t->n);
+        break;
+    case T_COPY:
+        memmove(t->dst, t->a, t->n);
+        break;
     }
 }
 
 static int ready(const mesh_sched_t *s, const task_t *t)
 {
     for (int d = 0; d < t->ndeps; d++)
-        if (s->t[t->deps[d]].state != 2) return 0;
+        if (s->t[t->deps[d]].state != 2)
+            return 0;
     return 1;
 }
 
@@ -346,15 +384,18 @@ int sim_run(mesh_sched_t **scheds, int n, unsigned seed)
             fprintf(stderr, "rank %d: schedule status %d\n", r, scheds[r]->st);
             return -1;
         }
-        if (check_bounds(r, scheds[r]) || check_races(r, scheds[r])) return -1;
+        if (check_bounds(r, scheds[r]) || check_races(r, scheds[r]))
+            return -1;
     }
     /* every send has exactly one receive of the same size */
     for (int r = 0; r < n; r++)
         for (int i = 0; i < scheds[r]->nt; i++) {
             task_t *t = &scheds[r]->t[i];
-            if (t->type != T_SEND && t->type != T_RECV) continue;
+            if (t->type != T_SEND && t->type != T_RECV)
+                continue;
             task_t *m = find_match(r, t);
-            if (m) t->mtask = (int)(m - scheds[t->peer]->t);
+            if (m)
+                t->mtask = (int)(m - scheds[t->peer]->t);
             if (!m || m->n != t->n) {
                 fprintf(stderr, "rank %d task %d (%s peer %d #%d, %zu bytes): %s\n", r, i,
                         t->type == T_SEND ? "send" : "recv", t->peer, t->match, t->n,
@@ -367,21 +408,24 @@ int sim_run(mesh_sched_t **scheds, int n, unsigned seed)
         int rank, task;
     } ev_t;
     size_t total = 0;
-    for (int r = 0; r < n; r++) total += (size_t)scheds[r]->nt;
+    for (int r = 0; r < n; r++)
+        total += (size_t)scheds[r]->nt;
     ev_t *ev = malloc((total + 1) * sizeof(ev_t));
     for (;;) {
         size_t nev = 0, left = 0;
         for (int r = 0; r < n; r++)
             for (int i = 0; i < scheds[r]->nt; i++) {
                 task_t *t = &scheds[r]->t[i];
-                if (t->state != 2) left++;
-                if (t->state == 0 && ready(scheds[r], t)) ev[nev++] = (ev_t){r, i};
+                if (t->state != 2)
+                    left++;
+                if (t->state == 0 && ready(scheds[r], t))
+                    ev[nev++] = (ev_t){r, i};
                 /* a transfer: an active send whose receive is active too */
-                if (t->state == 1 && t->type == T_SEND &&
-                    scheds[t->peer]->t[t->mtask].state == 1)
+                if (t->state == 1 && t->type == T_SEND && scheds[t->peer]->t[t->mtask].state == 1)
                     ev[nev++] = (ev_t){r, i};
             }
-        if (!left) break;
+        if (!left)
+            break;
         if (!nev) {
             fprintf(stderr, "deadlock: %zu tasks left\n", left);
             free(ev);

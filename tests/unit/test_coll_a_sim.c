@@ -16,11 +16,11 @@ extern const mesh_coll_algo_t mesh_coll_allreduce_ring, mesh_coll_allreduce_rd,
     mesh_coll_reduce_scatter_rh, mesh_coll_reduce_scatter_pairwise;
 
 static const mesh_coll_algo_t *const algos[] = {
-    &mesh_coll_allreduce_ring,        &mesh_coll_allreduce_rd,
+    &mesh_coll_allreduce_ring,         &mesh_coll_allreduce_rd,
     &mesh_coll_allreduce_rabenseifner, &mesh_coll_allreduce_hier,
-    &mesh_coll_reduce_binomial,       &mesh_coll_reduce_rabenseifner,
-    &mesh_coll_broadcast_binomial,    &mesh_coll_broadcast_scatter_allgather,
-    &mesh_coll_reduce_scatter_ring,   &mesh_coll_reduce_scatter_rh,
+    &mesh_coll_reduce_binomial,        &mesh_coll_reduce_rabenseifner,
+    &mesh_coll_broadcast_binomial,     &mesh_coll_broadcast_scatter_allgather,
+    &mesh_coll_reduce_scatter_ring,    &mesh_coll_reduce_scatter_rh,
     &mesh_coll_reduce_scatter_pairwise};
 
 static mesh_comm_t comms[SIM_MAXN];
@@ -38,7 +38,8 @@ static void make_comms(int n, int nnodes, int rr)
     for (int k = 0, pos = 0; k < nnodes; k++) {
         node_first[k] = pos;
         for (int r = 0; r < n; r++)
-            if (node_of[r] == k) node_ranks[pos++] = r;
+            if (node_of[r] == k)
+                node_ranks[pos++] = r;
     }
     for (int r = 0; r < n; r++) {
         comms[r] = (mesh_comm_t){.rank = r, .size = n, .nnodes = nnodes};
@@ -50,11 +51,15 @@ static void make_comms(int n, int nnodes, int rr)
     }
 }
 
-static size_t dsize_of(mesh_dtype_t d) { return d == MESH_INT8 ? 1 : 8; }
+static size_t dsize_of(mesh_dtype_t d)
+{
+    return d == MESH_INT8 ? 1 : 8;
+}
 
 static double val(int r, size_t e, mesh_op_t op)
 {
-    if (op == MESH_PROD) return (double)((r + e) % 3 + 1);
+    if (op == MESH_PROD)
+        return (double)((r + e) % 3 + 1);
     return (double)((int)((r * 37 + e * 11) % 23) - 11);
 }
 
@@ -85,10 +90,22 @@ static void expect(mesh_dtype_t d, mesh_op_t op, int n, size_t e, void *out)
             continue;
         }
         switch (op) {
-        case MESH_SUM: acc += u; dacc += v; break;
-        case MESH_PROD: acc *= u; dacc *= v; break;
-        case MESH_MIN: acc = (int64_t)u < (int64_t)acc ? u : acc; dacc = v < dacc ? v : dacc; break;
-        default: acc = (int64_t)u > (int64_t)acc ? u : acc; dacc = v > dacc ? v : dacc; break;
+        case MESH_SUM:
+            acc += u;
+            dacc += v;
+            break;
+        case MESH_PROD:
+            acc *= u;
+            dacc *= v;
+            break;
+        case MESH_MIN:
+            acc = (int64_t)u < (int64_t)acc ? u : acc;
+            dacc = v < dacc ? v : dacc;
+            break;
+        default:
+            acc = (int64_t)u > (int64_t)acc ? u : acc;
+            dacc = v > dacc ? v : dacc;
+            break;
         }
     }
     if (d == MESH_INT8) {
@@ -133,9 +150,15 @@ static int run(const mesh_coll_algo_t *a, int n, const case_t *c, unsigned seed)
     sim_reset(n);
     for (int r = 0; r < n; r++) {
         mesh_coll_args_t *g = &args[r];
-        *g = (mesh_coll_args_t){.type = a->type, .count = c->count, .dtype = c->dt, .op = c->op,
-                                .root = c->root, .uniform = !c->vcounts, .dsize = ds,
-                                .counts = counts, .displs = displs};
+        *g = (mesh_coll_args_t){.type = a->type,
+                                .count = c->count,
+                                .dtype = c->dt,
+                                .op = c->op,
+                                .root = c->root,
+                                .uniform = !c->vcounts,
+                                .dsize = ds,
+                                .counts = counts,
+                                .displs = displs};
         char *sb = NULL, *rb = NULL;
         size_t slen = 0, rlen = 0;
         switch (a->type) {
@@ -160,16 +183,20 @@ static int run(const mesh_coll_algo_t *a, int n, const case_t *c, unsigned seed)
         rb = alloc_unaligned(rlen * ds, 1);
         bufs[r][0] = sb;
         bufs[r][1] = rb;
-        for (size_t e = 0; e < slen; e++) store(c->dt, sb, e, val(r, e, c->op));
+        for (size_t e = 0; e < slen; e++)
+            store(c->dt, sb, e, val(r, e, c->op));
         g->sbuf = slen || a->type != MESH_COLL_BROADCAST ? sb : NULL;
         g->rbuf = rlen || a->type != MESH_COLL_REDUCE ? rb : NULL;
-        if (c->in_place && ((a->type != MESH_COLL_BROADCAST && a->type != MESH_COLL_REDUCE) ||
-                            r == c->root)) {
+        if (c->in_place &&
+            ((a->type != MESH_COLL_BROADCAST && a->type != MESH_COLL_REDUCE) || r == c->root)) {
             g->in_place = 1;
-            if (a->type == MESH_COLL_REDUCE_SCATTER) g->rbuf = sb + displs[r] * ds;
-            else g->rbuf = sb;
+            if (a->type == MESH_COLL_REDUCE_SCATTER)
+                g->rbuf = sb + displs[r] * ds;
+            else
+                g->rbuf = sb;
         }
-        if (a->type == MESH_COLL_BROADCAST && r != c->root) g->sbuf = NULL;
+        if (a->type == MESH_COLL_BROADCAST && r != c->root)
+            g->sbuf = NULL;
         if (g->in_place && a->type != MESH_COLL_REDUCE_SCATTER) {
             sim_region(r, sb, slen * ds, 1);
         } else {
@@ -196,7 +223,8 @@ static int run(const mesh_coll_algo_t *a, int n, const case_t *c, unsigned seed)
             switch (a->type) {
             case MESH_COLL_ALLREDUCE:
             case MESH_COLL_REDUCE:
-                if (a->type == MESH_COLL_REDUCE && r != c->root) break;
+                if (a->type == MESH_COLL_REDUCE && r != c->root)
+                    break;
                 for (size_t e = 0; e < c->count && ok; e++) {
                     expect(c->dt, c->op, n, e, want);
                     if (memcmp((char *)g->rbuf + e * ds, want, ds)) {
@@ -227,7 +255,8 @@ static int run(const mesh_coll_algo_t *a, int n, const case_t *c, unsigned seed)
             }
         }
     }
-    for (int r = 0; r < n; r++) mesh_sched_destroy(s[r]);
+    for (int r = 0; r < n; r++)
+        mesh_sched_destroy(s[r]);
 out:
     for (int r = 0; r < n; r++) {
         free(bufs[r][0] - 1);
@@ -243,8 +272,11 @@ int main(int argc, char **argv)
     static const struct {
         mesh_dtype_t dt;
         mesh_op_t op;
-    } types[] = {{MESH_INT64, MESH_SUM}, {MESH_INT8, MESH_SUM}, {MESH_FP64, MESH_MAX},
-                 {MESH_INT64, MESH_PROD}, {MESH_INT64, MESH_MIN}};
+    } types[] = {{MESH_INT64, MESH_SUM},
+                 {MESH_INT8, MESH_SUM},
+                 {MESH_FP64, MESH_MAX},
+                 {MESH_INT64, MESH_PROD},
+                 {MESH_INT64, MESH_MIN}};
     const char *only = argc > 1 ? argv[1] : NULL;
     unsigned seed = 1;
     int failures = 0, runs = 0;
@@ -252,10 +284,10 @@ int main(int argc, char **argv)
     for (size_t ai = 0; ai < sizeof(algos) / sizeof(algos[0]); ai++) {
         const mesh_coll_algo_t *a = algos[ai];
         char full[64];
-        static const char *const tnames[] = {"allreduce", "reduce", "broadcast",
-                                             "reduce_scatter"};
+        static const char *const tnames[] = {"allreduce", "reduce", "broadcast", "reduce_scatter"};
         snprintf(full, sizeof(full), "%s:%s", tnames[a->type], a->name);
-        if (only && !strstr(full, only)) continue;
+        if (only && !strstr(full, only))
+            continue;
         for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
             int n = sizes[si];
             /* node layouts: one node, then (for the hierarchical algorithm) several */
@@ -279,20 +311,22 @@ int main(int argc, char **argv)
                             for (int ip = 0; ip < 2; ip++)
                                 for (int v = 0; v < (a->type == MESH_COLL_REDUCE_SCATTER ? 2 : 1);
                                      v++) {
-                                    if ((ti > 1 || v) && ci % 3 != 1 && ci != 4) continue;
+                                    if ((ti > 1 || v) && ci % 3 != 1 && ci != 4)
+                                        continue;
                                     case_t c = {types[ti].dt, types[ti].op, cnts[ci], root, ip, v};
                                     int ok = run(a, n, &c, seed++);
-                                    if (ok < 0) continue;
+                                    if (ok < 0)
+                                        continue;
                                     runs++;
                                     if (!ok) {
                                         failures++;
                                         fprintf(stderr,
                                                 "FAIL %s n=%d nodes=%d%s count=%zu dt=%d op=%d "
                                                 "root=%d inplace=%d v=%d\n",
-                                                full, n, layouts[li][0],
-                                                layouts[li][1] ? "rr" : "", cnts[ci], c.dt, c.op,
-                                                root, ip, v);
-                                        if (failures > 5) return 1;
+                                                full, n, layouts[li][0], layouts[li][1] ? "rr" : "",
+                                                cnts[ci], c.dt, c.op, root, ip, v);
+                                        if (failures > 5)
+                                            return 1;
                                     }
                                 }
             }

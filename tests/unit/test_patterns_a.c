@@ -16,28 +16,33 @@ static void test_ring(int n)
     for (int r = 0; r < n; r++) {
         CHECK(mesh_ring_right(mesh_ring_left(r, n), n) == r);
         CHECK(mesh_ring_left(r, n) == (r + n - 1) % n);
-        for (int b = 0; b < n; b++) part[r][b] = 1ull << r;
+        for (int b = 0; b < n; b++)
+            part[r][b] = 1ull << r;
     }
     for (int s = 0; s < n - 1; s++) {
         uint64_t sent[MAXN];
-        for (int r = 0; r < n; r++) sent[r] = part[r][mesh_ring_rs_send_block(r, n, s)];
+        for (int r = 0; r < n; r++)
+            sent[r] = part[r][mesh_ring_rs_send_block(r, n, s)];
         for (int r = 0; r < n; r++) {
             int l = mesh_ring_left(r, n), b = mesh_ring_rs_recv_block(r, n, s);
             /* what arrives is the block the left neighbour sent */
             CHECK(b == mesh_ring_rs_send_block(l, n, s));
             /* a partial is forwarded the step after it was reduced */
-            if (s > 0) CHECK(mesh_ring_rs_send_block(r, n, s) == mesh_ring_rs_recv_block(r, n, s - 1));
+            if (s > 0)
+                CHECK(mesh_ring_rs_send_block(r, n, s) == mesh_ring_rs_recv_block(r, n, s - 1));
             CHECK((part[r][b] & sent[l]) == 0); /* never reduce a contribution twice */
             part[r][b] |= sent[l];
         }
     }
     uint64_t all = n == 64 ? ~0ull : (1ull << n) - 1;
-    for (int r = 0; r < n; r++) CHECK(part[r][r] == all);
+    for (int r = 0; r < n; r++)
+        CHECK(part[r][r] == all);
 
     /* All-gather: every rank ends with every block, each received exactly once. */
     static int have[MAXN][MAXN];
     memset(have, 0, sizeof(have));
-    for (int r = 0; r < n; r++) have[r][r] = 1;
+    for (int r = 0; r < n; r++)
+        have[r][r] = 1;
     for (int s = 0; s < n - 1; s++) {
         int sent[MAXN];
         for (int r = 0; r < n; r++) {
@@ -52,7 +57,8 @@ static void test_ring(int n)
         }
     }
     for (int r = 0; r < n; r++)
-        for (int b = 0; b < n; b++) CHECK(have[r][b]);
+        for (int b = 0; b < n; b++)
+            CHECK(have[r][b]);
 }
 
 static void test_blocks(int n)
@@ -67,7 +73,8 @@ static void test_blocks(int n)
             sum += len;
             mn = len < mn ? len : mn;
             mx = len > mx ? len : mx;
-            if (i > 0) CHECK(len <= mesh_block_count(c, n, i - 1));
+            if (i > 0)
+                CHECK(len <= mesh_block_count(c, n, i - 1));
         }
         CHECK(sum == c);
         CHECK(mesh_block_offset(c, n, n) == c);
@@ -94,12 +101,14 @@ static void test_rd(int n)
             CHECK(!seen[c]);
             seen[c] = 1;
             CHECK(mesh_rd_core_to_rank(c, n) == r);
-            if (f >= 0) CHECK(mesh_rd_is_extra(f, n) && mesh_rd_fold_partner(f, n) == r);
+            if (f >= 0)
+                CHECK(mesh_rd_is_extra(f, n) && mesh_rd_fold_partner(f, n) == r);
             /* core rank c stands for [first(c), first(c + 1)): itself and its extra partner */
             int lo = mesh_rd_core_first_rank(c, n), hi = mesh_rd_core_first_rank(c + 1, n);
             CHECK(lo <= r && r < hi);
             CHECK(hi - lo == (f >= 0 ? 2 : 1));
-            if (f >= 0) CHECK(lo <= f && f < hi);
+            if (f >= 0)
+                CHECK(lo <= f && f < hi);
         }
     }
     CHECK(nextra == extra);
@@ -107,7 +116,8 @@ static void test_rd(int n)
 
     /* Doubling: partner symmetry, and the union of data reaches every core rank. */
     uint64_t know[MAXN];
-    for (int c = 0; c < p; c++) know[c] = 1ull << c;
+    for (int c = 0; c < p; c++)
+        know[c] = 1ull << c;
     for (int k = 0; k < lg; k++) {
         uint64_t next[MAXN];
         for (int c = 0; c < p; c++) {
@@ -121,7 +131,8 @@ static void test_rd(int n)
         memcpy(know, next, sizeof(know));
     }
     uint64_t all = p == 64 ? ~0ull : (1ull << p) - 1;
-    for (int c = 0; c < p; c++) CHECK(know[c] == all);
+    for (int c = 0; c < p; c++)
+        CHECK(know[c] == all);
 
     /* Halving: windows shrink to the own block, and the kept and sent halves partition the
      * window; partners at a level share the same window. */
@@ -144,11 +155,14 @@ static void test_rd(int n)
     for (int lv = 0; lv <= lg; lv++) {
         int cover[MAXN] = {0};
         for (int c = 0; c < p; c++) {
-            if (mesh_rh_window_first(c, p, lv) != c - c % mesh_rh_window_blocks(p, lv)) CHECK(0);
+            if (mesh_rh_window_first(c, p, lv) != c - c % mesh_rh_window_blocks(p, lv))
+                CHECK(0);
             if (c % mesh_rh_window_blocks(p, lv) == 0)
-                for (int b = 0; b < mesh_rh_window_blocks(p, lv); b++) cover[c + b]++;
+                for (int b = 0; b < mesh_rh_window_blocks(p, lv); b++)
+                    cover[c + b]++;
         }
-        for (int b = 0; b < p; b++) CHECK(cover[b] == 1);
+        for (int b = 0; b < p; b++)
+            CHECK(cover[b] == 1);
     }
 }
 
@@ -160,8 +174,10 @@ static void test_binomial(int n)
             int vr = mesh_binomial_vrank(r, root, n);
             CHECK(vr >= 0 && vr < n && mesh_binomial_rank(vr, root, n) == r);
             parent[r] = mesh_binomial_parent(r, root, n);
-            if (r == root) CHECK(parent[r] == -1);
-            else CHECK(parent[r] >= 0 && parent[r] < n && parent[r] != r);
+            if (r == root)
+                CHECK(parent[r] == -1);
+            else
+                CHECK(parent[r] >= 0 && parent[r] < n && parent[r] != r);
         }
         /* children lists agree with parents: every non-root rank has exactly one parent */
         for (int r = 0; r < n; r++) {
@@ -179,7 +195,8 @@ static void test_binomial(int n)
             }
             CHECK(sub == mesh_binomial_subtree(r, root, n));
         }
-        for (int r = 0; r < n; r++) CHECK(nparent_refs[r] == (r == root ? 0 : 1));
+        for (int r = 0; r < n; r++)
+            CHECK(nparent_refs[r] == (r == root ? 0 : 1));
         CHECK(mesh_binomial_subtree(root, root, n) == n);
         /* connected and acyclic: walking up reaches the root within log2(n) + 1 hops */
         for (int r = 0; r < n; r++) {

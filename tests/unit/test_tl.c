@@ -4,10 +4,10 @@
  * exact contents and byte counts for sizes from 0 to 9 MiB with receives posted before and after
  * the data arrives, many outstanding tags between one pair received in reverse order, all pairs
  * at once, and that a peer killed with SIGKILL turns into MESH_ERR_PEER_FAILED on every
- * survivor. Addresses are exchanged through shared memory, not the bootstrap. The whole suite
- * runs again with MESH_SHM_CMA=0 (large messages through the ring) and with cross-memory attach
- * refused by the kernel (the EPERM fallback).
- * Usage: test_tl [transport] ; alarm() watchdogs bound every process.
+ * survivor, and that wireup with a peer that never connects times out naming it. Addresses
+ * are exchanged through shared memory, not the bootstrap. The whole suite runs again with
+ * MESH_SHM_CMA=0 (large messages through the ring) and with cross-memory attach refused by the
+ * kernel (the EPERM fallback). Usage: test_tl [transport] ; alarm() watchdogs bound every process.
  */
 #include "config.h"
 #include "transports/tl.h"
@@ -32,8 +32,8 @@
 #include <unistd.h>
 
 #define MAX_RANKS 4
-#define NODE "testnode"
-#define WAIT_S 30.0
+#define NODE      "testnode"
+#define WAIT_S    30.0
 
 typedef struct {
     atomic_int count;
@@ -79,15 +79,16 @@ static unsigned char pattern(int src, int dst, size_t size, size_t i)
 
 static void fill(unsigned char *b, int src, int dst, size_t size)
 {
-    for (size_t i = 0; i < size; i++) b[i] = pattern(src, dst, size, i);
+    for (size_t i = 0; i < size; i++)
+        b[i] = pattern(src, dst, size, i);
 }
 
 static void verify(const unsigned char *b, int src, int dst, size_t size, const char *what)
 {
     for (size_t i = 0; i < size; i++)
         CHECK_MSG(b[i] == pattern(src, dst, size, i),
-                  "%s: %s rank %d <- %d size %zu: byte %zu is %u, want %u", g_ops->name, what,
-                  dst, src, size, i, b[i], pattern(src, dst, size, i));
+                  "%s: %s rank %d <- %d size %zu: byte %zu is %u, want %u", g_ops->name, what, dst,
+                  src, size, i, b[i], pattern(src, dst, size, i));
 }
 
 /* Progresses until every op completed; returns how long it took. */
@@ -97,8 +98,10 @@ static double wait_all(mesh_tl_op_t **ops, int n, double limit)
     unsigned idle = 0;
     for (;;) {
         int pending = 0;
-        for (int i = 0; i < n; i++) pending += ops[i]->status == MESH_INPROGRESS;
-        if (!pending) return mesh_time() - t0;
+        for (int i = 0; i < n; i++)
+            pending += ops[i]->status == MESH_INPROGRESS;
+        if (!pending)
+            return mesh_time() - t0;
         CHECK_MSG(mesh_time() - t0 < limit, "%s: rank %d: %d operations still pending after %.0f s",
                   g_ops->name, g_rank, pending, limit);
         if (mesh_tl_progress(g_iface) > 0)
@@ -112,7 +115,8 @@ static int peers(int *list)
 {
     int n = 0;
     for (int p = 0; p < g_size; p++)
-        if (g_ep[p]) list[n++] = p;
+        if (g_ep[p])
+            list[n++] = p;
     return n;
 }
 
@@ -143,7 +147,8 @@ static void test_sizes(int late)
         if (late) {
             /* give the data time to arrive unexpected (rendezvous headers for large ones) */
             double t = mesh_time() + 0.05;
-            while (mesh_time() < t) mesh_tl_progress(g_iface);
+            while (mesh_time() < t)
+                mesh_tl_progress(g_iface);
             barrier();
             for (int i = 0; i < np; i++)
                 CHECK(mesh_tl_irecv(g_ep[pl[i]], tag, rbuf[i], size + 16, &rop[i]) == MESH_OK);
@@ -158,10 +163,11 @@ static void test_sizes(int late)
                       "%s: size %zu with rank %d: send %d receive %d", g_ops->name, size, pl[i],
                       sop[i].status, rop[i].status);
             CHECK_MSG(sop[i].length == size && rop[i].length == size,
-                      "%s: size %zu with rank %d: sent %zu received %zu bytes", g_ops->name,
-                      size, pl[i], sop[i].length, rop[i].length);
+                      "%s: size %zu with rank %d: sent %zu received %zu bytes", g_ops->name, size,
+                      pl[i], sop[i].length, rop[i].length);
             verify(rbuf[i], pl[i], g_rank, size, late ? "late receive" : "early receive");
-            for (int j = 0; j < 16; j++) CHECK(rbuf[i][size + j] == 0xee);
+            for (int j = 0; j < 16; j++)
+                CHECK(rbuf[i][size + j] == 0xee);
             free(sbuf[i]);
             free(rbuf[i]);
         }
@@ -185,8 +191,8 @@ static void test_tags(void)
             CHECK(rbuf[i][t]);
             /* half the receives are posted now, half after the sends */
             if (t % 2 == 0) {
-                CHECK(mesh_tl_irecv(g_ep[pl[i]], 0x7700000000ull + (uint64_t)t, rbuf[i][t],
-                                    size, &rop[i][t]) == MESH_OK);
+                CHECK(mesh_tl_irecv(g_ep[pl[i]], 0x7700000000ull + (uint64_t)t, rbuf[i][t], size,
+                                    &rop[i][t]) == MESH_OK);
                 all[n++] = &rop[i][t];
             }
         }
@@ -205,7 +211,8 @@ static void test_tags(void)
     }
     for (int i = 0; i < np; i++) {
         for (int t = NTAGS - 1; t >= 0; t--) {
-            if (t % 2 == 0) continue;
+            if (t % 2 == 0)
+                continue;
             size_t size = sizes[t % NSIZES] / (t >= (int)NSIZES ? 4 : 1) + (size_t)t % 3;
             CHECK(mesh_tl_irecv(g_ep[pl[i]], 0x7700000000ull + (uint64_t)t, rbuf[i][t], size,
                                 &rop[i][t]) == MESH_OK);
@@ -233,7 +240,8 @@ static void test_kill(void)
 {
     int victim = g_size - 1;
     barrier();
-    if (g_rank == victim) raise(SIGKILL);
+    if (g_rank == victim)
+        raise(SIGKILL);
     size_t big = 9u << 20;
     unsigned char *sbuf = calloc(1, big), *rbuf = malloc(64);
     mesh_tl_op_t sop, rop;
@@ -252,10 +260,40 @@ static void test_kill(void)
     CHECK_MSG(strstr(mesh_error_last(), "rank") != NULL, "error message names no rank: %s",
               mesh_error_last());
     CHECK(g_ops->ep_check(g_ep[victim]) == MESH_ERR_PEER_FAILED);
-    printf("  %s n=%d: rank %d saw rank %d die after %.3f s\n", g_ops->name, g_size, g_rank,
-           victim, t);
+    printf("  %s n=%d: rank %d saw rank %d die after %.3f s\n", g_ops->name, g_size, g_rank, victim,
+           t);
     free(sbuf);
     free(rbuf);
+}
+
+/* Rank 0 never creates its endpoint to the last rank: the last rank's wireup must time out at
+ * its deadline and name rank 0 (a transport whose endpoints need nothing from the peer may
+ * also succeed). */
+static void test_silent_peer(void)
+{
+    int last = g_size - 1;
+    if (g_rank == last) {
+        mesh_tl_peer_t peer = {.rank = 0,
+                               .node = NODE,
+                               .pid = sh->pid[0],
+                               .pidns = mesh_context_pidns(),
+                               .addr = sh->addr[0],
+                               .addr_len = sh->addr_len[0]};
+        CHECK(g_ops->reachable(g_iface, &peer));
+        CHECK(g_ops->ep_create(g_iface, &peer, &g_ep[0]) == MESH_OK);
+        double t0 = mesh_time();
+        mesh_status_t st = g_ops->wireup(g_iface, t0 + 1.0);
+        double t = mesh_time() - t0;
+        CHECK_MSG(st == MESH_ERR_TIMEOUT, "%s: wireup with a silent peer returned %d", g_ops->name,
+                  st);
+        CHECK_MSG(t >= 0.9 && t < 5.0, "%s: wireup gave up after %.2f s, deadline 1 s", g_ops->name,
+                  t);
+        CHECK_MSG(strstr(mesh_error_last(), "rank") && strstr(mesh_error_last(), "0"),
+                  "%s: timeout message names no rank: %s", g_ops->name, mesh_error_last());
+        g_ops->ep_destroy(g_ep[0]);
+        g_ep[0] = NULL;
+    }
+    barrier();
 }
 
 static void drop_ptrace(void)
@@ -273,19 +311,34 @@ static int child(int rank, int size, uint64_t uid, int kill_case, int no_ptrace)
     alarm(120);
     g_rank = rank;
     g_size = size;
-    if (no_ptrace) drop_ptrace();
+    if (no_ptrace)
+        drop_ptrace();
     CHECK(mesh_context_init() == MESH_OK);
     CHECK(mesh_tl_global_init() == MESH_OK);
-    mesh_tl_open_params_t op = {.rank = rank, .size = size, .comm_uid = uid, .node = NODE,
-                                .timeout_s = 20};
+    mesh_tl_open_params_t op = {
+        .rank = rank, .size = size, .comm_uid = uid, .node = NODE, .timeout_s = 20};
     CHECK(g_ops->open(&op, &g_iface) == MESH_OK);
     CHECK(g_ops->address(g_iface, sh->addr[rank], &sh->addr_len[rank]) == MESH_OK);
     CHECK(sh->addr_len[rank] <= MESH_TL_ADDR_MAX);
     sh->pid[rank] = getpid();
     barrier();
+    if (kill_case == 2) {
+        test_silent_peer();
+        g_ops->close(g_iface);
+        return 0;
+    }
+    if (kill_case == 3) { /* the last rank dies before any endpoint exists */
+        if (rank == size - 1)
+            raise(SIGKILL);
+        g_ops->close(g_iface);
+        return 0;
+    }
     for (int p = 0; p < size; p++) {
-        mesh_tl_peer_t peer = {.rank = p, .node = NODE, .pid = sh->pid[p],
-                               .pidns = mesh_context_pidns(), .addr = sh->addr[p],
+        mesh_tl_peer_t peer = {.rank = p,
+                               .node = NODE,
+                               .pid = sh->pid[p],
+                               .pidns = mesh_context_pidns(),
+                               .addr = sh->addr[p],
                                .addr_len = sh->addr_len[p]};
         if (!g_ops->reachable(g_iface, &peer)) {
             CHECK_MSG(p == rank, "%s cannot reach rank %d", g_ops->name, p);
@@ -303,7 +356,8 @@ static int child(int rank, int size, uint64_t uid, int kill_case, int no_ptrace)
         test_tags();
     }
     for (int p = 0; p < size; p++)
-        if (g_ep[p]) g_ops->ep_destroy(g_ep[p]);
+        if (g_ep[p])
+            g_ops->ep_destroy(g_ep[p]);
     g_ops->close(g_iface);
     return 0;
 }
@@ -321,25 +375,38 @@ static int run_case(const mesh_tl_ops_t *ops, int size, int kill_case, int no_pt
     for (int r = 0; r < size; r++) {
         pids[r] = fork();
         CHECK(pids[r] >= 0);
-        if (pids[r] == 0) _exit(child(r, size, uid, kill_case, no_ptrace));
+        if (pids[r] == 0)
+            _exit(child(r, size, uid, kill_case, no_ptrace));
     }
     int bad = 0;
     for (int n = 0; n < size; n++) {
         int st;
         /* the killed rank is reaped last: survivors must see through a zombie */
-        pid_t p = waitpid(kill_case && n < size - 1 ? pids[n] : -1, &st, 0);
+        pid_t p = waitpid(kill_case == 1 && n < size - 1 ? pids[n] : -1, &st, 0);
         CHECK(p > 0);
         int r = 0;
-        while (r < size && pids[r] != p) r++;
-        int expect_kill = kill_case && r == size - 1;
+        while (r < size && pids[r] != p)
+            r++;
+        int expect_kill = (kill_case == 1 || kill_case == 3) && r == size - 1;
         int ok = expect_kill ? WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL
                              : WIFEXITED(st) && WEXITSTATUS(st) == 0;
         if (!ok) {
             fprintf(stderr, "%s n=%d%s: rank %d ended with status 0x%x\n", ops->name, size,
-                    kill_case ? " (kill)" : "", r, st);
+                    kill_case == 1 ? " (kill)"
+                    : kill_case    ? " (silent)"
+                                   : "",
+                    r, st);
             atomic_store(&sh->failed, 1);
             bad = 1;
         }
+    }
+    if (kill_case == 3) {
+        /* what the dead rank left behind goes with the next interface opened here */
+        mesh_tl_open_params_t p = {
+            .rank = 0, .size = 1, .comm_uid = uid ^ 1, .node = NODE, .timeout_s = 5};
+        mesh_tl_iface_t *next;
+        CHECK(ops->open(&p, &next) == MESH_OK);
+        ops->close(next);
     }
     /* nothing may remain in /dev/shm for this communicator */
     char prefix[64];
@@ -370,14 +437,18 @@ int main(int argc, char **argv)
     for (int t = 0; t < mesh_tl_count(); t++) {
         const mesh_tl_ops_t *ops = mesh_tl_get(t);
         CHECK(ops && ops->name && mesh_tl_find(ops->name) == ops);
-        if (only && strcmp(only, ops->name) != 0) continue;
+        if (only && strcmp(only, ops->name) != 0)
+            continue;
         if (!ops->usable()) {
             printf("%s: not usable here, skipped\n", ops->name);
             continue;
         }
         /* the scope decides the process counts; a probe interface tells it */
-        mesh_tl_open_params_t p = {.rank = 0, .size = 1, .comm_uid = 0x7e57u ^ (uint64_t)getpid(),
-                                   .node = NODE, .timeout_s = 5};
+        mesh_tl_open_params_t p = {.rank = 0,
+                                   .size = 1,
+                                   .comm_uid = 0x7e57u ^ (uint64_t)getpid(),
+                                   .node = NODE,
+                                   .timeout_s = 5};
         mesh_tl_iface_t *probe;
         mesh_tl_caps_t caps;
         CHECK(ops->open(&p, &probe) == MESH_OK);
@@ -396,6 +467,16 @@ int main(int argc, char **argv)
             if (n >= 2 && n != 3) {
                 bad = run_case(ops, n, 1, no_ptrace);
                 printf("%-5s n=%d peer killed: %s\n", ops->name, n, bad ? "FAILED" : "ok");
+                failures += bad;
+                ran++;
+            }
+            if (n == 2) {
+                bad = run_case(ops, n, 2, no_ptrace);
+                printf("%-5s n=%d silent peer: %s\n", ops->name, n, bad ? "FAILED" : "ok");
+                failures += bad;
+                ran++;
+                bad = run_case(ops, n, 3, no_ptrace);
+                printf("%-5s n=%d killed before wireup: %s\n", ops->name, n, bad ? "FAILED" : "ok");
                 failures += bad;
                 ran++;
             }

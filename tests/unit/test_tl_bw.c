@@ -42,7 +42,8 @@ static void barrier(mesh_tl_iface_t *iface)
     }
     unsigned idle = 0;
     while (atomic_load(&sh->gen) == gen) {
-        if (iface) mesh_tl_progress(iface);
+        if (iface)
+            mesh_tl_progress(iface);
         mesh_backoff(&idle);
     }
 }
@@ -73,8 +74,11 @@ static int child(const mesh_tl_ops_t *ops, int rank, size_t size, int iters, con
     }
     CHECK(mesh_context_init() == MESH_OK);
     CHECK(mesh_tl_global_init() == MESH_OK);
-    mesh_tl_open_params_t op = {.rank = rank, .size = 2, .comm_uid = 0xb0b0000ull + getppid(),
-                                .node = "bwnode", .timeout_s = 20};
+    mesh_tl_open_params_t op = {.rank = rank,
+                                .size = 2,
+                                .comm_uid = 0xb0b0000ull + getppid(),
+                                .node = "bwnode",
+                                .timeout_s = 20};
     mesh_tl_iface_t *iface;
     mesh_tl_ep_t *ep;
     CHECK(ops->open(&op, &iface) == MESH_OK);
@@ -82,8 +86,11 @@ static int child(const mesh_tl_ops_t *ops, int rank, size_t size, int iters, con
     sh->pid[rank] = getpid();
     barrier(NULL);
     int p = 1 - rank;
-    mesh_tl_peer_t peer = {.rank = p, .node = "bwnode", .pid = sh->pid[p],
-                           .pidns = mesh_context_pidns(), .addr = sh->addr[p],
+    mesh_tl_peer_t peer = {.rank = p,
+                           .node = "bwnode",
+                           .pid = sh->pid[p],
+                           .pidns = mesh_context_pidns(),
+                           .addr = sh->addr[p],
                            .addr_len = sh->addr_len[p]};
     CHECK(ops->reachable(iface, &peer));
     CHECK(ops->ep_create(iface, &peer, &ep) == MESH_OK);
@@ -104,8 +111,10 @@ static int child(const mesh_tl_ops_t *ops, int rank, size_t size, int iters, con
         t0 = mesh_time();
         for (int i = 0; i < n + WINDOW; i++) {
             int w = i % WINDOW;
-            if (i >= WINDOW) wait_op(iface, &ops_[w]);
-            if (i >= n) continue;
+            if (i >= WINDOW)
+                wait_op(iface, &ops_[w]);
+            if (i >= n)
+                continue;
             if (rank == 0)
                 CHECK(mesh_tl_isend(ep, (uint64_t)i, buf[w], size, &ops_[w]) == MESH_OK);
             else
@@ -124,7 +133,8 @@ static int child(const mesh_tl_ops_t *ops, int rank, size_t size, int iters, con
         for (int w = 0; w < WINDOW; w++)
             CHECK(buf[w][0] == 0x5a + w && buf[w][size - 1] == 0x5a + w &&
                   buf[w][size / 2] == 0x5a + w);
-    if (rank == 0) sh->gbps = (double)size * iters / t / 1e9;
+    if (rank == 0)
+        sh->gbps = (double)size * iters / t / 1e9;
     barrier(iface);
     ops->ep_destroy(ep);
     ops->close(iface);
@@ -156,15 +166,16 @@ static void run(const mesh_tl_ops_t *ops, size_t size, int iters, char **netns)
     for (int r = 0; r < 2; r++) {
         pids[r] = fork();
         CHECK(pids[r] >= 0);
-        if (pids[r] == 0) _exit(child(ops, r, size, iters, netns ? netns[r] : NULL));
+        if (pids[r] == 0)
+            _exit(child(ops, r, size, iters, netns ? netns[r] : NULL));
     }
     for (int r = 0; r < 2; r++) {
         int st;
         CHECK(waitpid(pids[r], &st, 0) == pids[r]);
         CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d failed (0x%x)", r, st);
     }
-    printf("%-5s %10zu bytes x %4d: %7.3f GB/s   (memcpy %7.3f GB/s)\n", ops->name, size,
-           iters, sh->gbps, memcpy_gbps(size, iters));
+    printf("%-5s %10zu bytes x %4d: %7.3f GB/s   (memcpy %7.3f GB/s)\n", ops->name, size, iters,
+           sh->gbps, memcpy_gbps(size, iters));
 }
 
 int main(int argc, char **argv)
@@ -183,7 +194,8 @@ int main(int argc, char **argv)
     }
     for (int t = 0; t < mesh_tl_count(); t++) {
         const mesh_tl_ops_t *ops = mesh_tl_get(t);
-        if (strcmp(ops->name, "self") == 0 || !ops->usable()) continue;
+        if (strcmp(ops->name, "self") == 0 || !ops->usable())
+            continue;
         run(ops, 8u << 20, 8, NULL);
     }
     return 0;

@@ -25,8 +25,8 @@ typedef struct {
     mesh_tl_iface_t super;
     mesh_tl_ep_t ep;
     int ep_used;
-    mesh_tl_opq_t posted;   /* receives waiting for a send */
-    mesh_tl_opq_t done;     /* completed, delivered by the next progress() */
+    mesh_tl_opq_t posted; /* receives waiting for a send */
+    mesh_tl_opq_t done;   /* completed, delivered by the next progress() */
     mesh_tl_self_msg_t *unexp_head, *unexp_tail;
     atomic_int aborted;
 } mesh_tl_self_iface_t;
@@ -51,7 +51,8 @@ static mesh_status_t self_deliver(mesh_tl_self_iface_t *si, mesh_tl_op_t *rop, c
                               len, (unsigned long long)mesh_tl_op_tag(rop), cap));
         return MESH_OK;
     }
-    if (len) memcpy(mesh_tl_op_buf(rop), buf, len);
+    if (len)
+        memcpy(mesh_tl_op_buf(rop), buf, len);
     self_defer(si, rop, len, MESH_OK);
     return MESH_OK;
 }
@@ -59,7 +60,8 @@ static mesh_status_t self_deliver(mesh_tl_self_iface_t *si, mesh_tl_op_t *rop, c
 static mesh_status_t self_open(const mesh_tl_open_params_t *params, mesh_tl_iface_t **iface)
 {
     mesh_tl_self_iface_t *si = calloc(1, sizeof(*si));
-    if (si == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "self interface allocation failed");
+    if (si == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "self interface allocation failed");
     si->super.ops = mesh_tl_self_ops;
     si->super.rank = params->rank;
     si->super.size = params->size;
@@ -109,7 +111,8 @@ static mesh_status_t self_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t
     if (peer->rank != iface->rank)
         return mesh_error(MESH_ERR_INVALID_ARG, "self transport cannot reach rank %d (we are %d)",
                           peer->rank, iface->rank);
-    if (si->ep_used) return mesh_error(MESH_ERR_BUSY, "self endpoint already created");
+    if (si->ep_used)
+        return mesh_error(MESH_ERR_BUSY, "self endpoint already created");
     si->ep_used = 1;
     si->ep.iface = iface;
     si->ep.peer = peer->rank;
@@ -140,7 +143,8 @@ static mesh_status_t self_isend(mesh_tl_ep_t *ep, uint64_t tag, const void *buf,
         m->next = NULL;
         m->tag = tag;
         m->len = len;
-        if (len) memcpy(m->data, buf, len);
+        if (len)
+            memcpy(m->data, buf, len);
         if (si->unexp_tail)
             si->unexp_tail->next = m;
         else
@@ -160,12 +164,14 @@ static mesh_status_t self_irecv(mesh_tl_ep_t *ep, uint64_t tag, void *buf, size_
     mesh_tl_op_set(op, tag, buf, len);
     mesh_tl_self_msg_t *prev = NULL;
     for (mesh_tl_self_msg_t *m = si->unexp_head; m; prev = m, m = m->next) {
-        if (m->tag != tag) continue;
+        if (m->tag != tag)
+            continue;
         if (prev)
             prev->next = m->next;
         else
             si->unexp_head = m->next;
-        if (si->unexp_tail == m) si->unexp_tail = prev;
+        if (si->unexp_tail == m)
+            si->unexp_tail = prev;
         self_deliver(si, op, m->data, m->len);
         free(m);
         return MESH_OK;
@@ -189,7 +195,10 @@ static int self_progress(mesh_tl_iface_t *iface)
     return n;
 }
 
-static mesh_status_t self_ep_check(mesh_tl_ep_t *ep) { return MESH_OK; }
+static mesh_status_t self_ep_check(mesh_tl_ep_t *ep)
+{
+    return MESH_OK;
+}
 
 /* Only a flag: the owner's next progress() fails the posted receives, so abort never touches
  * the queues from another thread. */

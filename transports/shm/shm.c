@@ -13,6 +13,7 @@
 #include "libmesh/context.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -29,10 +30,12 @@ static const mesh_config_entry_t shm_config_entries[] = {
      "Ring size per sending peer in each receiver's shared segment.", NULL},
     {"SHM_EAGER_LIMIT", "16k", MESH_CFG_SIZE,
      "Largest message copied through the ring; larger ones are read once by the receiver "
-     "with cross-memory attach when it works.", NULL},
+     "with cross-memory attach when it works.",
+     NULL},
     {"SHM_CMA", "1", MESH_CFG_BOOL,
      "Use cross-memory attach (process_vm_readv) for large messages; 0 streams them through "
-     "the ring.", NULL},
+     "the ring.",
+     NULL},
     {NULL, NULL, 0, NULL, NULL},
 };
 
@@ -47,11 +50,40 @@ static int shm_cma_works(void)
            memcmp(src, dst, sizeof(dst)) == 0;
 }
 
+/* Segments of processes killed before every peer mapped them keep their names; each open
+ * removes those whose creator is dead in our pid namespace, so they cannot pile up. */
+static void shm_remove_stale(unsigned long long pidns)
+{
+    DIR *d = opendir("/dev/shm");
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        unsigned long long uid;
+        int rank, len = 0;
+        if (sscanf(e->d_name, "mesh-%16llx-%d%n", &uid, &rank, &len) != 2 || e->d_name[len] != '\0')
+            continue;
+        char name[300];
+        snprintf(name, sizeof(name), "/%s", e->d_name);
+        int fd = shm_open(name, O_RDONLY, 0);
+        if (fd < 0)
+            continue;
+        mesh_tl_shm_seg_hdr_t h;
+        ssize_t n = pread(fd, &h, sizeof(h), 0);
+        close(fd);
+        if (n == (ssize_t)sizeof(h) && h.magic == MESH_TL_SHM_MAGIC &&
+            mesh_context_pid_gone(h.pid, h.pidns) && shm_unlink(name) == 0)
+            mesh_log_debug("removed %s left by dead process %d", name, h.pid);
+    }
+    closedir(d);
+}
+
 static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl_iface_t **iface)
 {
     mesh_status_t st;
     mesh_tl_shm_iface_t *si = calloc(1, sizeof(*si));
-    if (si == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "shm interface allocation failed");
+    if (si == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "shm interface allocation failed");
     si->super.ops = mesh_tl_shm_ops;
     si->super.rank = params->rank;
     si->super.size = params->size;
@@ -61,7 +93,8 @@ static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl
     atomic_init(&si->aborted, 0);
     si->pidns = mesh_context_pidns();
     size_t fifo = mesh_config_size("SHM_FIFO_SIZE");
-    if (fifo < 4096) fifo = 4096;
+    if (fifo < 4096)
+        fifo = 4096;
     si->fifo = (fifo + MESH_TL_SHM_LINE - 1) & ~(size_t)(MESH_TL_SHM_LINE - 1);
     si->eager_limit = mesh_config_size("SHM_EAGER_LIMIT");
     si->cma = mesh_config_bool("SHM_CMA") && shm_cma_works();
@@ -70,8 +103,9 @@ static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl
         st = mesh_error(MESH_ERR_NO_MEMORY, "shm endpoint table for %d ranks", params->size);
         goto err_free;
     }
-    snprintf(si->name, sizeof(si->name), "/mesh-%016llx-%d",
-             (unsigned long long)params->comm_uid, params->rank);
+    shm_remove_stale(si->pidns);
+    snprintf(si->name, sizeof(si->name), "/mesh-%016llx-%d", (unsigned long long)params->comm_uid,
+             params->rank);
     uint64_t stride = sizeof(mesh_tl_shm_ring_t) + si->fifo;
     si->seg_len = MESH_TL_SHM_HDR_SIZE + stride * (uint64_t)params->size;
     int fd = shm_open(si->name, O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -91,6 +125,7 @@ static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl
     close(fd);
     si->hdr = si->seg;
     si->hdr->pid = getpid();
+    si->hdr->pidns = si->pidns;
     si->hdr->rank = params->rank;
     si->hdr->size = params->size;
     si->hdr->fifo_size = si->fifo;
@@ -98,8 +133,8 @@ static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl
     atomic_store(&si->hdr->aborted, 0);
     atomic_thread_fence(memory_order_release);
     si->hdr->magic = MESH_TL_SHM_MAGIC;
-    mesh_log_debug("rank %d created %s (%zu bytes per peer ring, cma %s)", params->rank,
-                   si->name, (size_t)si->fifo, si->cma ? "on" : "off");
+    mesh_log_debug("rank %d created %s (%zu bytes per peer ring, cma %s)", params->rank, si->name,
+                   (size_t)si->fifo, si->cma ? "on" : "off");
     *iface = &si->super;
     return MESH_OK;
 
@@ -114,7 +149,8 @@ err_free:
 
 static void shm_unlink_once(mesh_tl_shm_iface_t *si)
 {
-    if (si->unlinked) return;
+    if (si->unlinked)
+        return;
     si->unlinked = 1;
     if (shm_unlink(si->name) != 0 && errno != ENOENT)
         mesh_log_warn("unlinking %s: %m", si->name);
@@ -124,10 +160,12 @@ static void shm_ep_destroy(mesh_tl_ep_t *uep)
 {
     mesh_tl_shm_ep_t *ep = (mesh_tl_shm_ep_t *)uep;
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)uep->iface;
-    if (ep->failed == MESH_OK) ep->failed = MESH_ERR_ABORTED;
+    if (ep->failed == MESH_OK)
+        ep->failed = MESH_ERR_ABORTED;
     mesh_tl_shm_ep_fail_ops(ep, MESH_ERR_ABORTED);
     mesh_tl_shm_ep_free(ep);
-    if (ep->peer_seg) munmap(ep->peer_seg, ep->peer_seg_len);
+    if (ep->peer_seg)
+        munmap(ep->peer_seg, ep->peer_seg_len);
     if (si->eps[uep->peer] == ep) {
         si->eps[uep->peer] = NULL;
         si->neps--;
@@ -139,7 +177,8 @@ static void shm_close(mesh_tl_iface_t *iface)
 {
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
     for (int r = 0; r < iface->size; r++)
-        if (si->eps[r]) shm_ep_destroy(&si->eps[r]->super);
+        if (si->eps[r])
+            shm_ep_destroy(&si->eps[r]->super);
     shm_unlink_once(si);
     while (si->unexp_free) {
         mesh_tl_shm_unexp_t *u = si->unexp_free;
@@ -188,8 +227,8 @@ static int shm_reachable(mesh_tl_iface_t *iface, const mesh_tl_peer_t *peer)
     const mesh_tl_shm_addr_t *a = peer->addr;
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
     const char *node = si->node;
-    return peer->addr_len == sizeof(*a) && a->magic == MESH_TL_SHM_MAGIC && peer->node &&
-           node && strcmp(peer->node, node) == 0;
+    return peer->addr_len == sizeof(*a) && a->magic == MESH_TL_SHM_MAGIC && peer->node && node &&
+           strcmp(peer->node, node) == 0;
 }
 
 static mesh_status_t shm_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t *peer,
@@ -202,14 +241,14 @@ static mesh_status_t shm_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
         return mesh_error(MESH_ERR_INVALID_ARG, "shm endpoint to rank %d: bad or duplicate",
                           peer->rank);
     if (peer->addr_len != sizeof(*a) || a->magic != MESH_TL_SHM_MAGIC)
-        return mesh_error(MESH_ERR_INVALID_ARG, "shm address of rank %d is malformed",
-                          peer->rank);
+        return mesh_error(MESH_ERR_INVALID_ARG, "shm address of rank %d is malformed", peer->rank);
     if (a->fifo_size != si->fifo)
-        return mesh_error(MESH_ERR_INVALID_ARG,
-                          "rank %d uses MESH_SHM_FIFO_SIZE %llu, we use %llu", peer->rank,
-                          (unsigned long long)a->fifo_size, (unsigned long long)si->fifo);
+        return mesh_error(MESH_ERR_INVALID_ARG, "rank %d uses MESH_SHM_FIFO_SIZE %llu, we use %llu",
+                          peer->rank, (unsigned long long)a->fifo_size,
+                          (unsigned long long)si->fifo);
     mesh_tl_shm_ep_t *ep = calloc(1, sizeof(*ep));
-    if (ep == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "shm endpoint allocation failed");
+    if (ep == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "shm endpoint allocation failed");
     ep->super.iface = iface;
     ep->super.peer = peer->rank;
     ep->pid = peer->pid;
@@ -225,8 +264,8 @@ static mesh_status_t shm_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
     uint64_t stride = sizeof(mesh_tl_shm_ring_t) + si->fifo;
     size_t want = MESH_TL_SHM_HDR_SIZE + stride * (uint64_t)iface->size;
     if (fstat(fd, &sb) != 0 || (size_t)sb.st_size != want) {
-        st = mesh_error(MESH_ERR_PEER_FAILED, "segment %s of rank %d has the wrong size",
-                        a->name, peer->rank);
+        st = mesh_error(MESH_ERR_PEER_FAILED, "segment %s of rank %d has the wrong size", a->name,
+                        peer->rank);
         close(fd);
         goto err_free;
     }
@@ -272,7 +311,8 @@ static mesh_status_t shm_wireup(mesh_tl_iface_t *iface, double deadline)
         for (int r = 0; r < iface->size; r++) {
             mesh_tl_shm_ep_t *ep = si->eps[r];
             if (ep && !atomic_load_explicit(&ep->rx->mapped, memory_order_acquire)) {
-                if (first < 0) first = r;
+                if (first < 0)
+                    first = r;
                 missing++;
             }
         }
@@ -294,6 +334,11 @@ int mesh_tl_shm_ep_fail(mesh_tl_shm_ep_t *ep, mesh_status_t status, const char *
 {
     if (ep->failed == MESH_OK) {
         ep->failed = status;
+        snprintf(ep->why, sizeof(ep->why), "%s", why);
+        mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)ep->super.iface;
+        int none = 0;
+        if (status == MESH_ERR_PEER_FAILED && strstr(why, "aborted") == NULL)
+            atomic_compare_exchange_strong(&si->hdr->failed_rank, &none, ep->super.peer + 1);
         if (ep->npending > 0)
             mesh_error(status, "peer rank %d (pid %d) failed: %s", ep->super.peer, ep->pid, why);
         else
@@ -302,25 +347,53 @@ int mesh_tl_shm_ep_fail(mesh_tl_shm_ep_t *ep, mesh_status_t status, const char *
     return mesh_tl_shm_ep_fail_ops(ep, ep->failed);
 }
 
-/* Whether the peer still runs and has not aborted; fails its operations otherwise. */
-static int shm_liveness(mesh_tl_shm_ep_t *ep)
+int mesh_tl_shm_sweep(mesh_tl_shm_iface_t *si)
 {
-    if (atomic_load_explicit(&ep->peer_hdr->aborted, memory_order_acquire))
-        return mesh_tl_shm_ep_fail(ep, MESH_ERR_PEER_FAILED, "it aborted");
-    if (ep->same_pidns && mesh_context_pid_gone(ep->pid, mesh_context_pidns()))
-        return mesh_tl_shm_ep_fail(ep, MESH_ERR_PEER_FAILED, "its process no longer exists");
-    return 0;
+    int n = 0;
+    for (int r = 0; r < si->super.size; r++) {
+        mesh_tl_shm_ep_t *ep = si->eps[r];
+        if (ep && ep->failed == MESH_OK && ep->same_pidns &&
+            !atomic_load_explicit(&ep->peer_hdr->aborted, memory_order_acquire) &&
+            mesh_context_pid_gone(ep->pid, mesh_context_pidns()))
+            n += mesh_tl_shm_ep_fail(ep, MESH_ERR_PEER_FAILED, "its process no longer exists");
+    }
+    for (int r = 0; r < si->super.size; r++) {
+        mesh_tl_shm_ep_t *ep = si->eps[r];
+        if (ep == NULL || ep->failed != MESH_OK ||
+            !atomic_load_explicit(&ep->peer_hdr->aborted, memory_order_acquire))
+            continue;
+        char why[96];
+        int culprit = atomic_load_explicit(&ep->peer_hdr->failed_rank, memory_order_acquire);
+        mesh_tl_shm_ep_t *cep =
+            culprit > 0 && culprit <= si->super.size ? si->eps[culprit - 1] : NULL;
+        if (cep && cep->failed == MESH_OK) {
+            /* it may still be tearing down, too early for its pid to look dead */
+            snprintf(why, sizeof(why), "rank %d saw it die", r);
+            n += mesh_tl_shm_ep_fail(cep, MESH_ERR_PEER_FAILED, why);
+        }
+        if (culprit > 0)
+            snprintf(why, sizeof(why), "it aborted after rank %d failed", culprit - 1);
+        else
+            snprintf(why, sizeof(why), "it aborted");
+        n += mesh_tl_shm_ep_fail(ep, MESH_ERR_PEER_FAILED, why);
+    }
+    return n;
 }
 
 static int shm_abort_pending(mesh_tl_shm_iface_t *si)
 {
     int n = 0;
-    if (si->abort_done) return 0;
+    if (si->abort_done)
+        return 0;
     si->abort_done = 1;
     for (int r = 0; r < si->super.size; r++) {
         mesh_tl_shm_ep_t *ep = si->eps[r];
-        if (ep == NULL) continue;
-        if (ep->failed == MESH_OK) ep->failed = MESH_ERR_ABORTED;
+        if (ep == NULL)
+            continue;
+        if (ep->failed == MESH_OK) {
+            ep->failed = MESH_ERR_ABORTED;
+            snprintf(ep->why, sizeof(ep->why), "aborted");
+        }
         n += mesh_tl_shm_ep_fail_ops(ep, MESH_ERR_ABORTED);
     }
     return n;
@@ -329,21 +402,24 @@ static int shm_abort_pending(mesh_tl_shm_iface_t *si)
 static int shm_progress(mesh_tl_iface_t *iface)
 {
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
-    if (atomic_load_explicit(&si->aborted, memory_order_acquire)) return shm_abort_pending(si);
-    int done = 0, moved = 0;
-    double now = -1;
+    if (atomic_load_explicit(&si->aborted, memory_order_acquire))
+        return shm_abort_pending(si);
+    int done = 0, moved = 0, pending = 0;
     for (int r = 0; r < iface->size; r++) {
         mesh_tl_shm_ep_t *ep = si->eps[r];
-        if (ep == NULL || ep->failed < 0) continue;
+        if (ep == NULL || ep->failed < 0)
+            continue;
         done += mesh_tl_shm_ep_progress(ep);
         moved |= ep->moved;
         ep->moved = 0;
-        if (ep->npending > 0 && ep->failed == MESH_OK) {
-            if (now < 0) now = mesh_time();
-            if (now >= ep->next_check) {
-                ep->next_check = now + MESH_TL_SHM_LIVENESS_S;
-                done += shm_liveness(ep);
-            }
+        pending |= ep->npending > 0;
+    }
+    /* liveness of every peer, at most every 100 ms and only while we wait for something */
+    if (pending) {
+        double now = mesh_time();
+        if (now >= si->next_sweep) {
+            si->next_sweep = now + MESH_TL_SHM_LIVENESS_S;
+            done += mesh_tl_shm_sweep(si);
         }
     }
     /* bytes that moved without completing anything still tell waiters not to sleep */
@@ -353,10 +429,11 @@ static int shm_progress(mesh_tl_iface_t *iface)
 static mesh_status_t shm_ep_check(mesh_tl_ep_t *uep)
 {
     mesh_tl_shm_ep_t *ep = (mesh_tl_shm_ep_t *)uep;
-    if (ep->failed == MESH_OK) shm_liveness(ep);
+    if (ep->failed == MESH_OK)
+        mesh_tl_shm_sweep((mesh_tl_shm_iface_t *)uep->iface);
     return ep->failed == MESH_ERR_ABORTED ? MESH_ERR_ABORTED
-           : ep->failed < 0             ? MESH_ERR_PEER_FAILED
-                                        : MESH_OK;
+           : ep->failed < 0               ? MESH_ERR_PEER_FAILED
+                                          : MESH_OK;
 }
 
 /* Flags our segment so peers notice; the owner's next progress() fails pending operations. */

@@ -7,11 +7,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define MESH_TL_SHM_MAGIC 0x4d534853u /* "MSHS" */
-#define MESH_TL_SHM_LINE 64
+#define MESH_TL_SHM_MAGIC    0x4d534853u /* "MSHS" */
+#define MESH_TL_SHM_LINE     64
 #define MESH_TL_SHM_HDR_SIZE 256
 /* Largest cross-memory read per endpoint and progress call, so other peers keep moving. */
-#define MESH_TL_SHM_CMA_CHUNK (4u << 20)
+#define MESH_TL_SHM_CMA_CHUNK  (4u << 20)
 #define MESH_TL_SHM_LIVENESS_S 0.1
 
 /* Start of every segment. */
@@ -22,7 +22,9 @@ typedef struct {
     int32_t size;
     uint64_t fifo_size;
     uint64_t ring_stride;
+    uint64_t pidns; /* pid namespace of pid, so stale segments are judged only by peers */
     _Alignas(MESH_TL_SHM_LINE) atomic_int aborted;
+    atomic_int failed_rank; /* 1 + the first peer we saw die, so peers can name it */
 } mesh_tl_shm_seg_hdr_t;
 
 /* One single-producer single-consumer byte ring: sender s writes ring s of the receiver's
@@ -49,7 +51,7 @@ enum { SHM_PKT_EAGER = 1, SHM_PKT_RNDV, SHM_PKT_FIN, SHM_PKT_RETRY, SHM_PKT_RDAT
 /* Packet header in a ring; EAGER and RDATA are followed by len payload bytes. */
 typedef struct {
     uint32_t type;
-    int32_t pid;     /* RNDV: sender's pid */
+    int32_t pid; /* RNDV: sender's pid */
     uint64_t tag;
     uint64_t len;
     uint64_t cookie; /* RNDV/FIN/RETRY: the sender's op; RDATA: the receiver's op */
@@ -86,8 +88,8 @@ typedef struct mesh_tl_shm_ep {
     int pid;
     int same_pidns;
     int peer_cma;
-    int cma_broken;         /* EPERM seen: large messages go through the ring */
-    void *peer_seg;         /* mapping of the peer's segment */
+    int cma_broken; /* EPERM seen: large messages go through the ring */
+    void *peer_seg; /* mapping of the peer's segment */
     size_t peer_seg_len;
     mesh_tl_shm_seg_hdr_t *peer_hdr;
     mesh_tl_shm_ring_t *tx; /* our ring in the peer's segment */
@@ -95,32 +97,32 @@ typedef struct mesh_tl_shm_ep {
     uint64_t fifo;          /* size of both rings */
     /* sending */
     uint64_t tx_head, tx_tail_cache;
-    mesh_tl_opq_t sendq;    /* sends not yet fully in the ring */
-    mesh_tl_opq_t rdataq;   /* rendezvous sends the receiver asked to stream */
-    mesh_tl_op_t *tx_cur;   /* message being written (head of sendq or rdataq) */
+    mesh_tl_opq_t sendq;  /* sends not yet fully in the ring */
+    mesh_tl_opq_t rdataq; /* rendezvous sends the receiver asked to stream */
+    mesh_tl_op_t *tx_cur; /* message being written (head of sendq or rdataq) */
     mesh_tl_shm_pkt_t tx_pkt;
     size_t tx_pkt_done, tx_off;
-    mesh_tl_opq_t rndv_wait;  /* rendezvous sends waiting for FIN or RETRY */
-    mesh_tl_shm_pkt_t *ctrl;  /* FIN and RETRY packets still to be written (a circular array) */
+    mesh_tl_opq_t rndv_wait; /* rendezvous sends waiting for FIN or RETRY */
+    mesh_tl_shm_pkt_t *ctrl; /* FIN and RETRY packets still to be written (a circular array) */
     size_t ctrl_cap, ctrl_first, ctrl_n;
     /* receiving */
     uint64_t rx_tail;
     int rx_state;
     mesh_tl_shm_pkt_t rx_pkt;
     size_t rx_pkt_done;
-    unsigned char *rx_dst;  /* NULL: discard */
+    unsigned char *rx_dst; /* NULL: discard */
     size_t rx_remain;
-    mesh_tl_op_t *rx_op;    /* completes when the payload is in (NULL: unexpected) */
+    mesh_tl_op_t *rx_op; /* completes when the payload is in (NULL: unexpected) */
     mesh_tl_shm_unexp_t *rx_unexp;
     mesh_tl_opq_t posted;
     mesh_tl_shm_unexp_t *unexp_head, *unexp_tail;
-    mesh_tl_shm_rndv_t *reads;  /* rendezvous reads in progress */
-    mesh_tl_opq_t retry_wait;   /* receives waiting for RDATA */
-    int moved; /* bytes moved since the last progress() */
+    mesh_tl_shm_rndv_t *reads; /* rendezvous reads in progress */
+    mesh_tl_opq_t retry_wait;  /* receives waiting for RDATA */
+    int moved;                 /* bytes moved since the last progress() */
     /* liveness */
     int npending;
-    double next_check;
     mesh_status_t failed;
+    char why[128]; /* how it failed, repeated to later sends and receives */
 } mesh_tl_shm_ep_t;
 
 typedef struct {
@@ -141,6 +143,7 @@ typedef struct {
     int neps;
     mesh_tl_shm_unexp_t *unexp_free;
     mesh_tl_shm_rndv_t *rndv_free;
+    double next_sweep;
     atomic_int aborted;
     int abort_done;
 } mesh_tl_shm_iface_t;
@@ -162,6 +165,9 @@ int mesh_tl_shm_ep_fail_ops(mesh_tl_shm_ep_t *ep, mesh_status_t status);
 void mesh_tl_shm_ep_free(mesh_tl_shm_ep_t *ep);
 
 /* shm.c */
+/* Fails the endpoints of every dead peer (killed processes first, so that the rank that really
+ * died is the one reported, not a survivor that aborted because of it); returns completions. */
+int mesh_tl_shm_sweep(mesh_tl_shm_iface_t *si);
 int mesh_tl_shm_ep_fail(mesh_tl_shm_ep_t *ep, mesh_status_t status, const char *why);
 
 #endif

@@ -41,12 +41,14 @@ static int opq_remove(mesh_tl_opq_t *q, mesh_tl_op_t *op)
 {
     mesh_tl_op_t *prev = NULL;
     for (mesh_tl_op_t *o = q->head; o; prev = o, o = o->tl_next) {
-        if (o != op) continue;
+        if (o != op)
+            continue;
         if (prev)
             prev->tl_next = o->tl_next;
         else
             q->head = o->tl_next;
-        if (q->tail == o) q->tail = prev;
+        if (q->tail == o)
+            q->tail = prev;
         o->tl_next = NULL;
         return 1;
     }
@@ -64,11 +66,13 @@ static mesh_tl_shm_unexp_t *unexp_new(mesh_tl_shm_ep_t *ep, size_t len)
         si->unexp_free = u->next;
     } else if (len <= si->eager_limit) {
         u = malloc(sizeof(*u) + si->eager_limit);
-        if (u == NULL) return NULL;
+        if (u == NULL)
+            return NULL;
         u->pooled = 1;
     } else {
         u = malloc(sizeof(*u) + len);
-        if (u == NULL) return NULL;
+        if (u == NULL)
+            return NULL;
         u->pooled = 0;
     }
     int pooled = u->pooled;
@@ -89,12 +93,14 @@ static void unexp_free(mesh_tl_shm_ep_t *ep, mesh_tl_shm_unexp_t *u)
 {
     mesh_tl_shm_unexp_t *prev = NULL;
     for (mesh_tl_shm_unexp_t *x = ep->unexp_head; x; prev = x, x = x->next) {
-        if (x != u) continue;
+        if (x != u)
+            continue;
         if (prev)
             prev->next = x->next;
         else
             ep->unexp_head = x->next;
-        if (ep->unexp_tail == x) ep->unexp_tail = prev;
+        if (ep->unexp_tail == x)
+            ep->unexp_tail = prev;
         break;
     }
     if (u->pooled) {
@@ -114,7 +120,8 @@ static int ctrl_push(mesh_tl_shm_ep_t *ep, uint32_t type, uint64_t tag, uint64_t
     if (ep->ctrl_n == ep->ctrl_cap) {
         size_t cap = ep->ctrl_cap ? ep->ctrl_cap * 2 : 16;
         mesh_tl_shm_pkt_t *c = malloc(cap * sizeof(*c));
-        if (c == NULL) return -1;
+        if (c == NULL)
+            return -1;
         for (size_t i = 0; i < ep->ctrl_n; i++)
             c[i] = ep->ctrl[(ep->ctrl_first + i) % ep->ctrl_cap];
         free(ep->ctrl);
@@ -141,7 +148,7 @@ mesh_status_t mesh_tl_shm_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf
     if (atomic_load_explicit(&shm_iface(ep)->aborted, memory_order_acquire))
         return mesh_error(MESH_ERR_ABORTED, "send to rank %d after abort", uep->peer);
     if (ep->failed < 0)
-        return mesh_error(ep->failed, "send to failed peer rank %d", uep->peer);
+        return mesh_error(ep->failed, "send to failed peer rank %d: %s", uep->peer, ep->why);
     mesh_tl_op_set(op, tag, buf, len);
     mesh_tl_opq_push(&ep->sendq, op);
     ep->npending++;
@@ -178,7 +185,8 @@ static int rndv_start(mesh_tl_shm_ep_t *ep, mesh_tl_op_t *op, const mesh_tl_shm_
     r->done = 0;
     r->next = NULL;
     mesh_tl_shm_rndv_t **p = &ep->reads;
-    while (*p) p = &(*p)->next;
+    while (*p)
+        p = &(*p)->next;
     *p = r;
     return 0;
 }
@@ -192,7 +200,8 @@ mesh_status_t mesh_tl_shm_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
     mesh_tl_op_set(op, tag, buf, len);
     ep->npending++;
     for (mesh_tl_shm_unexp_t *u = ep->unexp_head; u; u = u->next) {
-        if (u->op != NULL || u->type == 0 || u->tag != tag) continue;
+        if (u->op != NULL || u->type == 0 || u->tag != tag)
+            continue;
         if (u->type == SHM_PKT_RNDV) {
             mesh_tl_shm_pkt_t pkt = u->pkt;
             unexp_free(ep, u);
@@ -209,7 +218,8 @@ mesh_status_t mesh_tl_shm_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
         }
         if (u->complete) {
             size_t n = u->len;
-            if (n) memcpy(buf, u->data, n);
+            if (n)
+                memcpy(buf, u->data, n);
             unexp_free(ep, u);
             op_done(ep, op, n, MESH_OK);
             return MESH_OK;
@@ -219,7 +229,7 @@ mesh_status_t mesh_tl_shm_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
     }
     if (ep->failed < 0) {
         ep->npending--;
-        return mesh_error(ep->failed, "receive from failed peer rank %d", uep->peer);
+        return mesh_error(ep->failed, "receive from failed peer rank %d: %s", uep->peer, ep->why);
     }
     mesh_tl_opq_push(&ep->posted, op);
     return MESH_OK;
@@ -232,7 +242,8 @@ static void ring_put(mesh_tl_shm_ep_t *ep, const void *src, size_t n)
     uint64_t pos = ep->tx_head % ep->fifo;
     size_t first = ep->fifo - pos < n ? ep->fifo - pos : n;
     memcpy(ep->tx->data + pos, src, first);
-    if (n > first) memcpy(ep->tx->data, (const char *)src + first, n - first);
+    if (n > first)
+        memcpy(ep->tx->data, (const char *)src + first, n - first);
     ep->tx_head += n;
     ep->moved = 1;
 }
@@ -243,7 +254,8 @@ static void ring_get(mesh_tl_shm_ep_t *ep, void *dst, size_t n)
     size_t first = ep->fifo - pos < n ? ep->fifo - pos : n;
     if (dst) {
         memcpy(dst, ep->rx->data + pos, first);
-        if (n > first) memcpy((char *)dst + first, ep->rx->data, n - first);
+        if (n > first)
+            memcpy((char *)dst + first, ep->rx->data, n - first);
     }
     ep->rx_tail += n;
     ep->moved = 1;
@@ -304,7 +316,8 @@ static int tx_progress(mesh_tl_shm_ep_t *ep)
         }
         mesh_tl_op_t *op = ep->tx_cur;
         if (!ep->tx_pkt_done) {
-            if (ring_space(ep, sizeof(ep->tx_pkt)) < sizeof(ep->tx_pkt)) break;
+            if (ring_space(ep, sizeof(ep->tx_pkt)) < sizeof(ep->tx_pkt))
+                break;
             ring_put(ep, &ep->tx_pkt, sizeof(ep->tx_pkt));
             ep->tx_pkt_done = 1;
             wrote = 1;
@@ -317,8 +330,10 @@ static int tx_progress(mesh_tl_shm_ep_t *ep)
         size_t len = mesh_tl_op_len(op);
         while (ep->tx_off < len) {
             size_t n = ring_space(ep, len - ep->tx_off);
-            if (n == 0) goto out;
-            if (n > len - ep->tx_off) n = len - ep->tx_off;
+            if (n == 0)
+                goto out;
+            if (n > len - ep->tx_off)
+                n = len - ep->tx_off;
             ring_put(ep, (const char *)mesh_tl_op_buf(op) + ep->tx_off, n);
             ep->tx_off += n;
             ring_publish(ep); /* let the receiver copy out while we copy in */
@@ -329,7 +344,8 @@ static int tx_progress(mesh_tl_shm_ep_t *ep)
         done++;
     }
 out:
-    if (wrote) ring_publish(ep);
+    if (wrote)
+        ring_publish(ep);
     return done;
 }
 
@@ -347,7 +363,8 @@ static int payload_done(mesh_tl_shm_ep_t *ep)
         mesh_tl_shm_unexp_t *u = ep->rx_unexp;
         u->complete = 1;
         if (u->op) {
-            if (len) memcpy(mesh_tl_op_buf(u->op), u->data, len);
+            if (len)
+                memcpy(mesh_tl_op_buf(u->op), u->data, len);
             op_done(ep, u->op, len, MESH_OK);
             unexp_free(ep, u);
             done++;
@@ -390,7 +407,8 @@ static int on_packet(mesh_tl_shm_ep_t *ep)
         }
         ep->rx_remain = p->len;
         ep->rx_state = SHM_RX_PAYLOAD;
-        if (p->len == 0) done += payload_done(ep);
+        if (p->len == 0)
+            done += payload_done(ep);
         return done;
     case SHM_PKT_RDATA:
         op = (mesh_tl_op_t *)(uintptr_t)p->cookie;
@@ -401,11 +419,13 @@ static int on_packet(mesh_tl_shm_ep_t *ep)
         ep->rx_dst = mesh_tl_op_buf(op);
         ep->rx_remain = p->len;
         ep->rx_state = SHM_RX_PAYLOAD;
-        if (p->len == 0) done += payload_done(ep);
+        if (p->len == 0)
+            done += payload_done(ep);
         return done;
     case SHM_PKT_RNDV:
         op = mesh_tl_opq_take_tag(&ep->posted, p->tag);
-        if (op) return rndv_start(ep, op, p);
+        if (op)
+            return rndv_start(ep, op, p);
         mesh_tl_shm_unexp_t *u = unexp_new(ep, 0);
         if (u == NULL)
             return mesh_tl_shm_ep_fail(ep, MESH_ERR_NO_MEMORY, "no memory for a rendezvous");
@@ -425,9 +445,10 @@ static int on_packet(mesh_tl_shm_ep_t *ep)
         op = (mesh_tl_op_t *)(uintptr_t)p->cookie;
         if (!opq_remove(&ep->rndv_wait, op))
             return mesh_tl_shm_ep_fail(ep, MESH_ERR_INTERNAL, "retry for an unknown send");
-        if (!ep->cma_broken)
-            mesh_log_info("rank %d cannot read our memory: large messages to it go through "
-                          "the ring", ep->super.peer);
+        if (!ep->cma_broken) /* the receiver logged it at info, once */
+            mesh_log_debug("rank %d cannot read our memory: large messages to it go through "
+                           "the ring",
+                           ep->super.peer);
         ep->cma_broken = 1;
         op->tl_priv[3] = (void *)(uintptr_t)p->addr;
         mesh_tl_opq_push(&ep->rdataq, op);
@@ -444,25 +465,31 @@ static int rx_progress(mesh_tl_shm_ep_t *ep)
     uint64_t head = atomic_load_explicit(&ep->rx->head, memory_order_acquire);
     while (ep->failed == MESH_OK) {
         if (ep->rx_tail == head) {
-            if (budget == 0) break;
+            if (budget == 0)
+                break;
             head = atomic_load_explicit(&ep->rx->head, memory_order_acquire);
-            if (ep->rx_tail == head) break;
+            if (ep->rx_tail == head)
+                break;
         }
         size_t avail = (size_t)(head - ep->rx_tail);
         if (ep->rx_state == SHM_RX_HDR) {
-            if (avail < sizeof(ep->rx_pkt)) break; /* headers are published whole */
+            if (avail < sizeof(ep->rx_pkt))
+                break; /* headers are published whole */
             ring_get(ep, &ep->rx_pkt, sizeof(ep->rx_pkt));
             int rc = on_packet(ep);
-            if (rc < 0) return done;
+            if (rc < 0)
+                return done;
             done += rc;
         } else {
             size_t n = avail < ep->rx_remain ? avail : ep->rx_remain;
             ring_get(ep, ep->rx_dst, n);
-            if (ep->rx_dst) ep->rx_dst += n;
+            if (ep->rx_dst)
+                ep->rx_dst += n;
             ep->rx_remain -= n;
             budget -= n < budget ? n : budget;
             atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_release);
-            if (ep->rx_remain == 0) done += payload_done(ep);
+            if (ep->rx_remain == 0)
+                done += payload_done(ep);
         }
     }
     atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_release);
@@ -477,7 +504,8 @@ static int reads_progress(mesh_tl_shm_ep_t *ep)
     for (mesh_tl_shm_rndv_t **pp = &ep->reads; *pp && ep->failed == MESH_OK;) {
         mesh_tl_shm_rndv_t *r = *pp;
         size_t n = r->len - r->done;
-        if (n > MESH_TL_SHM_CMA_CHUNK) n = MESH_TL_SHM_CMA_CHUNK;
+        if (n > MESH_TL_SHM_CMA_CHUNK)
+            n = MESH_TL_SHM_CMA_CHUNK;
         ssize_t got = 0;
         if (n) {
             struct iovec l = {(char *)mesh_tl_op_buf(r->op) + r->done, n};
@@ -500,6 +528,8 @@ static int reads_progress(mesh_tl_shm_ep_t *ep)
             } else {
                 char why[128];
                 snprintf(why, sizeof(why), "reading its memory: %s", strerror(errno));
+                /* a peer that exited may have left because another one died: name that one */
+                done += mesh_tl_shm_sweep(si);
                 return done + mesh_tl_shm_ep_fail(ep, MESH_ERR_PEER_FAILED, why);
             }
         } else {
@@ -524,10 +554,13 @@ static int reads_progress(mesh_tl_shm_ep_t *ep)
 
 int mesh_tl_shm_ep_progress(mesh_tl_shm_ep_t *ep)
 {
-    if (ep->failed < 0) return 0;
+    if (ep->failed < 0)
+        return 0;
     int done = rx_progress(ep);
-    if (ep->reads && ep->failed == MESH_OK) done += reads_progress(ep);
-    if (ep->failed == MESH_OK) done += tx_progress(ep);
+    if (ep->reads && ep->failed == MESH_OK)
+        done += reads_progress(ep);
+    if (ep->failed == MESH_OK)
+        done += tx_progress(ep);
     return done;
 }
 
@@ -538,7 +571,8 @@ static int fail_q(mesh_tl_shm_ep_t *ep, mesh_tl_opq_t *q, mesh_status_t st)
     int n = 0;
     mesh_tl_op_t *op;
     while ((op = mesh_tl_opq_pop(q)) != NULL) {
-        if (op->status != MESH_INPROGRESS) continue;
+        if (op->status != MESH_INPROGRESS)
+            continue;
         op_done(ep, op, 0, st);
         n++;
     }
@@ -584,7 +618,8 @@ int mesh_tl_shm_ep_fail_ops(mesh_tl_shm_ep_t *ep, mesh_status_t st)
             n++;
         }
         u->op = NULL;
-        if (!u->complete || u->type == SHM_PKT_RNDV || u->type == 0) unexp_free(ep, u);
+        if (!u->complete || u->type == SHM_PKT_RNDV || u->type == 0)
+            unexp_free(ep, u);
     }
     ep->ctrl_n = 0;
     return n;
@@ -592,7 +627,8 @@ int mesh_tl_shm_ep_fail_ops(mesh_tl_shm_ep_t *ep, mesh_status_t st)
 
 void mesh_tl_shm_ep_free(mesh_tl_shm_ep_t *ep)
 {
-    while (ep->unexp_head) unexp_free(ep, ep->unexp_head);
+    while (ep->unexp_head)
+        unexp_free(ep, ep->unexp_head);
     free(ep->ctrl);
     ep->ctrl = NULL;
 }

@@ -50,19 +50,23 @@ static mesh_status_t tcp_open(const mesh_tl_open_params_t *params, mesh_tl_iface
     mesh_status_t st;
     mesh_sockaddr_t local, bound;
     mesh_tl_tcp_iface_t *ti = calloc(1, sizeof(*ti));
-    if (ti == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "tcp interface allocation failed");
+    if (ti == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "tcp interface allocation failed");
     ti->super.ops = mesh_tl_tcp_ops;
     ti->super.rank = params->rank;
     ti->super.size = params->size;
     ti->comm_uid = params->comm_uid;
     ti->timeout_s = params->timeout_s;
     ti->lfd = -1;
+    ti->first_failed = -1;
     atomic_init(&ti->aborted, 0);
     long long ns = mesh_config_int("TCP_STREAMS");
     ti->nstreams = ns < 1 ? 1 : ns > MESH_TL_TCP_MAX_STREAMS ? MESH_TL_TCP_MAX_STREAMS : (int)ns;
     ti->chunk = mesh_config_size("TCP_CHUNK");
-    if (ti->chunk < 4096) ti->chunk = 4096;
-    if (ti->chunk > (1u << 30)) ti->chunk = 1u << 30;
+    if (ti->chunk < 4096)
+        ti->chunk = 4096;
+    if (ti->chunk > (1u << 30))
+        ti->chunk = 1u << 30;
     ti->sockbuf = mesh_config_size("TCP_SOCKBUF");
     ti->eps = calloc((size_t)params->size, sizeof(*ti->eps));
     if (ti->eps == NULL) {
@@ -95,7 +99,8 @@ err_free:
 
 static void stream_close(mesh_tl_tcp_stream_t *s)
 {
-    if (s->fd >= 0) close(s->fd);
+    if (s->fd >= 0)
+        close(s->fd);
     s->fd = -1;
     s->state = TCP_ST_CLOSED;
 }
@@ -117,7 +122,8 @@ static void tcp_ep_destroy(mesh_tl_ep_t *uep)
         free(m->buf);
         free(m);
     }
-    if (ti->eps[uep->peer] == ep) ti->eps[uep->peer] = NULL;
+    if (ti->eps[uep->peer] == ep)
+        ti->eps[uep->peer] = NULL;
     free(ep);
 }
 
@@ -125,7 +131,8 @@ static void tcp_close(mesh_tl_iface_t *iface)
 {
     mesh_tl_tcp_iface_t *ti = (mesh_tl_tcp_iface_t *)iface;
     for (int r = 0; r < iface->size; r++)
-        if (ti->eps[r]) tcp_ep_destroy(&ti->eps[r]->super);
+        if (ti->eps[r])
+            tcp_ep_destroy(&ti->eps[r]->super);
     while (ti->conns) {
         mesh_tl_tcp_conn_t *c = ti->conns;
         ti->conns = c->next;
@@ -137,7 +144,9 @@ static void tcp_close(mesh_tl_iface_t *iface)
         ti->rmsg_free = m->next;
         free(m);
     }
-    if (ti->lfd >= 0) close(ti->lfd);
+    if (ti->lfd >= 0)
+        close(ti->lfd);
+    mesh_tl_tcp_ucache_free(ti);
     free(ti->pfds);
     free(ti->pobj);
     free(ti->eps);
@@ -210,11 +219,12 @@ static int stream_connect(mesh_tl_tcp_iface_t *ti, mesh_tl_tcp_ep_t *ep, int idx
 static int conn_adopt(mesh_tl_tcp_iface_t *ti, mesh_tl_tcp_conn_t *c)
 {
     mesh_tl_tcp_ep_t *ep = ti->eps[c->hello.rank];
-    if (ep == NULL) return 0; /* its endpoint is created later */
+    if (ep == NULL)
+        return 0; /* its endpoint is created later */
     mesh_tl_tcp_stream_t *s = &ep->streams[c->hello.stream];
     if (c->hello.nstreams != (uint32_t)ep->nstreams || s->state != TCP_ST_NONE) {
-        mesh_log_warn("dropping unexpected connection from rank %u stream %u",
-                      c->hello.rank, c->hello.stream);
+        mesh_log_warn("dropping unexpected connection from rank %u stream %u", c->hello.rank,
+                      c->hello.stream);
         close(c->fd);
         return 1;
     }
@@ -235,29 +245,34 @@ static mesh_status_t tcp_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
                           peer->rank);
     const mesh_tl_tcp_addr_t *a = peer->addr;
     mesh_tl_tcp_ep_t *ep = calloc(1, sizeof(*ep));
-    if (ep == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "tcp endpoint allocation failed");
+    if (ep == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "tcp endpoint allocation failed");
     ep->super.iface = iface;
     ep->super.peer = peer->rank;
     ep->nstreams = a->nstreams < ti->nstreams ? a->nstreams : ti->nstreams;
-    if (ep->nstreams < 1) ep->nstreams = 1;
+    if (ep->nstreams < 1)
+        ep->nstreams = 1;
     ep->addr.len = a->sa_len;
     memcpy(&ep->addr.ss, &a->sa, sizeof(a->sa));
     mesh_sock_addr_str(&ep->addr, ep->addr_str, sizeof(ep->addr_str));
     ep->connector = iface->rank < peer->rank;
+    ep->notice_rank = -1;
+    ep->culprit = -1;
     for (int i = 0; i < ep->nstreams; i++) {
         ep->streams[i].fd = -1;
         ep->streams[i].ep = ep;
         ep->streams[i].stage = malloc(MESH_TL_TCP_STAGE);
         if (ep->streams[i].stage == NULL) {
-            for (int j = 0; j < i; j++) free(ep->streams[j].stage);
+            for (int j = 0; j < i; j++)
+                free(ep->streams[j].stage);
             free(ep);
-            return mesh_error(MESH_ERR_NO_MEMORY, "tcp staging buffers for rank %d",
-                              peer->rank);
+            return mesh_error(MESH_ERR_NO_MEMORY, "tcp staging buffers for rank %d", peer->rank);
         }
     }
     ti->eps[peer->rank] = ep;
     if (ep->connector) {
-        for (int i = 0; i < ep->nstreams; i++) stream_connect(ti, ep, i);
+        for (int i = 0; i < ep->nstreams; i++)
+            stream_connect(ti, ep, i);
     } else {
         for (mesh_tl_tcp_conn_t **p = &ti->conns; *p;) {
             mesh_tl_tcp_conn_t *c = *p;
@@ -274,17 +289,52 @@ static mesh_status_t tcp_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
     return MESH_OK;
 }
 
+/* Tells every other connected peer which rank failed first (best effort: written now when the
+ * stream is between chunks, else after the current chunk). */
+static void tcp_announce(mesh_tl_tcp_iface_t *ti, int failed)
+{
+    if (ti->first_failed >= 0 || atomic_load(&ti->aborted))
+        return;
+    ti->first_failed = failed;
+    for (int r = 0; r < ti->super.size; r++) {
+        mesh_tl_tcp_ep_t *ep = ti->eps[r];
+        if (ep == NULL || r == failed || ep->failed < 0)
+            continue;
+        ep->notice_rank = failed;
+        if (ep->streams[0].state == TCP_ST_READY)
+            mesh_tl_tcp_stream_send(ep, &ep->streams[0]);
+    }
+}
+
 int mesh_tl_tcp_ep_fail(mesh_tl_tcp_ep_t *ep, mesh_status_t status, const char *why)
 {
-    if (ep->failed < 0) return mesh_tl_tcp_ep_fail_ops(ep, ep->failed);
-    int pending = mesh_tl_tcp_ep_has_ops(ep);
+    mesh_tl_tcp_iface_t *ti = (mesh_tl_tcp_iface_t *)ep->super.iface;
+    if (ep->failed < 0)
+        return mesh_tl_tcp_ep_fail_ops(ep, ep->failed);
+    int n = 0, pending = mesh_tl_tcp_ep_has_ops(ep);
     ep->failed = status;
-    for (int i = 0; i < ep->nstreams; i++) stream_close(&ep->streams[i]);
+    for (int i = 0; i < ep->nstreams; i++)
+        stream_close(&ep->streams[i]);
+    int culprit = ep->culprit;
+    mesh_tl_tcp_ep_t *cep = culprit >= 0 ? ti->eps[culprit] : NULL;
+    if (status == MESH_ERR_PEER_FAILED)
+        tcp_announce(ti, culprit >= 0 ? culprit : ep->super.peer);
+    /* the rank it saw fail goes first, so that the first failure reported names it */
+    if (cep && cep != ep && cep->failed == MESH_OK) {
+        char cwhy[64];
+        snprintf(cwhy, sizeof(cwhy), "rank %d saw it fail", ep->super.peer);
+        n += mesh_tl_tcp_ep_fail(cep, MESH_ERR_PEER_FAILED, cwhy);
+    }
+    char after[48] = "";
+    if (culprit >= 0)
+        snprintf(after, sizeof(after), " (after it saw rank %d fail)", culprit);
+    snprintf(ep->why, sizeof(ep->why), "%s%s", why, after);
     if (pending)
-        mesh_error(status, "peer rank %d (%s) failed: %s", ep->super.peer, ep->addr_str, why);
+        mesh_error(status, "peer rank %d (%s) failed: %s%s", ep->super.peer, ep->addr_str, why,
+                   after);
     else
-        mesh_log_debug("peer rank %d (%s) is gone: %s", ep->super.peer, ep->addr_str, why);
-    return mesh_tl_tcp_ep_fail_ops(ep, status);
+        mesh_log_debug("peer rank %d (%s) is gone: %s%s", ep->super.peer, ep->addr_str, why, after);
+    return n + mesh_tl_tcp_ep_fail_ops(ep, status);
 }
 
 static void accept_all(mesh_tl_tcp_iface_t *ti)
@@ -292,7 +342,8 @@ static void accept_all(mesh_tl_tcp_iface_t *ti)
     for (;;) {
         int fd = accept4(ti->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR) continue;
+            if (errno == EINTR)
+                continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED)
                 mesh_log_warn("accept on the tcp listener failed: %m");
             return;
@@ -323,15 +374,16 @@ static int conns_progress(mesh_tl_tcp_iface_t *ti)
                 c->hello_done += (size_t)r;
                 continue;
             }
-            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-            if (r < 0 && errno == EINTR) continue;
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                break;
+            if (r < 0 && errno == EINTR)
+                continue;
             drop = 1;
             break;
         }
         if (!drop && c->hello_done == sizeof(c->hello)) {
             if (c->hello.magic != MESH_TL_TCP_MAGIC || c->hello.comm_uid != ti->comm_uid ||
-                c->hello.rank >= (uint32_t)ti->super.size ||
-                (int)c->hello.rank >= ti->super.rank ||
+                c->hello.rank >= (uint32_t)ti->super.size || (int)c->hello.rank >= ti->super.rank ||
                 c->hello.stream >= MESH_TL_TCP_MAX_STREAMS) {
                 mesh_log_warn("dropping a connection with an invalid hello");
                 drop = 1;
@@ -355,13 +407,16 @@ static int conns_progress(mesh_tl_tcp_iface_t *ti)
 
 static int pfd_reserve(mesh_tl_tcp_iface_t *ti, int n)
 {
-    if (n <= ti->pcap) return 0;
+    if (n <= ti->pcap)
+        return 0;
     int cap = n * 2;
     struct pollfd *p = realloc(ti->pfds, (size_t)cap * sizeof(*p));
-    if (p == NULL) return -1;
+    if (p == NULL)
+        return -1;
     ti->pfds = p;
     void **o = realloc(ti->pobj, (size_t)cap * sizeof(*o));
-    if (o == NULL) return -1;
+    if (o == NULL)
+        return -1;
     ti->pobj = o;
     ti->pcap = cap;
     return 0;
@@ -370,13 +425,19 @@ static int pfd_reserve(mesh_tl_tcp_iface_t *ti, int n)
 static int tcp_abort_pending(mesh_tl_tcp_iface_t *ti)
 {
     int n = 0;
-    if (ti->abort_done) return 0;
+    if (ti->abort_done)
+        return 0;
     ti->abort_done = 1;
     for (int r = 0; r < ti->super.size; r++) {
         mesh_tl_tcp_ep_t *ep = ti->eps[r];
-        if (ep == NULL) continue;
-        if (ep->failed == MESH_OK) ep->failed = MESH_ERR_ABORTED;
-        for (int i = 0; i < ep->nstreams; i++) stream_close(&ep->streams[i]);
+        if (ep == NULL)
+            continue;
+        if (ep->failed == MESH_OK) {
+            ep->failed = MESH_ERR_ABORTED;
+            snprintf(ep->why, sizeof(ep->why), "aborted");
+        }
+        for (int i = 0; i < ep->nstreams; i++)
+            stream_close(&ep->streams[i]);
         n += mesh_tl_tcp_ep_fail_ops(ep, MESH_ERR_ABORTED);
     }
     return n;
@@ -385,11 +446,14 @@ static int tcp_abort_pending(mesh_tl_tcp_iface_t *ti)
 static int tcp_progress(mesh_tl_iface_t *iface)
 {
     mesh_tl_tcp_iface_t *ti = (mesh_tl_tcp_iface_t *)iface;
-    if (atomic_load_explicit(&ti->aborted, memory_order_acquire)) return tcp_abort_pending(ti);
+    if (atomic_load_explicit(&ti->aborted, memory_order_acquire))
+        return tcp_abort_pending(ti);
     int done = 0, np = 0, nconns = 0;
     double now = -1;
-    for (mesh_tl_tcp_conn_t *c = ti->conns; c; c = c->next) nconns++;
-    if (pfd_reserve(ti, 1 + nconns + iface->size * MESH_TL_TCP_MAX_STREAMS) != 0) return 0;
+    for (mesh_tl_tcp_conn_t *c = ti->conns; c; c = c->next)
+        nconns++;
+    if (pfd_reserve(ti, 1 + nconns + iface->size * MESH_TL_TCP_MAX_STREAMS) != 0)
+        return 0;
     ti->pfds[np] = (struct pollfd){.fd = ti->lfd, .events = POLLIN};
     ti->pobj[np++] = NULL;
     for (mesh_tl_tcp_conn_t *c = ti->conns; c; c = c->next) {
@@ -398,35 +462,47 @@ static int tcp_progress(mesh_tl_iface_t *iface)
     }
     for (int r = 0; r < iface->size; r++) {
         mesh_tl_tcp_ep_t *ep = ti->eps[r];
-        if (ep == NULL || ep->failed < 0) continue;
+        if (ep == NULL || ep->failed < 0)
+            continue;
         for (int i = 0; i < ep->nstreams; i++) {
             mesh_tl_tcp_stream_t *s = &ep->streams[i];
             if (s->state == TCP_ST_NONE && ep->connector) {
-                if (now < 0) now = mesh_time();
-                if (now >= s->retry_at) stream_connect(ti, ep, i);
+                if (now < 0)
+                    now = mesh_time();
+                if (now >= s->retry_at)
+                    stream_connect(ti, ep, i);
             }
-            if (s->fd < 0 || ep->failed < 0) continue;
+            if (s->fd < 0 || ep->failed < 0)
+                continue;
             short ev = 0;
-            if (s->state == TCP_ST_CONNECTING || mesh_tl_tcp_stream_has_tx(ep, s)) ev |= POLLOUT;
-            if (s->state == TCP_ST_READY) ev |= POLLIN;
+            if (s->state == TCP_ST_CONNECTING || mesh_tl_tcp_stream_has_tx(ep, s))
+                ev |= POLLOUT;
+            if (s->state == TCP_ST_READY)
+                ev |= POLLIN;
             ti->pfds[np] = (struct pollfd){.fd = s->fd, .events = ev};
             ti->pobj[np++] = s;
         }
     }
     int rc = poll(ti->pfds, (nfds_t)np, 0);
-    if (rc <= 0) return 0;
+    if (rc <= 0)
+        return 0;
     ti->moved = 0;
     int conn_events = 0;
-    for (int k = 1; k < 1 + nconns; k++) conn_events |= ti->pfds[k].revents;
-    if (ti->pfds[0].revents) accept_all(ti);
+    for (int k = 1; k < 1 + nconns; k++)
+        conn_events |= ti->pfds[k].revents;
+    if (ti->pfds[0].revents)
+        accept_all(ti);
     /* adopted connections are not completions */
-    if (ti->pfds[0].revents || conn_events) conns_progress(ti);
+    if (ti->pfds[0].revents || conn_events)
+        conns_progress(ti);
     for (int k = 1 + nconns; k < np; k++) {
         short re = ti->pfds[k].revents;
-        if (re == 0) continue;
+        if (re == 0)
+            continue;
         mesh_tl_tcp_stream_t *s = ti->pobj[k];
         mesh_tl_tcp_ep_t *ep = s->ep;
-        if (ep->failed < 0) continue;
+        if (ep->failed < 0)
+            continue;
         if (s->state == TCP_ST_CONNECTING) {
             int err = 0;
             socklen_t el = sizeof(err);
@@ -443,17 +519,21 @@ static int tcp_progress(mesh_tl_iface_t *iface)
                 done += mesh_tl_tcp_ep_fail(ep, MESH_ERR_PEER_FAILED, why);
                 continue;
             }
-            if (!(re & POLLOUT)) continue;
+            if (!(re & POLLOUT))
+                continue;
             s->state = TCP_ST_HELLO;
         }
         if (re & (POLLIN | POLLHUP | POLLERR)) {
             int n = mesh_tl_tcp_stream_recv(ep, s);
-            if (n > 0) done += n;
-            if (ep->failed < 0) continue;
+            if (n > 0)
+                done += n;
+            if (ep->failed < 0)
+                continue;
         }
         if (re & POLLOUT || mesh_tl_tcp_stream_has_tx(ep, s)) {
             int n = mesh_tl_tcp_stream_send(ep, s);
-            if (n > 0) done += n;
+            if (n > 0)
+                done += n;
         }
     }
     /* bytes that moved without completing anything still tell waiters not to sleep */
@@ -463,7 +543,8 @@ static int tcp_progress(mesh_tl_iface_t *iface)
 static int ep_connected(mesh_tl_tcp_ep_t *ep)
 {
     for (int i = 0; i < ep->nstreams; i++)
-        if (ep->streams[i].state != TCP_ST_READY) return 0;
+        if (ep->streams[i].state != TCP_ST_READY)
+            return 0;
     return 1;
 }
 
@@ -475,13 +556,16 @@ static mesh_status_t tcp_wireup(mesh_tl_iface_t *iface, double deadline)
         int missing = 0;
         for (int r = 0; r < iface->size; r++) {
             mesh_tl_tcp_ep_t *ep = ti->eps[r];
-            if (ep == NULL) continue;
+            if (ep == NULL)
+                continue;
             if (ep->failed < 0)
-                return mesh_error(ep->failed, "tcp connection to rank %d (%s) failed",
-                                  r, ep->addr_str);
-            if (!ep_connected(ep)) missing++;
+                return mesh_error(ep->failed, "tcp connection to rank %d (%s) failed", r,
+                                  ep->addr_str);
+            if (!ep_connected(ep))
+                missing++;
         }
-        if (missing == 0) return MESH_OK;
+        if (missing == 0)
+            return MESH_OK;
         if (atomic_load_explicit(&ti->aborted, memory_order_acquire))
             return mesh_error(MESH_ERR_ABORTED, "tcp wireup aborted");
         if (mesh_time() > deadline) {
@@ -491,12 +575,12 @@ static mesh_status_t tcp_wireup(mesh_tl_iface_t *iface, double deadline)
             for (int r = 0; r < iface->size && off < sizeof(list) - 16; r++) {
                 mesh_tl_tcp_ep_t *ep = ti->eps[r];
                 if (ep && !ep_connected(ep))
-                    off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%d",
-                                            off ? "," : "", r);
+                    off +=
+                        (size_t)snprintf(list + off, sizeof(list) - off, "%s%d", off ? "," : "", r);
             }
             return mesh_error(MESH_ERR_TIMEOUT,
-                              "tcp wireup timed out: %d peers never connected (ranks %s)",
-                              missing, list);
+                              "tcp wireup timed out: %d peers never connected (ranks %s)", missing,
+                              list);
         }
         if (tcp_progress(iface) > 0)
             idle = 0;
@@ -509,8 +593,8 @@ static mesh_status_t tcp_ep_check(mesh_tl_ep_t *uep)
 {
     mesh_tl_tcp_ep_t *ep = (mesh_tl_tcp_ep_t *)uep;
     return ep->failed == MESH_ERR_ABORTED ? MESH_ERR_ABORTED
-           : ep->failed < 0             ? MESH_ERR_PEER_FAILED
-                                        : MESH_OK;
+           : ep->failed < 0               ? MESH_ERR_PEER_FAILED
+                                          : MESH_OK;
 }
 
 /* Shutting sockets down is safe from any thread and wakes the peers; the owner's next
@@ -518,13 +602,16 @@ static mesh_status_t tcp_ep_check(mesh_tl_ep_t *uep)
 static void tcp_abort(mesh_tl_iface_t *iface)
 {
     mesh_tl_tcp_iface_t *ti = (mesh_tl_tcp_iface_t *)iface;
-    if (atomic_exchange(&ti->aborted, 1)) return;
+    if (atomic_exchange(&ti->aborted, 1))
+        return;
     for (int r = 0; r < iface->size; r++) {
         mesh_tl_tcp_ep_t *ep = ti->eps[r];
-        if (ep == NULL) continue;
+        if (ep == NULL)
+            continue;
         for (int i = 0; i < ep->nstreams; i++) {
             int fd = ep->streams[i].fd;
-            if (fd >= 0) shutdown(fd, SHUT_RDWR);
+            if (fd >= 0)
+                shutdown(fd, SHUT_RDWR);
         }
     }
 }

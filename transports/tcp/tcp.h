@@ -9,11 +9,15 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define MESH_TL_TCP_MAGIC 0x4d534854u /* "MSHT" */
+#define MESH_TL_TCP_MAGIC       0x4d534854u /* "MSHT" */
 #define MESH_TL_TCP_MAX_STREAMS 16
-#define MESH_TL_TCP_STAGE 65536
+#define MESH_TL_TCP_UCACHE      8
+#define MESH_TL_TCP_STAGE       65536
 /* Payload left in a chunk beyond which we receive straight into the destination. */
 #define MESH_TL_TCP_DIRECT (MESH_TL_TCP_STAGE / 2)
+/* msg_id of a header-only notice "rank <tag> failed", sent to every other peer when we see a
+ * peer die, so that ranks which only see us leave can still name the rank that failed. */
+#define MESH_TL_TCP_NOTICE_ID 0xffffffffu
 
 /* Address blob: where our listener is and how many streams we open per peer. */
 typedef struct {
@@ -49,10 +53,11 @@ typedef struct mesh_tl_tcp_rmsg {
     uint64_t tag;
     size_t msg_len;
     size_t received;
-    mesh_tl_op_t *op;   /* matched receive, or NULL while unexpected */
-    char *buf;          /* unexpected payload (malloc), NULL once matched directly */
-    int complete;       /* unexpected and fully received */
-    mesh_status_t error;/* truncation: data discarded, receive fails */
+    mesh_tl_op_t *op; /* matched receive, or NULL while unexpected */
+    char *buf;        /* unexpected payload, NULL when received in place */
+    size_t buf_cap;
+    int complete;        /* unexpected and fully received */
+    mesh_status_t error; /* truncation: data discarded, receive fails */
 } mesh_tl_tcp_rmsg_t;
 
 enum { TCP_ST_NONE = 0, TCP_ST_CONNECTING, TCP_ST_HELLO, TCP_ST_READY, TCP_ST_CLOSED };
@@ -92,14 +97,17 @@ typedef struct mesh_tl_tcp_ep {
     int nstreams;
     int connector; /* we are the lower rank */
     mesh_tl_tcp_stream_t streams[MESH_TL_TCP_MAX_STREAMS];
-    mesh_tl_opq_t sendq;  /* sends with chunks left to carve */
+    mesh_tl_opq_t sendq; /* sends with chunks left to carve */
     int head_started;
     uint32_t head_msg_id;
     size_t head_offset;
     uint32_t next_msg_id;
-    mesh_tl_opq_t posted; /* receives not yet matched */
+    mesh_tl_opq_t posted;         /* receives not yet matched */
     mesh_tl_tcp_rmsg_t *incoming; /* messages in flight or unexpected, in arrival order */
     mesh_status_t failed;
+    int notice_rank; /* failed rank to announce to this peer, or -1 */
+    int culprit;     /* failed rank this peer announced to us, or -1 */
+    char why[128];   /* how it failed, repeated to later sends and receives */
 } mesh_tl_tcp_ep_t;
 
 /* An accepted connection whose hello has not arrived (or whose endpoint does not exist yet). */
@@ -122,10 +130,17 @@ typedef struct {
     mesh_tl_tcp_ep_t **eps;    /* [size] */
     mesh_tl_tcp_conn_t *conns; /* accepted, waiting for hello or endpoint */
     mesh_tl_tcp_rmsg_t *rmsg_free;
+    /* recently freed unexpected buffers, reused so that streaming ahead of the receives does
+     * not map and fault fresh pages for every message */
+    struct {
+        char *buf;
+        size_t cap;
+    } ucache[MESH_TL_TCP_UCACHE];
     struct pollfd *pfds;
     void **pobj;
     int pcap;
-    int moved; /* bytes moved since the last progress() */
+    int moved;        /* bytes moved since the last progress() */
+    int first_failed; /* first peer seen to fail (announced to the others), or -1 */
     atomic_int aborted;
     int abort_done;
 } mesh_tl_tcp_iface_t;
@@ -143,6 +158,7 @@ int mesh_tl_tcp_stream_has_tx(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s);
 int mesh_tl_tcp_ep_fail_ops(mesh_tl_tcp_ep_t *ep, mesh_status_t status);
 int mesh_tl_tcp_ep_has_ops(mesh_tl_tcp_ep_t *ep);
 void mesh_tl_tcp_ep_free_msgs(mesh_tl_tcp_ep_t *ep);
+void mesh_tl_tcp_ucache_free(mesh_tl_tcp_iface_t *ti);
 
 /* tcp.c */
 /* Marks the endpoint failed (closing its sockets) and fails its operations. */

@@ -30,13 +30,63 @@ static mesh_tl_tcp_rmsg_t *rmsg_get(mesh_tl_tcp_iface_t *ti)
         ti->rmsg_free = m->next;
     else
         m = malloc(sizeof(*m));
-    if (m) memset(m, 0, sizeof(*m));
+    if (m)
+        memset(m, 0, sizeof(*m));
     return m;
+}
+
+static char *ubuf_get(mesh_tl_tcp_iface_t *ti, size_t len, size_t *cap)
+{
+    int best = -1;
+    for (int i = 0; i < MESH_TL_TCP_UCACHE; i++)
+        if (ti->ucache[i].buf && ti->ucache[i].cap >= len &&
+            (best < 0 || ti->ucache[i].cap < ti->ucache[best].cap))
+            best = i;
+    if (best >= 0) {
+        char *b = ti->ucache[best].buf;
+        *cap = ti->ucache[best].cap;
+        ti->ucache[best].buf = NULL;
+        return b;
+    }
+    *cap = len;
+    return malloc(len);
+}
+
+static void ubuf_put(mesh_tl_tcp_iface_t *ti, char *buf, size_t cap)
+{
+    if (buf == NULL)
+        return;
+    int slot = -1;
+    for (int i = 0; i < MESH_TL_TCP_UCACHE; i++) {
+        if (ti->ucache[i].buf == NULL) {
+            slot = i;
+            break;
+        }
+        if (slot < 0 || ti->ucache[i].cap < ti->ucache[slot].cap)
+            slot = i;
+    }
+    if (ti->ucache[slot].buf) {
+        if (ti->ucache[slot].cap >= cap) {
+            free(buf);
+            return;
+        }
+        free(ti->ucache[slot].buf); /* keep the larger ones */
+    }
+    ti->ucache[slot].buf = buf;
+    ti->ucache[slot].cap = cap;
+}
+
+void mesh_tl_tcp_ucache_free(mesh_tl_tcp_iface_t *ti)
+{
+    for (int i = 0; i < MESH_TL_TCP_UCACHE; i++) {
+        free(ti->ucache[i].buf);
+        ti->ucache[i].buf = NULL;
+    }
 }
 
 static void rmsg_put(mesh_tl_tcp_iface_t *ti, mesh_tl_tcp_rmsg_t *m)
 {
-    free(m->buf);
+    ubuf_put(ti, m->buf, m->buf_cap);
     m->buf = NULL;
     m->next = ti->rmsg_free;
     ti->rmsg_free = m;
@@ -67,8 +117,8 @@ mesh_status_t mesh_tl_tcp_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf
     if (atomic_load_explicit(&tcp_iface(ep)->aborted, memory_order_acquire))
         return mesh_error(MESH_ERR_ABORTED, "send to rank %d after abort", uep->peer);
     if (ep->failed < 0)
-        return mesh_error(ep->failed, "send to failed peer rank %d (%s)", uep->peer,
-                          ep->addr_str);
+        return mesh_error(ep->failed, "send to failed peer rank %d (%s): %s", uep->peer,
+                          ep->addr_str, ep->why);
     mesh_tl_op_set(op, tag, buf, len);
     mesh_tl_opq_push(&ep->sendq, op);
     return MESH_OK;
@@ -83,7 +133,8 @@ mesh_status_t mesh_tl_tcp_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
         return mesh_error(MESH_ERR_ABORTED, "receive from rank %d after abort", uep->peer);
     mesh_tl_op_set(op, tag, buf, len);
     for (mesh_tl_tcp_rmsg_t *m = ep->incoming; m; m = m->next) {
-        if (m->op != NULL || m->tag != tag) continue;
+        if (m->op != NULL || m->tag != tag)
+            continue;
         if (m->msg_len > len) {
             /* the message keeps arriving into its own buffer and is dropped; the receive fails */
             mesh_tl_op_complete(op, 0, truncation(ep, tag, m->msg_len, len));
@@ -97,7 +148,8 @@ mesh_status_t mesh_tl_tcp_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
         }
         if (m->complete) {
             size_t n = m->msg_len;
-            if (n) memcpy(buf, m->buf, n);
+            if (n)
+                memcpy(buf, m->buf, n);
             rmsg_unlink(ep, m);
             rmsg_put(ti, m);
             mesh_tl_op_complete(op, n, MESH_OK);
@@ -107,24 +159,40 @@ mesh_status_t mesh_tl_tcp_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
         return MESH_OK;
     }
     if (ep->failed < 0)
-        return mesh_error(ep->failed, "receive from failed peer rank %d (%s)", uep->peer,
-                          ep->addr_str);
+        return mesh_error(ep->failed, "receive from failed peer rank %d (%s): %s", uep->peer,
+                          ep->addr_str, ep->why);
     mesh_tl_opq_push(&ep->posted, op);
     return MESH_OK;
 }
 
 int mesh_tl_tcp_stream_has_tx(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
 {
-    if (s->state == TCP_ST_HELLO) return 1;
-    if (s->state != TCP_ST_READY) return 0;
-    return s->tx_active || !mesh_tl_opq_empty(&ep->sendq);
+    if (s->state == TCP_ST_HELLO)
+        return 1;
+    if (s->state != TCP_ST_READY)
+        return 0;
+    return s->tx_active || !mesh_tl_opq_empty(&ep->sendq) ||
+           (ep->notice_rank >= 0 && s == &ep->streams[0]);
 }
 
 /* Carves the next chunk of the oldest send onto this stream. */
 static int carve(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
 {
+    if (ep->notice_rank >= 0 && s == &ep->streams[0]) {
+        memset(&s->tx_hdr, 0, sizeof(s->tx_hdr));
+        s->tx_hdr.tag = (uint64_t)ep->notice_rank;
+        s->tx_hdr.msg_id = MESH_TL_TCP_NOTICE_ID;
+        s->tx_hdr_done = 0;
+        s->tx_op = NULL;
+        s->tx_data = NULL;
+        s->tx_len = s->tx_done = 0;
+        s->tx_active = 1;
+        ep->notice_rank = -1;
+        return 1;
+    }
     mesh_tl_op_t *op = ep->sendq.head;
-    if (op == NULL) return 0;
+    if (op == NULL)
+        return 0;
     size_t len = mesh_tl_op_len(op);
     if (!ep->head_started) {
         ep->head_started = 1;
@@ -134,7 +202,8 @@ static int carve(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     size_t chunk = tcp_iface(ep)->chunk;
     size_t n = len - ep->head_offset;
     /* small messages never split; the last piece of a large one is never a sliver */
-    if (n > chunk + chunk / 2) n = chunk;
+    if (n > chunk + chunk / 2)
+        n = chunk;
     s->tx_hdr.tag = mesh_tl_op_tag(op);
     s->tx_hdr.msg_len = len;
     s->tx_hdr.offset = ep->head_offset;
@@ -160,9 +229,11 @@ static int chunk_sent(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     mesh_tl_op_t *op = s->tx_op;
     s->tx_active = 0;
     s->tx_op = NULL;
-    if (ep->sendq.head == op) return 0;
+    if (op == NULL || ep->sendq.head == op)
+        return 0; /* a notice, or more chunks to carve */
     for (int i = 0; i < ep->nstreams; i++)
-        if (ep->streams[i].tx_active && ep->streams[i].tx_op == op) return 0;
+        if (ep->streams[i].tx_active && ep->streams[i].tx_op == op)
+            return 0;
     mesh_tl_op_complete(op, mesh_tl_op_len(op), MESH_OK);
     return 1;
 }
@@ -182,17 +253,21 @@ int mesh_tl_tcp_stream_send(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
             ssize_t n = send(s->fd, (char *)&s->hello + s->hello_done,
                              sizeof(s->hello) - s->hello_done, MSG_NOSIGNAL);
             if (n < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-                if (errno == EINTR) continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    return 0;
+                if (errno == EINTR)
+                    continue;
                 return io_failed(ep, "sending hello");
             }
             s->hello_done += (size_t)n;
         }
         s->state = TCP_ST_READY;
     }
-    if (s->state != TCP_ST_READY) return 0;
+    if (s->state != TCP_ST_READY)
+        return 0;
     for (;;) {
-        if (!s->tx_active && !carve(ep, s)) return done;
+        if (!s->tx_active && !carve(ep, s))
+            return done;
         struct iovec iov[2];
         int niov = 0;
         if (s->tx_hdr_done < sizeof(s->tx_hdr)) {
@@ -210,14 +285,17 @@ int mesh_tl_tcp_stream_send(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
         ssize_t n = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return done;
-            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return done;
+            if (errno == EINTR)
+                continue;
             return io_failed(ep, "send");
         }
         tcp_iface(ep)->moved = 1;
         size_t left = (size_t)n;
         size_t h = sizeof(s->tx_hdr) - s->tx_hdr_done;
-        if (h > left) h = left;
+        if (h > left)
+            h = left;
         s->tx_hdr_done += h;
         left -= h;
         s->tx_done += left;
@@ -232,10 +310,20 @@ static int on_header(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     mesh_tl_tcp_iface_t *ti = tcp_iface(ep);
     mesh_tl_tcp_hdr_t *h = &s->rx_hdr;
     mesh_tl_tcp_rmsg_t *m;
+    if (h->msg_id == MESH_TL_TCP_NOTICE_ID && h->msg_len == 0) {
+        if (h->tag < (uint64_t)ep->super.iface->size)
+            ep->culprit = (int)h->tag;
+        s->rx_msg = NULL;
+        s->rx_dst = NULL;
+        s->rx_remain = 0;
+        s->rx_state = TCP_RX_PAYLOAD;
+        return 0;
+    }
     if (h->offset + h->chunk_len > h->msg_len)
         return mesh_tl_tcp_ep_fail(ep, MESH_ERR_PEER_FAILED, "malformed chunk header");
     for (m = ep->incoming; m; m = m->next)
-        if (m->msg_id == h->msg_id && !m->complete) break;
+        if (m->msg_id == h->msg_id && !m->complete)
+            break;
     if (m == NULL) {
         m = rmsg_get(ti);
         if (m == NULL)
@@ -247,7 +335,7 @@ static int on_header(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
         if (m->op && m->msg_len > mesh_tl_op_len(m->op)) {
             m->error = truncation(ep, h->tag, m->msg_len, mesh_tl_op_len(m->op));
         } else if (m->op == NULL && m->msg_len) {
-            m->buf = malloc(m->msg_len);
+            m->buf = ubuf_get(ti, m->msg_len, &m->buf_cap);
             if (m->buf == NULL) {
                 rmsg_put(ti, m);
                 return mesh_tl_tcp_ep_fail(ep, MESH_ERR_NO_MEMORY,
@@ -256,7 +344,8 @@ static int on_header(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
         }
         /* append: unexpected messages match receives in arrival order */
         mesh_tl_tcp_rmsg_t **p = &ep->incoming;
-        while (*p) p = &(*p)->next;
+        while (*p)
+            p = &(*p)->next;
         *p = m;
     }
     s->rx_msg = m;
@@ -278,8 +367,11 @@ static int on_chunk(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     s->rx_state = TCP_RX_HDR;
     s->rx_hdr_done = 0;
     s->rx_msg = NULL;
+    if (m == NULL)
+        return 0; /* a notice */
     m->received += s->rx_hdr.chunk_len;
-    if (m->received < m->msg_len) return 0;
+    if (m->received < m->msg_len)
+        return 0;
     if (m->op == NULL && m->error == MESH_OK) {
         m->complete = 1; /* waits for its receive */
         return 0;
@@ -289,7 +381,8 @@ static int on_chunk(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
         if (m->error < 0) {
             mesh_tl_op_complete(op, 0, m->error);
         } else {
-            if (m->buf && m->msg_len) memcpy(mesh_tl_op_buf(op), m->buf, m->msg_len);
+            if (m->buf && m->msg_len)
+                memcpy(mesh_tl_op_buf(op), m->buf, m->msg_len);
             mesh_tl_op_complete(op, m->msg_len, MESH_OK);
         }
     }
@@ -310,10 +403,13 @@ static int parse_stage(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
             memcpy((char *)&s->rx_hdr + s->rx_hdr_done, s->stage + s->stage_pos, n);
             s->stage_pos += n;
             s->rx_hdr_done += n;
-            if (s->rx_hdr_done < sizeof(s->rx_hdr)) break;
+            if (s->rx_hdr_done < sizeof(s->rx_hdr))
+                break;
             int rc = on_header(ep, s);
-            if (rc < 0) return rc;
-            if (s->rx_remain == 0) done += on_chunk(ep, s);
+            if (rc < 0)
+                return rc;
+            if (s->rx_remain == 0)
+                done += on_chunk(ep, s);
         } else {
             size_t n = avail < s->rx_remain ? avail : s->rx_remain;
             if (s->rx_dst) {
@@ -322,10 +418,12 @@ static int parse_stage(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
             }
             s->stage_pos += n;
             s->rx_remain -= n;
-            if (s->rx_remain == 0) done += on_chunk(ep, s);
+            if (s->rx_remain == 0)
+                done += on_chunk(ep, s);
         }
     }
-    if (s->stage_pos == s->stage_len) s->stage_pos = s->stage_len = 0;
+    if (s->stage_pos == s->stage_len)
+        s->stage_pos = s->stage_len = 0;
     return done;
 }
 
@@ -336,7 +434,8 @@ int mesh_tl_tcp_stream_recv(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     size_t budget = 8u << 20;
     while (budget > 0 && s->state == TCP_ST_READY) {
         int rc = parse_stage(ep, s);
-        if (rc < 0) return rc;
+        if (rc < 0)
+            return rc;
         done += rc;
         ssize_t n;
         if (s->rx_state == TCP_RX_PAYLOAD && s->rx_dst && s->rx_remain >= MESH_TL_TCP_DIRECT) {
@@ -344,7 +443,8 @@ int mesh_tl_tcp_stream_recv(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
             if (n > 0) {
                 s->rx_dst += n;
                 s->rx_remain -= (size_t)n;
-                if (s->rx_remain == 0) done += on_chunk(ep, s);
+                if (s->rx_remain == 0)
+                    done += on_chunk(ep, s);
             }
         } else {
             n = recv(s->fd, s->stage, MESH_TL_TCP_STAGE, MSG_DONTWAIT);
@@ -359,8 +459,10 @@ int mesh_tl_tcp_stream_recv(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
             return mesh_tl_tcp_ep_fail(ep, MESH_ERR_PEER_FAILED, why);
         }
         if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            if (errno == EINTR)
+                continue;
             return io_failed(ep, "receive");
         }
         tcp_iface(ep)->moved = 1;
@@ -372,11 +474,14 @@ int mesh_tl_tcp_stream_recv(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
 
 int mesh_tl_tcp_ep_has_ops(mesh_tl_tcp_ep_t *ep)
 {
-    if (!mesh_tl_opq_empty(&ep->sendq) || !mesh_tl_opq_empty(&ep->posted)) return 1;
+    if (!mesh_tl_opq_empty(&ep->sendq) || !mesh_tl_opq_empty(&ep->posted))
+        return 1;
     for (int i = 0; i < ep->nstreams; i++)
-        if (ep->streams[i].tx_active) return 1;
+        if (ep->streams[i].tx_active && ep->streams[i].tx_op)
+            return 1;
     for (mesh_tl_tcp_rmsg_t *m = ep->incoming; m; m = m->next)
-        if (m->op) return 1;
+        if (m->op)
+            return 1;
     return 0;
 }
 
@@ -385,7 +490,7 @@ int mesh_tl_tcp_ep_fail_ops(mesh_tl_tcp_ep_t *ep, mesh_status_t status)
     int n = 0;
     for (int i = 0; i < ep->nstreams; i++) {
         mesh_tl_tcp_stream_t *s = &ep->streams[i];
-        if (s->tx_active && s->tx_op->status == MESH_INPROGRESS) {
+        if (s->tx_active && s->tx_op && s->tx_op->status == MESH_INPROGRESS) {
             mesh_tl_op_complete(s->tx_op, 0, status);
             n++;
         }
