@@ -110,6 +110,22 @@ int mesh_sched_nop(mesh_sched_t *s, const int *deps, int ndeps)
     return add(s, T_NOP, -1, NULL, NULL, 0, deps, ndeps);
 }
 
+/* The ring phases are linked in whole (allgather/ring.c uses the shared all-gather phase);
+ * the all-gathers never reduce, so a reduction here is a defect. */
+int mesh_sched_reduce(mesh_sched_t *s, void *dst, const void *src, size_t count, const int *deps,
+                      int ndeps)
+{
+    CHECK(!"the coll_b collectives do not reduce");
+    return -1;
+}
+
+int mesh_sched_reduce3(mesh_sched_t *s, void *dst, const void *a, const void *b, size_t count,
+                       const int *deps, int ndeps)
+{
+    CHECK(!"the coll_b collectives do not reduce");
+    return -1;
+}
+
 void *mesh_sched_scratch(mesh_sched_t *s, size_t bytes)
 {
     /* 64-byte aligned as the contract says; filled so that reads of unwritten bytes show */
