@@ -40,13 +40,15 @@ typedef struct {
 
 static const mesh_config_entry_t mesh_coll_config_entries[] = {
     {"TLS", "self,shm,tcp", MESH_CFG_STRING,
-     "transports a communicator may use, comma-separated; same-node peers prefer node-scope "
-     "transports (shm), other nodes use the network transports in this order",
+     "Transports a communicator may use, comma-separated ('all' for every one built). Same-node "
+     "peers prefer node-scope transports (shm); other nodes use the network transport of "
+     "highest priority.",
      NULL},
     {"TUNE", "", MESH_CFG_STRING,
-     "forces algorithms: comma-separated rules [coll:]algo[@min-max], e.g. "
-     "'allreduce:ring@1m-inf,bruck'; a forced algorithm that cannot serve a call falls back to "
-     "the default choice",
+     "Forces algorithms: comma-separated rules [coll:]algo[@min-max] (bytes, k/m/g suffixes, "
+     "inf), e.g. 'allreduce:ring@1m-inf,bruck'; the last matching rule wins, and a forced "
+     "algorithm that cannot serve a call falls back to the default choice. mesh-info -A lists "
+     "the algorithms.",
      NULL},
     {NULL, NULL, 0, NULL, NULL}};
 

@@ -27,7 +27,8 @@ static const mesh_config_entry_t mesh_context_entries[] = {
      .doc = "File of NAME=value lines read for knobs not set in the environment (only the "
             "environment sets this one)."},
     {.name = "TIMEOUT", .dflt = "300", .type = MESH_CFG_DOUBLE,
-     .doc = "Seconds any blocking operation may wait before it fails with a timeout."},
+     .doc = "Seconds a blocking operation may go without progress before it fails with a "
+            "timeout that names the ranks it waits for."},
     {.name = "NODE_ID", .dflt = "", .type = MESH_CFG_STRING,
      .doc = "Label of this node; ranks with the same label share memory. Empty: the host name."},
     {.name = "PROGRESS_SPIN", .dflt = "200", .type = MESH_CFG_INT,
