@@ -262,6 +262,7 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     c->rank = bs->rank;
     c->size = bs->size;
     c->timeout_s = timeout_s;
+    c->tune = mesh_config_str("TUNE");
     atomic_init(&c->aborted, 0);
     c->peers = calloc((size_t)c->size, sizeof(mesh_comm_peer_t));
     c->culprit = -1;

@@ -73,6 +73,7 @@ typedef struct mesh_comm {
         unsigned char scalar[8];
     } premul[MESH_COMM_MAX_PREMUL];
 
+    const char *tune; /* MESH_TUNE, resolved once: config values are fixed after registration */
     const char *last_algo;
     char last_error[512];
     atomic_int aborted;

@@ -73,8 +73,10 @@ mesh_status_t mesh_coll_select_build(mesh_comm_t *comm, const mesh_coll_args_t *
                                      mesh_sched_t *s, const mesh_coll_algo_t **chosen)
 {
     char buf[64] = "";
-    const char *forced = mesh_coll_tune_lookup(mesh_config_str("TUNE"), args->type, args->bytes,
-                                               buf, sizeof(buf));
+    const char *forced = comm->tune && comm->tune[0]
+                             ? mesh_coll_tune_lookup(comm->tune, args->type, args->bytes, buf,
+                                                     sizeof(buf))
+                             : NULL;
     if (forced != NULL) {
         const mesh_coll_algo_t *a = mesh_coll_algo_find(args->type, forced);
         if (a->score(comm, args) >= 0) {
