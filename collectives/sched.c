@@ -137,7 +137,7 @@ static void sched_free(mesh_sched_t *s)
 static int grow(void **arr, int *cap, int need, size_t elem)
 {
     if (need <= *cap) return 0;
-    int ncap = *cap ? *cap * 2 : 64;
+    int ncap = *cap ? *cap * 2 : 16; /* small collectives have a handful of tasks */
     while (ncap < need) ncap *= 2;
     void *p = realloc(*arr, (size_t)ncap * elem);
     if (p == NULL) return -1;
