@@ -246,6 +246,20 @@ size_t mesh_api_pack_displs(int n, const size_t *counts, const size_t *given, si
     return total;
 }
 
+/* counts[] and displs[] for the block collectives: a copy of the caller's counts (v-variants) or
+ * `fill` for every rank; *uniform tells whether all counts are equal. */
+static mesh_status_t blocks_from(mesh_comm_t *comm, const char *fn, const size_t *counts,
+                                 size_t fill, size_t **blocks, int *uniform)
+{
+    MESH_CHECK(mesh_api_alloc_blocks(comm, fn, 2, blocks));
+    *uniform = 1;
+    for (int i = 0; i < comm->size; i++) {
+        (*blocks)[i] = counts ? counts[i] : fill;
+        *uniform &= (*blocks)[i] == (*blocks)[0];
+    }
+    return MESH_OK;
+}
+
 static mesh_status_t reduce_scatter_common(mesh_comm_t *comm, const char *fn, const void *sbuf,
                                            void *rbuf, size_t *blocks, int uniform,
                                            mesh_dtype_t dtype, mesh_op_t op, void *stream,
@@ -287,9 +301,9 @@ mesh_status_t mesh_reduce_scatter(mesh_comm_h comm, const void *sbuf, void *rbuf
     MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
     MESH_CHECK(mesh_api_check_count(comm, fn, recvcount, mesh_dtype_size(dtype), (size_t)comm->size));
-    MESH_CHECK(mesh_api_alloc_blocks(comm, fn, 2, &blocks));
-    for (int i = 0; i < comm->size; i++) blocks[i] = recvcount;
-    return reduce_scatter_common(comm, fn, sbuf, rbuf, blocks, 1, dtype, op, stream, req);
+    int uniform;
+    MESH_CHECK(blocks_from(comm, fn, NULL, recvcount, &blocks, &uniform));
+    return reduce_scatter_common(comm, fn, sbuf, rbuf, blocks, uniform, dtype, op, stream, req);
 }
 
 mesh_status_t mesh_reduce_scatterv(mesh_comm_h comm, const void *sbuf, void *rbuf,
@@ -301,12 +315,8 @@ mesh_status_t mesh_reduce_scatterv(mesh_comm_h comm, const void *sbuf, void *rbu
     MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
     CHECK_ARG(recvcounts != NULL, "%s: recvcounts is NULL", fn);
-    MESH_CHECK(mesh_api_alloc_blocks(comm, fn, 2, &blocks));
-    int uniform = 1;
-    for (int i = 0; i < comm->size; i++) {
-        blocks[i] = recvcounts[i];
-        uniform &= recvcounts[i] == recvcounts[0];
-    }
+    int uniform;
+    MESH_CHECK(blocks_from(comm, fn, recvcounts, 0, &blocks, &uniform));
     return reduce_scatter_common(comm, fn, sbuf, rbuf, blocks, uniform, dtype, op, stream, req);
 }
 
@@ -342,9 +352,9 @@ mesh_status_t mesh_allgather(mesh_comm_h comm, const void *sbuf, void *rbuf, siz
     MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
     MESH_CHECK(mesh_api_check_count(comm, fn, sendcount, mesh_dtype_size(dtype), (size_t)comm->size));
-    MESH_CHECK(mesh_api_alloc_blocks(comm, fn, 2, &blocks));
-    for (int i = 0; i < comm->size; i++) blocks[i] = sendcount;
-    return allgather_common(comm, fn, sbuf, rbuf, blocks, NULL, 1, dtype, req);
+    int uniform;
+    MESH_CHECK(blocks_from(comm, fn, NULL, sendcount, &blocks, &uniform));
+    return allgather_common(comm, fn, sbuf, rbuf, blocks, NULL, uniform, dtype, req);
 }
 
 mesh_status_t mesh_allgatherv(mesh_comm_h comm, const void *sbuf, void *rbuf,
@@ -356,12 +366,8 @@ mesh_status_t mesh_allgatherv(mesh_comm_h comm, const void *sbuf, void *rbuf,
     MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
     CHECK_ARG(recvcounts != NULL, "%s: recvcounts is NULL", fn);
-    MESH_CHECK(mesh_api_alloc_blocks(comm, fn, 2, &blocks));
-    int uniform = 1;
-    for (int i = 0; i < comm->size; i++) {
-        blocks[i] = recvcounts[i];
-        uniform &= recvcounts[i] == recvcounts[0];
-    }
+    int uniform;
+    MESH_CHECK(blocks_from(comm, fn, recvcounts, 0, &blocks, &uniform));
     return allgather_common(comm, fn, sbuf, rbuf, blocks, displs, uniform, dtype, req);
 }
 
