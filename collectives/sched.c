@@ -369,18 +369,22 @@ static mesh_status_t op_failure(mesh_sched_t *s, const mesh_task_t *t, mesh_stat
                       mesh_status_string(st), task_kind_names[t->kind], dir, t->peer);
 }
 
-/* Slow path while nothing moves: is any rank of the communicator known dead? */
+/* Slow path while nothing moves: is a rank this schedule still exchanges with known dead?
+ * Ranks it is done with may have finished and exited legitimately; a failure further away
+ * reaches us as a verdict from the rank that saw it. */
 static mesh_status_t check_peers(mesh_sched_t *s)
 {
     mesh_comm_t *comm = s->comm;
-    for (int p = 0; p < comm->size; p++) {
-        if (p == comm->rank) continue;
-        if (mesh_comm_check_peer(comm, p) != MESH_ERR_PEER_FAILED) continue;
+    for (int i = 0; i < s->ntasks; i++) {
+        const mesh_task_t *t = &s->tasks[i];
+        if ((t->kind != TASK_SEND && t->kind != TASK_RECV) || t->state == TASK_DONE) continue;
+        int p = t->peer;
+        if (p == comm->rank || mesh_comm_check_peer(comm, p) != MESH_ERR_PEER_FAILED) continue;
         if (comm->culprit >= 0 && comm->culprit != p) p = comm->culprit;
         else mesh_comm_publish_verdict(comm, p);
         return mesh_error(MESH_ERR_PEER_FAILED,
-                              "rank %d of the communicator failed (rank %d of %d saw it)", p,
-                              comm->rank, comm->size);
+                          "rank %d of the communicator failed (rank %d of %d saw it)", p,
+                          comm->rank, comm->size);
     }
     return MESH_OK;
 }
