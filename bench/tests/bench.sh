@@ -45,5 +45,5 @@ check "forced algorithm reported" ring "$(awk -F, 'NR == 2 { print $6 }' "$tmp/r
 "$BENCH" -o nonsense >/dev/null 2>&1
 check "bad op is a usage error" 2 $?
 
-[ $fail = 0 ] || { echo "--- 2 ranks"; cat "$tmp/out2"; echo "--- 3 ranks"; cat "$tmp/out3"; }
+[ $fail = 0 ] || for f in out2 out3 out1 out4 outa; do echo "--- $f"; cat "$tmp/$f"; done
 exit $fail
