@@ -9,17 +9,9 @@
 #include "collectives/patterns/ring_sched.h"
 #include "libmesh/log.h"
 
-static size_t total_bytes(const mesh_comm_t *comm, const mesh_coll_args_t *a)
-{
-    size_t t = 0;
-    for (int i = 0; i < comm->size; i++)
-        t += a->counts[i];
-    return t * a->dsize;
-}
-
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    return total_bytes(comm, args) >= ((size_t)256 << 10) ? 50 : 10;
+    return args->bytes >= ((size_t)256 << 10) ? 50 : 10;
 }
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)

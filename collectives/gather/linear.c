@@ -8,7 +8,7 @@
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    return args->count * args->dsize * (size_t)comm->size <= ((size_t)64 << 10) ? 10 : 30;
+    return args->bytes <= ((size_t)64 << 10) ? 10 : 30;
 }
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)

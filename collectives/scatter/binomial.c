@@ -10,7 +10,7 @@
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    return args->count * args->dsize * (size_t)comm->size <= ((size_t)64 << 10) ? 20 : 5;
+    return args->bytes <= ((size_t)64 << 10) ? 20 : 5;
 }
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)
