@@ -243,6 +243,63 @@ MESH_API mesh_status_t mesh_send(mesh_comm_h comm, const void *buf, size_t count
 MESH_API mesh_status_t mesh_recv(mesh_comm_h comm, void *buf, size_t count, mesh_dtype_t dtype,
                                  int peer, void *stream, mesh_request_h *req);
 
+/* ---------------------------------------------------------------- 5D mesh grid */
+
+/*
+ * The parallelism axes of LLM training laid over a communicator's ranks. Axis sizes multiply to
+ * the world size (unset sizes are 1). The order string lists the axes innermost first (adjacent
+ * ranks differ in the first axis), default "tp-cp-ep-dp-pp". Axes that must stay inside one node
+ * (TP always; CP and EP when listed in intra_node) are checked against the node map; with
+ * MESH_GRID_REORDER the ranks are renumbered node by node first, so a round-robin launcher
+ * placement still fits. Creation is collective over world and builds every communicator eagerly.
+ */
+typedef enum {
+    MESH_AXIS_TP = 0,
+    MESH_AXIS_CP,
+    MESH_AXIS_EP,
+    MESH_AXIS_DP,
+    MESH_AXIS_PP,
+    MESH_AXIS_COUNT
+} mesh_axis_t;
+
+typedef struct mesh_grid *mesh_grid_h;
+
+enum {
+    MESH_GRID_PARAM_FIELD_SIZES = 1u << 0,
+    MESH_GRID_PARAM_FIELD_ORDER = 1u << 1,
+    MESH_GRID_PARAM_FIELD_INTRA_NODE = 1u << 2,
+    MESH_GRID_PARAM_FIELD_FLAGS = 1u << 3,
+    MESH_GRID_PARAM_FIELD_EXPERT_TP = 1u << 4
+};
+
+enum {
+    MESH_GRID_REORDER = 1u << 0 /* renumber ranks by node so that intra-node axes fit */
+};
+
+typedef struct {
+    uint64_t field_mask;
+    int size[MESH_AXIS_COUNT]; /* indexed by mesh_axis_t; 0 means 1 */
+    const char *order;         /* e.g. "tp-cp-ep-dp-pp", innermost first */
+    unsigned intra_node;       /* (1u << MESH_AXIS_x) of axes that must fit in a node; TP always */
+    unsigned flags;            /* MESH_GRID_* */
+    int expert_tp;             /* tensor parallel size inside expert layers; default: tp */
+} mesh_grid_params_t;
+
+MESH_API mesh_status_t mesh_grid_create(mesh_comm_h world, const mesh_grid_params_t *params,
+                                        mesh_grid_h *grid);
+MESH_API void mesh_grid_destroy(mesh_grid_h grid);
+/*
+ * Communicator of this rank's group along one axis or a combination, named by axes joined with
+ * '-' in any order: "tp", "dp", "dp-cp", "tp-dp-cp", ...; the folded expert grid's axes are
+ * "etp", "ep", "edp" and "pp" ("etp-ep", ...). Owned by the grid. Unknown name:
+ * MESH_ERR_INVALID_ARG naming it.
+ */
+MESH_API mesh_status_t mesh_grid_comm(mesh_grid_h grid, const char *axes, mesh_comm_h *comm);
+/* This rank's coordinate along an axis name ("tp", ..., "etp", "edp"); -1 for an unknown name. */
+MESH_API int mesh_grid_coord(mesh_grid_h grid, const char *axis);
+/* This rank's rank in the grid's order (differs from the world rank after reordering). */
+MESH_API int mesh_grid_rank(mesh_grid_h grid);
+
 /* ---------------------------------------------------------------- introspection */
 
 /* Name of the algorithm the last collective of this kind used on comm ("ring", ...). */
