@@ -291,11 +291,17 @@ MESH_API void mesh_grid_destroy(mesh_grid_h grid);
 /*
  * Communicator of this rank's group along one axis or a combination, named by axes joined with
  * '-' in any order: "tp", "dp", "dp-cp", "tp-dp-cp", ...; the folded expert grid's axes are
- * "etp", "ep", "edp" and "pp" ("etp-ep", ...). Owned by the grid. Unknown name:
+ * "etp", "ep", "edp" and "pp" ("etp-ep", ...). Members are ordered as in the order string
+ * (Megatron-Core's groups). A name with etp or edp, or of ep and pp only ("ep", "ep-pp"), is
+ * the expert grid's; any other the dense grid's ("dp-ep" is the dense data-parallel group that
+ * includes ep). Axes of size 1 add nothing ("cp" alone is this rank only). The expert grid lays
+ * expert_tp, ep and world / (expert_tp * ep * pp) over the dense order (tp -> etp, dp -> edp,
+ * cp dropped) and must have the dense grid's pp groups. Owned by the grid. Unknown name:
  * MESH_ERR_INVALID_ARG naming it.
  */
 MESH_API mesh_status_t mesh_grid_comm(mesh_grid_h grid, const char *axes, mesh_comm_h *comm);
-/* This rank's coordinate along an axis name ("tp", ..., "etp", "edp"); -1 for an unknown name. */
+/* This rank's coordinate along one axis ("tp", ..., "etp", "edp"; "ep" is the expert grid's,
+ * as in mesh_grid_comm); -1 for an unknown name. */
 MESH_API int mesh_grid_coord(mesh_grid_h grid, const char *axis);
 /* This rank's rank in the grid's order (differs from the world rank after reordering). */
 MESH_API int mesh_grid_rank(mesh_grid_h grid);
