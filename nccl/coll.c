@@ -74,12 +74,6 @@ int nccl_dtype(ncclDataType_t t, mesh_dtype_t *out)
     return 1;
 }
 
-size_t nccl_dtype_size(ncclDataType_t t)
-{
-    mesh_dtype_t d;
-    return nccl_dtype(t, &d) ? mesh_dtype_size(d) : 0;
-}
-
 ncclResult_t nccl_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t t, mesh_op_t *out,
                      const char *fn)
 {

@@ -95,6 +95,8 @@ ncclResult_t nccl_init_join(ncclComm_t c)
     c->has_thread = 0;
     pthread_mutex_unlock(&c->lock);
     if (join) pthread_join(c->thread, NULL);
+    /* another thread may be joining it: wait for the result all the same */
+    while (atomic_load(&c->state) == ncclInProgress) sched_yield();
     return atomic_load(&c->state);
 }
 

@@ -50,7 +50,6 @@ ncclResult_t nccl_comm_ready(ncclComm_t comm, const char *fn);
 ncclResult_t nccl_comm_ready_revoked(ncclComm_t comm, const char *fn);
 
 int nccl_dtype(ncclDataType_t t, mesh_dtype_t *out);
-size_t nccl_dtype_size(ncclDataType_t t);
 ncclResult_t nccl_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t t, mesh_op_t *out,
                      const char *fn);
 
@@ -68,6 +67,7 @@ ncclResult_t nccl_config_read(const ncclConfig_t *config, int *blocking, const c
 ncclResult_t nccl_comm_wrap(mesh_comm_h mc, int blocking, ncclComm_t *out);
 void nccl_comm_free(ncclComm_t comm);
 
+/* Reads NCCL_DEBUG again. */
 void nccl_debug_init(void);
 
 /* NVIDIA's library exports this one as a plain global, without a p-alias. */

@@ -405,21 +405,32 @@ static void *blocked_recv(void *arg)
     return NULL;
 }
 
-static void test_abort(const ncclUniqueId *id, int r, int n)
+static void test_abort(ncclComm_t comm, const ncclUniqueId *id, int r, int n)
 {
-    blocked_t b = {.peer = (r + 1) % n};
+    /* rank 0 waits for rank 1 (itself when alone), the others wait for rank 0; only rank 0
+     * aborts, from a second thread, and the others see it as a failed peer */
+    blocked_t b = {.peer = r == 0 ? 1 % n : 0};
+    int x = 0, y;
     NCCLCHECK(ncclCommInitRank(&b.comm, n, *id, r));
+    NCCLCHECK(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, comm, NULL)); /* all are here */
     pthread_t th;
     CHECK(pthread_create(&th, NULL, blocked_recv, &b) == 0);
-    usleep(300 * 1000);
-    CHECK(!b.done);
     double t0 = now_s();
-    NCCLCHECK(ncclCommAbort(b.comm));
+    if (r == 0) {
+        usleep(300 * 1000);
+        CHECK(!b.done);
+        t0 = now_s();
+        NCCLCHECK(ncclCommAbort(b.comm));
+    }
     while (!b.done && now_s() - t0 < 15) usleep(1000);
     CHECK(b.done);
     pthread_join(th, NULL);
     CHECK(b.res != ncclSuccess);
     CHECK(b.t_end - t0 < 10);
+    if (r != 0) {
+        CHECK(b.res == ncclRemoteError);
+        NCCLCHECK(ncclCommAbort(b.comm));
+    }
 }
 
 /* ---------------------------------------------------------------- one rank */
@@ -477,7 +488,7 @@ static void rank_main(int r, int n, ncclUniqueId *ids)
     CHECK(y == 1);
     NCCLCHECK(ncclCommDestroy(sc));
 
-    test_abort(&ids[2], r, n);
+    test_abort(comm, &ids[2], r, n);
 
     /* everybody is still here: the first communicator still works */
     NCCLCHECK(ncclAllReduce(&x, &y, 1, ncclInt32, ncclMax, comm, NULL));
@@ -573,6 +584,21 @@ static void init_all_main(void)
     for (int i = 0; i < N; i++)
         for (int j = 0; j < 5; j++) CHECK(d[i][j] == 6 * (j + 1));
     for (int i = 0; i < N; i++) NCCLCHECK(ncclCommDestroy(comms[i]));
+
+    /* aborting a creation that cannot finish (rank 1 never comes) returns at once */
+    ncclUniqueId id;
+    ncclComm_t lone;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    NCCLCHECK(ncclGetUniqueId(&id));
+    CHECK(ncclCommInitRankConfig(&lone, 2, id, 0, &cfg) == ncclInProgress);
+    usleep(200 * 1000);
+    ncclResult_t st;
+    NCCLCHECK(ncclCommGetAsyncError(lone, &st));
+    CHECK(st == ncclInProgress);
+    double t0 = now_s();
+    NCCLCHECK(ncclCommAbort(lone));
+    CHECK(now_s() - t0 < 1);
 }
 
 int main(void)

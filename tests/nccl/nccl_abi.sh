@@ -1,8 +1,14 @@
 #!/bin/sh
-# NVIDIA's nccl.h ABI on mesh's libnccl.so.2: 1, 2 and 4 processes, then ncclCommInitAll.
+# NVIDIA's nccl.h ABI on mesh's libnccl.so.2: 1, 2 and 4 processes, then ncclCommInitAll. Where
+# NVIDIA's library was found too, the same program linked to it runs again with ours preloaded.
 b=${top_builddir:-.}
 [ -x "$b/tests/nccl/nccl_abi" ] || { echo "NVIDIA's nccl.h was not found at configure time"; exit 77; }
 export MESH_TIMEOUT=${MESH_TIMEOUT:-20}
 # the test provokes argument errors on purpose: keep their warnings out of the log
 export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
-exec "$b/tests/nccl/nccl_abi"
+"$b/tests/nccl/nccl_abi" || exit 1
+if [ -x "$b/tests/nccl/nccl_abi_preload" ]; then
+    lib=$(cd "$b/nccl/.libs" && pwd)/libnccl.so.2
+    echo "linked to NVIDIA's libnccl.so.2, with LD_PRELOAD=$lib:"
+    LD_PRELOAD="$lib" "$b/tests/nccl/nccl_abi_preload" || exit 1
+fi
