@@ -10,5 +10,7 @@ export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
 if [ -x "$b/tests/nccl/nccl_abi_preload" ]; then
     lib=$(cd "$b/nccl/.libs" && pwd)/libnccl.so.2
     echo "linked to NVIDIA's libnccl.so.2, with LD_PRELOAD=$lib:"
-    LD_PRELOAD="$lib" "$b/tests/nccl/nccl_abi_preload" || exit 1
+    # a sanitized build needs its runtime first in the preload list
+    asan=$(ldd "$b/tests/nccl/nccl_abi_preload" 2>/dev/null | awk '/libasan/ {print $3}')
+    LD_PRELOAD="${asan:+$asan }$lib" "$b/tests/nccl/nccl_abi_preload" || exit 1
 fi
