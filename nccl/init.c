@@ -19,7 +19,7 @@ NCCL_API(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * uniqueId))
     return ncclSuccess;
 }
 
-/* First version whose configuration carries the given field. */
+/* Whether the caller's configuration reaches field (by its size) at a version that has it. */
 #define CONFIG_HAS(cfg, field, since)                                                           \
     ((cfg)->size >= offsetof(ncclConfig_t, field) + sizeof((cfg)->field) &&                     \
      (cfg)->version >= (since))
@@ -32,9 +32,10 @@ ncclResult_t nccl_config_read(const ncclConfig_t *config, int *blocking, const c
         return nccl_fail(NULL, ncclInvalidArgument,
                          "%s: config (size %zu, magic 0x%x) was not set up with "
                          "NCCL_CONFIG_INITIALIZER", fn, config->size, config->magic);
-    if (config->version < NCCL_VERSION(2, 14, 0) || config->version > NCCL_VERSION_CODE + 99)
-        return nccl_fail(NULL, ncclInvalidArgument, "%s: config version %u is not supported",
-                         fn, config->version);
+    /* newer headers append fields: size bounds what is read, so any later version is fine */
+    if (config->version < NCCL_VERSION(2, 14, 0))
+        return nccl_fail(NULL, ncclInvalidArgument, "%s: config version %u is older than the "
+                         "first configurable release (2.14)", fn, config->version);
     if (CONFIG_HAS(config, blocking, NCCL_VERSION(2, 14, 0)) &&
         config->blocking != NCCL_CONFIG_UNDEF_INT) {
         if (config->blocking != 0 && config->blocking != 1)

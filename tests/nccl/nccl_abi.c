@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -483,7 +484,12 @@ static void rank_main(int r, int n, ncclUniqueId *ids)
 
     /* the scalable variant */
     ncclComm_t sc;
-    NCCLCHECK(ncclCommInitRankScalable(&sc, n, r, 1, &ids[3], NULL));
+    /* with the shorter configuration of an older release (2.14: up to netName) */
+    ncclConfig_t old = NCCL_CONFIG_INITIALIZER;
+    old.size = offsetof(ncclConfig_t, splitShare);
+    old.version = 21400;
+    old.blocking = 1;
+    NCCLCHECK(ncclCommInitRankScalable(&sc, n, r, 1, &ids[3], &old));
     NCCLCHECK(ncclAllReduce(&x, &y, 1, ncclInt32, ncclMin, sc, NULL));
     CHECK(y == 1);
     NCCLCHECK(ncclCommDestroy(sc));
