@@ -1,0 +1,16 @@
+#!/bin/sh
+# NVIDIA's nccl.h ABI on mesh's libnccl.so.2: 1, 2 and 4 processes, then ncclCommInitAll. Where
+# NVIDIA's library was found too, the same program linked to it runs again with ours preloaded.
+b=${top_builddir:-.}
+[ -x "$b/tests/nccl/nccl_abi" ] || { echo "NVIDIA's nccl.h was not found at configure time"; exit 77; }
+export MESH_TIMEOUT=${MESH_TIMEOUT:-20}
+# the test provokes argument errors on purpose: keep their warnings out of the log
+export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
+"$b/tests/nccl/nccl_abi" || exit 1
+if [ -x "$b/tests/nccl/nccl_abi_preload" ]; then
+    lib=$(cd "$b/nccl/.libs" && pwd)/libnccl.so.2
+    echo "linked to NVIDIA's libnccl.so.2, with LD_PRELOAD=$lib:"
+    # a sanitized build needs its runtime first in the preload list
+    asan=$(ldd "$b/tests/nccl/nccl_abi_preload" 2>/dev/null | awk '/libasan/ {print $3}')
+    LD_PRELOAD="${asan:+$asan }$lib" "$b/tests/nccl/nccl_abi_preload" || exit 1
+fi
