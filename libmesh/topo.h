@@ -79,7 +79,7 @@ mesh_status_t mesh_topo_export(const mesh_topo_t *topo, const char *path);
 void mesh_topo_print(const mesh_topo_t *topo, const char *node, FILE *out);
 
 /* What every rank tells the others about itself when a communicator is created. */
-typedef struct {
+typedef struct mesh_topo_summary {
     int32_t gpu;                    /* GPU index on its node; -1 none */
     int32_t cpu_first, cpu_last;    /* PU OS indexes; -1 unknown */
     int32_t cpu_count;

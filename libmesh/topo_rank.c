@@ -116,7 +116,15 @@ static mesh_topo_summary_t topo_sum;
 mesh_status_t mesh_topo_summary(int local_rank, mesh_topo_summary_t *out)
 {
     const mesh_topo_t *t = NULL;
-    MESH_CHECK(mesh_topo_get(&t));
+    mesh_status_t st = mesh_topo_get(&t);
+    if (st != MESH_OK) {
+        /* a file the user named must load; a machine hwloc cannot read only loses the hints */
+        const char *file = mesh_config_str("TOPO_FILE");
+        if (file && *file) return st;
+        mesh_log_warn("no topology of this node (%s); ranks share no GPU or NIC", mesh_error_last());
+        *out = (mesh_topo_summary_t){.gpu = -1, .cpu_first = -1, .cpu_last = -1};
+        return MESH_OK;
+    }
     pthread_mutex_lock(&topo_sum_lock);
     if (!topo_sum_done) {
         /* fixed at the first communicator, so that every later one agrees on the GPU */
