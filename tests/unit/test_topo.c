@@ -1,10 +1,12 @@
 /* Topology from the fixtures in tests/fixtures/topo: counts, nearest NIC and CPUs of every GPU,
  * the GPU rule of a rank, and the summary a rank shares. */
+#define _GNU_SOURCE /* CPU_SET and sched_setaffinity */
 #include "tests/harness/harness.h"
 #include "libmesh/config.h"
 #include "libmesh/context.h"
 #include "libmesh/topo.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +150,36 @@ static void test_errors(void)
     CHECK(mesh_topo_load(fixture("gen_fixtures.py"), &t) == MESH_ERR_INVALID_ARG && t == NULL);
 }
 
+/* This machine, discovered: a process bound to one CPU reports that CPU. */
+static void test_binding(void)
+{
+    mesh_topo_t *t = NULL;
+    CHECK(mesh_topo_load(NULL, &t) == MESH_OK);
+    CHECK(mesh_topo_source(t) == NULL && mesh_topo_npus(t) >= 1);
+    cpu_set_t old, one;
+    char list[MESH_TOPO_CPUSET_MAX];
+    CHECK(sched_getaffinity(0, sizeof(old), &old) == 0);
+    int last = mesh_topo_node_cpus(t)->last;
+    if (CPU_COUNT(&old) >= 2 && last >= 0 && CPU_ISSET(last, &old)) {
+        CPU_ZERO(&one);
+        CPU_SET(last, &one);
+        CHECK(sched_setaffinity(0, sizeof(one), &one) == 0);
+        CHECK(mesh_topo_bound_cpus(t, list, sizeof(list)) == 1);
+        char want[16];
+        snprintf(want, sizeof(want), "%d", last);
+        CHECK_MSG(strcmp(list, want) == 0, "bound to '%s', expected '%s'", list, want);
+        mesh_topo_summary_t s;
+        mesh_topo_fill_summary(t, -1, list, &s);
+        CHECK(s.gpu == -1 && s.cpu_first == last && s.cpu_last == last && s.cpu_count == 1);
+        CHECK(sched_setaffinity(0, sizeof(old), &old) == 0);
+    }
+    /* a topology read from a file says nothing about this process's binding */
+    mesh_topo_t *f = load("pcie4.xml");
+    CHECK(mesh_topo_bound_cpus(f, list, sizeof(list)) == 0 && list[0] == '\0');
+    mesh_topo_free(f);
+    mesh_topo_free(t);
+}
+
 /* MESH_TOPO_FILE through the process-wide topology, exported and read back. */
 static void test_process_topology(void)
 {
@@ -192,6 +224,7 @@ int main(void)
     test_pcie4();
     test_cpuonly();
     test_errors();
+    test_binding();
     test_process_topology();
     printf("topology fixtures: ok\n");
     return 0;
