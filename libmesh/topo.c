@@ -119,17 +119,18 @@ static mesh_status_t topo_find_nics(mesh_topo_t *t)
     return MESH_OK;
 }
 
-static void topo_gpu_model(hwloc_obj_t pci, char *out, size_t len)
+/* Model and UUID from the OS devices that hwloc's NVML or CUDA backends attach, else the
+ * model from the PCI ids. */
+static void topo_gpu_names(hwloc_obj_t pci, mesh_topo_gpu_t *g)
 {
     for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling) {
         const char *m = hwloc_obj_get_info_by_name(c, "GPUModel");
-        if (m) {
-            snprintf(out, len, "%s", m);
-            return;
-        }
+        const char *u = hwloc_obj_get_info_by_name(c, "NVIDIAUUID");
+        if (m && !g->model[0]) snprintf(g->model, sizeof(g->model), "%s", m);
+        if (u && !g->uuid[0]) snprintf(g->uuid, sizeof(g->uuid), "%s", u);
     }
     const char *d = hwloc_obj_get_info_by_name(pci, "PCIDevice");
-    snprintf(out, len, "%s", d ? d : "");
+    if (d && !g->model[0]) snprintf(g->model, sizeof(g->model), "%s", d);
 }
 
 /* The nearest NIC: RDMA-capable ones first when the node has any (collectives need them more
@@ -163,7 +164,7 @@ static mesh_status_t topo_find_gpus(mesh_topo_t *t)
         if (!topo_is_gpu(o)) continue;
         mesh_topo_gpu_t *g = &t->gpus[t->ngpus++];
         topo_busid(o, g->pci, sizeof(g->pci));
-        topo_gpu_model(o, g->model, sizeof(g->model));
+        topo_gpu_names(o, g);
         g->numa = topo_numa_of(t->hw, o);
         hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t->hw, o);
         topo_cpus(anc ? anc->cpuset : NULL, &g->cpus);

@@ -33,6 +33,7 @@ typedef struct {
 typedef struct {
     char pci[16];          /* "0000:18:00.0" */
     char model[64];        /* from the driver or PCI ids; "" when unknown */
+    char uuid[48];         /* "GPU-..." when hwloc read it through NVML; "" otherwise */
     int nic;               /* index of the nearest NIC; -1 when the node has none */
     int nic_hops;          /* PCI tree edges between the GPU and that NIC */
     int numa;              /* logical index of its NUMA domain; -1 unknown */

@@ -17,7 +17,8 @@ static const mesh_config_entry_t topo_entries[] = {
      NULL},
     {"LOCAL_GPU", "-1", MESH_CFG_INT,
      "GPU of this process, by its index on the node in PCI bus order. -1: the entry local "
-     "rank % n of CUDA_VISIBLE_DEVICES when set, else local rank % GPUs of the node.",
+     "rank % n of CUDA_VISIBLE_DEVICES when set (an index, or a GPU- UUID when hwloc reads "
+     "UUIDs through NVML), else local rank % GPUs of the node.",
      NULL},
     {NULL, NULL, 0, NULL, NULL},
 };
@@ -59,6 +60,19 @@ static int topo_visible_gpu(const mesh_topo_t *t, int local_rank, const char *vi
     int want = (local_rank < 0 ? 0 : local_rank) % n;
     const char *p = visible;
     for (int i = 0; i < want; i++) p = strchr(p, ',') + 1;
+    size_t len = strcspn(p, ",");
+    if (strncmp(p, "GPU-", 4) == 0) {
+        /* a UUID or a unique prefix of one, as CUDA accepts */
+        int found = -2;
+        for (int g = 0; g < mesh_topo_ngpus(t); g++) {
+            const char *u = mesh_topo_gpu(t, g)->uuid;
+            if (u[0] && strncmp(u, p, len) == 0) found = found == -2 ? g : -3;
+        }
+        if (found >= 0) return found;
+        mesh_log_debug("CUDA_VISIBLE_DEVICES entry '%.*s' names no single GPU of this node",
+                       (int)len, p);
+        return -2;
+    }
     char *end;
     long v = strtol(p, &end, 10);
     if (end == p || (*end != ',' && *end != '\0')) {

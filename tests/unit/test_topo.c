@@ -103,7 +103,13 @@ static void test_dgx8(void)
     CHECK(mesh_topo_pick_gpu(t, 4, -1, "4,5,6") == 5);
     CHECK(mesh_topo_pick_gpu(t, 2, -1, "") == -1);
     CHECK(mesh_topo_pick_gpu(t, 2, -1, "-1") == -1);
-    CHECK(mesh_topo_pick_gpu(t, 2, -1, "GPU-8a1b") == 2); /* a UUID: no index to follow */
+    /* UUIDs and unique prefixes, as hwloc read them through NVML */
+    CHECK(strcmp(mesh_topo_gpu(t, 5)->uuid, "GPU-5c1a0e05-7d2b-4c9e-9f3a-0b1c2d3e4f05") == 0);
+    CHECK(mesh_topo_pick_gpu(t, 0, -1, "GPU-5c1a0e05-7d2b-4c9e-9f3a-0b1c2d3e4f05") == 5);
+    CHECK(mesh_topo_pick_gpu(t, 1, -1, "GPU-5c1a0e06,GPU-5c1a0e07") == 7);
+    CHECK(mesh_topo_pick_gpu(t, 2, -1, "GPU-5c1a0e") == 2); /* ambiguous: not followed */
+    CHECK(mesh_topo_pick_gpu(t, 2, -1, "GPU-8a1b") == 2);   /* not on this node */
+    CHECK(mesh_topo_pick_gpu(t, 3, -1, "MIG-8a1b") == 3);
     CHECK(mesh_topo_pick_gpu(t, 2, -1, "12") == 2);
     mesh_topo_free(t);
 }
@@ -124,6 +130,7 @@ static void test_pcie4(void)
     CHECK(strcmp(n->pci, "0000:43:00.0") == 0);
     CHECK(mesh_topo_pick_gpu(t, 5, -1, NULL) == 1);
     CHECK(mesh_topo_pick_gpu(t, 0, -1, "7") == 0); /* beyond the node's 4: ignored */
+    CHECK(mesh_topo_gpu(t, 0)->uuid[0] == '\0'); /* no NVML osdev in this one */
     mesh_topo_free(t);
 }
 
