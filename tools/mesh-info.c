@@ -168,6 +168,11 @@ static int info_topo(const char *dump)
     }
     printf("# this node; MESH_TOPO_FILE loads a saved one, MESH_NODE_ID names it\n");
     mesh_topo_print(t, mesh_context_node_name(), stdout);
+    /* what this process would tell the others: the launcher's local rank, else 0 */
+    mesh_topo_summary_t s;
+    if (mesh_topo_summary(0, &s) == MESH_OK)
+        printf("process  : gpu %d, cpus %d-%d (%d), nic %s\n", s.gpu, s.cpu_first, s.cpu_last,
+               s.cpu_count, s.nic[0] ? s.nic : "none");
     if (dump && mesh_topo_export(t, dump) != MESH_OK) {
         fprintf(stderr, "mesh-info: %s\n", mesh_error_last());
         return 1;
