@@ -7,6 +7,7 @@
 #include "libmesh/context.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
+#include "libmesh/topo.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@ typedef struct {
 
 /* Second exchange: transport addresses. */
 typedef struct {
+    mesh_topo_summary_t summary; /* GPU, CPUs, nearest NIC: needs the local rank from the map */
     uint32_t ntl;
     uint32_t pad;
     struct {
@@ -63,6 +65,7 @@ static void mesh_coll_global_init_once(void)
     if (st == MESH_OK) st = mesh_bootstrap_config_register();
     if (st == MESH_OK) st = mesh_tl_global_init();
     if (st == MESH_OK) st = mesh_config_register(&mesh_coll_config);
+    if (st == MESH_OK) st = mesh_topo_config_register();
     if (st == MESH_OK) mesh_config_warn_unknown();
     mesh_coll_init_status = st;
 }
@@ -243,6 +246,7 @@ static void comm_free(mesh_comm_t *c)
     free(c->node_size);
     free(c->node_first);
     free(c->node_ranks);
+    free(c->summary);
     free(c->peers);
     free(c->p2p_send_seq);
     free(c->verdict_in);
@@ -296,7 +300,13 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
         mine->tl[t].len = (uint32_t)len;
     }
     mine->ntl = (uint32_t)c->ntls;
+    MESH_CHECK_GOTO(mesh_topo_summary(c->local_rank[c->rank], &mine->summary), st, out);
     MESH_CHECK_GOTO(mesh_bootstrap_allgather(bs, mine, addrs, sizeof(*mine)), st, out);
+    if ((c->summary = calloc((size_t)c->size, sizeof(*c->summary))) == NULL) {
+        st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate %d rank summaries", c->size);
+        goto out;
+    }
+    for (int p = 0; p < c->size; p++) c->summary[p] = addrs[p].summary;
     MESH_CHECK_GOTO(route_peers(c, ids, addrs), st, out);
 
     /* one preposted receive per peer for failure verdicts */

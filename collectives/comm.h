@@ -43,6 +43,7 @@ typedef struct mesh_comm {
     int *node_first;   /* [nnodes] index into node_ranks */
     int *node_ranks;   /* [size] ranks grouped by node, ascending within a node */
     char **node_names; /* [nnodes] */
+    struct mesh_topo_summary *summary; /* [size] each rank's GPU, CPUs and nearest NIC */
 
     /* routing */
     int ntls;

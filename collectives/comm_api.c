@@ -6,6 +6,8 @@
 #include "libmesh/dtype.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
+#include "libmesh/topo.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,6 +210,48 @@ int mesh_comm_local_rank(mesh_comm_h comm, int rank)
 int mesh_comm_local_size(mesh_comm_h comm, int node)
 {
     return comm && node >= 0 && node < comm->nnodes ? comm->node_size[node] : -1;
+}
+
+int mesh_comm_node_ranks(mesh_comm_h comm, int node, int *ranks, int max)
+{
+    if (comm == NULL || node < 0 || node >= comm->nnodes) return -1;
+    int n = comm->node_size[node];
+    for (int i = 0; ranks && i < n && i < max; i++)
+        ranks[i] = comm->node_ranks[comm->node_first[node] + i];
+    return n;
+}
+
+mesh_status_t mesh_comm_rank_info(mesh_comm_h comm, int rank, mesh_rank_info_t *info)
+{
+    static const char fn[] = "mesh_comm_rank_info";
+    if (comm == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+    CHECK_ARG(info != NULL, "%s: info is NULL", fn);
+    CHECK_ARG(rank >= 0 && rank < comm->size, "%s: rank %d is outside 0..%d", fn, rank,
+              comm->size - 1);
+    uint64_t want = info->field_mask, got = 0;
+    const mesh_topo_summary_t *s = &comm->summary[rank];
+    if (want & MESH_RANK_INFO_FIELD_NODE) {
+        info->node = comm->node_of[rank];
+        info->local_rank = comm->local_rank[rank];
+        info->node_name = comm->node_names[info->node];
+        got |= MESH_RANK_INFO_FIELD_NODE;
+    }
+    if (want & MESH_RANK_INFO_FIELD_GPU) {
+        info->gpu = s->gpu;
+        got |= MESH_RANK_INFO_FIELD_GPU;
+    }
+    if (want & MESH_RANK_INFO_FIELD_CPUS) {
+        info->cpu_first = s->cpu_first;
+        info->cpu_last = s->cpu_last;
+        info->cpu_count = s->cpu_count;
+        got |= MESH_RANK_INFO_FIELD_CPUS;
+    }
+    if (want & MESH_RANK_INFO_FIELD_NIC) {
+        snprintf(info->nic, sizeof(info->nic), "%.*s", (int)sizeof(s->nic), s->nic);
+        got |= MESH_RANK_INFO_FIELD_NIC;
+    }
+    info->field_mask = got;
+    return MESH_OK;
 }
 
 mesh_status_t mesh_comm_tl_bytes(mesh_comm_h comm, const char *transport, uint64_t *sent,

@@ -158,6 +158,39 @@ MESH_API int mesh_comm_node_count(mesh_comm_h comm);
 MESH_API int mesh_comm_node(mesh_comm_h comm, int rank);       /* node index of a rank */
 MESH_API int mesh_comm_local_rank(mesh_comm_h comm, int rank); /* rank within its node */
 MESH_API int mesh_comm_local_size(mesh_comm_h comm, int node); /* ranks on that node */
+/* Ranks of a node in ascending order: fills up to max of them and returns how many the node has
+ * (-1 for a bad comm or node). */
+MESH_API int mesh_comm_node_ranks(mesh_comm_h comm, int node, int *ranks, int max);
+
+/*
+ * What a rank told the others at creation. Its GPU (index on its node in PCI bus order) is
+ * MESH_LOCAL_GPU when set, else entry (local rank % n) of CUDA_VISIBLE_DEVICES, else local rank
+ * % GPUs of the node, where the local rank is the launcher's (MESH_LOCAL_RANK, LOCAL_RANK, ...)
+ * or that in the first communicator of the process; it is fixed for the process. Its CPUs are
+ * its binding when bound, else those near its GPU, else the node's. Its NIC is the one nearest
+ * its GPU in the PCI tree (an RDMA one when the node has any).
+ */
+enum {
+    MESH_RANK_INFO_FIELD_NODE = 1u << 0, /* node, local_rank, node_name */
+    MESH_RANK_INFO_FIELD_GPU = 1u << 1,  /* gpu */
+    MESH_RANK_INFO_FIELD_CPUS = 1u << 2, /* cpu_first, cpu_last, cpu_count */
+    MESH_RANK_INFO_FIELD_NIC = 1u << 3   /* nic */
+};
+
+typedef struct {
+    uint64_t field_mask;   /* fields wanted; on return, those filled */
+    int node;              /* node index, as mesh_comm_node() */
+    int local_rank;        /* rank within its node */
+    const char *node_name; /* node label (MESH_NODE_ID or host name); owned by comm */
+    int gpu;               /* -1: none */
+    int cpu_first;         /* first and last CPU (OS numbering) of the rank's set; -1 unknown */
+    int cpu_last;
+    int cpu_count;         /* CPUs in the set */
+    char nic[32];          /* e.g. "mlx5_0", "eth0"; "" when none */
+} mesh_rank_info_t;
+
+/* Reads the fields of info->field_mask for a rank of comm. */
+MESH_API mesh_status_t mesh_comm_rank_info(mesh_comm_h comm, int rank, mesh_rank_info_t *info);
 
 /* Bytes this rank sent and received through a transport ("shm", "tcp", "self", ...) on this
  * communicator. Unknown transport: MESH_ERR_NOT_FOUND. */

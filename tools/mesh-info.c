@@ -10,6 +10,7 @@
 #include "libmesh/config.h"
 #include "libmesh/context.h"
 #include "libmesh/log.h"
+#include "libmesh/topo.h"
 #include "transports/tl.h"
 #include "tools/mesh-info-grid.h"
 
@@ -21,7 +22,7 @@
 #include <unistd.h>
 
 static const char info_usage[] =
-    "usage: mesh-info [-c] [-A] [-t] [-a] [-h]\n"
+    "usage: mesh-info [-c] [-A] [-t] [-a] [-T [--dump FILE]] [-h]\n"
     "\n"
     "Without options: version and what this build contains.\n"
     "  -c, --config       every knob: MESH_ name, effective value, default, source, doc\n"
@@ -29,6 +30,8 @@ static const char info_usage[] =
     "  -t, --transports   the transports built, whether they can run here, their capabilities\n"
     "  -a, --all          all of the above\n"
     "  --grid SIZES ...   a 5D mesh grid's groups and fit (mesh-info --grid --help)\n"
+    "  -T, --topo         this node: packages, NUMA, cores, GPUs with nearest NIC and CPUs, NICs\n"
+    "      --dump FILE    with --topo: also write the node's hwloc XML to FILE\n"
     "  -h, --help         this text\n";
 
 /* Prints text wrapped to width columns; the first line starts where the cursor is (first
@@ -157,6 +160,29 @@ static void info_caps(const mesh_tl_ops_t *ops)
     printf("\n");
 }
 
+/* The node as every communicator of this process sees it (MESH_TOPO_FILE or discovery). */
+static int info_topo(const char *dump)
+{
+    const mesh_topo_t *t = NULL;
+    if (mesh_topo_get(&t) != MESH_OK) {
+        fprintf(stderr, "mesh-info: no topology: %s\n", mesh_error_last());
+        return 1;
+    }
+    printf("# this node; MESH_TOPO_FILE loads a saved one, MESH_NODE_ID names it\n");
+    mesh_topo_print(t, mesh_context_node_name(), stdout);
+    /* what this process would tell the others: the launcher's local rank, else 0 */
+    mesh_topo_summary_t s;
+    if (mesh_topo_summary(0, &s) == MESH_OK)
+        printf("process  : gpu %d, cpus %d-%d (%d), nic %s\n", s.gpu, s.cpu_first, s.cpu_last,
+               s.cpu_count, s.nic[0] ? s.nic : "none");
+    if (dump && mesh_topo_export(t, dump) != MESH_OK) {
+        fprintf(stderr, "mesh-info: %s\n", mesh_error_last());
+        return 1;
+    }
+    if (dump) printf("# written to %s (lstopo --input %s shows it)\n", dump, dump);
+    return 0;
+}
+
 static void info_transports(void)
 {
     printf("# transports built into this library; the collectives layer picks one per peer\n");
@@ -174,13 +200,19 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         {"config", no_argument, NULL, 'c'}, {"algorithms", no_argument, NULL, 'A'},
         {"transports", no_argument, NULL, 't'}, {"all", no_argument, NULL, 'a'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"help", no_argument, NULL, 'h'},
+        {"topo", no_argument, NULL, 'T'}, {"dump", required_argument, NULL, 'D'},
+        {NULL, 0, NULL, 0}};
+    int topo = 0;
+    const char *dump = NULL;
     int config = 0, algos = 0, tls = 0, c;
 
     if (mesh_info_grid_wanted(argc, argv)) return mesh_info_grid(argc, argv);
 
-    while ((c = getopt_long(argc, argv, "cAtah", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "cAtahT", longopts, NULL)) != -1) {
         switch (c) {
+        case 'T': topo = 1; break;
+        case 'D': dump = optarg; break;
         case 'c': config = 1; break;
         case 'A': algos = 1; break;
         case 't': tls = 1; break;
@@ -204,6 +236,11 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    if (dump && !topo) {
+        fprintf(stderr, "mesh-info: --dump goes with --topo\n%s", info_usage);
+        return 2;
+    }
+    if (topo) return info_topo(dump);
     if (!config && !algos && !tls) {
         info_version();
         return 0;
