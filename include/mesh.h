@@ -300,7 +300,8 @@ MESH_API void mesh_grid_destroy(mesh_grid_h grid);
  * MESH_ERR_INVALID_ARG naming it.
  */
 MESH_API mesh_status_t mesh_grid_comm(mesh_grid_h grid, const char *axes, mesh_comm_h *comm);
-/* This rank's coordinate along an axis name ("tp", ..., "etp", "edp"); -1 for an unknown name. */
+/* This rank's coordinate along one axis ("tp", ..., "etp", "edp"; "ep" is the expert grid's,
+ * as in mesh_grid_comm); -1 for an unknown name. */
 MESH_API int mesh_grid_coord(mesh_grid_h grid, const char *axis);
 /* This rank's rank in the grid's order (differs from the world rank after reordering). */
 MESH_API int mesh_grid_rank(mesh_grid_h grid);

@@ -11,6 +11,7 @@
 #include "libmesh/context.h"
 #include "libmesh/log.h"
 #include "transports/tl.h"
+#include "tools/mesh-info-grid.h"
 
 #include <getopt.h>
 #include <stdint.h>
@@ -27,6 +28,7 @@ static const char info_usage[] =
     "  -A, --algorithms   the algorithms of each collective (MESH_TUNE names)\n"
     "  -t, --transports   the transports built, whether they can run here, their capabilities\n"
     "  -a, --all          all of the above\n"
+    "  --grid SIZES ...   a 5D mesh grid's groups and fit (mesh-info --grid --help)\n"
     "  -h, --help         this text\n";
 
 /* Prints text wrapped to width columns; the first line starts where the cursor is (first
@@ -174,6 +176,8 @@ int main(int argc, char **argv)
         {"transports", no_argument, NULL, 't'}, {"all", no_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int config = 0, algos = 0, tls = 0, c;
+
+    if (mesh_info_grid_wanted(argc, argv)) return mesh_info_grid(argc, argv);
 
     while ((c = getopt_long(argc, argv, "cAtah", longopts, NULL)) != -1) {
         switch (c) {
