@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine and builds mesh, then runs one of:
-#   ./quickstart.sh bench   the main job: mesh-bench over every collective on 4 ranks in
-#                           2 simulated nodes (network namespaces when run as root)
+#   ./quickstart.sh bench   the main job: mesh-bench per axis of a tp=2,dp=2,pp=2 mesh on
+#                           8 ranks in 2 simulated nodes (network namespaces when run as
+#                           root); tables on stdout, CSV, JSON and one PNG per op in
+#                           bench-results/ (or the folder given after "bench")
 #   ./quickstart.sh test    make check
 # Idempotent: packages, configure and the build are only redone when missing or stale.
 set -euo pipefail
@@ -10,7 +12,7 @@ cd "$(dirname "$0")"
 job=${1:-}
 case "$job" in
 bench|test) ;;
-*) echo "usage: $0 bench|test" >&2; exit 2 ;;
+*) echo "usage: $0 bench [DIR]|test" >&2; exit 2 ;;
 esac
 
 packages="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc
@@ -33,8 +35,15 @@ make -j"$(nproc)"
 
 case "$job" in
 bench)
-    exec tools/meshrun -n 4 --nodes 2 --timeout 1200 bench/mesh-bench -o all -b 8 -e 64m -f 4 \
-        --csv mesh-bench.csv
+    out=${2:-bench-results}
+    mkdir -p "$out"
+    # every group of an axis runs at once; pp runs sendrecv alone, between neighbouring stages;
+    # sendrecv on tp and dp too puts shared memory and TCP on one plot
+    tools/meshrun -n 8 --nodes 2 --timeout 1200 bench/mesh-bench --mesh tp=2,dp=2,pp=2 \
+        --axes all -o allreduce,reduce_scatter,allgather,alltoall,sendrecv \
+        -b 512 -e 8m -f 4 -n 5 -w 2 --csv "$out/mesh-bench.csv" \
+        --json "$out/mesh-bench.json" --plot "$out" | tee "$out/mesh-bench.txt"
+    echo "quickstart: tables, CSV, JSON and plots in $out/"
     ;;
 test)
     exec make -j"$(nproc)" check

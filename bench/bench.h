@@ -49,6 +49,16 @@ typedef enum {
     BENCH_OP_COUNT
 } bench_op_t;
 
+/* The axes of --mesh, in the order of mesh_axis_t (mesh-bench checks it at compile time). */
+typedef enum {
+    BENCH_AXIS_TP = 0,
+    BENCH_AXIS_CP,
+    BENCH_AXIS_EP,
+    BENCH_AXIS_DP,
+    BENCH_AXIS_PP,
+    BENCH_AXIS_COUNT
+} bench_axis_id_t;
+
 typedef struct {
     unsigned ops;      /* bit per bench_op_t */
     unsigned dtypes;   /* bit per bench_dtype_t */
@@ -61,6 +71,14 @@ typedef struct {
     const char *algo;  /* -a */
     const char *csv;   /* --csv FILE */
     int memcpy_mode;   /* --memcpy */
+    /* the per-axis bench over a 5D mesh grid (mesh-bench only) */
+    const char *mesh;  /* --mesh tp=2,dp=2,...: as given */
+    int mesh_size[BENCH_AXIS_COUNT]; /* parsed --mesh; 0 when not named */
+    const char *order; /* --order, innermost first */
+    int reorder;       /* --reorder */
+    const char *axes;  /* --axes LIST or all */
+    const char *json;  /* --json FILE */
+    const char *plot;  /* --plot DIR */
 } bench_opts_t;
 
 /* One call as the driver prepares it; buffers follow the in-place conventions of mesh.h. */
@@ -74,6 +92,24 @@ typedef struct {
     void *rbuf;
     size_t count; /* the count argument: total, per rank block, or per peer (see bench_sizes) */
 } bench_call_t;
+
+/* One communicator the driver measures: the whole one, or this rank's group along an axis
+ * while every other group of that axis runs the same calls at the same time. */
+typedef struct {
+    char name[32];  /* "tp", "dp-cp", ...; "world" for the whole communicator */
+    int rank, size; /* this rank in its group */
+    int groups;     /* groups of the axis running at once */
+    int nnodes;     /* nodes spanned by the group of rank 0 */
+    unsigned ops;   /* ops run on it: the selected ones, sendrecv alone along pp */
+} bench_axis_t;
+
+/* A row's result; time_us < 0 when not run (N/A), wrong -1 when not checked. */
+typedef struct {
+    double time_us;
+    double algbw, busbw;
+    int64_t wrong;
+    char algo[32];
+} bench_result_t;
 
 typedef struct bench_backend {
     const char *name; /* "mesh", "mpi" */
@@ -90,6 +126,12 @@ typedef struct bench_backend {
     void (*abort)(void);
     /* Lines describing the environment (ranks, nodes, transports), printed by rank 0. */
     void (*describe)(FILE *out);
+    /* Axes of a grid (0: none; the driver measures the whole communicator). axis() makes axis i
+     * the communicator of run() and algo() and describes it; barrier, max_double and sum_u64
+     * stay on the whole communicator, so all groups start together and the slowest counts. */
+    int naxes;
+    int (*axis)(int i, bench_axis_t *a);
+    const char *mesh; /* the grid for titles: "tp=2,dp=2,pp=2, order tp-cp-ep-dp-pp" */
 } bench_backend_t;
 
 /* bench_opts.c */
@@ -100,6 +142,9 @@ const char *bench_dtype_name(bench_dtype_t d);
 const char *bench_redop_name(bench_redop_t r);
 size_t bench_dtype_size(bench_dtype_t d);
 int bench_op_is_reduction(bench_op_t op);
+const char *bench_axis_name(bench_axis_id_t a);
+/* Ops an axis runs: along pp, sendrecv between neighbouring stages; elsewhere the selected. */
+unsigned bench_axis_ops(const bench_opts_t *o, const char *axis);
 /* MESH_TUNE text forcing -a for the chosen ops (algo verbatim when it contains ':'). */
 void bench_tune_string(const bench_opts_t *o, char *buf, size_t len);
 
@@ -123,6 +168,17 @@ double bench_decode(bench_dtype_t d, const void *in);
 void bench_fill(const bench_call_t *c, const bench_sizes_t *sz, int rank, int nranks);
 /* Wrong elements of this rank's output. */
 uint64_t bench_check(const bench_call_t *c, const bench_sizes_t *sz, int rank, int nranks);
+
+/* bench_out.c: the rows as CSV, JSON and, through gnuplot, one PNG per op (rank 0 only). */
+typedef struct bench_out bench_out_t;
+/* NULL when nothing is asked or on failure; *err is set on failure (message printed). */
+bench_out_t *bench_out_open(const bench_opts_t *o, const bench_backend_t *b, int *err);
+void bench_out_row(bench_out_t *out, const bench_axis_t *a, const bench_call_t *c,
+                   const bench_sizes_t *sz, const bench_result_t *r);
+/* Writes what remains (JSON end, plots) and frees; 0, or -1 after printing why. */
+int bench_out_close(bench_out_t *out, const bench_opts_t *o, const bench_backend_t *b);
+/* The CSV header line, without newline. */
+extern const char bench_csv_header[];
 
 /* bench_run.c */
 /* Sets c->sbuf and c->rbuf inside the two buffers per the in-place conventions of mesh.h:

@@ -17,7 +17,10 @@ static const size_t bench_dtype_sizes[BENCH_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2,
 static const char *const bench_redop_names[BENCH_REDOP_COUNT] = {"sum", "prod", "min", "max",
                                                                  "avg"};
 
+static const char *const bench_axis_names[BENCH_AXIS_COUNT] = {"tp", "cp", "ep", "dp", "pp"};
+
 const char *bench_op_name(bench_op_t op) { return bench_op_names[op]; }
+const char *bench_axis_name(bench_axis_id_t a) { return bench_axis_names[a]; }
 const char *bench_dtype_name(bench_dtype_t d) { return bench_dtype_names[d]; }
 const char *bench_redop_name(bench_redop_t r) { return bench_redop_names[r]; }
 size_t bench_dtype_size(bench_dtype_t d) { return bench_dtype_sizes[d]; }
@@ -47,15 +50,28 @@ static const char bench_usage[] =
     "                       text with ':' is used as MESH_TUNE verbatim\n"
     "  -R, --root R         root of reduce, broadcast, gather and scatter (default 0)\n"
     "      --csv FILE       also write the rows to FILE (rank 0)\n"
+    "      --json FILE      also write the rows to FILE as JSON (rank 0)\n"
+    "      --plot DIR       write DIR/OP.png per op with gnuplot: busbw against size, one\n"
+    "                       curve per axis\n"
     "      --memcpy         measure this process's memcpy bandwidth over the sizes instead\n"
     "  -h, --help           this text\n"
+    "\n"
+    "Per-axis bench of a 5D mesh (mesh-bench only):\n"
+    "      --mesh SPEC      axis sizes, e.g. tp=2,dp=2,pp=2 (axes tp cp ep dp pp; unset ones\n"
+    "                       are 1; the product is the number of ranks)\n"
+    "      --order ORDER    axes innermost first (default tp-cp-ep-dp-pp)\n"
+    "      --reorder        renumber ranks node by node so that tp fits in a node\n"
+    "      --axes LIST      axis communicators to measure, comma-separated: tp cp ep dp pp,\n"
+    "                       combined ones such as dp-cp, or all (default: every axis of\n"
+    "                       size > 1). Every group of an axis runs at once; along pp the op\n"
+    "                       is sendrecv, each stage to the next in a ring\n"
     "\n"
     "S follows nccl-tests: count x type size for allreduce, reduce, broadcast and sendrecv;\n"
     "the whole buffer (all ranks' blocks) for reduce_scatter, allgather, alltoall, gather\n"
     "and scatter. algbw = S / time; busbw = algbw x 2(n-1)/n (allreduce), (n-1)/n\n"
     "(reduce_scatter, allgather, alltoall, gather, scatter), 1 (the others). time is each\n"
-    "rank's average over the iterations, the maximum across ranks. The exit status is 1 when\n"
-    "any element was wrong.\n";
+    "rank's average over the iterations, the maximum across ranks (of every group of the axis\n"
+    "with --mesh). The exit status is 1 when any element was wrong.\n";
 
 static int bench_parse_size(const char *opt, const char *text, size_t *out)
 {
@@ -125,9 +141,50 @@ static int bench_parse_list(const char *opt, const char *text, const char *const
     return 0;
 }
 
+/* "tp=2,dp=4" into sizes by axis; each axis at most once, sizes >= 1. */
+static int bench_parse_mesh(const char *text, int *size)
+{
+    char buf[256];
+    if (strlen(text) >= sizeof(buf)) goto bad;
+    snprintf(buf, sizeof(buf), "%s", text);
+    for (int a = 0; a < BENCH_AXIS_COUNT; a++)
+        size[a] = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        int a, v;
+        if (!eq) goto bad;
+        *eq = 0;
+        for (a = 0; a < BENCH_AXIS_COUNT && strcmp(bench_axis_names[a], tok) != 0; a++)
+            ;
+        if (a == BENCH_AXIS_COUNT) {
+            fprintf(stderr, "error: --mesh: unknown axis '%s'; one of: tp cp ep dp pp\n", tok);
+            return -1;
+        }
+        if (size[a]) {
+            fprintf(stderr, "error: --mesh: axis %s given twice\n", tok);
+            return -1;
+        }
+        if (bench_parse_int("--mesh", eq + 1, 1, &v)) return -1;
+        size[a] = v;
+    }
+    for (int a = 0; a < BENCH_AXIS_COUNT; a++)
+        if (size[a]) return 0;
+bad:
+    fprintf(stderr, "error: --mesh expects AXIS=SIZE pairs such as tp=2,dp=2,pp=2, got '%s'\n",
+            text);
+    return -1;
+}
+
+unsigned bench_axis_ops(const bench_opts_t *o, const char *axis)
+{
+    return strcmp(axis, "pp") == 0 ? 1u << BENCH_SENDRECV : o->ops;
+}
+
 int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
 {
-    enum { OPT_CSV = 256, OPT_MEMCPY };
+    enum { OPT_CSV = 256, OPT_MEMCPY, OPT_MESH, OPT_ORDER, OPT_REORDER, OPT_AXES, OPT_JSON,
+           OPT_PLOT };
     static const struct option longopts[] = {
         {"op", required_argument, NULL, 'o'},       {"minbytes", required_argument, NULL, 'b'},
         {"maxbytes", required_argument, NULL, 'e'}, {"stepfactor", required_argument, NULL, 'f'},
@@ -136,6 +193,9 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
         {"check", required_argument, NULL, 'c'},    {"algo", required_argument, NULL, 'a'},
         {"root", required_argument, NULL, 'R'},     {"csv", required_argument, NULL, OPT_CSV},
         {"memcpy", no_argument, NULL, OPT_MEMCPY},  {"help", no_argument, NULL, 'h'},
+        {"mesh", required_argument, NULL, OPT_MESH}, {"order", required_argument, NULL, OPT_ORDER},
+        {"reorder", no_argument, NULL, OPT_REORDER}, {"axes", required_argument, NULL, OPT_AXES},
+        {"json", required_argument, NULL, OPT_JSON}, {"plot", required_argument, NULL, OPT_PLOT},
         {NULL, 0, NULL, 0}};
     int c, f;
 
@@ -195,6 +255,25 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
         case OPT_MEMCPY:
             o->memcpy_mode = 1;
             break;
+        case OPT_MESH:
+            if (bench_parse_mesh(optarg, o->mesh_size)) return 2;
+            o->mesh = optarg;
+            break;
+        case OPT_ORDER:
+            o->order = optarg;
+            break;
+        case OPT_REORDER:
+            o->reorder = 1;
+            break;
+        case OPT_AXES:
+            o->axes = optarg;
+            break;
+        case OPT_JSON:
+            o->json = optarg;
+            break;
+        case OPT_PLOT:
+            o->plot = optarg;
+            break;
         case 'h':
             printf(bench_usage, prog, strcmp(prog, "mpi-bench") ? "meshrun" : "mpirun");
             return 1;
@@ -205,6 +284,14 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
     }
     if (optind < argc) {
         fprintf(stderr, "error: unexpected argument '%s'; try '%s --help'\n", argv[optind], prog);
+        return 2;
+    }
+    if (!o->mesh && (o->axes || o->order || o->reorder)) {
+        fprintf(stderr, "error: --axes, --order and --reorder need --mesh\n");
+        return 2;
+    }
+    if (o->axes && !*o->axes) {
+        fprintf(stderr, "error: --axes: empty list\n");
         return 2;
     }
     if (o->min_bytes > o->max_bytes) {

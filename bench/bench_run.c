@@ -1,7 +1,9 @@
 /*
- * The driver: for every op, dtype and redop, every size is validated once, then warmed up and
- * timed, out of place and in place. A row's time is each rank's average over the iterations,
- * the maximum across ranks (the slowest rank bounds a collective).
+ * The driver: for every axis (or the whole communicator), op, dtype and redop, every size is
+ * validated once, then warmed up and timed, out of place and in place. A row's time is each
+ * rank's average over the iterations, the maximum across ranks (the slowest rank bounds a
+ * collective). Along an axis every group runs the same calls at once, as in training, and the
+ * barrier and the maximum span all of them.
  */
 #include "config.h"
 #include "bench/bench.h"
@@ -10,13 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-typedef struct {
-    double time_us; /* < 0: not run (N/A) */
-    double algbw, busbw;
-    int64_t wrong;  /* -1: not checked */
-    char algo[32];
-} bench_result_t;
 
 double bench_now(void)
 {
@@ -56,20 +51,21 @@ void bench_layout(bench_call_t *c, char *sbuf, char *rbuf, int rank)
     }
 }
 
-static int bench_row(const bench_opts_t *o, const bench_backend_t *b, bench_call_t *c,
-                     const bench_sizes_t *sz, char *sbuf, char *rbuf, bench_result_t *res)
+static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const bench_axis_t *a,
+                     bench_call_t *c, const bench_sizes_t *sz, char *sbuf, char *rbuf,
+                     bench_result_t *res)
 {
     res->time_us = -1;
     res->wrong = -1;
     snprintf(res->algo, sizeof(res->algo), "-");
     if (!b->supports(c->op, c->dtype, c->redop, c->in_place)) return 0;
-    bench_layout(c, sbuf, rbuf, b->rank);
+    bench_layout(c, sbuf, rbuf, a->rank);
 
     if (o->check) {
         uint64_t wrong;
-        bench_fill(c, sz, b->rank, b->size);
+        bench_fill(c, sz, a->rank, a->size);
         if (b->run(c)) return -1;
-        wrong = bench_check(c, sz, b->rank, b->size);
+        wrong = bench_check(c, sz, a->rank, a->size);
         if (b->sum_u64(&wrong)) return -1;
         res->wrong = (int64_t)wrong;
     }
@@ -86,7 +82,7 @@ static int bench_row(const bench_opts_t *o, const bench_backend_t *b, bench_call
 
     res->time_us = t * 1e6;
     res->algbw = t > 0 ? (double)sz->bytes / t / 1e9 : 0;
-    res->busbw = res->algbw * bench_busbw_factor(c->op, b->size);
+    res->busbw = res->algbw * bench_busbw_factor(c->op, a->size);
     return 0;
 }
 
@@ -101,24 +97,24 @@ static void bench_print_result(const bench_result_t *r)
     printf("  %9.2f  %7.3f  %7.3f  %6s", r->time_us, r->algbw, r->busbw, wrong);
 }
 
-static void bench_csv_row(FILE *csv, const bench_backend_t *b, const bench_call_t *c,
-                          const bench_sizes_t *sz, const bench_result_t *r)
+static void bench_table_header(const bench_opts_t *o, const bench_backend_t *b,
+                               const bench_axis_t *a, bench_op_t op)
 {
-    if (!csv || r->time_us < 0) return;
-    fprintf(csv, "%s,%d,%d,%zu,%s,%s,%.3f,%.4f,%.4f,%" PRId64 ",%d,%s\n", bench_op_name(c->op),
-            b->size, b->nnodes, sz->bytes, bench_dtype_name(c->dtype), r->algo, r->time_us,
-            r->algbw, r->busbw, r->wrong, c->in_place,
-            bench_op_is_reduction(c->op) ? bench_redop_name(c->redop) : "none");
-}
-
-static void bench_table_header(const bench_opts_t *o, const bench_backend_t *b, bench_op_t op)
-{
+    if (b->naxes) {
+        printf("#\n# axis %s: %s, group size %d, %d group%s at once, group of rank 0 on %d "
+               "node%s\n", a->name, bench_op_name(op), a->size, a->groups,
+               a->groups == 1 ? "" : "s", a->nnodes, a->nnodes == 1 ? "" : "s");
+        if (op == BENCH_SENDRECV)
+            printf("# sendrecv: each rank sends to the next of its group and receives from the "
+                   "previous (a ring)\n");
+    }
     printf("#\n# %s: %d rank%s on %d node%s, iters %d, warmup %d, check %d%s%s\n",
-           bench_op_name(op), b->size, b->size == 1 ? "" : "s", b->nnodes,
-           b->nnodes == 1 ? "" : "s", o->iters, o->warmup, o->check, o->algo ? ", algo " : "",
+           bench_op_name(op), a->size, a->size == 1 ? "" : "s", a->nnodes,
+           a->nnodes == 1 ? "" : "s", o->iters, o->warmup, o->check, o->algo ? ", algo " : "",
            o->algo ? o->algo : "");
-    printf("# time: each rank's average over the iterations, max across ranks; algbw = S/time; "
-           "busbw = algbw x %.3f\n#\n", bench_busbw_factor(op, b->size));
+    printf("# time: each rank's average over the iterations, max across ranks%s; algbw = S/time; "
+           "busbw = algbw x %.3f\n#\n", a->groups > 1 ? " of all groups" : "",
+           bench_busbw_factor(op, a->size));
     printf("# %10s  %12s  %6s  %5s  %4s  %39s  %39s\n", "", "", "", "", "", "out-of-place",
            "in-place");
     printf("# %10s  %12s  %6s  %5s  %4s  %9s  %7s  %7s  %6s  %9s  %7s  %7s  %6s  %s\n", "size",
@@ -130,30 +126,30 @@ static void bench_table_header(const bench_opts_t *o, const bench_backend_t *b, 
 }
 
 /* One table: every size of one (op, dtype, redop). Returns -1 on a failed call. */
-static int bench_table(const bench_opts_t *o, const bench_backend_t *b, bench_op_t op,
-                       bench_dtype_t d, bench_redop_t redop, char *sbuf, char *rbuf, FILE *csv,
-                       uint64_t *total_wrong)
+static int bench_table(const bench_opts_t *o, const bench_backend_t *b, const bench_axis_t *a,
+                       bench_op_t op, bench_dtype_t d, bench_redop_t redop, char *sbuf,
+                       char *rbuf, bench_out_t *out, uint64_t *total_wrong)
 {
     int rooted = op == BENCH_REDUCE || op == BENCH_BROADCAST || op == BENCH_GATHER ||
                  op == BENCH_SCATTER;
     double bw_sum = 0;
     int bw_n = 0;
 
-    if (b->rank == 0) bench_table_header(o, b, op);
+    if (b->rank == 0) bench_table_header(o, b, a, op);
     for (size_t bytes = o->min_bytes;;) {
         bench_sizes_t sz;
         bench_result_t res[2];
-        bench_sizes(op, d, bytes, b->size, &sz);
+        bench_sizes(op, d, bytes, a->size, &sz);
         for (int ip = 0; ip < 2; ip++) {
             bench_call_t c = {.op = op, .dtype = d, .redop = redop, .root = o->root,
                               .in_place = ip, .count = sz.count};
-            if (bench_row(o, b, &c, &sz, sbuf, rbuf, &res[ip])) return -1;
+            if (bench_row(o, b, a, &c, &sz, sbuf, rbuf, &res[ip])) return -1;
             if (res[ip].wrong > 0) *total_wrong += (uint64_t)res[ip].wrong;
             if (res[ip].time_us >= 0) {
                 bw_sum += res[ip].busbw;
                 bw_n++;
             }
-            if (b->rank == 0) bench_csv_row(csv, b, &c, &sz, &res[ip]);
+            if (b->rank == 0) bench_out_row(out, a, &c, &sz, &res[ip]);
         }
         if (b->rank == 0) {
             printf("  %10zu  %12zu  %6s  %5s  %4d", sz.bytes, sz.bytes / bench_dtype_size(d),
@@ -175,18 +171,73 @@ static int bench_table(const bench_opts_t *o, const bench_backend_t *b, bench_op
     return 0;
 }
 
-int bench_main(const bench_opts_t *o, const bench_backend_t *b)
-{
-    uint64_t total_wrong = 0;
-    FILE *csv = NULL;
-    int rc = 0;
+#define BENCH_MAX_AXES 16
+#define BENCH_ROOTED                                                                          \
+    (1u << BENCH_REDUCE | 1u << BENCH_BROADCAST | 1u << BENCH_GATHER | 1u << BENCH_SCATTER)
 
-    if (o->root >= b->size) {
-        if (b->rank == 0)
-            fprintf(stderr, "error: -R %d: the root must be below the %d ranks\n", o->root,
-                    b->size);
+/* Every table of one axis; -1 on a failed call. */
+static int bench_axis_run(const bench_opts_t *o, const bench_backend_t *b, const bench_axis_t *a,
+                          char *sbuf, char *rbuf, bench_out_t *out, uint64_t *total_wrong)
+{
+    for (int op = 0; op < BENCH_OP_COUNT; op++) {
+        if (!(a->ops & (1u << op))) continue;
+        for (int d = 0; d < BENCH_DTYPE_COUNT; d++) {
+            if (!(o->dtypes & (1u << d))) continue;
+            for (int r = 0; r < BENCH_REDOP_COUNT; r++) {
+                if (!(o->redops & (1u << r))) continue;
+                if (bench_table(o, b, a, (bench_op_t)op, (bench_dtype_t)d, (bench_redop_t)r,
+                                sbuf, rbuf, out, total_wrong))
+                    return -1;
+                if (!bench_op_is_reduction((bench_op_t)op)) break; /* one table, no redop */
+            }
+        }
+    }
+    return 0;
+}
+
+/* The communicators to measure: the axes of the grid, or the whole communicator. */
+static int bench_axes(const bench_opts_t *o, const bench_backend_t *b, bench_axis_t *axes,
+                      int *naxes)
+{
+    if ((o->mesh || o->axes) && !b->axis) {
+        if (b->rank == 0) fprintf(stderr, "error: --mesh and --axes need mesh-bench\n");
         return 2;
     }
+    if (!b->axis) {
+        axes[0] = (bench_axis_t){.name = "world", .rank = b->rank, .size = b->size,
+                                 .groups = 1, .nnodes = b->nnodes, .ops = o->ops};
+        *naxes = 1;
+    } else {
+        if (b->naxes > BENCH_MAX_AXES) {
+            if (b->rank == 0)
+                fprintf(stderr, "error: --axes: %d axes, at most %d\n", b->naxes,
+                        BENCH_MAX_AXES);
+            return 2;
+        }
+        for (int i = 0; i < b->naxes; i++) {
+            if (b->axis(i, &axes[i])) return 1;
+            axes[i].ops = bench_axis_ops(o, axes[i].name);
+        }
+        *naxes = b->naxes;
+    }
+    for (int i = 0; i < *naxes; i++) {
+        if (o->root < axes[i].size || !(axes[i].ops & BENCH_ROOTED)) continue;
+        if (b->rank == 0)
+            fprintf(stderr, "error: -R %d: the root must be below the %d ranks of %s\n", o->root,
+                    axes[i].size, axes[i].name);
+        return 2;
+    }
+    return 0;
+}
+
+int bench_main(const bench_opts_t *o, const bench_backend_t *b)
+{
+    bench_axis_t axes[BENCH_MAX_AXES];
+    bench_out_t *out = NULL;
+    uint64_t total_wrong = 0;
+    int naxes = 0, rc = bench_axes(o, b, axes, &naxes), err = 0;
+
+    if (rc) return rc;
     char *sbuf = bench_alloc(o->max_bytes), *rbuf = bench_alloc(o->max_bytes);
     if (!sbuf || !rbuf) {
         fprintf(stderr, "error: rank %d: cannot allocate 2 x %zu bytes\n", b->rank, o->max_bytes);
@@ -195,37 +246,23 @@ int bench_main(const bench_opts_t *o, const bench_backend_t *b)
     }
     if (b->rank == 0) {
         b->describe(stdout);
-        if (o->csv) {
-            csv = fopen(o->csv, "w");
-            if (!csv) fprintf(stderr, "error: cannot write %s: %m\n", o->csv);
-            else
-                fprintf(csv, "op,nranks,nodes,bytes,dtype,algo,time_us,algbw_GBps,busbw_GBps,"
-                             "wrong,in_place,redop\n");
-        }
+        out = bench_out_open(o, b, &err);
     }
-    for (int op = 0; op < BENCH_OP_COUNT && rc == 0; op++) {
-        if (!(o->ops & (1u << op))) continue;
-        for (int d = 0; d < BENCH_DTYPE_COUNT && rc == 0; d++) {
-            if (!(o->dtypes & (1u << d))) continue;
-            for (int r = 0; r < BENCH_REDOP_COUNT && rc == 0; r++) {
-                if (!(o->redops & (1u << r))) continue;
-                if (bench_table(o, b, (bench_op_t)op, (bench_dtype_t)d, (bench_redop_t)r, sbuf,
-                                rbuf, csv, &total_wrong)) {
-                    b->abort();
-                    rc = 1;
-                }
-                if (!bench_op_is_reduction((bench_op_t)op)) break; /* one table, no redop */
-            }
-        }
+    for (int i = 0; i < naxes && rc == 0; i++) {
+        bench_axis_t cur;
+        if (b->axis && b->axis(i, &cur)) rc = 1; /* makes it the communicator of run() */
+        else if (bench_axis_run(o, b, &axes[i], sbuf, rbuf, out, &total_wrong)) rc = 1;
+        if (rc) b->abort();
     }
     if (rc == 0 && b->rank == 0) {
         printf("#\n# wrong elements: %" PRIu64 " %s\n#\n", total_wrong,
                total_wrong ? "FAILED" : "OK");
     }
-    if (csv) fclose(csv);
+    /* a failed plot or file is reported, and does not hide the measurements */
+    if (b->rank == 0 && bench_out_close(out, o, b)) err = 1;
     free(sbuf);
     free(rbuf);
-    return rc ? rc : total_wrong ? 1 : 0;
+    return rc ? rc : total_wrong || err ? 1 : 0;
 }
 
 int bench_memcpy(const bench_opts_t *o)
@@ -236,9 +273,7 @@ int bench_memcpy(const bench_opts_t *o)
         fprintf(stderr, "error: cannot allocate 2 x %zu bytes\n", o->max_bytes);
         return 1;
     }
-    if (csv)
-        fprintf(csv, "op,nranks,nodes,bytes,dtype,algo,time_us,algbw_GBps,busbw_GBps,wrong,"
-                     "in_place,redop\n");
+    if (csv) fprintf(csv, "%s\n", bench_csv_header);
     memset(src, 1, o->max_bytes);
     printf("# memcpy bandwidth of one process: bytes copied / time, average over %d iterations\n",
            o->iters);
@@ -255,8 +290,8 @@ int bench_memcpy(const bench_opts_t *o)
         double bw = t > 0 ? (double)bytes / t / 1e9 : 0;
         printf("  %10zu  %9.2f  %7.3f\n", bytes, t * 1e6, bw);
         if (csv)
-            fprintf(csv, "memcpy,1,1,%zu,uint8,memcpy,%.3f,%.4f,%.4f,-1,0,none\n", bytes, t * 1e6,
-                    bw, bw);
+            fprintf(csv, "memcpy,1,1,%zu,uint8,memcpy,%.3f,%.4f,%.4f,-1,0,none,none\n", bytes,
+                    t * 1e6, bw, bw);
         if (bytes > o->max_bytes / o->factor) break;
         bytes = bytes ? bytes * o->factor : 1;
     }

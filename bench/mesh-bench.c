@@ -15,34 +15,51 @@ _Static_assert((int)BENCH_E5M2 == (int)MESH_FP8_E5M2 && (int)BENCH_FP32 == (int)
                "bench dtypes follow mesh_dtype_t");
 _Static_assert((int)BENCH_AVG == (int)MESH_AVG && (int)BENCH_MIN == (int)MESH_MIN,
                "bench redops follow mesh_op_t");
+_Static_assert((int)BENCH_AXIS_TP == (int)MESH_AXIS_TP && (int)BENCH_AXIS_PP == (int)MESH_AXIS_PP &&
+                   (int)BENCH_AXIS_COUNT == (int)MESH_AXIS_COUNT,
+               "bench axes follow mesh_axis_t");
 
 #define BENCH_TL_NAME 8 /* bytes per peer in the gathered route table */
 
-static mesh_comm_h bench_comm;
+#define BENCH_AXES_MAX 16
+
+static mesh_comm_h bench_comm; /* the whole communicator: barriers, times, wrong counts */
+static mesh_comm_h bench_cur;  /* the communicator being measured: bench_comm or an axis */
 static bench_backend_t mesh_backend;
 static char *bench_routes; /* [size][size][BENCH_TL_NAME]: transport of each rank to each peer */
+
+static mesh_grid_h bench_grid;
+static int bench_naxes;
+static struct {
+    char name[32];
+    mesh_comm_h comm;
+} bench_axes[BENCH_AXES_MAX];
+static int *bench_coords;   /* [size][BENCH_AXIS_COUNT + 1]: each rank's coordinates, grid rank */
+static char bench_mesh[256]; /* the grid for titles */
 
 static int mesh_supports(bench_op_t op, bench_dtype_t d, bench_redop_t r, int in_place)
 {
     return !(in_place && op == BENCH_SENDRECV);
 }
 
+/* A ring over the measured communicator: along pp each stage sends to the next and receives
+ * from the previous, the last stage sending to the first. */
 static mesh_status_t mesh_sendrecv(const bench_call_t *c)
 {
-    int rank = mesh_backend.rank, size = mesh_backend.size;
+    int rank = mesh_comm_rank(bench_cur), size = mesh_comm_size(bench_cur);
     mesh_dtype_t t = (mesh_dtype_t)c->dtype;
     mesh_status_t st = mesh_group_start();
     if (st != MESH_OK) return st;
-    st = mesh_send(bench_comm, c->sbuf, c->count, t, (rank + 1) % size, NULL, NULL);
+    st = mesh_send(bench_cur, c->sbuf, c->count, t, (rank + 1) % size, NULL, NULL);
     if (st == MESH_OK)
-        st = mesh_recv(bench_comm, c->rbuf, c->count, t, (rank + size - 1) % size, NULL, NULL);
+        st = mesh_recv(bench_cur, c->rbuf, c->count, t, (rank + size - 1) % size, NULL, NULL);
     mesh_status_t end = mesh_group_end();
     return st != MESH_OK ? st : end;
 }
 
 static int mesh_run(const bench_call_t *c)
 {
-    mesh_comm_h comm = bench_comm;
+    mesh_comm_h comm = bench_cur;
     mesh_dtype_t t = (mesh_dtype_t)c->dtype;
     mesh_op_t op = (mesh_op_t)c->redop;
     mesh_status_t st;
@@ -87,10 +104,22 @@ static int mesh_run(const bench_call_t *c)
     return -1;
 }
 
+/* Axis i becomes the communicator of mesh_run. */
+static int mesh_axis(int i, bench_axis_t *a)
+{
+    mesh_comm_h comm = bench_axes[i].comm;
+    bench_cur = comm;
+    *a = (bench_axis_t){.rank = mesh_comm_rank(comm), .size = mesh_comm_size(comm),
+                        .nnodes = mesh_comm_node_count(comm)};
+    a->groups = mesh_backend.size / a->size;
+    snprintf(a->name, sizeof(a->name), "%s", bench_axes[i].name);
+    return 0;
+}
+
 static const char *mesh_algo(bench_op_t op)
 {
     if (op == BENCH_SENDRECV) return "p2p";
-    const char *a = mesh_comm_last_algorithm(bench_comm);
+    const char *a = mesh_comm_last_algorithm(bench_cur);
     return a && *a ? a : "?";
 }
 
@@ -119,7 +148,13 @@ static int mesh_sum_u64(uint64_t *v)
     return st == MESH_OK ? 0 : mesh_fail("allreduce of the wrong counts", st);
 }
 
-static void mesh_abort_(void) { mesh_comm_abort(bench_comm); }
+static int bench_aborted;
+
+static void mesh_abort_(void)
+{
+    bench_aborted = 1;
+    mesh_comm_abort(bench_comm);
+}
 
 /* Every rank's transport to every peer, gathered once before the first table. */
 static int mesh_gather_routes(void)
@@ -159,6 +194,110 @@ static void mesh_describe(FILE *out)
         fprintf(out, "%s\n", size > 16 ? " ..." : "");
     }
     if (size > 64) fprintf(out, "#   ... %d more ranks\n", size - 64);
+    if (!bench_grid) return;
+    fprintf(out, "# mesh %s\n", bench_mesh);
+    for (int r = 0; r < size && r < 64; r++) {
+        const int *c = bench_coords + (size_t)r * (BENCH_AXIS_COUNT + 1);
+        fprintf(out, "#   rank %2d: grid rank %2d, node %d:", r, c[BENCH_AXIS_COUNT],
+                mesh_comm_node(bench_comm, r));
+        for (int x = 0; x < BENCH_AXIS_COUNT; x++)
+            fprintf(out, " %s %d", bench_axis_name((bench_axis_id_t)x), c[x]);
+        fprintf(out, "\n");
+    }
+}
+
+/* The communicators of --axes (default: every axis longer than 1); 0, or 2 on a bad name. */
+static int mesh_axes_pick(const bench_opts_t *o)
+{
+    char buf[256];
+    mesh_status_t st;
+    if (!o->axes || strcmp(o->axes, "all") == 0) {
+        for (int x = 0; x < BENCH_AXIS_COUNT; x++)
+            if (o->mesh_size[x] > 1)
+                snprintf(bench_axes[bench_naxes++].name, sizeof(bench_axes[0].name), "%s",
+                         bench_axis_name((bench_axis_id_t)x));
+        if (!bench_naxes) snprintf(bench_axes[bench_naxes++].name, 32, "tp"); /* one rank */
+    } else {
+        snprintf(buf, sizeof(buf), "%s", o->axes);
+        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+             tok = strtok_r(NULL, ",", &save)) {
+            if (bench_naxes == BENCH_AXES_MAX || strlen(tok) >= sizeof(bench_axes[0].name)) {
+                if (!mesh_backend.rank)
+                    fprintf(stderr, "error: --axes: too many axes or too long a name\n");
+                return 2;
+            }
+            snprintf(bench_axes[bench_naxes++].name, sizeof(bench_axes[0].name), "%s", tok);
+        }
+    }
+    for (int i = 0; i < bench_naxes; i++) {
+        st = mesh_grid_comm(bench_grid, bench_axes[i].name, &bench_axes[i].comm);
+        if (st == MESH_OK) continue;
+        if (!mesh_backend.rank)
+            fprintf(stderr, "error: --axes: no communicator for '%s': %s: %s\n",
+                    bench_axes[i].name, mesh_status_string(st), mesh_comm_last_error(NULL));
+        return 2;
+    }
+    return 0;
+}
+
+/* Builds the grid of --mesh over the whole communicator, the axis communicators and the table
+ * of coordinates; 0, 1 when the grid failed, 2 on a usage error. */
+static int mesh_grid_setup(const bench_opts_t *o)
+{
+    mesh_grid_params_t p = {.field_mask = MESH_GRID_PARAM_FIELD_SIZES};
+    int prod = 1, rank = mesh_backend.rank, size = mesh_backend.size, rc;
+    size_t used = 0;
+
+    for (int x = 0; x < BENCH_AXIS_COUNT; x++) {
+        p.size[x] = o->mesh_size[x];
+        prod *= o->mesh_size[x] ? o->mesh_size[x] : 1;
+        if (o->mesh_size[x])
+            used += (size_t)snprintf(bench_mesh + used, sizeof(bench_mesh) - used, "%s%s=%d",
+                                     used ? "," : "", bench_axis_name((bench_axis_id_t)x),
+                                     o->mesh_size[x]);
+    }
+    snprintf(bench_mesh + used, sizeof(bench_mesh) - used, ", order %s%s",
+             o->order ? o->order : "tp-cp-ep-dp-pp", o->reorder ? ", reordered by node" : "");
+    if (prod != size) {
+        if (!rank)
+            fprintf(stderr, "error: --mesh %s: the axes multiply to %d, not to the %d ranks\n",
+                    o->mesh, prod, size);
+        return 2;
+    }
+    if (o->order) {
+        p.field_mask |= MESH_GRID_PARAM_FIELD_ORDER;
+        p.order = o->order;
+    }
+    if (o->reorder) {
+        p.field_mask |= MESH_GRID_PARAM_FIELD_FLAGS;
+        p.flags = MESH_GRID_REORDER;
+    }
+    mesh_status_t st = mesh_grid_create(bench_comm, &p, &bench_grid);
+    if (st != MESH_OK) {
+        /* a layout the node map refuses is the same verdict on every rank: said once */
+        if (rank == 0 || st != MESH_ERR_INVALID_ARG)
+            fprintf(stderr, "error: rank %d: cannot build the mesh %s: %s: %s\n", rank,
+                    bench_mesh, mesh_status_string(st), mesh_comm_last_error(NULL));
+        return st == MESH_ERR_INVALID_ARG ? 2 : 1;
+    }
+    if ((rc = mesh_axes_pick(o))) return rc;
+
+    int mine[BENCH_AXIS_COUNT + 1];
+    for (int x = 0; x < BENCH_AXIS_COUNT; x++)
+        mine[x] = mesh_grid_coord(bench_grid, bench_axis_name((bench_axis_id_t)x));
+    mine[BENCH_AXIS_COUNT] = mesh_grid_rank(bench_grid);
+    bench_coords = calloc((size_t)size, sizeof(mine));
+    if (!bench_coords) {
+        fprintf(stderr, "error: out of memory for the grid coordinates\n");
+        return 1;
+    }
+    st = mesh_allgather(bench_comm, mine, bench_coords, BENCH_AXIS_COUNT + 1, MESH_INT32, NULL,
+                        NULL);
+    if (st != MESH_OK) {
+        mesh_fail("allgather of the grid coordinates", st);
+        return 1;
+    }
+    return 0;
 }
 
 static mesh_status_t mesh_init(void)
@@ -202,13 +341,26 @@ int main(int argc, char **argv)
                                      .sum_u64 = mesh_sum_u64,
                                      .abort = mesh_abort_,
                                      .describe = mesh_describe};
+    bench_cur = bench_comm;
     if (mesh_gather_routes()) {
         mesh_comm_abort(bench_comm);
         mesh_comm_destroy(bench_comm);
         return 1;
     }
-    rc = bench_main(&o, &mesh_backend);
+    if (o.mesh) {
+        rc = mesh_grid_setup(&o);
+        mesh_backend.naxes = bench_naxes;
+        mesh_backend.axis = mesh_axis;
+        mesh_backend.mesh = bench_mesh;
+    }
+    if (rc == 0) rc = bench_main(&o, &mesh_backend);
+    /* No rank leaves before every rank is done: a peer that exits while another still drains
+     * its last messages can be taken for a failed one. Only the leaving can fail here, after the
+     * results stand, so the status does not count. */
+    if (!bench_aborted) (void)mesh_barrier(bench_comm, NULL);
+    if (bench_grid) mesh_grid_destroy(bench_grid);
     mesh_comm_destroy(bench_comm);
+    free(bench_coords);
     free(bench_routes);
     return rc;
 }

@@ -21,10 +21,11 @@ check "2 ranks: no wrong element" 1 "$(grep -c '^# wrong elements: 0 OK' "$tmp/o
 "$MESHRUN" -n 3 --timeout 120 "$BENCH" -o "$ops" -d fp32,uint64 -r prod,min -R 2 \
     -b 8 -e 32k -f 64 -n 2 -w 1 -c 1 --csv "$tmp/out3.csv" >"$tmp/out3" 2>&1
 check "3 ranks, root 2, validated" 0 $?
-header=op,nranks,nodes,bytes,dtype,algo,time_us,algbw_GBps,busbw_GBps,wrong,in_place,redop
+header=op,nranks,nodes,bytes,dtype,algo,time_us,algbw_GBps,busbw_GBps,wrong,in_place,redop,axis
 check "csv header" "$header" "$(head -1 "$tmp/out3.csv")"
-check "csv rows: no wrong element, 3 ranks" 0 \
-    "$(awk -F, 'NR > 1 && ($10 != 0 || $2 != 3)' "$tmp/out3.csv" | wc -l | tr -d ' ')"
+check "csv rows: no wrong element, 3 ranks, the whole communicator" 0 \
+    "$(awk -F, 'NR > 1 && ($10 != 0 || $2 != 3 || $13 != "world")' "$tmp/out3.csv" | wc -l |
+        tr -d ' ')"
 
 "$BENCH" -o allreduce,allgather,sendrecv -b 8 -e 4k -f 8 -n 2 -w 1 >"$tmp/out1" 2>&1
 check "one rank without a launcher" 0 $?

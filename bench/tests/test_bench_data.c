@@ -8,8 +8,11 @@
 #include "bench/bench.h"
 #include "tests/harness/harness.h"
 
+#include <getopt.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAXN 8
 #define MAXCOUNT 40
@@ -17,6 +20,7 @@
 static char sbufs[MAXN][MAXN * MAXCOUNT * 8 + 64], rbufs[MAXN][MAXN * MAXCOUNT * 8 + 64];
 static char input[MAXN][MAXN * MAXCOUNT * 8]; /* each rank's input, before anything ran */
 static bench_call_t calls[MAXN];
+static bench_opts_t opts;
 
 static int representable(bench_dtype_t d, double v)
 {
@@ -135,6 +139,110 @@ static void one(bench_op_t op, bench_dtype_t d, bench_redop_t redop, int n, size
               bench_op_name(op), bench_dtype_name(d), vr);
 }
 
+static int parse(const char *args)
+{
+    static char buf[512]; /* opts point into it */
+    char *argv[32];
+    int argc = 0;
+    snprintf(buf, sizeof(buf), "mesh-bench %s", args);
+    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok && argc < 31;
+         tok = strtok_r(NULL, " ", &save))
+        argv[argc++] = tok;
+    argv[argc] = NULL;
+    optind = 0; /* glibc: start a new scan */
+    return bench_parse(argc, argv, "mesh-bench", &opts);
+}
+
+/* --mesh, --axes and the ops of each axis. */
+static void test_mesh_options(void)
+{
+    CHECK(parse("--mesh tp=2,dp=4,pp=1 --axes tp,dp-cp -o allreduce,alltoall") == 0);
+    CHECK(opts.mesh_size[BENCH_AXIS_TP] == 2 && opts.mesh_size[BENCH_AXIS_DP] == 4 &&
+          opts.mesh_size[BENCH_AXIS_PP] == 1 && opts.mesh_size[BENCH_AXIS_CP] == 0 &&
+          opts.mesh_size[BENCH_AXIS_EP] == 0);
+    CHECK(strcmp(opts.axes, "tp,dp-cp") == 0 && !opts.reorder && !opts.order);
+    CHECK(bench_axis_ops(&opts, "tp") == (1u << BENCH_ALLREDUCE | 1u << BENCH_ALLTOALL));
+    CHECK(bench_axis_ops(&opts, "dp-cp") == (1u << BENCH_ALLREDUCE | 1u << BENCH_ALLTOALL));
+    CHECK(bench_axis_ops(&opts, "pp") == 1u << BENCH_SENDRECV);
+    CHECK(parse("--mesh ep=8 --order pp-ep --reorder --json j --plot d") == 0);
+    CHECK(opts.mesh_size[BENCH_AXIS_EP] == 8 && opts.reorder && strcmp(opts.order, "pp-ep") == 0);
+    CHECK(strcmp(opts.json, "j") == 0 && strcmp(opts.plot, "d") == 0 && !opts.axes);
+    CHECK(parse("--mesh xp=2") == 2);
+    CHECK(parse("--mesh tp=2,tp=2") == 2);
+    CHECK(parse("--mesh tp=0") == 2);
+    CHECK(parse("--mesh tp") == 2);
+    CHECK(parse("--mesh ,") == 2);
+    CHECK(parse("--axes tp") == 2);
+    CHECK(parse("--reorder") == 2);
+}
+
+static char *slurp(const char *path)
+{
+    static char text[8192];
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    if (f) fclose(f);
+    text[n] = 0;
+    return text;
+}
+
+static void no_describe(FILE *out) { (void)out; }
+
+/* The CSV and JSON rows of two axes, exactly. */
+static void test_out_files(void)
+{
+    char dir[] = "/tmp/bench_out_XXXXXX", csv[64], json[64], args[256];
+    bench_backend_t b = {.name = "mesh", .rank = 0, .size = 8, .nnodes = 2,
+                         .describe = no_describe};
+    bench_axis_t tp = {.name = "tp", .rank = 1, .size = 2, .groups = 4, .nnodes = 1};
+    bench_axis_t pp = {.name = "pp", .rank = 0, .size = 2, .groups = 4, .nnodes = 2};
+    bench_call_t c = {.op = BENCH_ALLREDUCE, .dtype = BENCH_FP32, .redop = BENCH_SUM};
+    bench_sizes_t sz = {.count = 256, .bytes = 1024};
+    bench_result_t r = {.time_us = 10, .algbw = 0.1024, .busbw = 0.1024, .wrong = 0,
+                        .algo = "ring"};
+    int err;
+
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(csv, sizeof(csv), "%s/r.csv", dir);
+    snprintf(json, sizeof(json), "%s/r.json", dir);
+    snprintf(args, sizeof(args), "--mesh tp=2,dp=2,pp=2 --csv %s --json %s", csv, json);
+    CHECK(parse(args) == 0);
+    bench_out_t *out = bench_out_open(&opts, &b, &err);
+    CHECK(out != NULL && err == 0);
+    bench_out_row(out, &tp, &c, &sz, &r);
+    c.op = BENCH_SENDRECV;
+    r.time_us = -1; /* N/A rows are left out */
+    bench_out_row(out, &pp, &c, &sz, &r);
+    r.time_us = 20;
+    r.wrong = -1;
+    snprintf(r.algo, sizeof(r.algo), "p2p");
+    bench_out_row(out, &pp, &c, &sz, &r);
+    CHECK(bench_out_close(out, &opts, &b) == 0);
+    CHECK_MSG(strcmp(slurp(csv), "op,nranks,nodes,bytes,dtype,algo,time_us,algbw_GBps,"
+                                 "busbw_GBps,wrong,in_place,redop,axis\n"
+                                 "allreduce,2,1,1024,fp32,ring,10.000,0.1024,0.1024,0,0,sum,tp\n"
+                                 "sendrecv,2,2,1024,fp32,p2p,20.000,0.1024,0.1024,-1,0,none,pp\n")
+                  == 0, "csv: %s", slurp(csv));
+    CHECK_MSG(strcmp(slurp(json),
+                     "{\n  \"bench\": \"mesh\",\n  \"nranks\": 8,\n  \"nodes\": 2,\n"
+                     "  \"mesh\": \"tp=2,dp=2,pp=2\",\n  \"order\": \"tp-cp-ep-dp-pp\",\n"
+                     "  \"iters\": 20,\n  \"warmup\": 5,\n  \"rows\": [\n"
+                     "    {\"op\": \"allreduce\", \"axis\": \"tp\", \"nranks\": 2, "
+                     "\"groups\": 4, \"nodes\": 1, \"bytes\": 1024, \"dtype\": \"fp32\", "
+                     "\"redop\": \"sum\", \"in_place\": false, \"algo\": \"ring\", "
+                     "\"time_us\": 10.000, \"algbw_GBps\": 0.1024, \"busbw_GBps\": 0.1024, "
+                     "\"wrong\": 0},\n"
+                     "    {\"op\": \"sendrecv\", \"axis\": \"pp\", \"nranks\": 2, "
+                     "\"groups\": 4, \"nodes\": 2, \"bytes\": 1024, \"dtype\": \"fp32\", "
+                     "\"redop\": \"none\", \"in_place\": false, \"algo\": \"p2p\", "
+                     "\"time_us\": 20.000, \"algbw_GBps\": 0.1024, \"busbw_GBps\": 0.1024, "
+                     "\"wrong\": -1}\n  ]\n}\n") == 0,
+              "json: %s", slurp(json));
+    unlink(csv);
+    unlink(json);
+    rmdir(dir);
+}
+
 int main(void)
 {
     static const int ns[] = {1, 2, 3, 4, 5, 8};
@@ -164,6 +272,9 @@ int main(void)
                         }
                 if (!bench_op_is_reduction((bench_op_t)op)) break;
             }
-    printf("bench data: every op, dtype and redop validated on 1..8 simulated ranks\n");
+    test_mesh_options();
+    test_out_files();
+    printf("bench data: every op, dtype and redop validated on 1..8 simulated ranks; mesh "
+           "options and result files\n");
     return 0;
 }
