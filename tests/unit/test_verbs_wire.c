@@ -62,7 +62,7 @@ static void test_conn(void)
     mesh_tl_verbs_conn_msg_t m = {.comm_uid = 0xabcdef0123456789ull, .src = 3, .dst = 12,
                                   .qpn = 0x123456, .psn = 0xabcdef,
                                   .flags = MESH_TL_VERBS_CONN_ACK, .credit_rkey = 0x42,
-                                  .credit_addr = 0x1000};
+                                  .rx_depth = 32, .credit_addr = 0x1000};
     CHECK(mesh_tl_verbs_conn_encode(&m, buf, 47) == 0);
     CHECK(mesh_tl_verbs_conn_encode(&m, buf, sizeof(buf)) == MESH_TL_VERBS_CONN_LEN);
     CHECK(buf[0] == 0x56 && buf[3] == 0x4d); /* "MSHV" little-endian */
@@ -70,13 +70,19 @@ static void test_conn(void)
     CHECK(mesh_tl_verbs_conn_decode(buf, 48, &d) == MESH_OK);
     CHECK(d.comm_uid == m.comm_uid && d.src == 3 && d.dst == 12 && d.qpn == 0x123456);
     CHECK(d.psn == 0xabcdef && d.flags == MESH_TL_VERBS_CONN_ACK && d.credit_rkey == 0x42);
-    CHECK(d.credit_addr == 0x1000);
+    CHECK(d.credit_addr == 0x1000 && d.rx_depth == 32);
+    CHECK(buf[36] == 32 && buf[37] == 0 && buf[40] == 0 && buf[41] == 0x10);
     CHECK(mesh_tl_verbs_conn_decode(buf, 47, &d) == MESH_ERR_IO);
     m.psn = 0x1000000; /* PSNs are 24 bits */
     mesh_tl_verbs_conn_encode(&m, buf, sizeof(buf));
     CHECK(mesh_tl_verbs_conn_decode(buf, 48, &d) == MESH_ERR_IO);
     m.psn = 1;
+    m.rx_depth = 0; /* a peer with no buffers for us */
     mesh_tl_verbs_conn_encode(&m, buf, sizeof(buf));
+    CHECK(mesh_tl_verbs_conn_decode(buf, 48, &d) == MESH_ERR_IO);
+    m.rx_depth = 1;
+    mesh_tl_verbs_conn_encode(&m, buf, sizeof(buf));
+    CHECK(mesh_tl_verbs_conn_decode(buf, 48, &d) == MESH_OK);
     buf[0] ^= 1;
     CHECK(mesh_tl_verbs_conn_decode(buf, 48, &d) == MESH_ERR_IO);
 }

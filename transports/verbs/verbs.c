@@ -52,8 +52,8 @@ static const mesh_config_entry_t verbs_config_entries[] = {
      NULL},
     {"IB_RCACHE_ENTRIES", "1024", MESH_CFG_INT,
      "Registered regions the registration cache keeps at most.", NULL},
-    {"IB_SL", "0", MESH_CFG_INT, "Service level (InfiniBand) or priority (RoCE) of the traffic.",
-     NULL},
+    {"IB_SL", "0", MESH_CFG_INT,
+     "Service level of the traffic (on RoCE the driver maps it to a priority).", NULL},
     {"IB_TIMEOUT", "18", MESH_CFG_INT,
      "Local ACK timeout exponent: 4.096 us * 2^n before a retry (18 is about 1 s); with "
      "IB_RETRY_COUNT retries it bounds how long a dead peer takes to be reported.",
@@ -281,7 +281,11 @@ static mesh_status_t verbs_open(const mesh_tl_open_params_t *params, mesh_tl_ifa
     vi->sl = (int)clamp(mesh_config_int("IB_SL"), 0, 15);
     vi->timeout = (int)clamp(mesh_config_int("IB_TIMEOUT"), 1, 31);
     vi->retry = (int)clamp(mesh_config_int("IB_RETRY_COUNT"), 0, 7);
-    vi->max_rd_atomic = (uint32_t)clamp(p.dev_attr.max_qp_rd_atom, 1, 16);
+    /* reads in flight as initiator and as responder: the same bound on both sides */
+    vi->max_rd_atomic = (uint32_t)clamp(p.dev_attr.max_qp_rd_atom < p.dev_attr.max_qp_init_rd_atom
+                                            ? p.dev_attr.max_qp_rd_atom
+                                            : p.dev_attr.max_qp_init_rd_atom,
+                                        1, 16);
     if ((uint32_t)p.dev_attr.max_qp_wr < vi->rx_depth) vi->rx_depth = (uint32_t)p.dev_attr.max_qp_wr;
     if ((uint32_t)p.dev_attr.max_qp_wr < vi->tx_depth) vi->tx_depth = (uint32_t)p.dev_attr.max_qp_wr;
     /* one completion queue for every peer's queue pair: size it for all, within the device */
@@ -427,7 +431,6 @@ static void verbs_ah_attr(mesh_tl_verbs_iface_t *vi, const mesh_tl_verbs_addr_t 
         memcpy(ah->grh.dgid.raw, pa->gid, 16);
         ah->grh.sgid_index = (uint8_t)vi->gid_index;
         ah->grh.hop_limit = 64;
-        ah->grh.traffic_class = (uint8_t)(vi->sl << 5);
     }
 }
 
@@ -532,7 +535,8 @@ static void verbs_conn_send(mesh_tl_verbs_iface_t *vi, mesh_tl_verbs_ep_t *ep)
         .comm_uid = vi->comm_uid, .src = (uint32_t)vi->super.rank,
         .dst = (uint32_t)ep->super.peer, .qpn = ep->qp->qp_num, .psn = ep->psn,
         .flags = ep->state >= MESH_TL_VERBS_CONN_RTS ? MESH_TL_VERBS_CONN_ACK : 0,
-        .credit_rkey = ep->mr->rkey, .credit_addr = (uintptr_t)ep->credit_in};
+        .credit_rkey = ep->mr->rkey, .credit_addr = (uintptr_t)ep->credit_in,
+        .rx_depth = vi->rx_depth};
     size_t n = mesh_tl_verbs_conn_encode(&m, buf, MESH_TL_VERBS_UD_SLOT);
     struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = (uint32_t)n, .lkey = vi->ud_mr->lkey};
     struct ibv_send_wr wr = {.wr_id = slot, .sg_list = &sge, .num_sge = 1,
@@ -581,6 +585,8 @@ static mesh_status_t verbs_conn_apply(mesh_tl_verbs_iface_t *vi, mesh_tl_verbs_e
         return mesh_error(MESH_ERR_PEER_FAILED, "verbs: queue pair for rank %d to rts: %m", peer);
     ep->peer_credit_addr = m->credit_addr;
     ep->peer_credit_rkey = m->credit_rkey;
+    /* our credits are the buffers the peer posts for us, whatever our own setting */
+    ep->cr.depth = m->rx_depth;
     return MESH_OK;
 }
 

@@ -93,7 +93,7 @@ mesh_status_t mesh_tl_verbs_hdr_decode(const void *buf, size_t total, mesh_tl_ve
 }
 
 /* layout: magic u32, flags u32, comm_uid u64, src u32, dst u32, qpn u32, psn u32, credit_rkey
- * u32, reserved u32, credit_addr u64 */
+ * u32, rx_depth u32, credit_addr u64 */
 size_t mesh_tl_verbs_conn_encode(const mesh_tl_verbs_conn_msg_t *m, void *buf, size_t cap)
 {
     uint8_t *p = buf;
@@ -106,7 +106,7 @@ size_t mesh_tl_verbs_conn_encode(const mesh_tl_verbs_conn_msg_t *m, void *buf, s
     put32(p + 24, m->qpn);
     put32(p + 28, m->psn);
     put32(p + 32, m->credit_rkey);
-    put32(p + 36, 0);
+    put32(p + 36, m->rx_depth);
     put64(p + 40, m->credit_addr);
     return MESH_TL_VERBS_CONN_LEN;
 }
@@ -121,10 +121,12 @@ mesh_status_t mesh_tl_verbs_conn_decode(const void *buf, size_t len, mesh_tl_ver
     mesh_tl_verbs_conn_msg_t x = {.flags = get32(p + 4), .comm_uid = get64(p + 8),
                                   .src = get32(p + 16), .dst = get32(p + 20),
                                   .qpn = get32(p + 24), .psn = get32(p + 28),
-                                  .credit_rkey = get32(p + 32), .credit_addr = get64(p + 40)};
-    if (x.qpn > 0xffffffu || x.psn > 0xffffffu)
-        return mesh_error(MESH_ERR_IO, "verbs connect message from rank %u with qpn %u psn %u",
-                          x.src, x.qpn, x.psn);
+                                  .credit_rkey = get32(p + 32), .rx_depth = get32(p + 36),
+                                  .credit_addr = get64(p + 40)};
+    if (x.qpn > 0xffffffu || x.psn > 0xffffffu || x.rx_depth == 0)
+        return mesh_error(MESH_ERR_IO,
+                          "verbs connect message from rank %u with qpn %u psn %u, %u buffers",
+                          x.src, x.qpn, x.psn, x.rx_depth);
     *m = x;
     return MESH_OK;
 }

@@ -51,11 +51,12 @@ typedef struct {
     uint32_t psn;   /* its first packet sequence number */
     uint32_t flags; /* MESH_TL_VERBS_CONN_* */
     uint32_t credit_rkey; /* where dst writes the credits it returns to the sender */
+    uint32_t rx_depth;    /* receive buffers the sender posts for dst: dst's credits */
     uint64_t credit_addr;
 } mesh_tl_verbs_conn_msg_t;
 
 size_t mesh_tl_verbs_conn_encode(const mesh_tl_verbs_conn_msg_t *m, void *buf, size_t cap);
-/* MESH_ERR_IO on a short buffer, a wrong magic or a psn/qpn above 24 bits. */
+/* MESH_ERR_IO on a short buffer, a wrong magic, a psn/qpn above 24 bits or no buffers. */
 mesh_status_t mesh_tl_verbs_conn_decode(const void *buf, size_t len, mesh_tl_verbs_conn_msg_t *m);
 
 #endif

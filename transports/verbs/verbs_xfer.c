@@ -111,11 +111,12 @@ static int post(mesh_tl_verbs_ep_t *ep, uint32_t slot, int kind, struct ibv_send
         mesh_tl_verbs_iface(ep)->moved++;
         return 0;
     }
-    slot_put(ep, slot);
     char why[160];
     snprintf(why, sizeof(why), "rank %d: posting a send failed: %s", ep->super.peer,
              strerror(rc));
+    /* fails the slot's operation too; nothing was posted, so no completion returns the slot */
     mesh_tl_verbs_ep_fail(ep, MESH_ERR_PEER_FAILED, why);
+    slot_put(ep, slot);
     return -1;
 }
 
