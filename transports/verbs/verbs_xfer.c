@@ -507,6 +507,17 @@ static int ep_fail_ops(mesh_tl_verbs_ep_t *ep, mesh_status_t status)
     return n;
 }
 
+/* Whether anything but standing receives waits on the peer (see MESH_TL_OP_STANDING). */
+static int ep_has_ops(mesh_tl_verbs_ep_t *ep)
+{
+    if (!mesh_tl_opq_empty(&ep->sendq) || ep->rndv_send.head || ep->reads.head) return 1;
+    for (mesh_tl_op_t *op = ep->posted.head; op; op = op->tl_next)
+        if (!(op->flags & MESH_TL_OP_STANDING)) return 1;
+    for (uint32_t i = 0; i < mesh_tl_verbs_iface(ep)->tx_depth; i++)
+        if (ep->slots[i].kind == VERBS_WR_SEND && ep->slots[i].op) return 1;
+    return 0;
+}
+
 int mesh_tl_verbs_ep_fail(mesh_tl_verbs_ep_t *ep, mesh_status_t status, const char *why)
 {
     if (ep->failed < 0) return 0;
@@ -514,7 +525,10 @@ int mesh_tl_verbs_ep_fail(mesh_tl_verbs_ep_t *ep, mesh_status_t status, const ch
     snprintf(ep->why, sizeof(ep->why), "%s", why);
     int s = mesh_tl_verbs_conn_next(ep->state, MESH_TL_VERBS_EV_ERROR);
     if (s >= 0) ep->state = s;
-    if (status != MESH_ERR_ABORTED) mesh_error(status, "verbs: %s", why);
+    if (status != MESH_ERR_ABORTED && ep_has_ops(ep))
+        mesh_error(status, "verbs: %s", why);
+    else if (status != MESH_ERR_ABORTED)
+        mesh_log_debug("verbs: %s (nothing was waiting on it)", why);
     if (ep->qp) {
         /* flushes what is posted, so every slot comes back through the completion queue */
         struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
