@@ -71,6 +71,13 @@ static void test_conn(void)
     CHECK(d.comm_uid == m.comm_uid && d.src == 3 && d.dst == 12 && d.qpn == 0x123456);
     CHECK(d.psn == 0xabcdef && d.flags == MESH_TL_VERBS_CONN_ACK && d.credit_rkey == 0x42);
     CHECK(d.credit_addr == 0x1000 && d.rx_depth == 32);
+    m.flags = MESH_TL_VERBS_CONN_ACK | MESH_TL_VERBS_CONN_DONE;
+    mesh_tl_verbs_conn_encode(&m, buf, sizeof(buf));
+    CHECK(buf[4] == 3 && mesh_tl_verbs_conn_decode(buf, 48, &d) == MESH_OK && d.flags == 3);
+    mesh_tl_verbs_conn_encode(&(mesh_tl_verbs_conn_msg_t){.rx_depth = 1}, buf, sizeof(buf));
+    CHECK(mesh_tl_verbs_conn_decode(buf, 48, &d) == MESH_OK && d.flags == 0);
+    m.flags = MESH_TL_VERBS_CONN_ACK;
+    mesh_tl_verbs_conn_encode(&m, buf, sizeof(buf));
     CHECK(buf[36] == 32 && buf[37] == 0 && buf[40] == 0 && buf[41] == 0x10);
     CHECK(mesh_tl_verbs_conn_decode(buf, 47, &d) == MESH_ERR_IO);
     m.psn = 0x1000000; /* PSNs are 24 bits */

@@ -534,7 +534,8 @@ static void verbs_conn_send(mesh_tl_verbs_iface_t *vi, mesh_tl_verbs_ep_t *ep)
     mesh_tl_verbs_conn_msg_t m = {
         .comm_uid = vi->comm_uid, .src = (uint32_t)vi->super.rank,
         .dst = (uint32_t)ep->super.peer, .qpn = ep->qp->qp_num, .psn = ep->psn,
-        .flags = ep->state >= MESH_TL_VERBS_CONN_RTS ? MESH_TL_VERBS_CONN_ACK : 0,
+        .flags = (ep->state >= MESH_TL_VERBS_CONN_RTS ? MESH_TL_VERBS_CONN_ACK : 0) |
+                 (ep->state == MESH_TL_VERBS_CONN_READY ? MESH_TL_VERBS_CONN_DONE : 0),
         .credit_rkey = ep->mr->rkey, .credit_addr = (uintptr_t)ep->credit_in,
         .rx_depth = vi->rx_depth};
     size_t n = mesh_tl_verbs_conn_encode(&m, buf, MESH_TL_VERBS_UD_SLOT);
@@ -613,8 +614,9 @@ static void verbs_conn_recv(mesh_tl_verbs_iface_t *vi, const char *buf, size_t l
         s = mesh_tl_verbs_conn_next(ep->state, MESH_TL_VERBS_EV_PEER_ACK);
         if (s >= 0) ep->state = s;
     }
-    /* a peer that repeats itself has not seen our acknowledgement yet */
-    if (ep->state == MESH_TL_VERBS_CONN_READY && !(m.flags & MESH_TL_VERBS_CONN_ACK))
+    /* a peer that is not done repeats itself until it sees our acknowledgement, which may
+     * have been lost: answer each of its messages (a done peer answers none, so no loop) */
+    if (ep->state == MESH_TL_VERBS_CONN_READY && !(m.flags & MESH_TL_VERBS_CONN_DONE))
         verbs_conn_send(vi, ep);
 }
 

@@ -40,7 +40,10 @@ mesh_status_t mesh_tl_verbs_hdr_decode(const void *buf, size_t total, mesh_tl_ve
 #define MESH_TL_VERBS_CONN_MAGIC 0x4d534856u /* "MSHV" */
 #define MESH_TL_VERBS_CONN_LEN   48
 
-enum { MESH_TL_VERBS_CONN_ACK = 1u << 0 /* the sender has our connect message */ };
+enum {
+    MESH_TL_VERBS_CONN_ACK = 1u << 0, /* the sender has our connect message */
+    MESH_TL_VERBS_CONN_DONE = 1u << 1 /* the sender has our acknowledgement too: no reply */
+};
 
 /* Connect message: what the peer needs to move its queue pair towards ours to RTR. */
 typedef struct {
