@@ -1,6 +1,7 @@
 /* Communicator creation: identity exchange, node map, transport routing and wire-up. */
 #define MESH_LOG_SUBSYSTEM "comm"
 #include "collectives/comm.h"
+#include "collectives/route.h"
 #include "collectives/sched.h"
 #include "libmesh/bootstrap.h"
 #include "libmesh/config.h"
@@ -17,6 +18,7 @@
 
 #define MESH_NODE_NAME_MAX 64
 #define MESH_TL_NAME_MAX 16
+#define MESH_NET_DEFAULT "verbs,ucx,ofi,tcp"
 
 /* First exchange: who and where every rank is. */
 typedef struct {
@@ -41,10 +43,18 @@ typedef struct {
 } mesh_comm_rec_addr_t;
 
 static const mesh_config_entry_t mesh_coll_config_entries[] = {
-    {"TLS", "self,shm,tcp", MESH_CFG_STRING,
-     "Transports a communicator may use, comma-separated ('all' for every one built). Same-node "
-     "peers prefer node-scope transports (shm); other nodes use the network transport of "
-     "highest priority.",
+    {"TLS", "all", MESH_CFG_STRING,
+     "Transports a communicator may open, comma-separated ('all' for every one built). Same-node "
+     "peers prefer node-scope transports (shm); other nodes use the first network transport of "
+     "MESH_NET that both sides opened. A network transport must be allowed by both MESH_TLS and "
+     "MESH_NET.",
+     NULL},
+    {"NET", MESH_NET_DEFAULT, MESH_CFG_STRING,
+     "Network transports for peers on other nodes, in order of preference, comma-separated: "
+     "each node pair uses the first one that runs on both sides. Network transports not named "
+     "are not used. One that cannot run here is skipped, with a warning saying why when MESH_NET "
+     "is set, and the communicator logs its choice at info level (MESH_LOG_LEVEL=info). An "
+     "unknown name is an error.",
      NULL},
     {"TUNE", "", MESH_CFG_STRING,
      "Forces algorithms: comma-separated rules [coll:]algo[@min-max] (bytes, k/m/g suffixes, "
@@ -74,19 +84,6 @@ mesh_status_t mesh_coll_global_init(void)
 {
     pthread_once(&mesh_coll_once, mesh_coll_global_init_once);
     return mesh_coll_init_status;
-}
-
-static int tl_allowed(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0) return 1;
-        if (len == 3 && strncmp(p, "all", 3) == 0) return 1;
-        p += len + (e != NULL);
-    }
-    return 0;
 }
 
 static mesh_status_t build_node_map(mesh_comm_t *c, const mesh_comm_rec_id_t *ids)
@@ -124,45 +121,8 @@ static mesh_status_t build_node_map(mesh_comm_t *c, const mesh_comm_rec_id_t *id
     return MESH_OK;
 }
 
-/* Opens every allowed transport that is usable here. */
-static mesh_status_t open_transports(mesh_comm_t *c, const char *node)
-{
-    const char *allowed = mesh_config_str("TLS");
-    mesh_tl_open_params_t params = {.rank = c->rank,
-                                    .size = c->size,
-                                    .comm_uid = c->uid,
-                                    .node = node,
-                                    .timeout_s = c->timeout_s};
-    for (int i = 0; i < mesh_tl_count() && c->ntls < MESH_COMM_MAX_TLS; i++) {
-        const mesh_tl_ops_t *ops = mesh_tl_get(i);
-        if (!tl_allowed(allowed ? allowed : "", ops->name)) continue;
-        if (ops->usable && !ops->usable()) {
-            mesh_log_debug("transport %s is not usable here", ops->name);
-            continue;
-        }
-        mesh_comm_tl_t *t = &c->tls[c->ntls];
-        mesh_status_t st = ops->open(&params, &t->iface);
-        if (st < 0) {
-            mesh_log_warn("transport %s failed to open (%s); continuing without it", ops->name,
-                          mesh_status_string(st));
-            continue;
-        }
-        t->ops = ops;
-        ops->query(t->iface, &t->caps);
-        c->ntls++;
-    }
-    return MESH_OK;
-}
-
-/* Better transport for a peer: the narrower scope first, then priority. */
-static int tl_better(const mesh_comm_tl_t *a, const mesh_comm_tl_t *b)
-{
-    if (a->caps.scope != b->caps.scope) return a->caps.scope < b->caps.scope;
-    return a->caps.priority > b->caps.priority;
-}
-
-static mesh_status_t route_peers(mesh_comm_t *c, const mesh_comm_rec_id_t *ids,
-                                 const mesh_comm_rec_addr_t *addrs)
+static mesh_status_t route_peers(mesh_comm_t *c, const mesh_route_t *route,
+                                 const mesh_comm_rec_id_t *ids, const mesh_comm_rec_addr_t *addrs)
 {
     int used[MESH_COMM_MAX_TLS] = {0};
     for (int p = 0; p < c->size; p++) {
@@ -185,7 +145,7 @@ static mesh_status_t route_peers(mesh_comm_t *c, const mesh_comm_rec_id_t *ids,
                                    .addr = ra->tl[k].addr,
                                    .addr_len = ra->tl[k].len};
             if (!tl->ops->reachable(tl->iface, &peer)) continue;
-            if (best < 0 || tl_better(tl, &c->tls[best])) {
+            if (best < 0 || mesh_route_better(route, tl, &c->tls[best])) {
                 best = t;
                 best_addr = ra->tl[k].addr;
                 best_len = ra->tl[k].len;
@@ -194,9 +154,10 @@ static mesh_status_t route_peers(mesh_comm_t *c, const mesh_comm_rec_id_t *ids,
         if (best < 0)
             return mesh_error(MESH_ERR_UNSUPPORTED,
                               "no transport reaches rank %d (node %s) from rank %d (node %s); "
-                              "MESH_TLS=%s",
+                              "MESH_TLS=%s MESH_NET=%s",
                               p, c->node_names[c->node_of[p]], c->rank,
-                              c->node_names[c->node_of[c->rank]], mesh_config_str("TLS"));
+                              c->node_names[c->node_of[c->rank]], mesh_config_str("TLS"),
+                              mesh_config_str("NET"));
         mesh_tl_peer_t peer = {.rank = p,
                                .node = c->node_names[c->node_of[p]],
                                .pid = ids[p].pid,
@@ -261,6 +222,7 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     mesh_status_t st;
     mesh_comm_rec_id_t *ids = NULL;
     mesh_comm_rec_addr_t *addrs = NULL, *mine = NULL;
+    mesh_route_t route;
     mesh_comm_t *c = calloc(1, sizeof(*c));
     if (c == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a communicator");
     c->rank = bs->rank;
@@ -291,7 +253,10 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     MESH_CHECK_GOTO(mesh_bootstrap_allgather(bs, &me, ids, sizeof(me)), st, out);
     c->uid = ids[0].uid;
     MESH_CHECK_GOTO(build_node_map(c, ids), st, out);
-    MESH_CHECK_GOTO(open_transports(c, node), st, out);
+    const char *net = mesh_config_str("NET");
+    MESH_CHECK_GOTO(mesh_route_parse_net(net, net && strcmp(net, MESH_NET_DEFAULT) != 0, &route),
+                    st, out);
+    MESH_CHECK_GOTO(mesh_route_open(c, node, &route), st, out);
 
     for (int t = 0; t < c->ntls; t++) {
         size_t len = MESH_TL_ADDR_MAX;
@@ -307,7 +272,8 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
         goto out;
     }
     for (int p = 0; p < c->size; p++) c->summary[p] = addrs[p].summary;
-    MESH_CHECK_GOTO(route_peers(c, ids, addrs), st, out);
+    MESH_CHECK_GOTO(route_peers(c, &route, ids, addrs), st, out);
+    mesh_route_report(c, &route);
 
     /* one preposted receive per peer for failure verdicts */
     for (int p = 0; p < c->size; p++) {

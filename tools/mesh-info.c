@@ -6,6 +6,7 @@
 #include "config.h"
 #include "collectives/algo.h"
 #include "collectives/comm.h"
+#include "collectives/route.h"
 #include "libmesh/bootstrap.h"
 #include "libmesh/config.h"
 #include "libmesh/context.h"
@@ -185,14 +186,31 @@ static int info_topo(const char *dump)
 
 static void info_transports(void)
 {
-    printf("# transports built into this library; the collectives layer picks one per peer\n");
+    const char *net = mesh_config_str("NET"), *tls = mesh_config_str("TLS");
+    printf("# transports built into this library; the collectives layer picks one per peer:\n"
+           "# same node: narrowest scope; other nodes: first of MESH_NET open on both sides\n"
+           "# MESH_TLS=%s MESH_NET=%s\n", tls ? tls : "", net ? net : "");
     for (int i = 0; i < mesh_tl_count(); i++) {
         const mesh_tl_ops_t *ops = mesh_tl_get(i);
+        mesh_tl_set_unusable("");
         int usable = ops->usable ? ops->usable() : 1;
-        printf("\n%-8s %s\n", ops->name, usable ? "usable here" : "not usable here");
+        const char *why = mesh_tl_unusable_reason();
+        printf("\n%-8s %s%s%s\n", ops->name, usable ? "usable here" : "not usable here",
+               !usable && *why ? ": " : "", !usable ? why : "");
         if (ops->doc) info_wrap(ops->doc, 6, 96);
-        if (usable && ops->open && ops->query && ops->close) info_caps(ops);
+        if (usable && ops->open && ops->query && ops->close)
+            info_caps(ops);
+        else if (mesh_route_net_priority(ops->name) >= 0)
+            printf("      scope net, priority %d\n", mesh_route_net_priority(ops->name));
     }
+    int first = 1;
+    for (int i = 0; mesh_route_known_net(i); i++) {
+        if (mesh_tl_find(mesh_route_known_net(i))) continue;
+        printf("%s%s", first ? "\n# network transports not built: " : ", ",
+               mesh_route_known_net(i));
+        first = 0;
+    }
+    if (!first) printf("\n");
 }
 
 int main(int argc, char **argv)

@@ -63,6 +63,17 @@ typedef struct {
     int priority;           /* among transports of the same scope, higher wins */
 } mesh_tl_caps_t;
 
+/* caps.priority of the network transports. Between nodes the communicator takes the first
+ * reachable transport in MESH_NET's order (default verbs,ucx,ofi,tcp); priority only ranks
+ * network transports that MESH_NET does not name and breaks ties, so it must agree with that
+ * order. */
+enum {
+    MESH_TL_PRIO_TCP = 10,
+    MESH_TL_PRIO_OFI = 20,
+    MESH_TL_PRIO_UCX = 30,
+    MESH_TL_PRIO_VERBS = 40
+};
+
 /* What a communicator tells a transport when it opens an interface. */
 typedef struct {
     int rank;
@@ -96,7 +107,8 @@ struct mesh_tl_ops {
     const char *doc;  /* one line for mesh-info -t */
     const mesh_config_table_t *config; /* knobs of this transport, or NULL */
 
-    /* Whether the transport can run here at all (device present, kernel feature, ...). */
+    /* Whether the transport can run here at all (device present, kernel feature, ...). When
+     * it cannot, it may say why with mesh_tl_set_unusable() before returning 0. */
     int (*usable)(void);
     mesh_status_t (*open)(const mesh_tl_open_params_t *params, mesh_tl_iface_t **iface);
     void (*close)(mesh_tl_iface_t *iface);
@@ -180,6 +192,11 @@ mesh_status_t mesh_tl_stub_get(mesh_tl_ep_t *ep, void *buf, size_t len, uint64_t
 mesh_status_t mesh_tl_stub_flush(mesh_tl_ep_t *ep, mesh_tl_op_t *op);
 mesh_status_t mesh_tl_stub_wireup(mesh_tl_iface_t *iface, double deadline);
 int mesh_tl_stub_usable(void);
+
+/* Why the last usable() call of this thread returned 0 ("no active port"); "" when it did not
+ * say. The caller reads it right after usable(). */
+void mesh_tl_set_unusable(const char *why);
+const char *mesh_tl_unusable_reason(void);
 
 /* The registry (tl_registry.c): every transport built, in one table. */
 int mesh_tl_count(void);

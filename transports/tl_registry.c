@@ -5,12 +5,16 @@
 #include "transports/tl.h"
 #include "transports/tl_registry.h"
 #include "libmesh/log.h"
+#include <stdio.h>
 #include <string.h>
 
 static const mesh_tl_ops_t *const mesh_tl_table[] = {
     &mesh_tl_self_ops,
     &mesh_tl_shm_ops,
     &mesh_tl_tcp_ops,
+#if HAVE_VERBS
+    &mesh_tl_verbs_ops,
+#endif
 };
 
 #define MESH_TL_TABLE_SIZE ((int)(sizeof(mesh_tl_table) / sizeof(mesh_tl_table[0])))
@@ -45,4 +49,16 @@ mesh_status_t mesh_tl_global_init(void)
         MESH_CHECK(mesh_config_register(mesh_tl_table[i]->config));
     }
     return MESH_OK;
+}
+
+static __thread char mesh_tl_unusable_why[160];
+
+void mesh_tl_set_unusable(const char *why)
+{
+    snprintf(mesh_tl_unusable_why, sizeof(mesh_tl_unusable_why), "%s", why ? why : "");
+}
+
+const char *mesh_tl_unusable_reason(void)
+{
+    return mesh_tl_unusable_why;
 }
