@@ -115,6 +115,7 @@ static mesh_status_t ucx_open(const mesh_tl_open_params_t *params, mesh_tl_iface
     ui->comm_uid = params->comm_uid;
     ui->timeout_s = params->timeout_s;
     ui->close_timeout_s = mesh_config_double("UCX_CLOSE_TIMEOUT");
+    ui->fail_delay_s = mesh_config_double("UCX_FAIL_DELAY");
     atomic_init(&ui->aborted, 0);
     int bits = 0;
     while (bits < 31 && ((int64_t)1 << bits) < params->size)
@@ -249,17 +250,11 @@ static int ucx_reachable(mesh_tl_iface_t *iface, const mesh_tl_peer_t *peer)
            a->magic == MESH_TL_UCX_MAGIC && sizeof(*a) + a->len == peer->addr_len && a->len > 0;
 }
 
-/* UCX calls this from progress when the endpoint fails; the operations are failed right after
- * ucp_worker_progress() returns, outside UCX. */
+/* UCX calls this from progress when the endpoint fails; the operations are failed later by
+ * progress(), outside UCX. */
 static void ep_error_cb(void *arg, ucp_ep_h uep, ucs_status_t status)
 {
-    mesh_tl_ucx_ep_t *ep = arg;
-    mesh_tl_ucx_iface_t *ui = (mesh_tl_ucx_iface_t *)ep->super.iface;
-    if (ep->failed == MESH_OK) {
-        ep->failed = MESH_ERR_PEER_FAILED;
-        ep->why = status;
-    }
-    ui->fail_pending = 1;
+    mesh_tl_ucx_ep_dying(arg, status);
 }
 
 static mesh_status_t ucx_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t *peer,
@@ -347,16 +342,23 @@ static void ucx_ep_destroy(mesh_tl_ep_t *uep)
     free(ep);
 }
 
-/* Fails the operations of endpoints whose error callback ran. */
+/* Fails the operations of endpoints whose failure delay has passed. */
 static int fail_eps(mesh_tl_ucx_iface_t *ui)
 {
     int n = 0;
+    double now = mesh_time();
     ui->fail_pending = 0;
     for (int r = 0; r < ui->super.size; r++) {
         mesh_tl_ucx_ep_t *ep = ui->eps[r];
-        if (ep == NULL || ep->failed == MESH_OK || ep->fail_done)
+        if (ep == NULL || ep->fail_at == 0 || ep->fail_done)
             continue;
+        if (ep->failed == MESH_OK && now < ep->fail_at) {
+            ui->fail_pending = 1;
+            continue;
+        }
         ep->fail_done = 1;
+        if (ep->failed == MESH_OK)
+            ep->failed = MESH_ERR_PEER_FAILED;
         if (ep->pending) {
             mesh_error(MESH_ERR_PEER_FAILED, "ucx peer rank %d failed: %s", r,
                        ucs_status_string(ep->why));
@@ -368,7 +370,9 @@ static int fail_eps(mesh_tl_ucx_iface_t *ui)
     return n;
 }
 
-/* The owner's side of abort: fail everything and drop every connection, so peers notice. */
+/* The owner's side of abort: fail everything and close every endpoint, so peers notice. Live
+ * endpoints are closed with a flush, so that what was sent before (a failure verdict queued
+ * behind bulk data) still arrives ahead of the disconnection. */
 static int abort_pending(mesh_tl_ucx_iface_t *ui)
 {
     int n = 0;
@@ -379,10 +383,11 @@ static int abort_pending(mesh_tl_ucx_iface_t *ui)
         mesh_tl_ucx_ep_t *ep = ui->eps[r];
         if (ep == NULL)
             continue;
+        int force = ep->failed < 0;
         if (ep->failed == MESH_OK)
             ep->failed = MESH_ERR_ABORTED;
         n += mesh_tl_ucx_ep_fail_ops(ep, MESH_ERR_ABORTED);
-        ep_close(ep, 1);
+        ep_close(ep, force);
     }
     ucp_worker_progress(ui->worker);
     return n;

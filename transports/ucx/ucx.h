@@ -47,6 +47,7 @@ typedef struct mesh_tl_ucx_ep {
     mesh_tl_ucx_hello_t hello;
     mesh_status_t failed;   /* MESH_OK, MESH_ERR_PEER_FAILED or MESH_ERR_ABORTED */
     int fail_done;          /* pending operations were failed after the error callback */
+    double fail_at;         /* when a failure UCX reported becomes ours (0: none reported) */
     ucs_status_t why;       /* what UCX reported */
 } mesh_tl_ucx_ep_t;
 
@@ -59,6 +60,7 @@ typedef struct {
     uint64_t comm_uid;
     double timeout_s;
     double close_timeout_s;
+    double fail_delay_s;
     int src_shift;              /* where the sender's rank is folded into UCX tags */
     mesh_tl_ucx_ep_t **eps;     /* [size] */
     unsigned char *hello_from;  /* [size] hellos received */
@@ -97,6 +99,10 @@ int mesh_tl_ucx_ep_has_sends(mesh_tl_ucx_ep_t *ep);
 /* Completes every pending operation of the endpoint with status, detaching (and cancelling)
  * their requests; returns how many. */
 int mesh_tl_ucx_ep_fail_ops(mesh_tl_ucx_ep_t *ep, mesh_status_t status);
+/* UCX reported the peer failed: from fail_delay_s on, its operations fail. Until then they are
+ * held, so that a verdict another rank sent at the same time (naming the rank that really
+ * failed) is received before this peer's departure is reported. */
+void mesh_tl_ucx_ep_dying(mesh_tl_ucx_ep_t *ep, ucs_status_t why);
 /* The status a failed UCX operation on this endpoint maps to, reported once. */
 mesh_status_t mesh_tl_ucx_status(mesh_tl_ucx_ep_t *ep, ucs_status_t st, const char *what);
 

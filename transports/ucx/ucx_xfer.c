@@ -7,6 +7,7 @@
 #include "transports/ucx/ucx.h"
 #include "transports/tl_queue.h"
 #include "libmesh/log.h"
+#include "libmesh/progress.h"
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -49,11 +50,24 @@ mesh_status_t mesh_tl_ucx_status(mesh_tl_ucx_ep_t *ep, ucs_status_t st, const ch
                       ucs_status_string(st));
 }
 
+void mesh_tl_ucx_ep_dying(mesh_tl_ucx_ep_t *ep, ucs_status_t why)
+{
+    mesh_tl_ucx_iface_t *ui = (mesh_tl_ucx_iface_t *)ep->super.iface;
+    if (ep->failed < 0 || ep->fail_at > 0)
+        return;
+    ep->fail_at = mesh_time() + ui->fail_delay_s;
+    ep->why = why;
+    ui->fail_pending = 1;
+}
+
+/* A NULL request: the operation is held until its endpoint's failure is reported. */
 void mesh_tl_ucx_op_track(mesh_tl_ucx_ep_t *ep, mesh_tl_op_t *op, void *req, size_t len,
                           int send)
 {
-    ((mesh_tl_ucx_req_t *)req)->op = op;
-    ((mesh_tl_ucx_req_t *)req)->send = send;
+    if (req) {
+        ((mesh_tl_ucx_req_t *)req)->op = op;
+        ((mesh_tl_ucx_req_t *)req)->send = send;
+    }
     UCX_OP_REQ(op) = req;
     UCX_OP_EP(op) = ep;
     UCX_OP_LEN(op) = (void *)(uintptr_t)len;
@@ -86,6 +100,13 @@ static void req_done(void *request, ucs_status_t st, size_t length, const char *
     if (op != NULL) {
         mesh_tl_ucx_ep_t *ep = UCX_OP_EP(op);
         mesh_tl_ucx_iface_t *ui = (mesh_tl_ucx_iface_t *)ep->super.iface;
+        if (ucx_peer_error(st) && ep->failed == MESH_OK &&
+            !atomic_load_explicit(&ui->aborted, memory_order_acquire)) {
+            mesh_tl_ucx_ep_dying(ep, st);
+            UCX_OP_REQ(op) = NULL; /* held */
+            ucp_request_free(request);
+            return;
+        }
         op_untrack(ep, op);
         ui->completed++;
         if (st == UCS_OK)
@@ -107,18 +128,16 @@ static void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *i
                     void *user_data)
 {
     mesh_tl_ucx_req_t *req = request;
-    mesh_tl_op_t *op = user_data;
+    mesh_tl_ucx_iface_t *ui = user_data;
     size_t length = st == UCS_OK ? info->length : 0;
-    if (req->op == NULL && op != NULL) {
-        mesh_tl_ucx_ep_t *ep = UCX_OP_EP(op);
-        mesh_tl_ucx_iface_t *ui = (mesh_tl_ucx_iface_t *)ep->super.iface;
-        if (ui->posting == op) {
-            /* completed inside ucp_tag_recv_nbx(), which frees the request */
-            ui->posting = NULL;
-            mesh_tl_op_complete(op, length,
-                                st == UCS_OK ? MESH_OK : mesh_tl_ucx_status(ep, st, "receive"));
-            return;
-        }
+    if (req->op == NULL && ui->posting != NULL) {
+        /* completed inside ucp_tag_recv_nbx(), which frees the request */
+        mesh_tl_op_t *op = ui->posting;
+        ui->posting = NULL;
+        mesh_tl_op_complete(op, length,
+                            st == UCS_OK ? MESH_OK
+                                         : mesh_tl_ucx_status(UCX_OP_EP(op), st, "receive"));
+        return;
     }
     req_done(request, st, length, "receive");
 }
@@ -131,10 +150,12 @@ int mesh_tl_ucx_ep_fail_ops(mesh_tl_ucx_ep_t *ep, mesh_status_t status)
     while ((op = ep->pending) != NULL) {
         mesh_tl_ucx_req_t *req = UCX_OP_REQ(op);
         op_untrack(ep, op);
-        req->op = NULL;
         /* receives sit in the worker's matching queue until cancelled; sends are purged by
          * UCX when the endpoint fails or closes */
-        ucp_request_cancel(ui->worker, req);
+        if (req) {
+            req->op = NULL;
+            ucp_request_cancel(ui->worker, req);
+        }
         if (op != &ep->hello_op)
             n++;
         mesh_tl_op_complete(op, 0, status);
@@ -145,7 +166,7 @@ int mesh_tl_ucx_ep_fail_ops(mesh_tl_ucx_ep_t *ep, mesh_status_t status)
 int mesh_tl_ucx_ep_has_sends(mesh_tl_ucx_ep_t *ep)
 {
     for (mesh_tl_op_t *op = ep->pending; op; op = op->tl_next)
-        if (((mesh_tl_ucx_req_t *)UCX_OP_REQ(op))->send)
+        if (UCX_OP_REQ(op) && ((mesh_tl_ucx_req_t *)UCX_OP_REQ(op))->send)
             return 1;
     return 0;
 }
@@ -167,6 +188,10 @@ mesh_status_t mesh_tl_ucx_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf
     mesh_tl_ucx_ep_t *ep = (mesh_tl_ucx_ep_t *)uep;
     mesh_tl_ucx_iface_t *ui = (mesh_tl_ucx_iface_t *)uep->iface;
     MESH_CHECK(ucx_check_ep(ep, "send"));
+    if (ep->fail_at > 0) {
+        mesh_tl_ucx_op_track(ep, op, NULL, len, 1);
+        return MESH_OK;
+    }
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK,
                              .cb.send = mesh_tl_ucx_send_cb};
     void *r = ucp_tag_send_nbx(ep->uep, buf, len, mesh_tl_ucx_tag(ui, ui->super.rank, tag), &p);
@@ -174,8 +199,12 @@ mesh_status_t mesh_tl_ucx_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf
         mesh_tl_op_complete(op, len, MESH_OK);
         return MESH_OK;
     }
-    if (UCS_PTR_IS_ERR(r))
+    if (UCS_PTR_IS_ERR(r) && ucx_peer_error(UCS_PTR_STATUS(r))) {
+        mesh_tl_ucx_ep_dying(ep, UCS_PTR_STATUS(r));
+        r = NULL;
+    } else if (UCS_PTR_IS_ERR(r)) {
         return mesh_tl_ucx_status(ep, UCS_PTR_STATUS(r), "send");
+    }
     mesh_tl_ucx_op_track(ep, op, r, len, 1);
     return MESH_OK;
 }
@@ -192,7 +221,7 @@ mesh_status_t mesh_tl_ucx_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
                                              UCP_OP_ATTR_FIELD_USER_DATA |
                                              UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
                              .cb.recv = recv_cb,
-                             .user_data = op};
+                             .user_data = ui};
     UCX_OP_EP(op) = ep;
     ui->posting = op;
     void *r = ucp_tag_recv_nbx(ui->worker, buf, len, mesh_tl_ucx_tag(ui, uep->peer, tag),
