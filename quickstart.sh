@@ -14,7 +14,8 @@ bench|test) ;;
 esac
 
 packages="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc
-          openmpi-bin libopenmpi-dev libpmix-dev iperf3 iproute2 gnuplot-nox procps"
+          openmpi-bin libopenmpi-dev libpmix-dev iperf3 iproute2 gnuplot-nox procps
+          libucx-dev"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
