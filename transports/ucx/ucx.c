@@ -25,6 +25,11 @@ static const mesh_config_entry_t ucx_config_entries[] = {
      "anyway (a peer that is gone never answers). Select UCX's own transports and devices with "
      "UCX_TLS and UCX_NET_DEVICES, which are honoured unchanged.",
      NULL},
+    {"UCX_FAIL_DELAY", "0.1", MESH_CFG_DOUBLE,
+     "Seconds a peer failure reported by UCX is held before operations with that peer fail, so "
+     "that a failure verdict another rank sent at the same time arrives first and every "
+     "survivor names the rank that really failed.",
+     NULL},
     {NULL, NULL, 0, NULL, NULL},
 };
 
