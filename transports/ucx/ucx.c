@@ -118,6 +118,8 @@ static mesh_status_t ucx_open(const mesh_tl_open_params_t *params, mesh_tl_iface
     ui->super.rank = params->rank;
     ui->super.size = params->size;
     ui->comm_uid = params->comm_uid;
+    ui->hello = (mesh_tl_ucx_hello_t){
+        .magic = MESH_TL_UCX_MAGIC, .rank = (uint32_t)params->rank, .comm_uid = params->comm_uid};
     ui->timeout_s = params->timeout_s;
     ui->close_timeout_s = mesh_config_double("UCX_CLOSE_TIMEOUT");
     ui->fail_delay_s = mesh_config_double("UCX_FAIL_DELAY");
@@ -291,9 +293,6 @@ static mesh_status_t ucx_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
                           ucs_status_string(us));
     }
     ui->eps[peer->rank] = ep;
-    ep->hello = (mesh_tl_ucx_hello_t){.magic = MESH_TL_UCX_MAGIC,
-                                      .rank = (uint32_t)iface->rank,
-                                      .comm_uid = ui->comm_uid};
     mesh_tl_op_t *op = &ep->hello_op;
     op->status = MESH_INPROGRESS;
     /* the hello completes like any send: through a tracked request */
@@ -301,7 +300,7 @@ static mesh_status_t ucx_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
                                               UCP_OP_ATTR_FIELD_FLAGS,
                               .cb.send = mesh_tl_ucx_send_cb,
                               .flags = UCP_AM_SEND_FLAG_EAGER};
-    void *r = ucp_am_send_nbx(ep->uep, MESH_TL_UCX_AM_HELLO, &ep->hello, sizeof(ep->hello), NULL,
+    void *r = ucp_am_send_nbx(ep->uep, MESH_TL_UCX_AM_HELLO, &ui->hello, sizeof(ui->hello), NULL,
                               0, &rp);
     if (r == NULL) {
         mesh_tl_op_complete(op, 0, MESH_OK);
@@ -404,7 +403,13 @@ static int ucx_progress(mesh_tl_iface_t *iface)
     if (atomic_load_explicit(&ui->aborted, memory_order_acquire))
         return abort_pending(ui);
     int before = ui->completed;
-    unsigned moved = ucp_worker_progress(ui->worker);
+    /* drain what is ready (a few rounds), so bulk transfers move further per call */
+    unsigned moved = 0, m;
+    for (int i = 0; i < 8 && (m = ucp_worker_progress(ui->worker)) > 0; i++) {
+        moved += m;
+        if (ui->completed != before)
+            break;
+    }
     int done = ui->completed - before;
     if (ui->fail_pending)
         done += fail_eps(ui);

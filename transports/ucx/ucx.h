@@ -44,7 +44,6 @@ typedef struct mesh_tl_ucx_ep {
     ucp_ep_h uep;           /* NULL once closed */
     mesh_tl_op_t *pending;  /* operations with a request in flight */
     mesh_tl_op_t hello_op;  /* our hello to the peer */
-    mesh_tl_ucx_hello_t hello;
     mesh_status_t failed;   /* MESH_OK, MESH_ERR_PEER_FAILED or MESH_ERR_ABORTED */
     int fail_done;          /* pending operations were failed after the error callback */
     double fail_at;         /* when a failure UCX reported becomes ours (0: none reported) */
@@ -58,6 +57,7 @@ typedef struct {
     ucp_address_t *addr;
     size_t addr_len;
     uint64_t comm_uid;
+    mesh_tl_ucx_hello_t hello; /* what every endpoint sends first */
     double timeout_s;
     double close_timeout_s;
     double fail_delay_s;
