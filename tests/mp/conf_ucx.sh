@@ -1,9 +1,9 @@
 #!/bin/sh
 # Collectives over ucx between 2 simulated nodes (4 ranks; same-node peers use shm, the others
-# ucx over its tcp transport): every algorithm of every collective with two small dtypes,
-# then the ring all-reduce with large
-# messages (UCX's rendezvous). Each run checks exact values and that the forced algorithm ran;
-# MESH_TLS leaves no other way between the nodes. Skips (77) without ucx.
+# ucx over its tcp transport): every algorithm of every collective with two small dtypes, then
+# the ring all-reduce with large messages (UCX's rendezvous). Each run checks exact values and
+# that the forced algorithm ran; MESH_TLS leaves no other way between the nodes. Skips (77)
+# without ucx.
 set -u
 b=${top_builddir:-.}
 run="$b/tools/meshrun"
@@ -19,7 +19,8 @@ export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
 status=0
 # one: COLLECTIVE ALGORITHM DTYPES
 one() {
-    out=$(MESH_TUNE="$1:$2" "$run" -n 4 --nodes 2 --timeout 120 "$prog" -o "$1" -a "$2" -d "$3" 2>&1)
+    out=$(MESH_TUNE="$1:$2" "$run" -n 4 --nodes 2 --timeout 120 \
+        "$prog" -o "$1" -a "$2" -d "$3" 2>&1)
     rc=$?
     used=$(printf '%s\n' "$out" | awk '$1 == "USED" { print $2 }')
     printf 'ucx %-15s %-18s %-10s rc=%d used=%s\n' "$1" "$2" "$3" "$rc" "${used:-?}"

@@ -32,6 +32,7 @@ static int dtype_selected(mesh_dtype_t d)
     }
     return 0;
 }
+
 static mesh_comm_h comm;
 
 #define FAIL(...)                                                                              \
@@ -364,7 +365,8 @@ int main(int argc, char **argv)
     }
     int type = coll ? mesh_coll_type_parse(coll) : -1;
     if (type < 0) {
-        fprintf(stderr, "usage: conformance --list | -o COLLECTIVE [-a ALGO] [-q] [-d DTYPES]\n");
+        fprintf(stderr,
+                "usage: conformance --list | -o COLLECTIVE [-a ALGO] [-q] [-d DTYPES]\n");
         return 2;
     }
     mesh_status_t st = mesh_comm_init_env(&comm);
