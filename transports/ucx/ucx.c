@@ -363,13 +363,16 @@ static int fail_eps(mesh_tl_ucx_iface_t *ui)
         ep->fail_done = 1;
         if (ep->failed == MESH_OK)
             ep->failed = MESH_ERR_PEER_FAILED;
-        if (ep->pending) {
+        /* a peer that left while only standing receives waited for it did nothing wrong */
+        int owed = 0;
+        for (mesh_tl_op_t *op = ep->pending; op && !owed; op = op->tl_next)
+            owed = !(op->flags & MESH_TL_OP_STANDING);
+        if (owed)
             mesh_error(MESH_ERR_PEER_FAILED, "ucx peer rank %d failed: %s", r,
                        ucs_status_string(ep->why));
-            n += mesh_tl_ucx_ep_fail_ops(ep, MESH_ERR_PEER_FAILED);
-        } else {
+        else
             mesh_log_debug("ucx peer rank %d is gone: %s", r, ucs_status_string(ep->why));
-        }
+        n += mesh_tl_ucx_ep_fail_ops(ep, MESH_ERR_PEER_FAILED);
     }
     return n;
 }
