@@ -18,6 +18,7 @@ esac
 packages="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc
           openmpi-bin libopenmpi-dev libpmix-dev iperf3 iproute2 gnuplot-nox procps"
 packages="$packages libibverbs-dev" # the verbs transport builds without a device present
+packages="$packages libucx-dev" # the ucx transport
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

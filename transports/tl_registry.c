@@ -15,6 +15,9 @@ static const mesh_tl_ops_t *const mesh_tl_table[] = {
 #if HAVE_VERBS
     &mesh_tl_verbs_ops,
 #endif
+#if HAVE_UCX
+    &mesh_tl_ucx_ops,
+#endif
 };
 
 #define MESH_TL_TABLE_SIZE ((int)(sizeof(mesh_tl_table) / sizeof(mesh_tl_table[0])))

@@ -10,5 +10,8 @@ extern const mesh_tl_ops_t mesh_tl_tcp_ops;
 #if HAVE_VERBS
 extern const mesh_tl_ops_t mesh_tl_verbs_ops;
 #endif
+#if HAVE_UCX
+extern const mesh_tl_ops_t mesh_tl_ucx_ops;
+#endif
 
 #endif

@@ -4,7 +4,8 @@
  * program reports how many calls used it so the driver can check it was exercised.
  *
  *   conformance --list                 lists "collective algorithm" pairs of the registry
- *   conformance -o COLL [-a ALGO] [-q]  runs one collective
+ *   conformance -o COLL [-a ALGO] [-q] [-d DTYPES]  runs one collective (-d: only these
+ *                                      comma-separated dtypes, for quicker transport sweeps)
  */
 #include "mesh.h"
 #include "collectives/algo.h"
@@ -16,6 +17,22 @@
 
 static int rank, size, verbose = 1, failures, calls, used;
 static const char *algo = "";
+static const char *only_dtypes; /* -d: comma-separated dtype names, NULL for all */
+
+static int dtype_selected(mesh_dtype_t d)
+{
+    if (only_dtypes == NULL) return 1;
+    const char *name = mesh_dtype_name(d);
+    size_t n = strlen(name);
+    for (const char *p = only_dtypes; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) return 1;
+        p += len + (e != NULL);
+    }
+    return 0;
+}
+
 static mesh_comm_h comm;
 
 #define FAIL(...)                                                                              \
@@ -342,11 +359,14 @@ int main(int argc, char **argv)
             algo = argv[++i];
         } else if (strcmp(argv[i], "-q") == 0) {
             verbose = 0;
+        } else if (strcmp(argv[i], "-d") == 0 && i + 1 < argc) {
+            only_dtypes = argv[++i];
         }
     }
     int type = coll ? mesh_coll_type_parse(coll) : -1;
     if (type < 0) {
-        fprintf(stderr, "usage: conformance --list | -o COLLECTIVE [-a ALGO] [-q]\n");
+        fprintf(stderr,
+                "usage: conformance --list | -o COLLECTIVE [-a ALGO] [-q] [-d DTYPES]\n");
         return 2;
     }
     mesh_status_t st = mesh_comm_init_env(&comm);
@@ -358,11 +378,12 @@ int main(int argc, char **argv)
     size = mesh_comm_size(comm);
     for (int d = 0; d < MESH_DTYPE_COUNT; d++)
         for (size_t k = 0; k < sizeof(small_sizes) / sizeof(small_sizes[0]); k++)
-            run_type((mesh_coll_type_t)type, (mesh_dtype_t)d, small_sizes[k]);
+            if (dtype_selected((mesh_dtype_t)d))
+                run_type((mesh_coll_type_t)type, (mesh_dtype_t)d, small_sizes[k]);
     /* large sizes for a few dtypes keep the run short */
     const mesh_dtype_t big_types[] = {MESH_FP32, MESH_BF16, MESH_INT8};
     for (size_t t = 0; t < 3; t++)
-        for (size_t k = 0; k < 2; k++) {
+        for (size_t k = 0; k < 2 && dtype_selected(big_types[t]); k++) {
             size_t n = big_sizes[k];
             if (type == MESH_COLL_ALLGATHER || type == MESH_COLL_ALLTOALL ||
                 type == MESH_COLL_GATHER || type == MESH_COLL_SCATTER ||

@@ -429,6 +429,8 @@ int main(int argc, char **argv)
 {
     const char *only = argc > 1 ? argv[1] : NULL;
     int no_ptrace = getenv("TEST_TL_NO_PTRACE") != NULL;
+    /* ucx over its tcp transport unless the caller chose (the same on any machine) */
+    setenv("UCX_TLS", "tcp", 0);
     sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(sh != MAP_FAILED);
     CHECK(mesh_context_init() == MESH_OK);

@@ -181,6 +181,8 @@ static void run(const mesh_tl_ops_t *ops, size_t size, int iters, char **netns)
 int main(int argc, char **argv)
 {
     sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    /* ucx over its tcp transport unless the caller chose (the same on any machine) */
+    setenv("UCX_TLS", "tcp", 0);
     CHECK(sh != MAP_FAILED);
     CHECK(mesh_context_init() == MESH_OK);
     CHECK(mesh_tl_global_init() == MESH_OK);
