@@ -53,8 +53,10 @@ static const mesh_config_entry_t mesh_coll_config_entries[] = {
      "Network transports for peers on other nodes, in order of preference, comma-separated: "
      "each node pair uses the first one that runs on both sides. Network transports not named "
      "are not used. One that cannot run here is skipped, with a warning saying why when MESH_NET "
-     "is set, and the communicator logs its choice at info level (MESH_LOG_LEVEL=info). An "
-     "unknown name is an error.",
+     "is set, and the communicator logs its choice at info level (MESH_LOG_LEVEL=info). With "
+     "the default value, ucx and ofi give way to tcp on hosts without an RDMA device, where "
+     "they would only wrap sockets (setting MESH_NET, or naming them in MESH_TLS, keeps them). "
+     "An unknown name is an error.",
      NULL},
     {"TUNE", "", MESH_CFG_STRING,
      "Forces algorithms: comma-separated rules [coll:]algo[@min-max] (bytes, k/m/g suffixes, "

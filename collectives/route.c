@@ -32,17 +32,34 @@ const char *mesh_route_known_net(int i)
     return i >= 0 && i < n ? route_known_net[i] : NULL;
 }
 
-static int tl_allowed(const char *list, const char *name)
+/* Whether list names the transport; with any_all, "all" counts too. */
+static int tl_listed(const char *list, const char *name, int any_all)
 {
     size_t n = strlen(name);
     for (const char *p = list; *p;) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
         if (len == n && strncmp(p, name, n) == 0) return 1;
-        if (len == 3 && strncmp(p, "all", 3) == 0) return 1;
+        if (any_all && len == 3 && strncmp(p, "all", 3) == 0) return 1;
         p += len + (e != NULL);
     }
     return 0;
+}
+
+static int tl_allowed(const char *list, const char *name)
+{
+    return tl_listed(list, name, 1);
+}
+
+/* By default a library network transport without RDMA hardware under it gives way to tcp,
+ * which drives the same sockets with fewer copies; naming it in MESH_NET or MESH_TLS keeps it. */
+static int sockets_only_gives_way(const mesh_route_t *r, const char *allowed,
+                                  const mesh_comm_tl_t *t)
+{
+    return t->caps.scope == MESH_TL_SCOPE_NET && !(t->caps.flags & MESH_TL_CAP_HW_NET) &&
+           strcmp(t->ops->name, "tcp") != 0 && !r->explicit_net &&
+           !tl_listed(allowed, t->ops->name, 0) && tl_allowed(allowed, "tcp") &&
+           mesh_tl_find("tcp") != NULL;
 }
 
 mesh_status_t mesh_route_parse_net(const char *spec, int explicit_net, mesh_route_t *r)
@@ -142,6 +159,12 @@ mesh_status_t mesh_route_open(mesh_comm_t *c, const char *node, mesh_route_t *r)
                               "MESH_NET names %s, which is not a network transport", ops->name);
         }
         t->ops = ops;
+        if (sockets_only_gives_way(r, allowed, t)) {
+            ops->close(t->iface);
+            t->iface = NULL;
+            skip(r, idx, ops->name, "sockets only here (tcp preferred)");
+            continue;
+        }
         c->ntls++;
     }
     for (int i = 0; i < r->n; i++)

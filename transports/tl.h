@@ -51,7 +51,10 @@ enum {
     MESH_TL_CAP_GET = 1u << 2,         /* get from registered memory */
     MESH_TL_CAP_SINGLE_COPY = 1u << 3, /* large messages copied once (CMA, RDMA) */
     MESH_TL_CAP_DEVICE_MEM = 1u << 4,  /* device buffers accepted */
-    MESH_TL_CAP_MULTI_STREAM = 1u << 5 /* stripes large messages over several connections */
+    MESH_TL_CAP_MULTI_STREAM = 1u << 5, /* stripes large messages over several connections */
+    /* network transports: the path uses RDMA-class hardware here. Without it a library
+     * transport (ucx, ofi) would only wrap sockets, which the tcp transport drives directly. */
+    MESH_TL_CAP_HW_NET = 1u << 6
 };
 
 typedef struct {
@@ -197,6 +200,8 @@ int mesh_tl_stub_usable(void);
  * say. The caller reads it right after usable(). */
 void mesh_tl_set_unusable(const char *why);
 const char *mesh_tl_unusable_reason(void);
+/* Whether this host has an RDMA device (InfiniBand, RoCE, iWARP) a library transport could use. */
+int mesh_tl_rdma_present(void);
 
 /* The registry (tl_registry.c): every transport built, in one table. */
 int mesh_tl_count(void);

@@ -6,6 +6,7 @@
 #include "transports/tl_registry.h"
 #include "libmesh/log.h"
 #include <stdio.h>
+#include <dirent.h>
 #include <string.h>
 
 static const mesh_tl_ops_t *const mesh_tl_table[] = {
@@ -64,4 +65,15 @@ void mesh_tl_set_unusable(const char *why)
 const char *mesh_tl_unusable_reason(void)
 {
     return mesh_tl_unusable_why;
+}
+
+int mesh_tl_rdma_present(void)
+{
+    DIR *d = opendir("/sys/class/infiniband");
+    if (d == NULL) return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) found = e->d_name[0] != '.';
+    closedir(d);
+    return found;
 }

@@ -337,7 +337,8 @@ int mesh_tl_shm_ep_fail(mesh_tl_shm_ep_t *ep, mesh_status_t status, const char *
         snprintf(ep->why, sizeof(ep->why), "%s", why);
         mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)ep->super.iface;
         int none = 0;
-        if (status == MESH_ERR_PEER_FAILED && strstr(why, "aborted") == NULL)
+        if (status == MESH_ERR_PEER_FAILED && strstr(why, "aborted") == NULL &&
+            ep->npending > ep->nstanding)
             atomic_compare_exchange_strong(&si->hdr->failed_rank, &none, ep->super.peer + 1);
         if (ep->npending > ep->nstanding)
             mesh_error(status, "peer rank %d (pid %d) failed: %s", ep->super.peer, ep->pid, why);

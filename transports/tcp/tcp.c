@@ -317,7 +317,9 @@ int mesh_tl_tcp_ep_fail(mesh_tl_tcp_ep_t *ep, mesh_status_t status, const char *
         stream_close(&ep->streams[i]);
     int culprit = ep->culprit;
     mesh_tl_tcp_ep_t *cep = culprit >= 0 ? ti->eps[culprit] : NULL;
-    if (status == MESH_ERR_PEER_FAILED)
+    /* only a peer that left while we still exchanged with it failed; one that finished and
+     * closed is no news to spread */
+    if (status == MESH_ERR_PEER_FAILED && pending)
         tcp_announce(ti, culprit >= 0 ? culprit : ep->super.peer);
     /* the rank it saw fail goes first, so that the first failure reported names it */
     if (cep && cep != ep && cep->failed == MESH_OK) {
