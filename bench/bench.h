@@ -61,6 +61,7 @@ typedef struct {
     const char *algo;  /* -a */
     const char *csv;   /* --csv FILE */
     int memcpy_mode;   /* --memcpy */
+    int bytes;         /* --bytes: bytes each transport carried per call */
 } bench_opts_t;
 
 /* One call as the driver prepares it; buffers follow the in-place conventions of mesh.h. */
@@ -90,6 +91,10 @@ typedef struct bench_backend {
     void (*abort)(void);
     /* Lines describing the environment (ranks, nodes, transports), printed by rank 0. */
     void (*describe)(FILE *out);
+    /* --bytes (NULL where unknown): names of the transports in use, NULL-terminated, and the
+     * bytes this rank has sent so far over transport i. */
+    const char *const *tls;
+    int (*tl_sent)(int i, uint64_t *bytes);
 } bench_backend_t;
 
 /* bench_opts.c */

@@ -48,6 +48,8 @@ static const char bench_usage[] =
     "  -R, --root R         root of reduce, broadcast, gather and scatter (default 0)\n"
     "      --csv FILE       also write the rows to FILE (rank 0)\n"
     "      --memcpy         measure this process's memcpy bandwidth over the sizes instead\n"
+    "      --bytes          show the bytes each transport carried per out-of-place call,\n"
+    "                       summed over the ranks (e.g. tcp between nodes, shm within)\n"
     "  -h, --help           this text\n"
     "\n"
     "S follows nccl-tests: count x type size for allreduce, reduce, broadcast and sendrecv;\n"
@@ -127,7 +129,7 @@ static int bench_parse_list(const char *opt, const char *text, const char *const
 
 int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
 {
-    enum { OPT_CSV = 256, OPT_MEMCPY };
+    enum { OPT_CSV = 256, OPT_MEMCPY, OPT_BYTES };
     static const struct option longopts[] = {
         {"op", required_argument, NULL, 'o'},       {"minbytes", required_argument, NULL, 'b'},
         {"maxbytes", required_argument, NULL, 'e'}, {"stepfactor", required_argument, NULL, 'f'},
@@ -136,7 +138,7 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
         {"check", required_argument, NULL, 'c'},    {"algo", required_argument, NULL, 'a'},
         {"root", required_argument, NULL, 'R'},     {"csv", required_argument, NULL, OPT_CSV},
         {"memcpy", no_argument, NULL, OPT_MEMCPY},  {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+        {"bytes", no_argument, NULL, OPT_BYTES},    {NULL, 0, NULL, 0}};
     int c, f;
 
     *o = (bench_opts_t){.ops = 1u << BENCH_ALLREDUCE,
@@ -194,6 +196,9 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
             break;
         case OPT_MEMCPY:
             o->memcpy_mode = 1;
+            break;
+        case OPT_BYTES:
+            o->bytes = 1;
             break;
         case 'h':
             printf(bench_usage, prog, strcmp(prog, "mpi-bench") ? "meshrun" : "mpirun");
