@@ -26,7 +26,11 @@ static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
     int L = mesh_hier_rails(comm->nnodes, comm->node_size);
     if (comm->nnodes <= 1 || L < 1 || !uniform(comm, args))
         return -1;
-    return L == 1 ? 1 : 40;
+    if (L == 1)
+        return 1;
+    /* one message per rail peer instead of L pays while per-message costs dominate; for large
+     * blocks the relay hop within the node costs more than the messages it saves */
+    return args->counts[0] * args->dsize <= 16 * 1024 ? 40 : 5;
 }
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)
