@@ -79,6 +79,7 @@ typedef struct {
     const char *axes;  /* --axes LIST or all */
     const char *json;  /* --json FILE */
     const char *plot;  /* --plot DIR */
+    int bytes;         /* --bytes: bytes each transport carried per call */
 } bench_opts_t;
 
 /* One call as the driver prepares it; buffers follow the in-place conventions of mesh.h. */
@@ -109,6 +110,7 @@ typedef struct {
     double algbw, busbw;
     int64_t wrong;
     char algo[32];
+    uint64_t tl_bytes[8]; /* --bytes: per transport, per call, all ranks */
 } bench_result_t;
 
 typedef struct bench_backend {
@@ -132,6 +134,10 @@ typedef struct bench_backend {
     int naxes;
     int (*axis)(int i, bench_axis_t *a);
     const char *mesh; /* the grid for titles: "tp=2,dp=2,pp=2, order tp-cp-ep-dp-pp" */
+    /* --bytes (NULL where unknown): names of the transports in use, NULL-terminated, and the
+     * bytes this rank has sent so far over transport i. */
+    const char *const *tls;
+    int (*tl_sent)(int i, uint64_t *bytes);
 } bench_backend_t;
 
 /* bench_opts.c */

@@ -54,6 +54,8 @@ static const char bench_usage[] =
     "      --plot DIR       write DIR/OP.png per op with gnuplot: busbw against size, one\n"
     "                       curve per axis\n"
     "      --memcpy         measure this process's memcpy bandwidth over the sizes instead\n"
+    "      --bytes          show the bytes each transport carried per out-of-place call,\n"
+    "                       summed over the ranks (e.g. tcp between nodes, shm within)\n"
     "  -h, --help           this text\n"
     "\n"
     "Per-axis bench of a 5D mesh (mesh-bench only):\n"
@@ -184,7 +186,7 @@ unsigned bench_axis_ops(const bench_opts_t *o, const char *axis)
 int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
 {
     enum { OPT_CSV = 256, OPT_MEMCPY, OPT_MESH, OPT_ORDER, OPT_REORDER, OPT_AXES, OPT_JSON,
-           OPT_PLOT };
+           OPT_PLOT, OPT_BYTES };
     static const struct option longopts[] = {
         {"op", required_argument, NULL, 'o'},       {"minbytes", required_argument, NULL, 'b'},
         {"maxbytes", required_argument, NULL, 'e'}, {"stepfactor", required_argument, NULL, 'f'},
@@ -196,7 +198,7 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
         {"mesh", required_argument, NULL, OPT_MESH}, {"order", required_argument, NULL, OPT_ORDER},
         {"reorder", no_argument, NULL, OPT_REORDER}, {"axes", required_argument, NULL, OPT_AXES},
         {"json", required_argument, NULL, OPT_JSON}, {"plot", required_argument, NULL, OPT_PLOT},
-        {NULL, 0, NULL, 0}};
+        {"bytes", no_argument, NULL, OPT_BYTES}, {NULL, 0, NULL, 0}};
     int c, f;
 
     *o = (bench_opts_t){.ops = 1u << BENCH_ALLREDUCE,
@@ -273,6 +275,9 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
             break;
         case OPT_PLOT:
             o->plot = optarg;
+            break;
+        case OPT_BYTES:
+            o->bytes = 1;
             break;
         case 'h':
             printf(bench_usage, prog, strcmp(prog, "mpi-bench") ? "meshrun" : "mpirun");

@@ -51,6 +51,16 @@ void bench_layout(bench_call_t *c, char *sbuf, char *rbuf, int rank)
     }
 }
 
+/* --bytes: what this rank has sent over each transport so far. */
+static int bench_tl_sent(const bench_backend_t *b, uint64_t *v)
+{
+    for (int i = 0; i < 8; i++)
+        v[i] = 0;
+    for (int i = 0; b->tls && b->tls[i] && i < 8; i++)
+        if (b->tl_sent(i, &v[i])) return -1;
+    return 0;
+}
+
 static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const bench_axis_t *a,
                      bench_call_t *c, const bench_sizes_t *sz, char *sbuf, char *rbuf,
                      bench_result_t *res)
@@ -72,10 +82,17 @@ static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const benc
     for (int i = 0; i < o->warmup; i++)
         if (b->run(c)) return -1;
     if (b->barrier()) return -1;
+    uint64_t tl0[8], tl1[8];
+    if (o->bytes && bench_tl_sent(b, tl0)) return -1;
     double t0 = bench_now();
     for (int i = 0; i < o->iters; i++)
         if (b->run(c)) return -1;
     double t = (bench_now() - t0) / o->iters;
+    if (o->bytes && bench_tl_sent(b, tl1)) return -1;
+    for (int i = 0; o->bytes && b->tls && b->tls[i] && i < 8; i++) {
+        res->tl_bytes[i] = (tl1[i] - tl0[i]) / (uint64_t)o->iters;
+        if (b->sum_u64(&res->tl_bytes[i])) return -1;
+    }
     /* before the reduction of the times, which is a collective of its own */
     snprintf(res->algo, sizeof(res->algo), "%s", b->algo(c->op));
     if (b->max_double(&t)) return -1;
@@ -112,6 +129,8 @@ static void bench_table_header(const bench_opts_t *o, const bench_backend_t *b,
            bench_op_name(op), a->size, a->size == 1 ? "" : "s", a->nnodes,
            a->nnodes == 1 ? "" : "s", o->iters, o->warmup, o->check, o->algo ? ", algo " : "",
            o->algo ? o->algo : "");
+    if (o->bytes && b->tls)
+        printf("# transport=B: bytes sent over it per out-of-place call, summed over the ranks\n");
     printf("# time: each rank's average over the iterations, max across ranks%s; algbw = S/time; "
            "busbw = algbw x %.3f\n#\n", a->groups > 1 ? " of all groups" : "",
            bench_busbw_factor(op, a->size));
@@ -138,7 +157,7 @@ static int bench_table(const bench_opts_t *o, const bench_backend_t *b, const be
     if (b->rank == 0) bench_table_header(o, b, a, op);
     for (size_t bytes = o->min_bytes;;) {
         bench_sizes_t sz;
-        bench_result_t res[2];
+        bench_result_t res[2] = {0};
         bench_sizes(op, d, bytes, a->size, &sz);
         for (int ip = 0; ip < 2; ip++) {
             bench_call_t c = {.op = op, .dtype = d, .redop = redop, .root = o->root,
@@ -159,9 +178,12 @@ static int bench_table(const bench_opts_t *o, const bench_backend_t *b, const be
             bench_print_result(&res[0]);
             bench_print_result(&res[1]);
             if (res[1].time_us >= 0 && strcmp(res[0].algo, res[1].algo) != 0)
-                printf("  %s/%s\n", res[0].algo, res[1].algo);
+                printf("  %s/%s", res[0].algo, res[1].algo);
             else
-                printf("  %s\n", res[0].algo);
+                printf("  %s", res[0].algo);
+            for (int i = 0; o->bytes && b->tls && b->tls[i] && i < 8; i++)
+                printf("  %s=%" PRIu64, b->tls[i], res[0].tl_bytes[i]);
+            printf("\n");
             fflush(stdout);
         }
         if (bytes > o->max_bytes / o->factor) break;

@@ -27,6 +27,7 @@ static mesh_comm_h bench_comm; /* the whole communicator: barriers, times, wrong
 static mesh_comm_h bench_cur;  /* the communicator being measured: bench_comm or an axis */
 static bench_backend_t mesh_backend;
 static char *bench_routes; /* [size][size][BENCH_TL_NAME]: transport of each rank to each peer */
+static const char *bench_tls[9]; /* --bytes: the transports of the route table */
 
 static mesh_grid_h bench_grid;
 static int bench_naxes;
@@ -300,6 +301,26 @@ static int mesh_grid_setup(const bench_opts_t *o)
     return 0;
 }
 
+static int mesh_tl_sent(int i, uint64_t *bytes)
+{
+    mesh_status_t st = mesh_comm_tl_bytes(bench_cur, bench_tls[i], bytes, NULL);
+    return st == MESH_OK ? 0 : mesh_fail("mesh_comm_tl_bytes", st);
+}
+
+/* Every transport some rank uses to reach a peer, in order of first use, for --bytes. */
+static void mesh_list_tls(void)
+{
+    int size = mesh_backend.size, n = 0;
+    for (size_t e = 0; e < (size_t)size * (size_t)size && n < 8; e++) {
+        const char *tl = bench_routes + e * BENCH_TL_NAME;
+        int seen = 0;
+        for (int i = 0; i < n; i++)
+            seen |= strcmp(bench_tls[i], tl) == 0;
+        if (!seen) bench_tls[n++] = tl;
+    }
+    bench_tls[n] = NULL;
+}
+
 static mesh_status_t mesh_init(void)
 {
     /* no launcher: a single rank on a fresh id */
@@ -347,6 +368,9 @@ int main(int argc, char **argv)
         mesh_comm_destroy(bench_comm);
         return 1;
     }
+    mesh_list_tls();
+    mesh_backend.tls = bench_tls;
+    mesh_backend.tl_sent = mesh_tl_sent;
     if (o.mesh) {
         rc = mesh_grid_setup(&o);
         mesh_backend.naxes = bench_naxes;

@@ -23,7 +23,11 @@
     X(gather, linear)                                                                         \
     X(scatter, binomial)                                                                      \
     X(scatter, linear)                                                                        \
-    X(barrier, dissemination)
+    X(barrier, dissemination)                                                                 \
+    X(reduce_scatter, hier)                                                                   \
+    X(allgather, hier)                                                                        \
+    X(broadcast, hier)                                                                        \
+    X(alltoall, hier)
 
 #define MESH_ALGO_DECL_(coll, name) extern const mesh_coll_algo_t mesh_coll_##coll##_##name;
 MESH_ALGO_LIST(MESH_ALGO_DECL_)

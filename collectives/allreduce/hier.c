@@ -2,11 +2,18 @@
  * Hierarchical all-reduce: ring reduce-scatter among the ranks of each node, all-reduce of each
  * rank's reduced block across nodes among the ranks with the same local rank (a "rail": ring for
  * large blocks, recursive doubling for small ones), then ring all-gather within the node. Only
- * 1/L of the vector crosses the network per rank (L ranks per node), on L rails at once. Needs
- * the same number of ranks on every node, so that rails line up.
+ * 1/L of the vector crosses the network per rank (L ranks per node), on L rails at once: the
+ * network carries 2 (N-1)/N of the vector per node, the least an all-reduce over N nodes can.
+ * Needs the same number of ranks on every node, so that rails line up.
+ *
+ * Large vectors go in chunks through the three phases as a pipeline: the node reduce-scatter of
+ * chunk c + 1 and the node all-gather of chunk c - 1 run while chunk c is on the network. Each
+ * phase of a chunk waits for the same phase of the previous chunk, so the chunks enter every
+ * resource in order instead of competing for it.
  */
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/algo.h"
+#include "collectives/patterns/hier.h"
 #include "collectives/patterns/ring.h"
 #include "collectives/patterns/ring_sched.h"
 #include "libmesh/log.h"
@@ -15,14 +22,16 @@
 #ifndef MESH_COLL_HIER_RAIL_RING_BYTES /* tests lower it to reach both paths */
 #define MESH_COLL_HIER_RAIL_RING_BYTES (64 * 1024)
 #endif
+/* Pipeline chunks: at least this large, at most MESH_COLL_HIER_MAX_CHUNKS of them. */
+#ifndef MESH_COLL_HIER_CHUNK_BYTES /* tests lower it to reach several chunks */
+#define MESH_COLL_HIER_CHUNK_BYTES ((size_t)4 << 20)
+#endif
+#define MESH_COLL_HIER_MAX_CHUNKS 8
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    if (comm->nnodes <= 1 || !comm->node_size)
+    if (comm->nnodes <= 1 || mesh_hier_rails(comm->nnodes, comm->node_size) < 1)
         return -1;
-    for (int k = 1; k < comm->nnodes; k++)
-        if (comm->node_size[k] != comm->node_size[0])
-            return -1;
     if (args->bytes > 1024 * 1024)
         return 120;
     if (args->bytes > 64 * 1024)
@@ -30,63 +39,85 @@ static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
     return 15;
 }
 
-static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh_sched_t *s)
+/* One chunk of count elements at element offset base through the three phases; prev[3] holds
+ * the previous chunk's phase ends and receives this chunk's. */
+static mesh_status_t chunk(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh_sched_t *s,
+                           size_t base, size_t count, const int *rail, int prev[3])
 {
     int me = comm->rank, node = comm->node_of[me], nn = comm->nnodes;
     int L = comm->node_size[node], lr = comm->local_rank[me];
-    size_t ds = args->dsize, count = args->count;
-    char *rbuf = args->rbuf;
-
-    if (count == 0)
-        return mesh_sched_status(s);
-    for (int k = 0; k < nn; k++)
-        if (comm->node_size[k] != L)
-            return mesh_error(MESH_ERR_UNSUPPORTED,
-                              "hierarchical all-reduce: node %d has %d "
-                              "ranks, node %d has %d",
-                              k, comm->node_size[k], node, L);
-    size_t *off = mesh_sched_scratch(s, 2 * (size_t)L * sizeof(size_t) + (size_t)nn * sizeof(int));
+    size_t ds = args->dsize;
+    char *rbuf = (char *)args->rbuf + base * ds;
+    size_t *off = mesh_sched_scratch(s, 2 * (size_t)L * sizeof(size_t));
     if (!off)
         return mesh_error(MESH_ERR_NO_MEMORY, "hierarchical all-reduce: no memory");
     size_t *len = off + L;
-    int *rail = (int *)(len + L);
     for (int i = 0; i < L; i++) {
         off[i] = mesh_block_offset(count, L, i);
         len[i] = mesh_block_count(count, L, i);
     }
-    for (int k = 0; k < nn; k++)
-        rail[k] = comm->node_ranks[comm->node_first[k] + lr];
 
     /* 1. within the node: this rank ends with block lr reduced over the node */
     mesh_coll_ring_phase_t p = {
         .g = {.me = lr, .n = L, .ranks = comm->node_ranks + comm->node_first[node]},
         .dsize = ds,
-        .src = args->sbuf,
+        .src = (const char *)args->sbuf + base * ds,
         .src_off = off,
         .acc = rbuf,
         .acc_off = off,
         .own = rbuf + off[lr] * ds,
-        .len = len};
-    int rs, ar, ag;
-    MESH_CHECK(mesh_coll_ring_reduce_scatter_phase(s, &p, &rs));
+        .len = len,
+        .deps = &prev[0],
+        .ndeps = 1};
+    MESH_CHECK(mesh_coll_ring_reduce_scatter_phase(s, &p, &prev[0]));
     /* 2. across nodes, in place on that block */
     mesh_coll_group_t g = {.me = node, .n = nn, .ranks = rail};
     char *blk = rbuf + off[lr] * ds;
+    int deps[2] = {prev[0], prev[1]};
     if (len[lr] * ds > MESH_COLL_HIER_RAIL_RING_BYTES)
-        MESH_CHECK(mesh_coll_ring_allreduce_phase(s, &g, blk, blk, len[lr], ds, &rs, 1, &ar));
+        MESH_CHECK(mesh_coll_ring_allreduce_phase(s, &g, blk, blk, len[lr], ds, deps, 2, &prev[1]));
     else
-        MESH_CHECK(mesh_coll_rd_allreduce_phase(s, &g, blk, blk, len[lr], ds, &rs, 1, &ar));
+        MESH_CHECK(mesh_coll_rd_allreduce_phase(s, &g, blk, blk, len[lr], ds, deps, 2, &prev[1]));
     /* 3. within the node again */
+    int deps3[2] = {prev[1], prev[2]};
     p.src = NULL;
-    p.deps = &ar;
-    p.ndeps = 1;
-    MESH_CHECK(mesh_coll_ring_allgather_phase(s, &p, &ag));
+    p.deps = deps3;
+    p.ndeps = 2;
+    return mesh_coll_ring_allgather_phase(s, &p, &prev[2]);
+}
+
+static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh_sched_t *s)
+{
+    int me = comm->rank, nn = comm->nnodes, lr = comm->local_rank[me];
+    size_t count = args->count, bytes = count * args->dsize;
+
+    if (mesh_hier_rails(nn, comm->node_size) < 1)
+        return mesh_error(MESH_ERR_UNSUPPORTED,
+                          "hierarchical all-reduce: nodes have different rank counts");
+    if (count == 0)
+        return mesh_sched_status(s);
+    int *rail = mesh_sched_scratch(s, (size_t)nn * sizeof(int));
+    if (!rail)
+        return mesh_error(MESH_ERR_NO_MEMORY, "hierarchical all-reduce: no memory");
+    for (int k = 0; k < nn; k++)
+        rail[k] = mesh_hier_rank(comm->node_first, comm->node_ranks, k, lr);
+    size_t nchunks = bytes / MESH_COLL_HIER_CHUNK_BYTES;
+    nchunks = nchunks < 1                           ? 1
+              : nchunks > MESH_COLL_HIER_MAX_CHUNKS ? MESH_COLL_HIER_MAX_CHUNKS
+                                                    : nchunks;
+    int prev[3] = {-1, -1, -1};
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t base = mesh_block_offset(count, (int)nchunks, (int)c);
+        MESH_CHECK(
+            chunk(comm, args, s, base, mesh_block_count(count, (int)nchunks, (int)c), rail, prev));
+    }
     return mesh_sched_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_allreduce_hier = {
     .name = "hier",
-    .desc = "node reduce-scatter, rail all-reduce across nodes, node all-gather; multi-node",
+    .desc = "node reduce-scatter, rail all-reduce across nodes, node all-gather, pipelined in "
+            "chunks; multi-node",
     .type = MESH_COLL_ALLREDUCE,
     .score = score,
     .build = build};

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Conformance of one collective: every registered algorithm forced in turn through MESH_TUNE, on
-# 1, 2, 3, 4, 5 and 8 ranks (and 2 simulated nodes x 2 ranks), each run checking every dtype, op
-# and size with exact values. Fails if an algorithm was never used.
+# 1, 2, 3, 4, 5 and 8 ranks and 2 simulated nodes x 2 ranks (algorithms that read the node map
+# also 2 x 3 and 3 ranks over 2 nodes), each run checking every dtype, op and size with exact
+# values. Fails if an algorithm was never used.
 # usage: conformance.sh COLLECTIVE
 set -u
 coll=$1
@@ -14,8 +15,15 @@ export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
 status=0
 for algo in $("$prog" --list | awk -v c="$coll" '$1 == c { print $2 }'); do
     total=0
-    for n in $ranks nodes; do
-        if [ "$n" = nodes ]; then args="-n 4 --nodes 2"; else args="-n $n"; fi
+    layouts="$ranks nodes"
+    # algorithms that read the node map also get 2 nodes x 3 ranks and unequal nodes (2 + 1)
+    case $algo in hier*) layouts="$layouts 6x2 3x2" ;; esac
+    for n in $layouts; do
+        case $n in
+        nodes) args="-n 4 --nodes 2" ;;
+        *x*) args="-n ${n%x*} --nodes ${n#*x}" ;;
+        *) args="-n $n" ;;
+        esac
         out=$(MESH_TUNE="$coll:$algo" "$run" $args --timeout 600 "$prog" -o "$coll" -a "$algo" 2>&1)
         rc=$?
         used=$(printf '%s\n' "$out" | awk '$1 == "USED" { print $2 }')
