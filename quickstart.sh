@@ -15,6 +15,8 @@ esac
 
 packages="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc
           openmpi-bin libopenmpi-dev libpmix-dev iperf3 iproute2 gnuplot-nox procps"
+# libfabric for the ofi transport (fi_info for its tests)
+packages="$packages libfabric-dev libfabric-bin"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -11,6 +11,9 @@ static const mesh_tl_ops_t *const mesh_tl_table[] = {
     &mesh_tl_self_ops,
     &mesh_tl_shm_ops,
     &mesh_tl_tcp_ops,
+#if HAVE_OFI
+    &mesh_tl_ofi_ops,
+#endif
 };
 
 #define MESH_TL_TABLE_SIZE ((int)(sizeof(mesh_tl_table) / sizeof(mesh_tl_table[0])))

@@ -7,5 +7,8 @@
 extern const mesh_tl_ops_t mesh_tl_self_ops;
 extern const mesh_tl_ops_t mesh_tl_shm_ops;
 extern const mesh_tl_ops_t mesh_tl_tcp_ops;
+#if HAVE_OFI
+extern const mesh_tl_ops_t mesh_tl_ofi_ops;
+#endif
 
 #endif
