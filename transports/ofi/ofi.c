@@ -454,6 +454,8 @@ static mesh_status_t ofi_mem_reg(mesh_tl_iface_t *iface, void *addr, size_t len,
     mesh_tl_ofi_iface_t *oi = (mesh_tl_ofi_iface_t *)iface;
     if (!oi->rma)
         return mesh_tl_stub_mem_reg(iface, addr, len, mem);
+    if (oi->ep == NULL)
+        return mesh_error(MESH_ERR_ABORTED, "ofi memory registration after abort");
     static atomic_ullong next_key = 1;
     struct fid_mr *mr = NULL;
     uint64_t access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;

@@ -301,6 +301,8 @@ mesh_status_t mesh_tl_ofi_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
 
 mesh_status_t mesh_tl_ofi_ctrl_post(mesh_tl_ofi_iface_t *oi, int i)
 {
+    if (oi->ep == NULL)
+        return MESH_OK; /* closed by an abort */
     mesh_tl_ofi_req_t *r = oi->ctrl_req[i];
     if (r == NULL) {
         r = mesh_tl_ofi_req_get(oi);
@@ -324,6 +326,8 @@ mesh_status_t mesh_tl_ofi_ctrl_post(mesh_tl_ofi_iface_t *oi, int i)
 mesh_status_t mesh_tl_ofi_hello(mesh_tl_ofi_ep_t *ep)
 {
     mesh_tl_ofi_iface_t *oi = ofi_iface(ep);
+    if (oi->ep == NULL)
+        return mesh_error(MESH_ERR_ABORTED, "ofi hello to rank %d after abort", ep->super.peer);
     mesh_tl_ofi_req_t *r = mesh_tl_ofi_req_get(oi);
     if (r == NULL)
         return mesh_error(MESH_ERR_NO_MEMORY, "ofi hello to rank %d", ep->super.peer);
@@ -352,7 +356,7 @@ static void req_orphan(mesh_tl_ofi_iface_t *oi, mesh_tl_ofi_req_t *r)
     r->ep = NULL;
     r->op = NULL;
     list_add(&oi->orphans, r);
-    if (r->kind == OFI_REQ_RECV)
+    if (r->kind == OFI_REQ_RECV && oi->ep)
         fi_cancel(&oi->ep->fid, &r->ctx);
 }
 
@@ -549,6 +553,11 @@ static int abort_pending(mesh_tl_ofi_iface_t *oi)
             snprintf(ep->why, sizeof(ep->why), "aborted");
         }
         n += mesh_tl_ofi_ep_fail_ops(ep, MESH_ERR_ABORTED);
+    }
+    /* closing the endpoint drops our connections, so that peers waiting on us notice */
+    if (oi->ep) {
+        fi_close(&oi->ep->fid);
+        oi->ep = NULL;
     }
     return n;
 }
