@@ -303,6 +303,7 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     for (int p = 0; p < c->size; p++) {
         if (p == c->rank) continue;
         /* straight to the transport: control traffic is not counted as user bytes */
+        c->verdict_rops[p].flags = MESH_TL_OP_STANDING;
         MESH_CHECK_GOTO(mesh_tl_irecv(c->peers[p].ep, MESH_TAG_VERDICT, &c->verdict_in[p],
                                       sizeof(int32_t), &c->verdict_rops[p]),
                         st, out);

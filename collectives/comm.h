@@ -66,6 +66,9 @@ typedef struct mesh_comm {
     mesh_sched_t *active;
     /* failed schedules whose operations transports may still complete; freed with the comm */
     mesh_sched_t *zombies;
+    /* finished schedules kept with their arrays for the next collective (no malloc per call) */
+    mesh_sched_t *sched_pool;
+    int sched_pool_len;
 
     struct {
         int used;

@@ -35,8 +35,14 @@ typedef struct {
 
 typedef struct mesh_scratch {
     struct mesh_scratch *next;
+    size_t size;
     /* payload follows, 64-byte aligned */
 } mesh_scratch_t;
+
+/* A communicator keeps a few finished schedules, with their task arrays and small scratch
+ * blocks, so that a stream of small collectives does not go through malloc on every call. */
+#define SCHED_POOL_MAX 4
+#define SCRATCH_KEEP_BYTES (256u << 10)
 
 struct mesh_sched {
     mesh_comm_t *comm;
@@ -50,6 +56,8 @@ struct mesh_sched {
     mesh_edge_t *edges;
     int nedges, cap_edges;
     int *succ;     /* CSR successors */
+    int cap_succ;
+    int cap_run;   /* of ready and inflight */
     int *ready;    /* stack of ready task ids */
     int nready;
     int *inflight; /* posted send/recv task ids */
@@ -62,6 +70,7 @@ struct mesh_sched {
     int p2p;
 
     mesh_scratch_t *scratch;
+    mesh_scratch_t *spare; /* kept from an earlier use of this schedule object */
     mesh_sched_finalize_fn finalize;
     void *finalize_arg;
 
@@ -70,21 +79,65 @@ struct mesh_sched {
     mesh_sched_t *next, *prev; /* comm->active */
 };
 
+static void scratch_free_list(mesh_scratch_t *sc)
+{
+    while (sc != NULL) {
+        mesh_scratch_t *n = sc->next;
+        free(sc);
+        sc = n;
+    }
+}
+
+/* Back to a freshly created state, keeping the arrays and a bounded amount of scratch. */
+static void sched_reset(mesh_sched_t *s)
+{
+    size_t kept = 0;
+    for (mesh_scratch_t *sc = s->spare; sc != NULL; sc = sc->next) kept += sc->size;
+    while (s->scratch != NULL) {
+        mesh_scratch_t *sc = s->scratch;
+        s->scratch = sc->next;
+        if (kept + sc->size > SCRATCH_KEEP_BYTES) {
+            free(sc);
+            continue;
+        }
+        kept += sc->size;
+        sc->next = s->spare;
+        s->spare = sc;
+    }
+    s->status = MESH_OK;
+    s->started = 0;
+    s->ntasks = s->nedges = s->nready = s->ninflight = s->ndone = 0;
+    s->tag_base = 0;
+    s->p2p = 0;
+    s->finalize = NULL;
+    s->finalize_arg = NULL;
+    s->next = s->prev = NULL;
+    memset(s->send_count, 0, 2 * (size_t)s->comm->size * sizeof(uint32_t));
+}
+
 mesh_status_t mesh_sched_create(mesh_comm_t *comm, mesh_dtype_t dtype, mesh_op_t op,
                                 mesh_sched_t **out)
 {
-    mesh_sched_t *s = calloc(1, sizeof(*s));
-    if (s == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule");
-    s->send_count = calloc(2 * (size_t)comm->size, sizeof(uint32_t));
-    if (s->send_count == NULL) {
-        free(s);
-        return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule for %d ranks", comm->size);
+    mesh_sched_t *s = comm->sched_pool;
+    if (s != NULL) {
+        comm->sched_pool = s->next;
+        comm->sched_pool_len--;
+        sched_reset(s);
+    } else {
+        s = calloc(1, sizeof(*s));
+        if (s == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule");
+        s->send_count = calloc(2 * (size_t)comm->size, sizeof(uint32_t));
+        if (s->send_count == NULL) {
+            free(s);
+            return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule for %d ranks",
+                              comm->size);
+        }
+        s->comm = comm;
+        s->status = MESH_OK;
     }
     s->recv_count = s->send_count + comm->size;
-    s->comm = comm;
     s->dtype = dtype;
     s->op = op;
-    s->status = MESH_OK;
     *out = s;
     return MESH_OK;
 }
@@ -104,6 +157,13 @@ void mesh_sched_destroy(mesh_sched_t *s)
             return;
         }
     }
+    mesh_comm_t *comm = s->comm;
+    if (comm->sched_pool_len < SCHED_POOL_MAX && !comm->destroyed) {
+        s->next = comm->sched_pool;
+        comm->sched_pool = s;
+        comm->sched_pool_len++;
+        return;
+    }
     sched_free(s);
 }
 
@@ -114,17 +174,20 @@ void mesh_sched_free_zombies(mesh_comm_t *comm)
         comm->zombies = s->next;
         sched_free(s);
     }
+    while (comm->sched_pool) {
+        mesh_sched_t *s = comm->sched_pool;
+        comm->sched_pool = s->next;
+        sched_free(s);
+    }
+    comm->sched_pool_len = 0;
 }
 
 mesh_sched_t *mesh_sched_next(const mesh_sched_t *s) { return s->next; }
 
 static void sched_free(mesh_sched_t *s)
 {
-    while (s->scratch != NULL) {
-        mesh_scratch_t *n = s->scratch->next;
-        free(s->scratch);
-        s->scratch = n;
-    }
+    scratch_free_list(s->scratch);
+    scratch_free_list(s->spare);
     free(s->tasks);
     free(s->edges);
     free(s->succ);
@@ -230,9 +293,21 @@ void *mesh_sched_scratch(mesh_sched_t *s, size_t bytes)
 {
     if (s->status != MESH_OK) return NULL;
     mesh_scratch_t *sc = NULL;
-    if (posix_memalign((void **)&sc, 64, 64 + (bytes ? bytes : 1)) != 0) {
-        s->status = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch", bytes);
-        return NULL;
+    /* a kept block that fits without wasting much */
+    for (mesh_scratch_t **pp = &s->spare; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->size >= bytes && (*pp)->size <= 2 * bytes + 4096) {
+            sc = *pp;
+            *pp = sc->next;
+            break;
+        }
+    }
+    if (sc == NULL) {
+        if (posix_memalign((void **)&sc, 64, 64 + (bytes ? bytes : 1)) != 0) {
+            s->status = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch",
+                                   bytes);
+            return NULL;
+        }
+        sc->size = bytes ? bytes : 1;
     }
     sc->next = s->scratch;
     s->scratch = sc;
@@ -268,10 +343,10 @@ mesh_status_t mesh_sched_start(mesh_sched_t *s)
 {
     if (s->status != MESH_OK) return s->status;
     int n = s->ntasks;
-    s->succ = malloc(sizeof(int) * (size_t)(s->nedges ? s->nedges : 1));
-    s->ready = malloc(sizeof(int) * (size_t)(n ? n : 1));
-    s->inflight = malloc(sizeof(int) * (size_t)(n ? n : 1));
-    if (s->succ == NULL || s->ready == NULL || s->inflight == NULL)
+    int run_cap = s->cap_run;
+    if (grow((void **)&s->succ, &s->cap_succ, s->nedges ? s->nedges : 1, sizeof(int)) ||
+        grow((void **)&s->ready, &run_cap, n ? n : 1, sizeof(int)) ||
+        grow((void **)&s->inflight, &s->cap_run, n ? n : 1, sizeof(int)))
         return s->status = mesh_error(MESH_ERR_NO_MEMORY, "cannot start a %d-task schedule", n);
     /* CSR successor lists from the edge list */
     for (int i = 0; i < n; i++) s->tasks[i].succ_count = 0;

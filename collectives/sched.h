@@ -61,7 +61,7 @@ void mesh_sched_fail(mesh_sched_t *s, mesh_status_t status);
 mesh_comm_t *mesh_sched_comm(const mesh_sched_t *s);
 /* Next schedule in comm->active. */
 mesh_sched_t *mesh_sched_next(const mesh_sched_t *s);
-/* Frees the zombie list of a communicator whose transports are closed. */
+/* Frees the zombie list and the schedule pool of a communicator whose transports are closed. */
 void mesh_sched_free_zombies(mesh_comm_t *comm);
 
 #endif

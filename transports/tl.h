@@ -28,9 +28,15 @@ typedef struct mesh_tl_ops mesh_tl_ops_t;
 typedef struct mesh_tl_op {
     volatile int status; /* MESH_INPROGRESS, then MESH_OK or a negative mesh_status_t */
     size_t length;       /* bytes transferred (a receive may get fewer than posted) */
+    unsigned flags;      /* MESH_TL_OP_*, set by the caller before posting */
     struct mesh_tl_op *tl_next; /* for the transport's own lists */
     void *tl_priv[4];           /* for the transport */
 } mesh_tl_op_t;
+
+/* A receive left posted for the life of the endpoint (control notices). When the peer goes
+ * away it fails like any other, but it alone does not make the departure worth reporting: a
+ * peer that finished and left while only standing receives wait for it did nothing wrong. */
+#define MESH_TL_OP_STANDING 1u
 
 /* Where a transport can reach. */
 typedef enum {

@@ -339,7 +339,7 @@ int mesh_tl_shm_ep_fail(mesh_tl_shm_ep_t *ep, mesh_status_t status, const char *
         int none = 0;
         if (status == MESH_ERR_PEER_FAILED && strstr(why, "aborted") == NULL)
             atomic_compare_exchange_strong(&si->hdr->failed_rank, &none, ep->super.peer + 1);
-        if (ep->npending > 0)
+        if (ep->npending > ep->nstanding)
             mesh_error(status, "peer rank %d (pid %d) failed: %s", ep->super.peer, ep->pid, why);
         else
             mesh_log_debug("peer rank %d (pid %d) is gone: %s", ep->super.peer, ep->pid, why);

@@ -121,6 +121,7 @@ typedef struct mesh_tl_shm_ep {
     int moved;                 /* bytes moved since the last progress() */
     /* liveness */
     int npending;
+    int nstanding; /* of npending, MESH_TL_OP_STANDING receives */
     mesh_status_t failed;
     char why[128]; /* how it failed, repeated to later sends and receives */
 } mesh_tl_shm_ep_t;

@@ -25,6 +25,8 @@ static mesh_tl_shm_iface_t *shm_iface(mesh_tl_shm_ep_t *ep)
 static void op_done(mesh_tl_shm_ep_t *ep, mesh_tl_op_t *op, size_t len, mesh_status_t st)
 {
     ep->npending--;
+    if (op->flags & MESH_TL_OP_STANDING)
+        ep->nstanding--;
     mesh_tl_op_complete(op, len, st);
 }
 
@@ -199,6 +201,8 @@ mesh_status_t mesh_tl_shm_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
         return mesh_error(MESH_ERR_ABORTED, "receive from rank %d after abort", uep->peer);
     mesh_tl_op_set(op, tag, buf, len);
     ep->npending++;
+    if (op->flags & MESH_TL_OP_STANDING)
+        ep->nstanding++;
     for (mesh_tl_shm_unexp_t *u = ep->unexp_head; u; u = u->next) {
         if (u->op != NULL || u->type == 0 || u->tag != tag)
             continue;
@@ -229,6 +233,8 @@ mesh_status_t mesh_tl_shm_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
     }
     if (ep->failed < 0) {
         ep->npending--;
+        if (op->flags & MESH_TL_OP_STANDING)
+            ep->nstanding--;
         return mesh_error(ep->failed, "receive from failed peer rank %d: %s", uep->peer, ep->why);
     }
     mesh_tl_opq_push(&ep->posted, op);

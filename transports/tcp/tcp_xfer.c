@@ -474,13 +474,16 @@ int mesh_tl_tcp_stream_recv(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
 
 int mesh_tl_tcp_ep_has_ops(mesh_tl_tcp_ep_t *ep)
 {
-    if (!mesh_tl_opq_empty(&ep->sendq) || !mesh_tl_opq_empty(&ep->posted))
+    if (!mesh_tl_opq_empty(&ep->sendq))
         return 1;
+    for (mesh_tl_op_t *op = ep->posted.head; op; op = op->tl_next)
+        if (!(op->flags & MESH_TL_OP_STANDING))
+            return 1;
     for (int i = 0; i < ep->nstreams; i++)
         if (ep->streams[i].tx_active && ep->streams[i].tx_op)
             return 1;
     for (mesh_tl_tcp_rmsg_t *m = ep->incoming; m; m = m->next)
-        if (m->op)
+        if (m->op && !(m->op->flags & MESH_TL_OP_STANDING))
             return 1;
     return 0;
 }
