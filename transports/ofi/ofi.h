@@ -69,6 +69,7 @@ typedef struct mesh_tl_ofi_ep {
     int hello_sent; /* 1: posted, 2: completed */
     mesh_tl_ofi_req_t *inflight; /* requests posted for this peer */
     int npending;                /* mesh operations among them */
+    int nstanding;               /* standing receives among those */
     mesh_tl_opq_t sendq; /* sends the provider refused for now, in order */
     /* receives waiting behind a receive that arrives in pieces, and that receive */
     mesh_tl_opq_t deferred;

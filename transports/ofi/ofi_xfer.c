@@ -95,6 +95,8 @@ static void req_retire(mesh_tl_ofi_iface_t *oi, mesh_tl_ofi_req_t *r)
 static void op_done(mesh_tl_ofi_ep_t *ep, mesh_tl_op_t *op, size_t len, mesh_status_t st)
 {
     ep->npending--;
+    if (op->flags & MESH_TL_OP_STANDING)
+        ep->nstanding--;
     ofi_iface(ep)->npending--;
     mesh_tl_op_complete(op, len, st);
 }
@@ -288,6 +290,8 @@ mesh_status_t mesh_tl_ofi_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
     mesh_tl_op_set(op, tag, buf, len);
     ep->npending++;
     oi->npending++;
+    if (op->flags & MESH_TL_OP_STANDING)
+        ep->nstanding++;
     if (mesh_tl_opq_empty(&ep->deferred)) {
         int rc = recv_post(ep, op);
         if (rc < 0)
@@ -393,7 +397,8 @@ int mesh_tl_ofi_ep_fail(mesh_tl_ofi_ep_t *ep, mesh_status_t status, const char *
 {
     if (ep->failed < 0)
         return mesh_tl_ofi_ep_fail_ops(ep, ep->failed);
-    int pending = ep->npending > 0;
+    /* standing receives alone: a peer that finished and left did nothing wrong */
+    int pending = ep->npending > ep->nstanding;
     ep->failed = status;
     snprintf(ep->why, sizeof(ep->why), "%s", why);
     if (pending)
