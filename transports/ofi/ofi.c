@@ -28,10 +28,6 @@ static const mesh_config_entry_t ofi_config_entries[] = {
      "Largest message handed to libfabric in one piece (larger ones travel in pieces); 0: the "
      "provider's max_msg_size.",
      NULL},
-    {"OFI_DIRECTED", "yes", MESH_CFG_BOOL,
-     "Match receives by source address when the provider offers directed receives; no: carry "
-     "the source rank in the tag bits, as with providers that do not.",
-     NULL},
     {NULL, NULL, 0, NULL, NULL},
 };
 
@@ -100,7 +96,7 @@ static int sockaddr_is_ours(const struct fi_info *fi, const mesh_sockaddr_t *our
 }
 
 /* Finds the provider entry to use, or returns NULL (quietly: usable() asks too). */
-static struct fi_info *ofi_find(void)
+static struct fi_info *ofi_find(int *attempt_out)
 {
     for (int attempt = 0; attempt < 5; attempt++) {
         struct fi_info *h = ofi_hints(attempt), *list = NULL;
@@ -126,6 +122,8 @@ static struct fi_info *ofi_find(void)
             pick = list;
         struct fi_info *dup = fi_dupinfo(pick);
         fi_freeinfo(list);
+        if (attempt_out)
+            *attempt_out = attempt;
         return dup;
     }
     return NULL;
@@ -133,7 +131,7 @@ static struct fi_info *ofi_find(void)
 
 static int ofi_usable(void)
 {
-    struct fi_info *fi = ofi_find();
+    struct fi_info *fi = ofi_find(NULL);
     if (fi == NULL)
         return 0;
     fi_freeinfo(fi);
@@ -238,7 +236,8 @@ static mesh_status_t ofi_open(const mesh_tl_open_params_t *params, mesh_tl_iface
         st = mesh_error(MESH_ERR_NO_MEMORY, "ofi endpoint table for %d ranks", params->size);
         goto err;
     }
-    oi->info = ofi_find();
+    int attempt = 0;
+    oi->info = ofi_find(&attempt);
     if (oi->info == NULL) {
         st = mesh_error(MESH_ERR_NOT_FOUND, "no libfabric provider offers tagged reliable "
                                             "datagrams here (MESH_OFI_PROVIDER=%s)",
@@ -246,7 +245,7 @@ static mesh_status_t ofi_open(const mesh_tl_open_params_t *params, mesh_tl_iface
         goto err;
     }
     struct fi_info *fi = oi->info;
-    oi->directed = (fi->caps & FI_DIRECTED_RECV) && mesh_config_bool("OFI_DIRECTED");
+    oi->directed = (fi->caps & FI_DIRECTED_RECV) != 0;
     oi->rma = (fi->caps & FI_RMA) && (fi->domain_attr->mr_mode & FI_MR_VIRT_ADDR);
     oi->mr_mode = (uint64_t)fi->domain_attr->mr_mode;
     oi->tag_bits = fi->ep_attr->mem_tag_format ? ofi_bits(fi->ep_attr->mem_tag_format) : 64;
@@ -273,6 +272,7 @@ static mesh_status_t ofi_open(const mesh_tl_open_params_t *params, mesh_tl_iface
                    params->rank, fi->fabric_attr->prov_name, fi->fabric_attr->name,
                    fi->domain_attr->name, oi->directed ? ", directed receives" : "",
                    oi->rma ? ", rma" : "", oi->tag_bits, oi->max_msg);
+    (void)attempt;
     *iface = &oi->super;
     return MESH_OK;
 
