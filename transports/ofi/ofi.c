@@ -35,17 +35,16 @@ static const mesh_config_table_t ofi_config = {"ofi", ofi_config_entries};
 
 #define OFI_RMA_CAPS (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
 
-/* What we ask for, from the most to the least we can use: directed receives and RMA, then
- * each of them dropped, then the ordering guarantee dropped. */
+/* What we ask for, from the most to the least we can use: RMA, then without it, then without
+ * the ordering guarantee. Directed receives are required: mesh's tags use all 64 bits, so the
+ * source cannot ride in the tag without losing exact matching. */
 static struct fi_info *ofi_hints(int attempt)
 {
     struct fi_info *h = fi_allocinfo();
     if (h == NULL)
         return NULL;
-    h->caps = FI_TAGGED | FI_MSG | FI_SEND | FI_RECV;
-    if (attempt == 0 || attempt == 1)
-        h->caps |= FI_DIRECTED_RECV;
-    if (attempt == 0 || attempt == 2)
+    h->caps = FI_TAGGED | FI_MSG | FI_SEND | FI_RECV | FI_DIRECTED_RECV;
+    if (attempt == 0)
         h->caps |= OFI_RMA_CAPS;
     h->mode = FI_CONTEXT | FI_CONTEXT2;
     h->ep_attr->type = FI_EP_RDM;
@@ -53,7 +52,7 @@ static struct fi_info *ofi_hints(int attempt)
     h->domain_attr->threading = FI_THREAD_DOMAIN;
     /* no FI_MR_LOCAL: providers that need it are reached through their utility layers */
     h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
-    if (attempt < 4) {
+    if (attempt < 2) {
         /* two messages with one tag between a pair must match their receives in order */
         h->tx_attr->msg_order = FI_ORDER_SAS;
         h->rx_attr->msg_order = FI_ORDER_SAS;
@@ -98,7 +97,7 @@ static int sockaddr_is_ours(const struct fi_info *fi, const mesh_sockaddr_t *our
 /* Finds the provider entry to use, or returns NULL (quietly: usable() asks too). */
 static struct fi_info *ofi_find(int *attempt_out)
 {
-    for (int attempt = 0; attempt < 5; attempt++) {
+    for (int attempt = 0; attempt < 3; attempt++) {
         struct fi_info *h = ofi_hints(attempt), *list = NULL;
         if (h == NULL)
             return NULL;

@@ -1,7 +1,7 @@
 /*
  * ofi data path. Each mesh operation becomes one tagged send or receive (several when it is
- * larger than the provider's message limit), matched by the provider: by source address when
- * it offers directed receives, else by the source rank carried in the high tag bits. The
+ * larger than the provider's message limit), matched by the provider by tag and, through
+ * directed receives, by source address. The
  * provider keeps unexpected messages, so receives may be posted in any order. A receive that
  * may arrive in pieces holds back later receives of the same tag from that peer until its
  * last piece is in, so that pieces of two messages never interleave. Operations the provider
@@ -22,16 +22,18 @@ static mesh_tl_ofi_iface_t *ofi_iface(mesh_tl_ofi_ep_t *ep)
     return (mesh_tl_ofi_iface_t *)ep->super.iface;
 }
 
-/* The provider's tag for a mesh tag from rank src: folded into the bits the provider has left
- * (the low 32 bits, which carry a collective's message index, stay exact), with the source
- * rank above when receives cannot be directed. */
+/* The provider's tag for a mesh tag from rank src. A provider with fewer than 64 tag bits gets
+ * the bits above its range folded onto the top of the rest: mesh puts its flags in the highest
+ * bits and counts sequences up from the middle, so two tags that fold together are hundreds
+ * of millions of collectives apart. */
 static uint64_t ofi_wire_tag(const mesh_tl_ofi_iface_t *oi, uint64_t tag, int src)
 {
     int nb = oi->tag_bits - oi->src_bits;
     if (nb < 64) {
         uint64_t mask = (1ull << nb) - 1;
+        int hb = 64 - nb;
         while (tag >> nb)
-            tag = (tag & mask) ^ ((tag >> nb) << 32);
+            tag = (tag & mask) ^ ((tag >> nb) << (nb - hb));
         if (oi->src_bits)
             tag |= (uint64_t)src << nb;
     }
