@@ -19,6 +19,8 @@ packages="build-essential autoconf automake libtool pkg-config libhwloc-dev hwlo
           openmpi-bin libopenmpi-dev libpmix-dev iperf3 iproute2 gnuplot-nox procps"
 packages="$packages libibverbs-dev" # the verbs transport builds without a device present
 packages="$packages libucx-dev" # the ucx transport
+# libfabric for the ofi transport (fi_info for its tests)
+packages="$packages libfabric-dev libfabric-bin"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -127,6 +127,14 @@ mesh_status_t mesh_route_open(mesh_comm_t *c, const char *node, mesh_route_t *r)
             mesh_log_debug("transport %s skipped: not in MESH_NET", ops->name);
             continue;
         }
+        if (known_net(ops->name) && strcmp(ops->name, "tcp") != 0 &&
+            strcmp(ops->name, "verbs") != 0 && !r->explicit_net &&
+            !tl_listed(allowed, ops->name, 0) && tl_allowed(allowed, "tcp") &&
+            mesh_tl_find("tcp") != NULL && !mesh_tl_rdma_present()) {
+            /* nothing but sockets under it here: not worth opening a library for */
+            skip(r, idx, ops->name, "sockets only here (tcp preferred)");
+            continue;
+        }
         mesh_tl_set_unusable("");
         if (ops->usable && !ops->usable()) {
             const char *why = mesh_tl_unusable_reason();

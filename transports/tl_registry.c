@@ -19,6 +19,9 @@ static const mesh_tl_ops_t *const mesh_tl_table[] = {
 #if HAVE_UCX
     &mesh_tl_ucx_ops,
 #endif
+#if HAVE_OFI
+    &mesh_tl_ofi_ops,
+#endif
 };
 
 #define MESH_TL_TABLE_SIZE ((int)(sizeof(mesh_tl_table) / sizeof(mesh_tl_table[0])))
@@ -69,11 +72,15 @@ const char *mesh_tl_unusable_reason(void)
 
 int mesh_tl_rdma_present(void)
 {
-    DIR *d = opendir("/sys/class/infiniband");
-    if (d == NULL) return 0;
+    /* verbs devices (InfiniBand, RoCE, iWARP, EFA) and HPE Slingshot's cxi */
+    static const char *const classes[] = {"/sys/class/infiniband", "/sys/class/cxi"};
     int found = 0;
-    struct dirent *e;
-    while (!found && (e = readdir(d)) != NULL) found = e->d_name[0] != '.';
-    closedir(d);
+    for (unsigned i = 0; i < sizeof(classes) / sizeof(classes[0]) && !found; i++) {
+        DIR *d = opendir(classes[i]);
+        if (d == NULL) continue;
+        struct dirent *e;
+        while (!found && (e = readdir(d)) != NULL) found = e->d_name[0] != '.';
+        closedir(d);
+    }
     return found;
 }

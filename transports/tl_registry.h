@@ -13,5 +13,8 @@ extern const mesh_tl_ops_t mesh_tl_verbs_ops;
 #if HAVE_UCX
 extern const mesh_tl_ops_t mesh_tl_ucx_ops;
 #endif
+#if HAVE_OFI
+extern const mesh_tl_ops_t mesh_tl_ofi_ops;
+#endif
 
 #endif

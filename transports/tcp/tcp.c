@@ -162,7 +162,7 @@ static void tcp_query(mesh_tl_iface_t *iface, mesh_tl_caps_t *caps)
     caps->latency_us = 20.0;
     caps->bandwidth_GBps = 1.0;
     caps->eager_limit = SIZE_MAX;
-    caps->priority = 10;
+    caps->priority = MESH_TL_PRIO_TCP;
 }
 
 static mesh_status_t tcp_address(mesh_tl_iface_t *iface, void *addr, size_t *len)

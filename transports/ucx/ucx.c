@@ -236,7 +236,7 @@ static void ucx_query(mesh_tl_iface_t *iface, mesh_tl_caps_t *caps)
     caps->bandwidth_GBps = 1.0;
     caps->eager_limit = 8192;
     /* network order: verbs, ucx, ofi, tcp */
-    caps->priority = 30;
+    caps->priority = MESH_TL_PRIO_UCX;
 }
 
 static mesh_status_t ucx_address(mesh_tl_iface_t *iface, void *addr, size_t *len)
