@@ -64,6 +64,11 @@ static const mesh_config_entry_t mesh_coll_config_entries[] = {
      "algorithm that cannot serve a call falls back to the default choice. mesh-info -A lists "
      "the algorithms.",
      NULL},
+    {"VERDICT_WAIT", "0.1", MESH_CFG_DOUBLE,
+     "Seconds a rank that sees a peer fail first listens for another rank's verdict before "
+     "naming that peer itself: a survivor that left after seeing a failure looks failed to the "
+     "ranks it leaves behind, and its verdict names the rank that really failed.",
+     NULL},
     {NULL, NULL, 0, NULL, NULL}};
 
 static const mesh_config_table_t mesh_coll_config = {"coll", mesh_coll_config_entries};
@@ -230,6 +235,7 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     c->rank = bs->rank;
     c->size = bs->size;
     c->timeout_s = timeout_s;
+    c->verdict_wait_s = mesh_config_double("VERDICT_WAIT");
     c->tune = mesh_config_str("TUNE");
     atomic_init(&c->aborted, 0);
     c->peers = calloc((size_t)c->size, sizeof(mesh_comm_peer_t));
@@ -333,6 +339,30 @@ static void check_verdicts(mesh_comm_t *c)
         while (c->active) mesh_sched_fail(c->active, MESH_ERR_PEER_FAILED);
         return;
     }
+}
+
+/* Reads a verdict that has arrived, without failing anything; the culprit, or -1. */
+static int take_verdict(mesh_comm_t *c)
+{
+    if (c->culprit >= 0 || c->verdict_rops == NULL) return c->culprit;
+    for (int p = 0; p < c->size; p++) {
+        if (p == c->rank || c->verdict_rops[p].status != MESH_OK) continue;
+        int32_t x = c->verdict_in[p];
+        if (x < 0 || x >= c->size) continue;
+        c->culprit = x;
+        mesh_log_debug("rank %d failed (reported by rank %d)", x, p);
+        return x;
+    }
+    return -1;
+}
+
+int mesh_comm_await_verdict(mesh_comm_t *c)
+{
+    double until = mesh_time() + c->verdict_wait_s;
+    while (take_verdict(c) < 0 && mesh_time() < until)
+        for (int t = 0; t < c->ntls; t++)
+            if (c->tls[t].iface) mesh_tl_progress(c->tls[t].iface);
+    return c->culprit;
 }
 
 void mesh_comm_publish_verdict(mesh_comm_t *c, int culprit)

@@ -62,6 +62,7 @@ typedef struct mesh_comm {
     mesh_tl_op_t *verdict_rops;  /* [size] preposted receives */
     mesh_tl_op_t *verdict_sops;  /* [size] sends */
     int verdict_sent;
+    double verdict_wait_s;
 
     /* schedules started and not yet completed, progressed together */
     mesh_sched_t *active;
@@ -120,6 +121,9 @@ mesh_status_t mesh_comm_irecv(mesh_comm_t *comm, int peer, uint64_t tag, void *b
 /* After a peer failure: records the culprit and tells every other live rank, flushing for a
  * bounded moment so the notice leaves before the caller aborts. */
 void mesh_comm_publish_verdict(mesh_comm_t *comm, int culprit);
+/* After seeing a peer fail, listens for another rank's verdict for MESH_VERDICT_WAIT seconds
+ * (progressing transports only); returns the culprit known by then, or -1. */
+int mesh_comm_await_verdict(mesh_comm_t *comm);
 /* Whether this host can tell the peer's process has ended (same host and pid namespace). */
 int mesh_comm_peer_gone(mesh_comm_t *comm, int peer);
 /* Liveness of one peer through its transport. */

@@ -435,6 +435,7 @@ static mesh_status_t op_failure(mesh_sched_t *s, const mesh_task_t *t, mesh_stat
     if (st != MESH_ERR_PEER_FAILED)
         return mesh_error(st, "%s %s rank %d failed: %s", task_kind_names[t->kind], dir, t->peer,
                           mesh_status_string(st));
+    if (comm->culprit < 0) mesh_comm_await_verdict(comm);
     if (comm->culprit >= 0 && comm->culprit != t->peer)
         return mesh_error(st, "rank %d failed (reported by another rank); rank %d closed its "
                           "connection during a %s %s it",
@@ -455,6 +456,7 @@ static mesh_status_t check_peers(mesh_sched_t *s)
         if ((t->kind != TASK_SEND && t->kind != TASK_RECV) || t->state == TASK_DONE) continue;
         int p = t->peer;
         if (p == comm->rank || mesh_comm_check_peer(comm, p) != MESH_ERR_PEER_FAILED) continue;
+        if (comm->culprit < 0) mesh_comm_await_verdict(comm);
         if (comm->culprit >= 0 && comm->culprit != p) p = comm->culprit;
         else mesh_comm_publish_verdict(comm, p);
         return mesh_error(MESH_ERR_PEER_FAILED,
