@@ -24,6 +24,11 @@ mesh_status_t mesh_coll_ring_allgather_phase(mesh_sched_t *s, const mesh_coll_ri
         maxlen = p->len[i] > maxlen ? p->len[i] : maxlen;
     if (n == 1 || maxlen == 0)
         return mesh_coll_ids_join(s, &ids, p->deps, p->ndeps, done);
+    /* Segments exist so that a block is forwarded while it still arrives. Between two members
+     * nothing is forwarded: one message per block spares the per-message costs (on shm, a
+     * rendezvous and a cross-memory read per segment). */
+    if (n == 2)
+        segel = maxlen;
 
     size_t maxseg = (maxlen + segel - 1) / segel;
     int *rcv = malloc(maxseg * sizeof(int));
