@@ -95,13 +95,19 @@ static ucs_status_t hello_cb(void *arg, const void *header, size_t header_length
                              size_t length, const ucp_am_recv_param_t *param)
 {
     mesh_tl_ucx_iface_t *ui = arg;
-    const mesh_tl_ucx_hello_t *h = header;
-    if (header_length != sizeof(*h) || h->magic != MESH_TL_UCX_MAGIC ||
-        h->comm_uid != ui->comm_uid || h->rank >= (uint32_t)ui->super.size) {
+    mesh_tl_ucx_hello_t h;
+    /* UCX hands the header at any alignment */
+    if (header_length != sizeof(h)) {
         mesh_log_warn("dropping an invalid ucx hello");
         return UCS_OK;
     }
-    ui->hello_from[h->rank] = 1;
+    memcpy(&h, header, sizeof(h));
+    if (h.magic != MESH_TL_UCX_MAGIC || h.comm_uid != ui->comm_uid ||
+        h.rank >= (uint32_t)ui->super.size) {
+        mesh_log_warn("dropping an invalid ucx hello");
+        return UCS_OK;
+    }
+    ui->hello_from[h.rank] = 1;
     return UCS_OK;
 }
 
