@@ -21,6 +21,20 @@ static inline int mesh_hier_rails(int nnodes, const int *node_size)
     return node_size[0];
 }
 
+/* Score of a rail-based algorithm: declines (-1) on one node or unequal nodes, 1 with one rank
+ * per node (the rail is the whole communicator, nothing to gain), otherwise 110 above 64 KiB and
+ * small_score below, where log-step flat algorithms compete. */
+static inline int mesh_hier_rail_score(int nnodes, const int *node_size, size_t bytes,
+                                       int small_score)
+{
+    int L = mesh_hier_rails(nnodes, node_size);
+    if (nnodes <= 1 || L < 1)
+        return -1;
+    if (L == 1)
+        return 1;
+    return bytes > 64 * 1024 ? 110 : small_score;
+}
+
 /* Largest node. */
 static inline int mesh_hier_max_node_size(int nnodes, const int *node_size)
 {

@@ -15,13 +15,8 @@
 
 static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
-    int L = mesh_hier_rails(comm->nnodes, comm->node_size);
-    if (comm->nnodes <= 1 || L < 1)
-        return -1;
-    if (L == 1)
-        return 1; /* one rank per node: the rail is the whole communicator, nothing to gain */
     /* small vectors: recursive halving's log2(n) steps */
-    return args->bytes > 64 * 1024 ? 110 : 50;
+    return mesh_hier_rail_score(comm->nnodes, comm->node_size, args->bytes, 50);
 }
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)
