@@ -1,16 +1,7 @@
 #!/bin/sh
 # mesh-bench end to end: every op validated on 2 and 3 ranks (-c 1 makes a wrong element fail
 # the run), one rank without a launcher, two simulated nodes, the CSV file and -a.
-top_builddir=${top_builddir:-.}
-MESHRUN="$top_builddir/tools/meshrun"
-BENCH="$top_builddir/bench/mesh-bench"
-tmp=$(mktemp -d) || exit 99
-trap 'rm -rf "$tmp"' EXIT
-export MESH_TIMEOUT=60
-fail=0
-check() {
-    if [ "$2" = "$3" ]; then echo "ok: $1"; else echo "FAIL: $1: expected [$2] got [$3]"; fail=1; fi
-}
+. "$(dirname "$0")/lib.sh"
 ops=allreduce,reduce,broadcast,reduce_scatter,allgather,alltoall,gather,scatter,sendrecv
 
 "$MESHRUN" -n 2 --timeout 120 "$BENCH" -o "$ops" -d fp32,int8,bf16,e5m2 -r sum,max \

@@ -2,16 +2,7 @@
 # mesh-bench per axis: a tp=2,dp=2,pp=2 grid on 8 ranks in 2 simulated nodes; every axis runs its
 # ops validated (sendrecv alone along pp), with rows in the CSV and JSON for every axis and op and,
 # when gnuplot is there, one PNG per op. Then the usage errors of --mesh.
-top_builddir=${top_builddir:-.}
-MESHRUN="$top_builddir/tools/meshrun"
-BENCH="$top_builddir/bench/mesh-bench"
-tmp=$(mktemp -d) || exit 99
-trap 'rm -rf "$tmp"' EXIT
-export MESH_TIMEOUT=60
-fail=0
-check() {
-    if [ "$2" = "$3" ]; then echo "ok: $1"; else echo "FAIL: $1: expected [$2] got [$3]"; fail=1; fi
-}
+. "$(dirname "$0")/lib.sh"
 # rows of one axis and op: op,nranks,nodes,...,wrong,in_place,redop,axis
 rows() {
     awk -F, -v op="$1" -v axis="$2" -v nodes="$3" \

@@ -4,6 +4,7 @@
  *   api_test [--expect-nodes K]
  */
 #include "mesh.h"
+#include "tests/harness/mp_check.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,15 +14,7 @@
 static int rank, size, failures;
 static mesh_comm_h comm;
 
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "[rank %d] %s:%d: %s: ", rank, __FILE__, __LINE__, #cond);        \
-            fprintf(stderr, __VA_ARGS__);                                                     \
-            fputc('\n', stderr);                                                              \
-            failures++;                                                                       \
-        }                                                                                     \
-    } while (0)
+#define CHECK(cond, ...) MESH_MP_CHECK(rank, failures, cond, __VA_ARGS__)
 
 /* The call must fail with MESH_ERR_INVALID_ARG and a message that names `word`. */
 #define EXPECT_INVALID(call, word)                                                             \

@@ -9,6 +9,7 @@
  * The order must list all five axes.
  */
 #include "mesh.h"
+#include "tests/harness/mp_check.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,15 +22,7 @@ static const char *const names[NIDS] = {"tp", "cp", "ep", "dp", "pp", "etp", "ed
 static int wrank, wsize, failures;
 static mesh_comm_h world;
 
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "[rank %d] %s:%d: %s: ", wrank, __FILE__, __LINE__, #cond);       \
-            fprintf(stderr, __VA_ARGS__);                                                     \
-            fputc('\n', stderr);                                                              \
-            failures++;                                                                       \
-        }                                                                                     \
-    } while (0)
+#define CHECK(cond, ...) MESH_MP_CHECK(wrank, failures, cond, __VA_ARGS__)
 
 /* One grid: axes innermost first and sizes by id. */
 typedef struct {

@@ -7,21 +7,14 @@
  * LIST is the CUDA_VISIBLE_DEVICES value meshrun passed to every rank ("" when unset).
  */
 #include "mesh.h"
+#include "tests/harness/mp_check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int rank, failures;
 
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "[rank %d] %s:%d: %s: ", rank, __FILE__, __LINE__, #cond);        \
-            fprintf(stderr, __VA_ARGS__);                                                     \
-            fputc('\n', stderr);                                                              \
-            failures++;                                                                       \
-        }                                                                                     \
-    } while (0)
+#define CHECK(cond, ...) MESH_MP_CHECK(rank, failures, cond, __VA_ARGS__)
 
 static const char *const fixtures[3] = {"dgx8.xml", "pcie4.xml", "cpuonly.xml"};
 static const int fixture_gpus[3] = {8, 4, 0};
