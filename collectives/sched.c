@@ -42,7 +42,7 @@ typedef struct mesh_scratch {
 /* A communicator keeps a few finished schedules, with their task arrays and small scratch
  * blocks, so that a stream of small collectives does not go through malloc on every call. */
 #define SCHED_POOL_MAX 4
-#define SCRATCH_KEEP_BYTES (256u << 10)
+#define SCRATCH_KEEP_BYTES MESH_SCHED_SCRATCH_KEEP_BYTES
 
 struct mesh_sched {
     mesh_comm_t *comm;

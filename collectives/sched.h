@@ -40,7 +40,9 @@ int mesh_sched_copy(mesh_sched_t *s, void *dst, const void *src, size_t bytes, c
 /* A task that does nothing: joins dependencies. */
 int mesh_sched_nop(mesh_sched_t *s, const int *deps, int ndeps);
 
-/* Scratch memory that lives as long as the schedule (64-byte aligned); NULL on failure. */
+/* Scratch memory that lives as long as the schedule (64-byte aligned); NULL on failure. A pooled
+ * schedule keeps up to MESH_SCHED_SCRATCH_KEEP_BYTES of it for later calls. */
+#define MESH_SCHED_SCRATCH_KEEP_BYTES (((size_t)8 << 20) + ((size_t)256 << 10))
 void *mesh_sched_scratch(mesh_sched_t *s, size_t bytes);
 /* Runs after every task completed successfully (e.g. the division of MESH_AVG). */
 void mesh_sched_on_complete(mesh_sched_t *s, mesh_sched_finalize_fn fn, void *arg);

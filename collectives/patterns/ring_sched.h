@@ -21,6 +21,13 @@
 #ifndef MESH_COLL_RING_SEG_BYTES /* tests shrink it to exercise the pipelining */
 #define MESH_COLL_RING_SEG_BYTES ((size_t)1 << 20)
 #endif
+/* Receive slots of the ring reduce-scatter: segments beyond this many bytes reuse slots in turn.
+ * Deep enough that a receive is posted before its segment arrives, small enough to stay in the
+ * last-level cache and to be kept by the schedule pool between calls (at most
+ * MESH_SCHED_SCRATCH_KEEP_BYTES). */
+#ifndef MESH_COLL_RING_WINDOW_BYTES /* tests shrink it to exercise slot reuse */
+#define MESH_COLL_RING_WINDOW_BYTES ((size_t)8 << 20)
+#endif
 
 /* A group of ranks: member i is comm rank ranks[i] (rank i when ranks is NULL). */
 typedef struct {

@@ -37,49 +37,61 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
         return mesh_coll_ids_join(s, &ids, p->deps, p->ndeps, done);
 
     size_t maxseg = (maxlen + segel - 1) / segel;
-    /* two receive slots alternate by step parity; slot_red[parity][k] is the last task using
-     * segment k of a slot (guarding its reuse) and red[k] the reduction that the next step's
-     * send of segment k waits for */
-    char *tmp = mesh_sched_scratch(s, 2 * maxlen * ds);
-    int *red = calloc(3 * maxseg, sizeof(int));
+    /* Segments arrive into a window of receive slots used in turn (the same slot sequence on
+     * every rank), so that the scratch stays small, warm and kept between calls whatever the
+     * vector size. A receive waits for the last task that read its slot: the reduction, or,
+     * without acc, the send that forwards the partial sum from the slot one step later. That
+     * send waits for the next rank's receive of the same step, so without acc a slot may only be
+     * reused two steps later: the window then spans two steps, or a cycle around the ring would
+     * wait on itself. */
+    size_t slotel = maxlen < segel ? maxlen : segel;
+    size_t nslot = (size_t)(n - 1) * maxseg;
+    size_t wslots = MESH_COLL_RING_WINDOW_BYTES / (slotel * ds);
+    if (!p->acc && n > 2 && wslots < 2 * maxseg)
+        wslots = 2 * maxseg;
+    if (nslot > wslots)
+        nslot = wslots > 2 ? wslots : 2;
+    char *tmp = mesh_sched_scratch(s, nslot * slotel * ds);
+    int *red = calloc(2 * maxseg + nslot, sizeof(int));
     if (!tmp || !red) {
         free(red);
         return mesh_error(MESH_ERR_NO_MEMORY, "ring reduce-scatter: no memory for %zu bytes",
-                          2 * maxlen * ds);
+                          nslot * slotel * ds);
     }
-    int *slot_red[2] = {red + maxseg, red + 2 * maxseg};
-    for (size_t k = 0; k < 3 * maxseg; k++)
+    /* red[k]: the reduction the next send of segment k waits for; at[k]: the slot holding
+     * segment k's partial sum; last[j]: the last task reading slot j */
+    int *at = red + maxseg, *last = red + 2 * maxseg;
+    for (size_t k = 0; k < 2 * maxseg + nslot; k++)
         red[k] = -1;
     int start = p->ndeps ? mesh_sched_nop(s, p->deps, p->ndeps) : -1;
 
     for (int step = 0; step < n - 1; step++) {
         int sb = mesh_ring_rs_send_block(me, n, step), rb = mesh_ring_rs_recv_block(me, n, step);
-        int last = step == n - 2;
-        char *slot = tmp + (size_t)(step % 2) * maxlen * ds;
-        char *prev_slot = tmp + (size_t)((step + 1) % 2) * maxlen * ds;
-        const char *sbase = step == 0 ? (const char *)p->src + p->src_off[sb] * ds
-                            : p->acc  ? (const char *)p->acc + p->acc_off[sb] * ds
-                                      : prev_slot;
+        int final = step == n - 2;
         const char *rsrc = (const char *)p->src + p->src_off[rb] * ds;
-        char *rdst = last ? (char *)p->own : p->acc ? (char *)p->acc + p->acc_off[rb] * ds : slot;
-        int *sr = slot_red[step % 2];
 
         for (size_t off = 0, k = 0; off < p->len[sb]; off += segel, k++) {
             size_t cnt = p->len[sb] - off < segel ? p->len[sb] - off : segel;
+            const char *sbuf = step == 0 ? (const char *)p->src + (p->src_off[sb] + off) * ds
+                               : p->acc  ? (const char *)p->acc + (p->acc_off[sb] + off) * ds
+                                         : tmp + (size_t)at[k] * slotel * ds;
             int dep = step == 0 ? start : red[k];
-            int sd = mesh_sched_send(s, right, sbase + off * ds, cnt * ds, &dep, 1);
-            /* without acc, the partial is sent from its receive slot, which the receive two
-             * steps later may overwrite only after that send (it follows the reduction) */
+            int sd = mesh_sched_send(s, right, sbuf, cnt * ds, &dep, 1);
             if (step > 0 && !p->acc)
-                slot_red[(step + 1) % 2][k] = sd;
+                last[at[k]] = sd;
             mesh_coll_ids_add(&ids, sd);
         }
         for (size_t off = 0, k = 0; off < p->len[rb]; off += segel, k++) {
             size_t cnt = p->len[rb] - off < segel ? p->len[rb] - off : segel;
-            int r = mesh_sched_recv(s, left, slot + off * ds, cnt * ds, &sr[k], 1);
-            int x = mesh_sched_reduce3(s, rdst + off * ds, rsrc + off * ds, slot + off * ds, cnt,
-                                       (int[]){r, start}, 2);
-            red[k] = sr[k] = x;
+            size_t j = ((size_t)step * maxseg + k) % nslot;
+            char *slot = tmp + j * slotel * ds;
+            char *rdst = final    ? (char *)p->own + off * ds
+                         : p->acc ? (char *)p->acc + (p->acc_off[rb] + off) * ds
+                                  : slot;
+            int r = mesh_sched_recv(s, left, slot, cnt * ds, &last[j], 1);
+            int x = mesh_sched_reduce3(s, rdst, rsrc + off * ds, slot, cnt, (int[]){r, start}, 2);
+            red[k] = last[j] = x;
+            at[k] = (int)j;
             mesh_coll_ids_add(&ids, r);
             mesh_coll_ids_add(&ids, x);
         }
