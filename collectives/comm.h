@@ -90,6 +90,13 @@ typedef struct mesh_comm {
  * traffic from collectives (31-bit sequence above a 32-bit message index). */
 #define MESH_TAG_P2P (1ull << 63)
 #define MESH_TAG_VERDICT (MESH_TAG_P2P | (1ull << 62))
+/* Capabilities (MESH_TL_CAP_*) of the transport that carries messages to and from a peer; none
+ * for a communicator without routes (the schedule simulators of the tests). */
+static inline uint64_t mesh_comm_peer_caps(const mesh_comm_t *c, int peer)
+{
+    return c->peers ? c->tls[c->peers[peer].tl].caps.flags : 0;
+}
+
 static inline uint64_t mesh_tag_coll(uint32_t seq, uint32_t index)
 {
     return ((uint64_t)(seq & 0x7fffffffu) << 32) | index;

@@ -58,8 +58,11 @@ struct mesh_sched {
     int *succ;     /* CSR successors */
     int cap_succ;
     int cap_run;   /* of ready and inflight */
-    int *ready;    /* stack of ready task ids */
-    int nready;
+    /* ready task ids: sends and receives stacked from the front ([0, nready)), local work
+     * (copies, reductions, joins) from the back ([ntasks - ncomp, ntasks)), so that a rank posts
+     * every transfer it can before it spends time on local work */
+    int *ready;
+    int nready, ncomp;
     int *inflight; /* posted send/recv task ids */
     int ninflight;
     int ndone;
@@ -106,7 +109,7 @@ static void sched_reset(mesh_sched_t *s)
     }
     s->status = MESH_OK;
     s->started = 0;
-    s->ntasks = s->nedges = s->nready = s->ninflight = s->ndone = 0;
+    s->ntasks = s->nedges = s->nready = s->ncomp = s->ninflight = s->ndone = 0;
     s->tag_base = 0;
     s->p2p = 0;
     s->finalize = NULL;
@@ -339,6 +342,22 @@ static void unlink_active(mesh_sched_t *s)
     s->next = s->prev = NULL;
 }
 
+static void ready_push(mesh_sched_t *s, int id)
+{
+    int kind = s->tasks[id].kind;
+    if (kind == TASK_SEND || kind == TASK_RECV)
+        s->ready[s->nready++] = id;
+    else
+        s->ready[s->ntasks - 1 - s->ncomp++] = id;
+}
+
+static int ready_pop(mesh_sched_t *s)
+{
+    if (s->nready > 0)
+        return s->ready[--s->nready];
+    return s->ready[s->ntasks - 1 - --s->ncomp];
+}
+
 mesh_status_t mesh_sched_start(mesh_sched_t *s)
 {
     if (s->status != MESH_OK) return s->status;
@@ -361,9 +380,9 @@ mesh_status_t mesh_sched_start(mesh_sched_t *s)
         mesh_task_t *t = &s->tasks[s->edges[e].from];
         s->succ[t->succ_first + t->succ_count++] = s->edges[e].to;
     }
-    s->nready = 0;
+    s->nready = s->ncomp = 0;
     for (int i = n - 1; i >= 0; i--)
-        if (s->tasks[i].ndeps_left == 0) s->ready[s->nready++] = i;
+        if (s->tasks[i].ndeps_left == 0) ready_push(s, i);
     s->started = 1;
     s->status = MESH_INPROGRESS;
     s->deadline = mesh_time() + s->comm->timeout_s;
@@ -383,7 +402,7 @@ static void complete_task(mesh_sched_t *s, int id)
     /* push successors in reverse so the first-created runs first */
     for (int k = (int)t->succ_count - 1; k >= 0; k--) {
         int sid = s->succ[t->succ_first + k];
-        if (--s->tasks[sid].ndeps_left == 0) s->ready[s->nready++] = sid;
+        if (--s->tasks[sid].ndeps_left == 0) ready_push(s, sid);
     }
 }
 
@@ -474,8 +493,8 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
         return fail_with(s, mesh_error(MESH_ERR_ABORTED, "communicator aborted"));
     int progressed = 0;
     for (;;) {
-        while (s->nready > 0) {
-            int id = s->ready[--s->nready];
+        while (s->nready + s->ncomp > 0) {
+            int id = ready_pop(s);
             mesh_task_t *t = &s->tasks[id];
             mesh_status_t st = MESH_OK;
             switch (t->kind) {
@@ -525,7 +544,7 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
             complete_task(s, (int)(t - s->tasks));
             moved = 1;
         }
-        if (!moved && s->nready == 0) break;
+        if (!moved && s->nready + s->ncomp == 0) break;
         progressed = 1;
     }
     if (s->ndone == s->ntasks) {

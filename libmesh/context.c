@@ -1,6 +1,7 @@
 /* The process-wide context: core knobs, node identity and the registry of objects that
  * mesh_progress() drives. */
 #include "libmesh/context.h"
+#include "libmesh/progress.h"
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
@@ -31,8 +32,10 @@ static const mesh_config_entry_t mesh_context_entries[] = {
             "timeout that names the ranks it waits for."},
     {.name = "NODE_ID", .dflt = "", .type = MESH_CFG_STRING,
      .doc = "Label of this node; ranks with the same label share memory. Empty: the host name."},
-    {.name = "PROGRESS_SPIN", .dflt = "200", .type = MESH_CFG_INT,
-     .doc = "Idle polls a waiting rank spins before it yields the core to others."},
+    {.name = "PROGRESS_SPIN", .dflt = "auto", .type = MESH_CFG_STRING,
+     .doc = "Idle polls a waiting rank spins before it yields the core to others. auto: 20000 "
+            "(about a millisecond) while this node's ranks do not outnumber the CPUs a rank may "
+            "run on, 200 when they do or before a communicator says."},
     {.name = "REDUCE_AVX2", .dflt = "yes", .type = MESH_CFG_BOOL,
      .doc = "Use the AVX2 loops for fp16 and bf16 reductions when the CPU has AVX2 and F16C."},
     {.name = NULL},
@@ -66,8 +69,9 @@ static mesh_status_t mesh_context_check_values(void)
     if (!(timeout > 0))
         return mesh_error(MESH_ERR_INVALID_ARG, "MESH_TIMEOUT='%s' must be a positive number of "
                           "seconds", mesh_config_str("TIMEOUT"));
-    if (mesh_config_int("PROGRESS_SPIN") < 0)
-        return mesh_error(MESH_ERR_INVALID_ARG, "MESH_PROGRESS_SPIN='%s' must not be negative",
+    if (mesh_progress_spin_parse(mesh_config_str("PROGRESS_SPIN"), NULL) != 0)
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "MESH_PROGRESS_SPIN='%s' must be auto or a non-negative number of polls",
                           mesh_config_str("PROGRESS_SPIN"));
     return MESH_OK;
 }

@@ -1,20 +1,28 @@
 /* Time and polite waiting. A waiting rank spins for MESH_PROGRESS_SPIN idle polls (cheap wake-up
  * when every rank has a core), then yields, then sleeps for growing intervals (1 us to 100 us) so
- * that oversubscribed ranks hand their core to the rank they wait for. */
+ * that oversubscribed ranks hand their core to the rank they wait for. With the default (auto)
+ * the spin is long once a communicator has shown that this node's ranks each have a CPU: a
+ * sleep costs tens of microseconds however short it is asked to be. */
+#include <config.h> /* the generated one: _GNU_SOURCE for sched_getaffinity */
 #include "libmesh/progress.h"
 #include "libmesh/config.h"
 #include "libmesh/context.h"
 
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define MESH_BACKOFF_YIELDS 16      /* sched_yield() calls before the first sleep */
 #define MESH_BACKOFF_SLEEP_MIN_NS 1000
 #define MESH_BACKOFF_SLEEP_MAX_NS 100000
 #define MESH_BACKOFF_SLEEP_STEP 4   /* sleeps of one length before doubling it */
+#define MESH_SPIN_SHARED 200        /* auto: ranks share CPUs (or nothing is known yet) */
+#define MESH_SPIN_OWN 20000         /* auto: every rank of the node has a CPU */
 
 static atomic_int mesh_progress_spin = -1;
+static atomic_int mesh_progress_node_max; /* most ranks on this node a communicator reported */
 
 double mesh_time(void)
 {
@@ -41,15 +49,56 @@ static inline void mesh_cpu_relax(void)
 #endif
 }
 
+int mesh_progress_spin_parse(const char *text, long long *polls)
+{
+    if (text == NULL)
+        return -1;
+    if (strcmp(text, "auto") == 0) {
+        if (polls)
+            *polls = -1;
+        return 0;
+    }
+    char *end;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || *end != '\0' || v < 0)
+        return -1;
+    if (polls)
+        *polls = v > 1000000000 ? 1000000000 : v;
+    return 0;
+}
+
+static int mesh_spin_auto(void)
+{
+    int n = atomic_load_explicit(&mesh_progress_node_max, memory_order_relaxed);
+    if (n <= 0)
+        return MESH_SPIN_SHARED;
+    cpu_set_t set;
+    int ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    return n <= ncpu ? MESH_SPIN_OWN : MESH_SPIN_SHARED;
+}
+
 static int mesh_backoff_spin(void)
 {
     int spin = atomic_load_explicit(&mesh_progress_spin, memory_order_relaxed);
     if (spin < 0) {
-        long long v = mesh_context_init() == MESH_OK ? mesh_config_int("PROGRESS_SPIN") : 200;
-        spin = v < 0 ? 0 : v > 1000000000 ? 1000000000 : (int)v;
+        long long v = -1;
+        if (mesh_context_init() == MESH_OK)
+            mesh_progress_spin_parse(mesh_config_str("PROGRESS_SPIN"), &v);
+        spin = v < 0 ? mesh_spin_auto() : (int)v;
         atomic_store_explicit(&mesh_progress_spin, spin, memory_order_relaxed);
     }
     return spin;
+}
+
+void mesh_progress_node_ranks(int nranks)
+{
+    int cur = atomic_load_explicit(&mesh_progress_node_max, memory_order_relaxed);
+    while (nranks > cur &&
+           !atomic_compare_exchange_weak_explicit(&mesh_progress_node_max, &cur, nranks,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+    }
+    if (nranks > cur) /* recomputed on the next wait */
+        atomic_store_explicit(&mesh_progress_spin, -1, memory_order_relaxed);
 }
 
 void mesh_backoff(unsigned *idle)

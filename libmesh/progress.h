@@ -12,6 +12,14 @@ double mesh_time(void);
  * Reset *idle to 0 whenever progress was made. */
 void mesh_backoff(unsigned *idle);
 
+/* Idle polls before yielding, as MESH_PROGRESS_SPIN sets it: "auto" (*polls = -1) or a
+ * non-negative count. polls may be NULL. Returns 0, or -1 for any other text. */
+int mesh_progress_spin_parse(const char *text, long long *polls);
+/* A communicator found nranks ranks on this node: with MESH_PROGRESS_SPIN=auto, waiting ranks
+ * spin long when they have a CPU each and briefly when they share CPUs (the largest count
+ * reported wins). */
+void mesh_progress_node_ranks(int nranks);
+
 /* Default timeout of blocking waits, from MESH_TIMEOUT (seconds). */
 double mesh_default_timeout(void);
 

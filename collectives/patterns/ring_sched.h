@@ -22,9 +22,12 @@
 #define MESH_COLL_RING_SEG_BYTES ((size_t)1 << 20)
 #endif
 /* Receive slots of the ring reduce-scatter: segments beyond this many bytes reuse slots in turn.
- * Deep enough that a receive is posted before its segment arrives, small enough to stay in the
+ * Deep enough that a receive is posted before its segment arrives (a segment that arrives first
+ * is copied once more on a streaming transport such as tcp), small enough to stay in the
  * last-level cache and to be kept by the schedule pool between calls (at most
- * MESH_SCHED_SCRATCH_KEEP_BYTES). */
+ * MESH_SCHED_SCRATCH_KEEP_BYTES). From a peer whose transport copies large messages once, when
+ * the receive is posted (MESH_TL_CAP_SINGLE_COPY: shm), a quarter of it, which stays in the
+ * core's own cache. */
 #ifndef MESH_COLL_RING_WINDOW_BYTES /* tests shrink it to exercise slot reuse */
 #define MESH_COLL_RING_WINDOW_BYTES ((size_t)8 << 20)
 #endif

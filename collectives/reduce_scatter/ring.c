@@ -46,7 +46,10 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
      * wait on itself. */
     size_t slotel = maxlen < segel ? maxlen : segel;
     size_t nslot = (size_t)(n - 1) * maxseg;
-    size_t wslots = MESH_COLL_RING_WINDOW_BYTES / (slotel * ds);
+    size_t window = MESH_COLL_RING_WINDOW_BYTES;
+    if (mesh_comm_peer_caps(mesh_sched_comm(s), left) & MESH_TL_CAP_SINGLE_COPY)
+        window /= 4;
+    size_t wslots = window / (slotel * ds);
     if (!p->acc && n > 2 && wslots < 2 * maxseg)
         wslots = 2 * maxseg;
     if (nslot > wslots)

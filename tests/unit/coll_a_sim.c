@@ -90,6 +90,11 @@ static size_t dtype_size(mesh_dtype_t d)
     }
 }
 
+mesh_comm_t *mesh_sched_comm(const mesh_sched_t *s)
+{
+    return s->comm;
+}
+
 mesh_status_t mesh_sched_create(mesh_comm_t *comm, mesh_dtype_t dtype, mesh_op_t op,
                                 mesh_sched_t **s)
 {

@@ -88,6 +88,11 @@ static int add(mesh_sched_t *s, int kind, int peer, void *dst, const void *src, 
     return id;
 }
 
+mesh_comm_t *mesh_sched_comm(const mesh_sched_t *s)
+{
+    return s->comm;
+}
+
 int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, const int *deps,
                     int ndeps)
 {

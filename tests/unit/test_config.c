@@ -295,7 +295,7 @@ int main(void)
     /* Core context values. */
     CHECK(strcmp(mesh_context_node_name(), "node-a") == 0);
     CHECK(mesh_context_pidns() != 0);
-    CHECK(mesh_config_int("PROGRESS_SPIN") == 5);
+    CHECK(strcmp(mesh_config_str("PROGRESS_SPIN"), "5") == 0);
 
     /* Backoff: counts idle polls, spins first, then yields, then sleeps (at least 1 us each,
      * growing to 100 us). */
