@@ -34,6 +34,8 @@ static const char meshrun_usage[] =
     "      --tag-output        prefix each output line with [rank]\n"
     "      --netns MODE        auto (default): one network namespace per node when run as\n"
     "                          root with K > 1; on: require them; off: node labels only\n"
+    "      --mtu BYTES         MTU of the simulated links (default 1500; 9000 for the jumbo\n"
+    "                          frames of many cluster fabrics)\n"
     "  -h, --help              this text\n"
     "\n"
     "Each rank gets MESH_RANK, MESH_SIZE, MESH_ADDR (host:port of rank 0's bootstrap\n"
@@ -94,7 +96,7 @@ static int meshrun_parse_int(const char *opt, const char *text, int min, int max
 /* 2: usage error (message printed), 1: --help printed, 0: options parsed. */
 static int meshrun_parse(int argc, char **argv, meshrun_opts_t *o)
 {
-    enum { OPT_TAG = 256, OPT_NETNS };
+    enum { OPT_TAG = 256, OPT_NETNS, OPT_MTU };
     static const struct option longopts[] = {
         {"np", required_argument, NULL, 'n'},
         {"nodes", required_argument, NULL, 'N'},
@@ -102,6 +104,7 @@ static int meshrun_parse(int argc, char **argv, meshrun_opts_t *o)
         {"timeout", required_argument, NULL, 't'},
         {"tag-output", no_argument, NULL, OPT_TAG},
         {"netns", required_argument, NULL, OPT_NETNS},
+        {"mtu", required_argument, NULL, OPT_MTU},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     char *end;
@@ -109,6 +112,7 @@ static int meshrun_parse(int argc, char **argv, meshrun_opts_t *o)
 
     memset(o, 0, sizeof(*o));
     o->nnodes = 1;
+    o->mtu = 1500;
     /* '+': stop at the program name so its own options are left alone */
     while ((c = getopt_long(argc, argv, "+n:N:p:t:h", longopts, NULL)) != -1) {
         switch (c) {
@@ -151,6 +155,9 @@ static int meshrun_parse(int argc, char **argv, meshrun_opts_t *o)
                 meshrun_err("error: --netns expects auto, on or off, got '%s'", optarg);
                 return 2;
             }
+            break;
+        case OPT_MTU:
+            if (meshrun_parse_int("--mtu", optarg, 576, 65535, &o->mtu)) return 2;
             break;
         case 'h':
             fputs(meshrun_usage, stdout);
@@ -276,6 +283,7 @@ int main(int argc, char **argv)
     }
     if (want_ns) {
         meshrun_netns_reap_stale();
+        ns.mtu = o.mtu;
         if (meshrun_netns_setup(&ns, o.nnodes)) {
             meshrun_netns_cleanup(&ns);
             if (o.netns == MESHRUN_NETNS_ON) {

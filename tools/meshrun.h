@@ -16,6 +16,7 @@ typedef struct {
     double timeout_s;  /* 0: none */
     int tag_output;
     meshrun_netns_mode_t netns;
+    int mtu;           /* of the simulated links */
     char **argv;       /* program and its arguments, NULL-terminated */
 } meshrun_opts_t;
 
@@ -25,6 +26,7 @@ typedef struct {
     int nnodes;
     char prefix[32];      /* "mesh-<pid>" */
     unsigned char net[2]; /* 10.<net[0]>.<net[1]>.0/24 */
+    int mtu;              /* of every veth (the bridge follows) */
     int ncreated;         /* namespaces created so far, in creation order (sw first) */
     int *fd;              /* [nnodes] open namespace files, -1 if none */
 } meshrun_netns_t;

@@ -156,8 +156,10 @@ int meshrun_netns_setup(meshrun_netns_t *ns, int nnodes)
         snprintf(peer, sizeof(peer), "v%d", k);
         meshrun_netns_addr(ns, k, ip, sizeof(ip));
         strcat(ip, "/24");
-        if (meshrun_ip("-n", name, "link", "add", "eth0", "type", "veth", "peer", "name", peer,
-                       "netns", sw, NULL) ||
+        char mtu[16];
+        snprintf(mtu, sizeof(mtu), "%d", ns->mtu > 0 ? ns->mtu : 1500);
+        if (meshrun_ip("-n", name, "link", "add", "eth0", "mtu", mtu, "type", "veth", "peer",
+                       "name", peer, "mtu", mtu, "netns", sw, NULL) ||
             meshrun_ip("-n", sw, "link", "set", peer, "master", "br0", "up", NULL) ||
             meshrun_ip("-n", name, "addr", "add", ip, "dev", "eth0", NULL) ||
             meshrun_ip("-n", name, "link", "set", "eth0", "up", NULL) ||

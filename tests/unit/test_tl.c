@@ -145,8 +145,9 @@ static void test_sizes(int late)
         for (int i = 0; i < np; i++)
             CHECK(mesh_tl_isend(g_ep[pl[i]], tag, sbuf[i], size, &sop[i]) == MESH_OK);
         if (late) {
-            /* give the data time to arrive unexpected (rendezvous headers for large ones) */
-            double t = mesh_time() + 0.05;
+            /* give the data time to arrive unexpected (rendezvous headers for large ones); with
+             * late == 2 only a little of it, so that a large message is matched mid-way */
+            double t = mesh_time() + (late == 2 ? 0.002 : 0.05);
             while (mesh_time() < t)
                 mesh_tl_progress(g_iface);
             barrier();
@@ -165,7 +166,8 @@ static void test_sizes(int late)
             CHECK_MSG(sop[i].length == size && rop[i].length == size,
                       "%s: size %zu with rank %d: sent %zu received %zu bytes", g_ops->name, size,
                       pl[i], sop[i].length, rop[i].length);
-            verify(rbuf[i], pl[i], g_rank, size, late ? "late receive" : "early receive");
+            verify(rbuf[i], pl[i], g_rank, size,
+                   late == 2 ? "receive posted mid-way" : late ? "late receive" : "early receive");
             for (int j = 0; j < 16; j++)
                 CHECK(rbuf[i][size + j] == 0xee);
             free(sbuf[i]);
@@ -353,6 +355,7 @@ static int child(int rank, int size, uint64_t uid, int kill_case, int no_ptrace)
     } else {
         test_sizes(0);
         test_sizes(1);
+        test_sizes(2);
         test_tags();
     }
     for (int p = 0; p < size; p++)

@@ -44,6 +44,14 @@ check "MESH_ADDR is node0's" yes "$(awk '$1==3{print $4}' "$tmp/sorted" | grep -
     echo yes)"
 check "namespaces removed" 0 "$(gone $mr)"
 
+# link MTU: 1500 by default, --mtu sets it, out-of-range values are refused
+check "default MTU" 1500 "$("$MESHRUN" -n 2 --nodes 2 sh -c \
+    '[ "$MESH_RANK" = 1 ] && ip -o link show dev eth0 | sed "s/.* mtu \([0-9]*\).*/\1/"; true')"
+check "--mtu 9000" 9000 "$("$MESHRUN" -n 2 --nodes 2 --mtu 9000 sh -c \
+    '[ "$MESH_RANK" = 1 ] && ip -o link show dev eth0 | sed "s/.* mtu \([0-9]*\).*/\1/"; true')"
+"$MESHRUN" -n 2 --nodes 2 --mtu 100 true 2>/dev/null
+check "--mtu 100 refused" 2 $?
+
 # reachability by address, not through the other node's loopback (3 nodes, cyclic)
 "$MESHRUN" -n 5 --nodes 3 --placement cyclic "$PROBE" &
 mr=$!

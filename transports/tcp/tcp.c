@@ -120,6 +120,7 @@ static void tcp_ep_destroy(mesh_tl_ep_t *uep)
         mesh_tl_tcp_rmsg_t *m = ep->incoming;
         ep->incoming = m->next;
         free(m->buf);
+        free(m->spans);
         free(m);
     }
     if (ti->eps[uep->peer] == ep)
@@ -142,6 +143,7 @@ static void tcp_close(mesh_tl_iface_t *iface)
     while (ti->rmsg_free) {
         mesh_tl_tcp_rmsg_t *m = ti->rmsg_free;
         ti->rmsg_free = m->next;
+        free(m->spans);
         free(m);
     }
     if (ti->lfd >= 0)

@@ -56,6 +56,10 @@ typedef struct mesh_tl_tcp_rmsg {
     mesh_tl_op_t *op; /* matched receive, or NULL while unexpected */
     char *buf;        /* unexpected payload, NULL when received in place */
     size_t buf_cap;
+    /* chunks that went to buf: copied to the receive when it completes; chunks whose header
+     * arrives after the receive matched go straight to it */
+    struct mesh_tl_tcp_span { uint64_t offset, len; } *spans;
+    int nspans, cap_spans;
     int complete;        /* unexpected and fully received */
     mesh_status_t error; /* truncation: data discarded, receive fails */
 } mesh_tl_tcp_rmsg_t;

@@ -29,9 +29,14 @@ static mesh_tl_tcp_rmsg_t *rmsg_get(mesh_tl_tcp_iface_t *ti)
     if (m)
         ti->rmsg_free = m->next;
     else
-        m = malloc(sizeof(*m));
-    if (m)
+        m = calloc(1, sizeof(*m));
+    if (m) { /* the span array is kept for the next message */
+        struct mesh_tl_tcp_span *spans = m->spans;
+        int cap = m->cap_spans;
         memset(m, 0, sizeof(*m));
+        m->spans = spans;
+        m->cap_spans = cap;
+    }
     return m;
 }
 
@@ -155,7 +160,7 @@ mesh_status_t mesh_tl_tcp_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
             mesh_tl_op_complete(op, n, MESH_OK);
             return MESH_OK;
         }
-        m->op = op; /* arrives into m->buf, copied out when complete */
+        m->op = op; /* the rest arrives in place; what came before is copied when complete */
         return MESH_OK;
     }
     if (ep->failed < 0)
@@ -350,12 +355,23 @@ static int on_header(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     }
     s->rx_msg = m;
     s->rx_remain = h->chunk_len;
-    if (m->error < 0 || h->chunk_len == 0)
+    if (m->error < 0 || h->chunk_len == 0) {
         s->rx_dst = NULL;
-    else if (m->buf || m->op == NULL)
+    } else if (m->op == NULL) {
+        if (m->nspans == m->cap_spans) {
+            int cap = m->cap_spans ? 2 * m->cap_spans : 16;
+            struct mesh_tl_tcp_span *v = realloc(m->spans, (size_t)cap * sizeof(*v));
+            if (v == NULL)
+                return mesh_tl_tcp_ep_fail(ep, MESH_ERR_NO_MEMORY,
+                                           "no memory for an unexpected message");
+            m->spans = v;
+            m->cap_spans = cap;
+        }
+        m->spans[m->nspans++] = (struct mesh_tl_tcp_span){h->offset, h->chunk_len};
         s->rx_dst = m->buf + h->offset;
-    else
+    } else {
         s->rx_dst = (char *)mesh_tl_op_buf(m->op) + h->offset;
+    }
     s->rx_state = TCP_RX_PAYLOAD;
     return 0;
 }
@@ -381,8 +397,9 @@ static int on_chunk(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
         if (m->error < 0) {
             mesh_tl_op_complete(op, 0, m->error);
         } else {
-            if (m->buf && m->msg_len)
-                memcpy(mesh_tl_op_buf(op), m->buf, m->msg_len);
+            for (int i = 0; m->buf && i < m->nspans; i++)
+                memcpy((char *)mesh_tl_op_buf(op) + m->spans[i].offset,
+                       m->buf + m->spans[i].offset, m->spans[i].len);
             mesh_tl_op_complete(op, m->msg_len, MESH_OK);
         }
     }
