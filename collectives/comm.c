@@ -118,7 +118,11 @@ static mesh_status_t build_node_map(mesh_comm_t *c, const mesh_comm_rec_id_t *id
         c->local_rank[r] = c->node_size[n]++;
     }
     for (int n = 1; n < c->nnodes; n++) c->node_first[n] = c->node_first[n - 1] + c->node_size[n - 1];
-    mesh_progress_node_ranks(c->node_size[c->node_of[c->rank]]);
+    /* ranks sharing this kernel (same pid namespace and boot), which simulated nodes do */
+    int here = 0, mine = c->node_size[c->node_of[c->rank]];
+    for (int r = 0; r < c->size; r++)
+        here += ids[r].pidns != 0 && ids[r].pidns == ids[c->rank].pidns;
+    mesh_progress_node_ranks(here > mine ? here : mine);
     int *fill = calloc((size_t)c->nnodes, sizeof(int));
     if (fill == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "node map");
     for (int r = 0; r < c->size; r++) {

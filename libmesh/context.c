@@ -34,8 +34,9 @@ static const mesh_config_entry_t mesh_context_entries[] = {
      .doc = "Label of this node; ranks with the same label share memory. Empty: the host name."},
     {.name = "PROGRESS_SPIN", .dflt = "auto", .type = MESH_CFG_STRING,
      .doc = "Idle polls a waiting rank spins before it yields the core to others. auto: 20000 "
-            "(about a millisecond) while this node's ranks do not outnumber the CPUs a rank may "
-            "run on, 200 when they do or before a communicator says."},
+            "(about a millisecond) while the ranks on this machine (simulated nodes included) do "
+            "not outnumber the CPUs a rank may run on, 200 when they do or before a communicator "
+            "says."},
     {.name = "REDUCE_AVX2", .dflt = "yes", .type = MESH_CFG_BOOL,
      .doc = "Use the AVX2 loops for fp16 and bf16 reductions when the CPU has AVX2 and F16C."},
     {.name = NULL},
