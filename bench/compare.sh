@@ -5,7 +5,7 @@
 #       joined by veth and a bridge when root), MPI over TCP on loopback (mpirun cannot start
 #       ranks inside namespaces without ssh, so it gets the closest thing: its tcp btl only);
 #   memcpy bandwidth of one process, and iperf3 single-stream throughput between two
-#   namespaces built exactly like meshrun's (root only).
+#   namespaces built exactly like meshrun's (root only), one way and both ways at once.
 # For every op and size the table shows busbw of both and the ratio mesh/MPI (above 1: mesh
 # is faster), then the 8-byte all-reduce latency of both and their ratio (above 1: mesh is
 # slower). CSV files of every run stay in the output folder.
@@ -183,20 +183,34 @@ elif [ $root = 0 ]; then
 elif ! command -v iperf3 >/dev/null; then
     echo "  iperf3: skipped (not installed)"
 else
-    # two namespaces like meshrun's: rank 0 serves, rank 1 sends one stream for 3 s
-    "$MESHRUN" -n 2 --nodes 2 --netns on --timeout 30 sh -c '
-        port=${MESH_ADDR##*:}
-        if [ "$MESH_RANK" = 0 ]; then exec iperf3 -s -1 -p "$port" >/dev/null
-        else sleep 1; exec iperf3 -c "${MESH_ADDR%:*}" -p "$port" -P 1 -t 3 -f g; fi' \
-        >"$out/iperf3.log" 2>&1
+    # two namespaces like meshrun's: rank 0 serves, rank 1 sends one stream for 3 s; then one
+    # stream each way at once (--bidir), the traffic of a 2-rank collective, which shares the
+    # same CPUs between both directions when the nodes are simulated
+    iperf() { # $1: log file, $2: extra client flags
+        "$MESHRUN" -n 2 --nodes 2 --netns on --timeout 30 sh -c '
+            port=${MESH_ADDR##*:}
+            if [ "$MESH_RANK" = 0 ]; then exec iperf3 -s -1 -p "$port" >/dev/null
+            else sleep 1; exec iperf3 -c "${MESH_ADDR%:*}" -p "$port" -P 1 -t 3 -f g '"$2"'; fi' \
+            >"$1" 2>&1
+    }
+    iperf "$out/iperf3.log" ""
+    iperf "$out/iperf3_bidir.log" "--bidir"
     gbit=$(awk '/receiver/ { for (i = 1; i <= NF; i++) if ($i == "Gbits/sec") print $(i - 1) }' \
         "$out/iperf3.log" | tail -1)
+    bidir=$(awk '/receiver/ { for (i = 1; i <= NF; i++) if ($i == "Gbits/sec") print $(i - 1) }' \
+        "$out/iperf3_bidir.log" | tail -2 | tr '\n' ' ')
     if [ -n "$gbit" ]; then
         awk -v g="$gbit" 'BEGIN { printf "  iperf3, one TCP stream between two namespaces: " \
             "%.2f Gbit/s = %.2f GB/s\n", g, g / 8 }'
     else
         echo "  iperf3: no result; see $out/iperf3.log"
         status=1
+    fi
+    if [ -n "$bidir" ]; then
+        echo "$bidir" | awk '{ printf "  iperf3 --bidir, one stream each way at once: %.2f and " \
+            "%.2f Gbit/s, %.2f GB/s per direction on average\n", $1, $2, ($1 + $2) / 16 }'
+    else
+        echo "  iperf3 --bidir: no result; see $out/iperf3_bidir.log"
     fi
 fi
 exit $status
