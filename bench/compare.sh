@@ -8,23 +8,26 @@
 #   namespaces built exactly like meshrun's (root only), one way and both ways at once.
 # For every op and size the table shows busbw of both and the ratio mesh/MPI (above 1: mesh
 # is faster), then the 8-byte all-reduce latency of both and their ratio (above 1: mesh is
-# slower). CSV files of every run stay in the output folder.
+# slower). mesh and MPI take turns, --rounds times, and every figure is the median over the
+# rounds, so that a shared machine's drift hits both alike. CSV files of every run stay in
+# the output folder.
 set -u
 
 usage() {
     cat <<EOF
-usage: $0 [-o ops] [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [--out DIR]
-          [--builddir DIR] [--skip-iperf]
+usage: $0 [-o ops] [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r rounds]
+          [--out DIR] [--builddir DIR] [--skip-iperf]
   -o ops        comma-separated (default allreduce,reduce_scatter,allgather,alltoall,broadcast)
   -b/-e/-f      sizes as in mesh-bench (default 8 / 8m / 4)
   -n/-w         timed and warm-up iterations per size (default 20 / 5)
+  -r rounds     runs of each side, taking turns; medians are shown (default 3)
   --out DIR     where the CSV files and logs go (default: a new folder under /tmp)
   --builddir    build tree holding tools/meshrun and bench/ (default: this script's ..)
 EOF
 }
 
 ops=allreduce,reduce_scatter,allgather,alltoall,broadcast
-minb=8 maxb=8m factor=4 iters=20 warmup=5 out="" skip_iperf=0
+minb=8 maxb=8m factor=4 iters=20 warmup=5 rounds=3 out="" skip_iperf=0
 builddir=$(cd "$(dirname "$0")/.." && pwd)
 while [ $# -gt 0 ]; do
     case $1 in
@@ -33,6 +36,7 @@ while [ $# -gt 0 ]; do
     -e) maxb=$2; shift 2 ;;
     -f) factor=$2; shift 2 ;;
     -n) iters=$2; shift 2 ;;
+    -r) rounds=$2; shift 2 ;;
     -w) warmup=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --builddir) builddir=$2; shift 2 ;;
@@ -118,19 +122,62 @@ latency() {
 
 peers() { grep '^#   rank' "$1" | sed 's/^#/ /'; }
 
+# median OUT IN...: one row per (op, bytes, in_place) with the median time and busbw of the
+# rounds (the other columns from the first round that has the row)
+median() {
+    local o=$1; shift
+    [ $# -gt 0 ] || return 0
+    awk -F, -v OFS=, '
+        FNR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; if (!hdr) print; hdr = 1; next }
+        {
+            k = $col["op"] SUBSEP $col["bytes"] SUBSEP $col["in_place"]
+            if (!(k in row)) { row[k] = $0; order[n++] = k }
+            c = ++cnt[k]; t[k, c] = $col["time_us"]; b[k, c] = $col["busbw_GBps"]
+        }
+        function med(arr, k, m,   i, j, v, x) {
+            for (i = 1; i <= m; i++) v[i] = arr[k, i]
+            for (i = 2; i <= m; i++)
+                for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { x = v[j]; v[j] = v[j - 1]; v[j - 1] = x }
+            return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+        }
+        END {
+            for (i = 0; i < n; i++) {
+                k = order[i]; split(row[k], f, ",")
+                f[col["time_us"]] = med(t, k, cnt[k]); f[col["busbw_GBps"]] = med(b, k, cnt[k])
+                line = f[1]; for (j = 2; j in f; j++) line = line OFS f[j]
+                print line
+            }
+        }' "$@" >"$o"
+}
+
+# rounds NAME MESH_CMD... -- MPI_CMD...: both sides take turns $rounds times, each round to
+# $out/NAME-{mesh,mpi}.R.csv, then the medians to $out/mesh-NAME.csv and $out/mpi-NAME.csv
+rounds() {
+    local name=$1 r; shift
+    local mesh=() mpi=()
+    while [ "$1" != -- ]; do mesh+=("$1"); shift; done
+    shift
+    mpi=("$@")
+    for r in $(seq "$rounds"); do
+        run "mesh-$name.$r" "${mesh[@]}" --csv "$out/mesh-$name.$r.csv"
+        [ $have_mpi = 1 ] && run "mpi-$name.$r" "${mpi[@]}" --csv "$out/mpi-$name.$r.csv"
+    done
+    median "$out/mesh-$name.csv" $(ls "$out"/mesh-"$name".[0-9]*.csv 2>/dev/null)
+    [ $have_mpi = 1 ] && median "$out/mpi-$name.csv" $(ls "$out"/mpi-"$name".[0-9]*.csv 2>/dev/null)
+    cp "$out/mesh-$name.1.log" "$out/mesh-$name.log" 2>/dev/null
+    return 0
+}
+
 echo "mesh vs MPI, 2 ranks; sizes $minb..$maxb x$factor, $iters iterations (warm-up $warmup)"
 echo "results and logs: $out"
 
 # ---------------------------------------------------------------- (a) one node
 echo
 echo "== (a) one node: mesh (shared memory) vs MPI (its default shared-memory btl)"
-run mesh-1node "$MESHRUN" -n 2 "$MESHBENCH" "${common[@]}" --csv "$out/mesh-1node.csv"
-run mesh-1node-lat "$MESHRUN" -n 2 "$MESHBENCH" "${lat[@]}" --csv "$out/mesh-1node-lat.csv"
-if [ $have_mpi = 1 ]; then
-    run mpi-1node mpirun "${mpirun_flags[@]}" "$MPIBENCH" "${common[@]}" --csv "$out/mpi-1node.csv"
-    run mpi-1node-lat mpirun "${mpirun_flags[@]}" "$MPIBENCH" "${lat[@]}" \
-        --csv "$out/mpi-1node-lat.csv"
-fi
+rounds 1node "$MESHRUN" -n 2 "$MESHBENCH" "${common[@]}" -- \
+    mpirun "${mpirun_flags[@]}" "$MPIBENCH" "${common[@]}"
+rounds 1node-lat "$MESHRUN" -n 2 "$MESHBENCH" "${lat[@]}" -- \
+    mpirun "${mpirun_flags[@]}" "$MPIBENCH" "${lat[@]}"
 [ -f "$out/mesh-1node.log" ] && peers "$out/mesh-1node.log"
 if [ -f "$out/mesh-1node.csv" ]; then
     table "$out/mesh-1node.csv" "$([ -f "$out/mpi-1node.csv" ] && echo "$out/mpi-1node.csv")"
@@ -149,16 +196,11 @@ else
 fi
 echo "   MPI runs with --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo: TCP over"
 echo "   the loopback device, as it cannot be started inside the namespaces without ssh"
-run mesh-2node "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${common[@]}" --csv "$out/mesh-2node.csv"
-run mesh-2node-lat "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${lat[@]}" \
-    --csv "$out/mesh-2node-lat.csv"
-if [ $have_mpi = 1 ]; then
-    tcp=(--mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo)
-    run mpi-2node mpirun "${mpirun_flags[@]}" "${tcp[@]}" "$MPIBENCH" "${common[@]}" \
-        --csv "$out/mpi-2node.csv"
-    run mpi-2node-lat mpirun "${mpirun_flags[@]}" "${tcp[@]}" "$MPIBENCH" "${lat[@]}" \
-        --csv "$out/mpi-2node-lat.csv"
-fi
+tcp=(--mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo)
+rounds 2node "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${common[@]}" -- \
+    mpirun "${mpirun_flags[@]}" "${tcp[@]}" "$MPIBENCH" "${common[@]}"
+rounds 2node-lat "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${lat[@]}" -- \
+    mpirun "${mpirun_flags[@]}" "${tcp[@]}" "$MPIBENCH" "${lat[@]}"
 [ -f "$out/mesh-2node.log" ] && peers "$out/mesh-2node.log"
 if [ -f "$out/mesh-2node.csv" ]; then
     table "$out/mesh-2node.csv" "$([ -f "$out/mpi-2node.csv" ] && echo "$out/mpi-2node.csv")"
