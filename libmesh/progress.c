@@ -108,7 +108,13 @@ void mesh_backoff(unsigned *idle)
         *idle = n + 1;
     unsigned spin = (unsigned)mesh_backoff_spin();
     if (n < spin) {
-        mesh_cpu_relax();
+        /* a long spin still yields now and then: when something else wants this CPU (another
+         * job, or ranks that outnumber the CPUs unseen), it runs within tens of microseconds;
+         * when nothing does, sched_yield returns at once */
+        if ((n & 255) == 255)
+            sched_yield();
+        else
+            mesh_cpu_relax();
         return;
     }
     n -= spin;
