@@ -43,9 +43,6 @@ typedef struct mesh_scratch {
  * blocks, so that a stream of small collectives does not go through malloc on every call. */
 #define SCHED_POOL_MAX 4
 #define SCRATCH_KEEP_BYTES MESH_SCHED_SCRATCH_KEEP_BYTES
-/* Local copies are split into pieces of this size; local work of at least half of it hands
- * the transports a turn when transfers are in flight. */
-#define SCHED_PIECE_BYTES ((size_t)1 << 20)
 
 struct mesh_sched {
     mesh_comm_t *comm;
@@ -285,32 +282,8 @@ int mesh_sched_reduce3(mesh_sched_t *s, void *dst, const void *a, const void *b,
 int mesh_sched_copy(mesh_sched_t *s, void *dst, const void *src, size_t bytes, const int *deps,
                     int ndeps)
 {
-    /* large copies go in pieces, so that transfers in flight get a turn between them (see
-     * mesh_sched_progress); overlapping ranges keep one piece, memmove's order matters there */
-    const char *a = src;
-    char *d = dst;
-    if (bytes <= SCHED_PIECE_BYTES || (d < a + bytes && a < d + bytes)) {
-        mesh_task_t t = {.kind = TASK_COPY, .dst = dst, .a = src, .n = bytes};
-        return add_task(s, &t, deps, ndeps);
-    }
-    int first = s->ntasks, last = -1;
-    for (size_t off = 0; off < bytes; off += SCHED_PIECE_BYTES) {
-        size_t n = bytes - off < SCHED_PIECE_BYTES ? bytes - off : SCHED_PIECE_BYTES;
-        mesh_task_t t = {.kind = TASK_COPY, .dst = d + off, .a = a + off, .n = n};
-        last = add_task(s, &t, deps, ndeps);
-        if (last < 0) return last;
-    }
-    if (first == last) return last;
-    /* one task that completes after every piece */
-    int *all = malloc((size_t)(last - first + 1) * sizeof(int));
-    if (all == NULL) {
-        s->status = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a copy's pieces");
-        return -1;
-    }
-    for (int i = first; i <= last; i++) all[i - first] = i;
-    int nop = mesh_sched_nop(s, all, last - first + 1);
-    free(all);
-    return nop;
+    mesh_task_t t = {.kind = TASK_COPY, .dst = dst, .a = src, .n = bytes};
+    return add_task(s, &t, deps, ndeps);
 }
 
 int mesh_sched_nop(mesh_sched_t *s, const int *deps, int ndeps)
@@ -518,9 +491,9 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
     if (s->status != MESH_INPROGRESS) return s->status;
     if (atomic_load_explicit(&comm->aborted, memory_order_relaxed))
         return fail_with(s, mesh_error(MESH_ERR_ABORTED, "communicator aborted"));
-    int progressed = 0, yield = 0;
+    int progressed = 0;
     for (;;) {
-        while (!yield && s->nready + s->ncomp > 0) {
+        while (s->nready + s->ncomp > 0) {
             int id = ready_pop(s);
             mesh_task_t *t = &s->tasks[id];
             mesh_status_t st = MESH_OK;
@@ -549,10 +522,6 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
                 s->inflight[s->ninflight++] = id;
             } else {
                 complete_task(s, id);
-                /* after a long piece of local work, let the transports move the transfers in
-                 * flight before the next one (a busy socket would otherwise sit idle) */
-                size_t bytes = t->kind == TASK_COPY ? t->n : t->n * mesh_dtype_size(s->dtype);
-                yield = s->ninflight > 0 && bytes >= SCHED_PIECE_BYTES / 2;
             }
             progressed = 1;
         }
@@ -575,7 +544,7 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
             complete_task(s, (int)(t - s->tasks));
             moved = 1;
         }
-        if (yield || (!moved && s->nready + s->ncomp == 0)) break;
+        if (!moved && s->nready + s->ncomp == 0) break;
         progressed = 1;
     }
     if (s->ndone == s->ntasks) {
