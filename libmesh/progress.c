@@ -1,8 +1,8 @@
 /* Time and polite waiting. A waiting rank spins for MESH_PROGRESS_SPIN idle polls (cheap wake-up
  * when every rank has a core), then yields, then sleeps for growing intervals (1 us to 100 us) so
  * that oversubscribed ranks hand their core to the rank they wait for. With the default (auto)
- * the spin is long once a communicator has shown that this node's ranks each have a CPU: a
- * sleep costs tens of microseconds however short it is asked to be. */
+ * the spin is long once a communicator has shown that the ranks on this machine each have a
+ * CPU: a sleep costs tens of microseconds however short it is asked to be. */
 #include <config.h> /* the generated one: _GNU_SOURCE for sched_getaffinity */
 #include "libmesh/progress.h"
 #include "libmesh/config.h"
@@ -19,10 +19,10 @@
 #define MESH_BACKOFF_SLEEP_MAX_NS 100000
 #define MESH_BACKOFF_SLEEP_STEP 4   /* sleeps of one length before doubling it */
 #define MESH_SPIN_SHARED 200        /* auto: ranks share CPUs (or nothing is known yet) */
-#define MESH_SPIN_OWN 20000         /* auto: every rank of the node has a CPU */
+#define MESH_SPIN_OWN 20000         /* auto: every rank on this machine has a CPU */
 
 static atomic_int mesh_progress_spin = -1;
-static atomic_int mesh_progress_node_max; /* most ranks on this node a communicator reported */
+static atomic_int mesh_progress_node_max; /* most ranks on this machine a communicator saw */
 
 double mesh_time(void)
 {
