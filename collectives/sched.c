@@ -42,7 +42,6 @@ typedef struct mesh_scratch {
 /* A communicator keeps a few finished schedules, with their task arrays and small scratch
  * blocks, so that a stream of small collectives does not go through malloc on every call. */
 #define SCHED_POOL_MAX 4
-#define SCRATCH_KEEP_BYTES MESH_SCHED_SCRATCH_KEEP_BYTES
 
 struct mesh_sched {
     mesh_comm_t *comm;
@@ -99,7 +98,7 @@ static void sched_reset(mesh_sched_t *s)
     while (s->scratch != NULL) {
         mesh_scratch_t *sc = s->scratch;
         s->scratch = sc->next;
-        if (kept + sc->size > SCRATCH_KEEP_BYTES) {
+        if (kept + sc->size > MESH_SCHED_SCRATCH_KEEP_BYTES) {
             free(sc);
             continue;
         }

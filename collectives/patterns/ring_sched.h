@@ -31,6 +31,8 @@
 #ifndef MESH_COLL_RING_WINDOW_BYTES /* tests shrink it to exercise slot reuse */
 #define MESH_COLL_RING_WINDOW_BYTES ((size_t)8 << 20)
 #endif
+_Static_assert(MESH_COLL_RING_WINDOW_BYTES <= MESH_SCHED_SCRATCH_KEEP_BYTES,
+               "the ring's receive window must fit in the scratch a pooled schedule keeps");
 
 /* A group of ranks: member i is comm rank ranks[i] (rank i when ranks is NULL). */
 typedef struct {
