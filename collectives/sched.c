@@ -39,8 +39,9 @@ typedef struct mesh_scratch {
     /* payload follows, 64-byte aligned */
 } mesh_scratch_t;
 
-/* A communicator keeps a few finished schedules, with their task arrays and small scratch
- * blocks, so that a stream of small collectives does not go through malloc on every call. */
+/* A communicator keeps a few finished schedules, with their task arrays and up to
+ * MESH_SCHED_SCRATCH_KEEP_BYTES of scratch each, so that a stream of collectives does not go
+ * through malloc (and page faults) on every call. */
 #define SCHED_POOL_MAX 4
 
 struct mesh_sched {
