@@ -101,7 +101,47 @@ static void avg_finalize(mesh_sched_t *s, void *arg)
     mesh_reduce_divide(a->buf, a->count, a->dtype, a->n);
 }
 
-/* Builds, selects and launches; takes ownership of owned[] (freed with the request). */
+/* The replay key of a call: every argument the selection and the build read, the per-rank
+ * arrays included. Returns its length, 0 when the call is not replayed (a pre-multiplied sum
+ * scales into a fresh buffer; too many ranks for the key). */
+#define API_KEY_MAX 4096
+static size_t api_key(const mesh_comm_t *comm, const mesh_coll_args_t *a, int avg,
+                      unsigned char *key)
+{
+    struct {
+        const void *sbuf;
+        void *rbuf;
+        size_t count, dsize, bytes;
+        int type, dtype, op, root, in_place, uniform, avg, arrays;
+    } k;
+    memset(&k, 0, sizeof(k)); /* padding too: keys are compared as bytes */
+    k.sbuf = a->sbuf;
+    k.rbuf = a->rbuf;
+    k.count = a->count;
+    k.dsize = a->dsize;
+    k.bytes = a->bytes;
+    k.type = (int)a->type;
+    k.dtype = (int)a->dtype;
+    k.op = (int)a->op;
+    k.root = a->root;
+    k.in_place = a->in_place;
+    k.uniform = a->uniform;
+    k.avg = avg;
+    const size_t *arr[4] = {a->counts, a->displs, a->rcounts, a->rdispls};
+    size_t row = sizeof(size_t) * (size_t)comm->size, len = sizeof(k);
+    for (int i = 0; i < 4; i++) k.arrays |= (arr[i] != NULL) << i;
+    for (int i = 0; i < 4; i++) {
+        if (arr[i] == NULL) continue;
+        if (len + row > API_KEY_MAX) return 0;
+        memcpy(key + len, arr[i], row);
+        len += row;
+    }
+    memcpy(key, &k, sizeof(k));
+    return len;
+}
+
+/* Selects and builds (or replays the graph of an identical earlier call) and launches; takes
+ * ownership of owned[] (freed with the request). */
 mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
                             size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
                             mesh_request_h *req)
@@ -110,6 +150,15 @@ mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
     mesh_sched_t *s = NULL;
     mesh_request_h r = NULL;
     void *tmp = NULL;
+    const mesh_coll_algo_t *algo = NULL;
+    unsigned char key[API_KEY_MAX];
+    size_t keylen = comm->replay && scalar == NULL ? api_key(comm, args, avg_buf != NULL, key) : 0;
+    if (keylen != 0) s = mesh_sched_reuse(comm, key, keylen, (const void **)&algo);
+    if (s != NULL) {
+        mesh_sched_set_tag(s, mesh_tag_coll(comm->coll_seq++, 0), 0);
+        comm->replays++;
+        goto launch;
+    }
     st = mesh_sched_create(comm, args->dtype, args->op, &s);
     if (st < 0) goto err;
     mesh_sched_set_tag(s, mesh_tag_coll(comm->coll_seq++, 0), 0);
@@ -125,13 +174,9 @@ mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
         args->sbuf = tmp;
         args->in_place = 0;
     }
-    const mesh_coll_algo_t *algo = NULL;
     st = mesh_coll_select_build(comm, args, s, &algo);
     if (st < 0) goto err;
     st = mesh_sched_status(s);
-    if (st < 0) goto err;
-    comm->last_algo = algo->name;
-    st = mesh_request_create(comm, s, &r);
     if (st < 0) goto err;
     if (avg_buf != NULL) {
         struct avg_arg *a = mesh_sched_scratch(s, sizeof(*a));
@@ -142,11 +187,15 @@ mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
         *a = (struct avg_arg){avg_buf, avg_count, args->dtype, comm->size};
         mesh_sched_on_complete(s, avg_finalize, a);
     }
+    mesh_sched_set_key(s, key, keylen, algo);
+launch:
+    comm->last_algo = algo->name;
+    st = mesh_request_create(comm, s, &r);
+    if (st < 0) goto err;
     r->owned[0] = owned0;
     r->owned[1] = tmp;
     return mesh_comm_fail(comm, mesh_request_launch(r, req));
 err:
-    if (r) free(r);
     mesh_sched_destroy(s);
     free(tmp);
     free(owned0);

@@ -64,6 +64,11 @@ static const mesh_config_entry_t mesh_coll_config_entries[] = {
      "algorithm that cannot serve a call falls back to the default choice. mesh-info -A lists "
      "the algorithms.",
      NULL},
+    {"REPLAY", "1", MESH_CFG_BOOL,
+     "Runs a collective called again with the same arguments (buffers, counts, type, op, root) "
+     "on the schedule built for the last such call, skipping algorithm selection and the "
+     "build: a communicator keeps up to 4 finished schedules. 0 selects and builds every call.",
+     NULL},
     {"VERDICT_WAIT", "0.1", MESH_CFG_DOUBLE,
      "Seconds a rank that sees a peer fail first listens for another rank's verdict before "
      "naming that peer itself: a survivor that left after seeing a failure looks failed to the "
@@ -242,6 +247,7 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     c->timeout_s = timeout_s;
     c->verdict_wait_s = mesh_config_double("VERDICT_WAIT");
     c->tune = mesh_config_str("TUNE");
+    c->replay = mesh_config_bool("REPLAY");
     atomic_init(&c->aborted, 0);
     c->peers = calloc((size_t)c->size, sizeof(mesh_comm_peer_t));
     c->culprit = -1;

@@ -52,6 +52,7 @@ typedef struct mesh_comm {
 
     /* ordering: the n-th collective has tag sequence n on every rank */
     uint32_t coll_seq;
+    uint64_t replays; /* collectives that ran a schedule built for an identical earlier call */
     uint32_t *p2p_send_seq; /* [size] */
     uint32_t *p2p_recv_seq; /* [size] */
 
@@ -78,6 +79,7 @@ typedef struct mesh_comm {
         unsigned char scalar[8];
     } premul[MESH_COMM_MAX_PREMUL];
 
+    int replay;       /* MESH_REPLAY */
     const char *tune; /* MESH_TUNE, resolved once: config values are fixed after registration */
     const char *last_algo;
     char last_error[512];

@@ -18,6 +18,7 @@ typedef struct {
     uint8_t state;
     int peer;
     uint32_t ndeps_left;
+    uint32_t ndeps; /* as built, for a replay */
     uint32_t msg_index;
     uint32_t succ_first;
     uint32_t succ_count;
@@ -43,6 +44,8 @@ typedef struct mesh_scratch {
  * MESH_SCHED_SCRATCH_KEEP_BYTES of scratch each, so that a stream of collectives does not go
  * through malloc (and page faults) on every call. */
 #define SCHED_POOL_MAX 4
+/* Idle progress calls between two reads of the clock (a power of two). */
+#define SCHED_CLOCK_EVERY 16
 
 struct mesh_sched {
     mesh_comm_t *comm;
@@ -57,6 +60,7 @@ struct mesh_sched {
     int nedges, cap_edges;
     int *succ;     /* CSR successors */
     int cap_succ;
+    int csr_built; /* succ[] and the run arrays are ready (kept across a replay) */
     int cap_run;   /* of ready and inflight */
     /* ready task ids: sends and receives stacked from the front ([0, nready)), local work
      * (copies, reductions, joins) from the back ([ntasks - ncomp, ntasks)), so that a rank posts
@@ -77,8 +81,14 @@ struct mesh_sched {
     mesh_sched_finalize_fn finalize;
     void *finalize_arg;
 
+    unsigned char *key; /* arguments this graph was built for (replay); keylen 0: none */
+    size_t keylen, keycap;
+    const void *cookie;
+
     double deadline;
     double next_check;
+    unsigned idle_polls; /* progress calls since something last moved */
+    int moved;           /* something moved since the deadline was set */
     mesh_sched_t *next, *prev; /* comm->active */
 };
 
@@ -109,6 +119,8 @@ static void sched_reset(mesh_sched_t *s)
     }
     s->status = MESH_OK;
     s->started = 0;
+    s->csr_built = 0;
+    s->keylen = 0;
     s->ntasks = s->nedges = s->nready = s->ncomp = s->ninflight = s->ndone = 0;
     s->tag_base = 0;
     s->p2p = 0;
@@ -121,9 +133,16 @@ static void sched_reset(mesh_sched_t *s)
 mesh_status_t mesh_sched_create(mesh_comm_t *comm, mesh_dtype_t dtype, mesh_op_t op,
                                 mesh_sched_t **out)
 {
-    mesh_sched_t *s = comm->sched_pool;
+    /* an unkeyed pooled schedule, else the least recently pooled one (its graph is the least
+     * likely to be replayed) */
+    mesh_sched_t **pick = NULL;
+    for (mesh_sched_t **pp = &comm->sched_pool; *pp != NULL; pp = &(*pp)->next) {
+        pick = pp;
+        if ((*pp)->keylen == 0) break;
+    }
+    mesh_sched_t *s = pick ? *pick : NULL;
     if (s != NULL) {
-        comm->sched_pool = s->next;
+        *pick = s->next;
         comm->sched_pool_len--;
         sched_reset(s);
     } else {
@@ -147,6 +166,51 @@ mesh_status_t mesh_sched_create(mesh_comm_t *comm, mesh_dtype_t dtype, mesh_op_t
 
 static void sched_free(mesh_sched_t *s);
 
+static size_t scratch_bytes(const mesh_sched_t *s)
+{
+    size_t n = 0;
+    for (const mesh_scratch_t *sc = s->scratch; sc != NULL; sc = sc->next) n += sc->size;
+    return n;
+}
+
+void mesh_sched_set_key(mesh_sched_t *s, const void *key, size_t len, const void *cookie)
+{
+    s->keylen = 0;
+    if (len == 0 || s->status != MESH_OK) return;
+    if (len > s->keycap) {
+        unsigned char *k = realloc(s->key, len);
+        if (k == NULL) return;
+        s->key = k;
+        s->keycap = len;
+    }
+    memcpy(s->key, key, len);
+    s->keylen = len;
+    s->cookie = cookie;
+}
+
+mesh_sched_t *mesh_sched_reuse(mesh_comm_t *comm, const void *key, size_t len,
+                               const void **cookie)
+{
+    for (mesh_sched_t **pp = &comm->sched_pool; *pp != NULL; pp = &(*pp)->next) {
+        mesh_sched_t *s = *pp;
+        if (s->keylen != len || memcmp(s->key, key, len) != 0) continue;
+        *pp = s->next;
+        comm->sched_pool_len--;
+        /* the tasks, their successor lists, scratch and finalizer stay as built */
+        s->status = MESH_OK;
+        s->started = 0;
+        s->nready = s->ncomp = s->ninflight = s->ndone = 0;
+        s->next = s->prev = NULL;
+        for (int i = 0; i < s->ntasks; i++) {
+            s->tasks[i].state = TASK_WAITING;
+            s->tasks[i].ndeps_left = s->tasks[i].ndeps;
+        }
+        *cookie = s->cookie;
+        return s;
+    }
+    return NULL;
+}
+
 void mesh_sched_destroy(mesh_sched_t *s)
 {
     if (s == NULL) return;
@@ -161,6 +225,11 @@ void mesh_sched_destroy(mesh_sched_t *s)
         }
     }
     mesh_comm_t *comm = s->comm;
+    /* only a graph that ran to completion is replayed, and only if its scratch is small
+     * enough to keep */
+    if (s->keylen != 0 && (s->status != MESH_OK || !s->started ||
+                           scratch_bytes(s) > MESH_SCHED_SCRATCH_KEEP_BYTES))
+        s->keylen = 0;
     if (comm->sched_pool_len < SCHED_POOL_MAX && !comm->destroyed) {
         s->next = comm->sched_pool;
         comm->sched_pool = s;
@@ -197,6 +266,7 @@ static void sched_free(mesh_sched_t *s)
     free(s->ready);
     free(s->inflight);
     free(s->send_count);
+    free(s->key);
     free(s);
 }
 
@@ -236,6 +306,7 @@ static int add_task(mesh_sched_t *s, const mesh_task_t *t, const int *deps, int 
         s->edges[s->nedges++] = (mesh_edge_t){deps[i], id};
         task->ndeps_left++;
     }
+    task->ndeps = task->ndeps_left;
     return id;
 }
 
@@ -358,16 +429,15 @@ static int ready_pop(mesh_sched_t *s)
     return s->ready[s->ntasks - 1 - --s->ncomp];
 }
 
-mesh_status_t mesh_sched_start(mesh_sched_t *s)
+/* Successor lists (CSR) from the edge list, and room for the run. */
+static mesh_status_t build_csr(mesh_sched_t *s)
 {
-    if (s->status != MESH_OK) return s->status;
     int n = s->ntasks;
     int run_cap = s->cap_run;
     if (grow((void **)&s->succ, &s->cap_succ, s->nedges ? s->nedges : 1, sizeof(int)) ||
         grow((void **)&s->ready, &run_cap, n ? n : 1, sizeof(int)) ||
         grow((void **)&s->inflight, &s->cap_run, n ? n : 1, sizeof(int)))
         return s->status = mesh_error(MESH_ERR_NO_MEMORY, "cannot start a %d-task schedule", n);
-    /* CSR successor lists from the edge list */
     for (int i = 0; i < n; i++) s->tasks[i].succ_count = 0;
     for (int e = 0; e < s->nedges; e++) s->tasks[s->edges[e].from].succ_count++;
     uint32_t pos = 0;
@@ -380,13 +450,25 @@ mesh_status_t mesh_sched_start(mesh_sched_t *s)
         mesh_task_t *t = &s->tasks[s->edges[e].from];
         s->succ[t->succ_first + t->succ_count++] = s->edges[e].to;
     }
+    s->csr_built = 1;
+    return MESH_OK;
+}
+
+mesh_status_t mesh_sched_start(mesh_sched_t *s)
+{
+    if (s->status != MESH_OK) return s->status;
+    int n = s->ntasks;
+    if (!s->csr_built) MESH_CHECK(build_csr(s));
     s->nready = s->ncomp = 0;
     for (int i = n - 1; i >= 0; i--)
         if (s->tasks[i].ndeps_left == 0) ready_push(s, i);
     s->started = 1;
     s->status = MESH_INPROGRESS;
-    s->deadline = mesh_time() + s->comm->timeout_s;
-    s->next_check = mesh_time() + 0.2;
+    double now = mesh_time();
+    s->deadline = now + s->comm->timeout_s;
+    s->next_check = now + 0.2;
+    s->idle_polls = 0;
+    s->moved = 0;
     s->next = s->comm->active;
     s->prev = NULL;
     if (s->next) s->next->prev = s;
@@ -551,22 +633,29 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
         finish(s, MESH_OK);
         return MESH_OK;
     }
-    if (!progressed) {
-        double now = mesh_time();
-        if (now >= s->next_check) {
-            s->next_check = now + 0.2;
-            mesh_status_t st = check_peers(s);
-            if (st < 0) return fail_with(s, st);
-        }
-        if (now > s->deadline) {
-            char waits[256];
-            describe_waits(s, waits, sizeof(waits));
-            return fail_with(s, mesh_error(MESH_ERR_TIMEOUT,
-                                           "rank %d waited %.1f s (MESH_TIMEOUT) on: %s",
-                                           comm->rank, comm->timeout_s, waits));
-        }
-    } else {
-        s->deadline = mesh_time() + comm->timeout_s;
+    if (progressed) {
+        s->idle_polls = 0;
+        s->moved = 1;
+        return MESH_INPROGRESS;
+    }
+    /* the clock is read every few idle polls only: a read costs as much as a poll */
+    if ((++s->idle_polls & (SCHED_CLOCK_EVERY - 1)) != 1) return MESH_INPROGRESS;
+    double now = mesh_time();
+    if (s->moved) { /* the timeout counts from the last time something moved */
+        s->moved = 0;
+        s->deadline = now + comm->timeout_s;
+    }
+    if (now >= s->next_check) {
+        s->next_check = now + 0.2;
+        mesh_status_t st = check_peers(s);
+        if (st < 0) return fail_with(s, st);
+    }
+    if (now > s->deadline) {
+        char waits[256];
+        describe_waits(s, waits, sizeof(waits));
+        return fail_with(s, mesh_error(MESH_ERR_TIMEOUT,
+                                       "rank %d waited %.1f s (MESH_TIMEOUT) on: %s",
+                                       comm->rank, comm->timeout_s, waits));
     }
     return MESH_INPROGRESS;
 }

@@ -49,6 +49,16 @@ void mesh_sched_on_complete(mesh_sched_t *s, mesh_sched_finalize_fn fn, void *ar
 /* First error recorded while building (MESH_OK if none). */
 mesh_status_t mesh_sched_status(const mesh_sched_t *s);
 
+/* Replay: a collective called again with the same arguments runs the graph built for the last
+ * such call instead of being selected and built anew. The key is the call's arguments as opaque
+ * bytes; cookie is returned with the schedule (the algorithm that built it). A schedule keeps
+ * its key into the communicator's pool only if it completed and its scratch fits in
+ * MESH_SCHED_SCRATCH_KEEP_BYTES; failing to store the key only costs the replay. */
+void mesh_sched_set_key(mesh_sched_t *s, const void *key, size_t len, const void *cookie);
+/* A pooled schedule built under this key, rewound to run again (tag not set yet); NULL if none. */
+mesh_sched_t *mesh_sched_reuse(mesh_comm_t *comm, const void *key, size_t len,
+                               const void **cookie);
+
 /* Collective sequence / p2p: where tags come from. */
 void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base, int p2p);
 

@@ -1,6 +1,7 @@
 /*
  * API behaviour under meshrun: argument validation, point-to-point in groups, nonblocking
- * requests, split/dup, the node map and per-transport byte counters.
+ * requests, repeated calls (replayed schedules), split/dup, the node map and per-transport byte
+ * counters.
  *   api_test [--expect-nodes K]
  */
 #include "mesh.h"
@@ -135,6 +136,37 @@ static void test_nonblocking(void)
     CHECK(w == size - 1, "max %d", w);
 }
 
+/* Calls that differ in one argument only (receive buffer, count, op, in place), more of them
+ * than a communicator keeps finished schedules, taking turns: each must run on its own
+ * arguments, with the data of this round. */
+static void test_replay(void)
+{
+    enum { N = 33, CALLS = 6, ROUNDS = 4 };
+    static int in[2][N], out[2][N];
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int c = 0; c < CALLS; c++) {
+            int *src = in[c == 2], *dst = c == 3 ? src : out[c == 1];
+            int n = c == 4 ? N - 1 : N, base = round * 10 + c;
+            mesh_op_t op = c == 5 ? MESH_MAX : MESH_SUM;
+            for (int i = 0; i < N; i++) {
+                src[i] = base + rank + i;
+                if (dst != src) dst[i] = -1;
+            }
+            mesh_status_t st = mesh_allreduce(comm, src, dst, (size_t)n, MESH_INT32, op, NULL,
+                                              NULL);
+            CHECK(st == MESH_OK, "replay round %d call %d: %s", round, c,
+                  mesh_comm_last_error(comm));
+            for (int i = 0; i < N; i++) {
+                int want = op == MESH_MAX ? base + size - 1 + i
+                                          : size * (base + i) + size * (size - 1) / 2;
+                if (i >= n) want = dst == src ? base + rank + i : -1;
+                CHECK(dst[i] == want, "replay round %d call %d: element %d is %d, expected %d",
+                      round, c, i, dst[i], want);
+            }
+        }
+    }
+}
+
 static void test_split(void)
 {
     mesh_comm_h half = NULL, dup = NULL, none = (mesh_comm_h)1;
@@ -206,6 +238,7 @@ int main(int argc, char **argv)
     test_group_p2p(1);
     test_group_p2p(300000);
     test_nonblocking();
+    test_replay();
     test_split();
     test_node_map(expect_nodes);
     CHECK(mesh_barrier(comm, NULL) == MESH_OK, "final barrier");

@@ -4,11 +4,15 @@
  * program reports how many calls used it so the driver can check it was exercised.
  *
  *   conformance --list                 lists "collective algorithm" pairs of the registry
- *   conformance -o COLL [-a ALGO] [-q] [-d DTYPES]  runs one collective (-d: only these
- *                                      comma-separated dtypes, for quicker transport sweeps)
+ *   conformance -o COLL [-a ALGO] [-q] [-d DTYPES] [-r REPS]
+ *                                      runs one collective (-d: only these comma-separated
+ *                                      dtypes, for quicker transport sweeps; -r: every call
+ *                                      REPS times on the same buffers with new data each time,
+ *                                      so that repeated calls replay their schedule)
  */
 #include "mesh.h"
 #include "collectives/algo.h"
+#include "collectives/comm.h"
 #include "libmesh/dtype.h"
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +20,7 @@
 #include <string.h>
 
 static int rank, size, verbose = 1, failures, calls, used;
+static int reps = 1, rep; /* -r, and the repetition running: every input depends on it */
 static const char *algo = "";
 static const char *only_dtypes; /* -d: comma-separated dtype names, NULL for all */
 
@@ -65,15 +70,15 @@ static size_t sum_mod = 3;
 static double red_input(mesh_op_t op, int r, size_t i)
 {
     switch (op) {
-    case MESH_SUM: return (double)((r + i) % sum_mod);
-    case MESH_PROD: return (r == (int)(i % (size_t)size)) ? 2.0 : 1.0;
+    case MESH_SUM: return (double)((r + i + (size_t)rep) % sum_mod);
+    case MESH_PROD: return (r == (int)((i + (size_t)rep) % (size_t)size)) ? 2.0 : 1.0;
     case MESH_MIN:
-    case MESH_MAX: return (double)(((size_t)r * 7 + i) % 5);
+    case MESH_MAX: return (double)(((size_t)r * 7 + i + (size_t)rep) % 5);
     case MESH_AVG:
         /* fp8: every partial sum must stay within the exact integers, so no extra term */
-        if (sum_mod == 2) return (double)(i % 2);
-        return (double)(i % sum_mod) + (r == (int)(i % (size_t)size) ? size : 0);
-    default: return (double)((r + i) % sum_mod); /* pre-multiplied sum */
+        if (sum_mod == 2) return (double)((i + (size_t)rep) % 2);
+        return (double)((i + (size_t)rep) % sum_mod) + (r == (int)(i % (size_t)size) ? size : 0);
+    default: return (double)((r + i + (size_t)rep) % sum_mod); /* pre-multiplied sum */
     }
 }
 
@@ -100,7 +105,7 @@ static double red_expect(mesh_op_t op, size_t i, double premul)
 /* Data of rank r's block element i for moving collectives. */
 static double move_value(mesh_dtype_t d, int r, size_t i)
 {
-    return (double)(((size_t)r * 131 + i * 7) % (size_t)exact_range(d));
+    return (double)(((size_t)r * 131 + i * 7 + (size_t)rep * 3) % (size_t)exact_range(d));
 }
 
 static void fill(mesh_dtype_t d, void *buf, size_t off, size_t n, double (*f)(mesh_dtype_t, int, size_t),
@@ -121,6 +126,8 @@ static void *xalloc(size_t bytes)
     return p;
 }
 #define BUF(p) ((void *)((char *)(p) + 1))
+/* Back to the poison xalloc wrote, so that a repetition cannot pass on the last one's result. */
+#define POISON(p, bytes) memset((p), 0xa5, (bytes) + 64)
 
 static void note_call(void)
 {
@@ -156,28 +163,32 @@ static void run_reduction(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_t user_
     void *s = xalloc(total * ds), *r = xalloc(total * ds);
     cur_op = user_op;
     sum_mod = d == MESH_FP8_E4M3 || d == MESH_FP8_E5M2 ? 2 : 3;
-    fill(d, BUF(s), 0, total, red_input_d, rank);
-    mesh_status_t st;
-    const char *what = mesh_coll_type_name(type);
-    if (type == MESH_COLL_ALLREDUCE) {
-        st = mesh_allreduce(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, op, NULL, NULL);
-    } else if (type == MESH_COLL_REDUCE) {
-        st = mesh_reduce(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, op, root, NULL, NULL);
-    } else {
-        void *rb = inplace ? (char *)BUF(s) + (size_t)rank * n * ds : BUF(r);
-        st = mesh_reduce_scatter(comm, BUF(s), rb, n, d, op, NULL, NULL);
-    }
-    note_call();
-    if (!check_status(st, what, d, n, inplace)) {
-        const void *out = inplace ? BUF(s) : BUF(r);
-        if (type == MESH_COLL_ALLREDUCE || (type == MESH_COLL_REDUCE && rank == root)) {
-            for (size_t i = 0; i < n; i++)
-                compare(what, d, user_op, n, inplace, out, 0, i, red_expect(user_op, i, premul));
-        } else if (type == MESH_COLL_REDUCE_SCATTER) {
-            size_t off = inplace ? (size_t)rank * n : 0;
-            for (size_t i = 0; i < n; i++)
-                compare(what, d, user_op, n, inplace, out, off, i,
-                        red_expect(user_op, (size_t)rank * n + i, premul));
+    for (rep = 0; rep < reps; rep++) {
+        POISON(r, total * ds);
+        fill(d, BUF(s), 0, total, red_input_d, rank);
+        mesh_status_t st;
+        const char *what = mesh_coll_type_name(type);
+        if (type == MESH_COLL_ALLREDUCE) {
+            st = mesh_allreduce(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, op, NULL, NULL);
+        } else if (type == MESH_COLL_REDUCE) {
+            st = mesh_reduce(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, op, root, NULL, NULL);
+        } else {
+            void *rb = inplace ? (char *)BUF(s) + (size_t)rank * n * ds : BUF(r);
+            st = mesh_reduce_scatter(comm, BUF(s), rb, n, d, op, NULL, NULL);
+        }
+        note_call();
+        if (!check_status(st, what, d, n, inplace)) {
+            const void *out = inplace ? BUF(s) : BUF(r);
+            if (type == MESH_COLL_ALLREDUCE || (type == MESH_COLL_REDUCE && rank == root)) {
+                for (size_t i = 0; i < n; i++)
+                    compare(what, d, user_op, n, inplace, out, 0, i,
+                            red_expect(user_op, i, premul));
+            } else if (type == MESH_COLL_REDUCE_SCATTER) {
+                size_t off = inplace ? (size_t)rank * n : 0;
+                for (size_t i = 0; i < n; i++)
+                    compare(what, d, user_op, n, inplace, out, off, i,
+                            red_expect(user_op, (size_t)rank * n + i, premul));
+            }
         }
     }
     free(s);
@@ -188,14 +199,18 @@ static void run_bcast(mesh_dtype_t d, size_t n, int inplace, int root)
 {
     size_t ds = mesh_dtype_size(d);
     void *s = xalloc(n * ds), *r = xalloc(n * ds);
-    if (rank == root) fill(d, BUF(s), 0, n, move_value, root);
-    mesh_status_t st = mesh_broadcast(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, root, NULL,
-                                      NULL);
-    note_call();
-    if (!check_status(st, "broadcast", d, n, inplace))
-        for (size_t i = 0; i < n; i++)
-            compare("broadcast", d, MESH_SUM, n, inplace, inplace ? BUF(s) : BUF(r), 0, i,
-                    move_value(d, root, i));
+    for (rep = 0; rep < reps; rep++) {
+        POISON(r, n * ds);
+        if (inplace && rank != root) POISON(s, n * ds);
+        if (rank == root) fill(d, BUF(s), 0, n, move_value, root);
+        mesh_status_t st = mesh_broadcast(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, root, NULL,
+                                          NULL);
+        note_call();
+        if (!check_status(st, "broadcast", d, n, inplace))
+            for (size_t i = 0; i < n; i++)
+                compare("broadcast", d, MESH_SUM, n, inplace, inplace ? BUF(s) : BUF(r), 0, i,
+                        move_value(d, root, i));
+    }
     free(s);
     free(r);
 }
@@ -211,15 +226,18 @@ static void run_allgather(mesh_dtype_t d, size_t n, int inplace, int vary)
     }
     void *r = xalloc(tot * ds), *s = xalloc(counts[rank] * ds);
     void *sb = inplace ? (char *)BUF(r) + displs[rank] * ds : BUF(s);
-    fill(d, sb, 0, counts[rank], move_value, rank);
-    mesh_status_t st = vary ? mesh_allgatherv(comm, sb, BUF(r), counts, displs, d, NULL, NULL)
-                            : mesh_allgather(comm, sb, BUF(r), n, d, NULL, NULL);
-    note_call();
-    if (!check_status(st, vary ? "allgatherv" : "allgather", d, n, inplace))
-        for (int p = 0; p < size; p++)
-            for (size_t i = 0; i < counts[p]; i++)
-                compare(vary ? "allgatherv" : "allgather", d, MESH_SUM, n, inplace, BUF(r),
-                        displs[p], i, move_value(d, p, i));
+    for (rep = 0; rep < reps; rep++) {
+        POISON(r, tot * ds);
+        fill(d, sb, 0, counts[rank], move_value, rank);
+        mesh_status_t st = vary ? mesh_allgatherv(comm, sb, BUF(r), counts, displs, d, NULL, NULL)
+                                : mesh_allgather(comm, sb, BUF(r), n, d, NULL, NULL);
+        note_call();
+        if (!check_status(st, vary ? "allgatherv" : "allgather", d, n, inplace))
+            for (int p = 0; p < size; p++)
+                for (size_t i = 0; i < counts[p]; i++)
+                    compare(vary ? "allgatherv" : "allgather", d, MESH_SUM, n, inplace, BUF(r),
+                            displs[p], i, move_value(d, p, i));
+    }
     free(r);
     free(s);
     free(counts);
@@ -246,18 +264,22 @@ static void run_alltoall(mesh_dtype_t d, size_t n, int inplace, int vary)
     }
     if (inplace && vary) return;
     void *s = xalloc(stot * ds), *r = xalloc(rtot * ds);
-    for (int p = 0; p < size; p++)
-        for (size_t i = 0; i < sc[p]; i++) mesh_dtype_set(d, BUF(s), sd[p] + i, a2a_value(d, rank, p, i));
-    mesh_status_t st;
-    if (vary) st = mesh_alltoallv(comm, BUF(s), sc, sd, BUF(r), rc, rd, d, NULL, NULL);
-    else st = mesh_alltoall(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, NULL, NULL);
-    note_call();
-    const void *out = inplace ? BUF(s) : BUF(r);
-    if (!check_status(st, vary ? "alltoallv" : "alltoall", d, n, inplace))
+    for (rep = 0; rep < reps; rep++) {
+        POISON(r, rtot * ds);
         for (int p = 0; p < size; p++)
-            for (size_t i = 0; i < rc[p]; i++)
-                compare(vary ? "alltoallv" : "alltoall", d, MESH_SUM, n, inplace, out, rd[p], i,
-                        a2a_value(d, p, rank, i));
+            for (size_t i = 0; i < sc[p]; i++)
+                mesh_dtype_set(d, BUF(s), sd[p] + i, a2a_value(d, rank, p, i));
+        mesh_status_t st;
+        if (vary) st = mesh_alltoallv(comm, BUF(s), sc, sd, BUF(r), rc, rd, d, NULL, NULL);
+        else st = mesh_alltoall(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, NULL, NULL);
+        note_call();
+        const void *out = inplace ? BUF(s) : BUF(r);
+        if (!check_status(st, vary ? "alltoallv" : "alltoall", d, n, inplace))
+            for (int p = 0; p < size; p++)
+                for (size_t i = 0; i < rc[p]; i++)
+                    compare(vary ? "alltoallv" : "alltoall", d, MESH_SUM, n, inplace, out, rd[p], i,
+                            a2a_value(d, p, rank, i));
+    }
     free(s);
     free(r);
 }
@@ -268,25 +290,31 @@ static void run_gather_scatter(mesh_coll_type_t type, mesh_dtype_t d, size_t n, 
     size_t ds = mesh_dtype_size(d), all = n * (size_t)size;
     void *big = xalloc(all * ds), *small = xalloc(n * ds);
     mesh_status_t st;
-    if (type == MESH_COLL_GATHER) {
-        void *sb = inplace && rank == root ? (char *)BUF(big) + (size_t)root * n * ds : BUF(small);
-        fill(d, sb, 0, n, move_value, rank);
-        st = mesh_gather(comm, sb, BUF(big), n, d, root, NULL, NULL);
-        note_call();
-        if (!check_status(st, "gather", d, n, inplace) && rank == root)
-            for (int p = 0; p < size; p++)
+    /* the root's own block, in place */
+    void *own = inplace && rank == root ? (char *)BUF(big) + (size_t)root * n * ds : BUF(small);
+    for (rep = 0; rep < reps; rep++) {
+        if (type == MESH_COLL_GATHER) {
+            POISON(big, all * ds);
+            void *sb = own;
+            fill(d, sb, 0, n, move_value, rank);
+            st = mesh_gather(comm, sb, BUF(big), n, d, root, NULL, NULL);
+            note_call();
+            if (!check_status(st, "gather", d, n, inplace) && rank == root)
+                for (int p = 0; p < size; p++)
+                    for (size_t i = 0; i < n; i++)
+                        compare("gather", d, MESH_SUM, n, inplace, BUF(big), (size_t)p * n, i,
+                                move_value(d, p, i));
+        } else {
+            POISON(small, n * ds);
+            if (rank == root)
+                for (int p = 0; p < size; p++) fill(d, BUF(big), (size_t)p * n, n, move_value, p);
+            void *rb = own;
+            st = mesh_scatter(comm, BUF(big), rb, n, d, root, NULL, NULL);
+            note_call();
+            if (!check_status(st, "scatter", d, n, inplace))
                 for (size_t i = 0; i < n; i++)
-                    compare("gather", d, MESH_SUM, n, inplace, BUF(big), (size_t)p * n, i,
-                            move_value(d, p, i));
-    } else {
-        if (rank == root)
-            for (int p = 0; p < size; p++) fill(d, BUF(big), (size_t)p * n, n, move_value, p);
-        void *rb = inplace && rank == root ? (char *)BUF(big) + (size_t)root * n * ds : BUF(small);
-        st = mesh_scatter(comm, BUF(big), rb, n, d, root, NULL, NULL);
-        note_call();
-        if (!check_status(st, "scatter", d, n, inplace))
-            for (size_t i = 0; i < n; i++)
-                compare("scatter", d, MESH_SUM, n, inplace, rb, 0, i, move_value(d, rank, i));
+                    compare("scatter", d, MESH_SUM, n, inplace, rb, 0, i, move_value(d, rank, i));
+        }
     }
     free(big);
     free(small);
@@ -332,7 +360,7 @@ static void run_type(mesh_coll_type_t type, mesh_dtype_t d, size_t n)
         case MESH_COLL_GATHER:
         case MESH_COLL_SCATTER: run_gather_scatter(type, d, n, inplace, root); break;
         case MESH_COLL_BARRIER:
-            if (inplace == 0 && n == 0) {
+            for (rep = 0; rep < reps && inplace == 0 && n == 0; rep++) {
                 mesh_status_t st = mesh_barrier(comm, NULL);
                 note_call();
                 check_status(st, "barrier", MESH_UINT8, 0, 0);
@@ -361,12 +389,14 @@ int main(int argc, char **argv)
             verbose = 0;
         } else if (strcmp(argv[i], "-d") == 0 && i + 1 < argc) {
             only_dtypes = argv[++i];
+        } else if (strcmp(argv[i], "-r") == 0 && i + 1 < argc) {
+            reps = atoi(argv[++i]);
         }
     }
     int type = coll ? mesh_coll_type_parse(coll) : -1;
-    if (type < 0) {
+    if (type < 0 || reps < 1) {
         fprintf(stderr,
-                "usage: conformance --list | -o COLLECTIVE [-a ALGO] [-q] [-d DTYPES]\n");
+                "usage: conformance --list | -o COLLECTIVE [-a ALGO] [-q] [-d DTYPES] [-r REPS]\n");
         return 2;
     }
     mesh_status_t st = mesh_comm_init_env(&comm);
@@ -396,6 +426,8 @@ int main(int argc, char **argv)
         printf("%s algo=%s ranks=%d: %d calls, %d used %s, %d failures\n", coll, algo, size, calls,
                used, algo, failures);
     if (rank == 0) printf("USED %d\n", used);
+    /* calls that ran a schedule built for an earlier identical call (collectives/comm.h) */
+    if (rank == 0) printf("REPLAYS %llu\n", (unsigned long long)comm->replays);
     mesh_comm_destroy(comm);
     return failures ? 1 : 0;
 }
