@@ -53,9 +53,10 @@ mesh_status_t mesh_coll_rd_allreduce_phase(mesh_sched_t *s, const mesh_coll_grou
     for (int k = 0; k < steps; k++) {
         int peer = mesh_coll_group_rank(g, mesh_rd_partner(me, n, k));
         /* the receive reuses tmp once the previous reduction consumed it; the reduction may
-         * overwrite what was sent only after the send completed */
-        int sd = mesh_sched_send(s, peer, have, bytes, &last, 1);
+         * overwrite what was sent only after the send completed. The receive is posted first,
+         * so that the partner's message finds it and lands in place. */
         int rv = mesh_sched_recv(s, peer, tmp, bytes, &last, 1);
+        int sd = mesh_sched_send(s, peer, have, bytes, &last, 1);
         /* both partners reduce in the same operand order (lower core rank first) so that they
          * agree bit for bit even where op is not bitwise commutative (min/max of signed zeros) */
         int mine_first = mesh_rd_core_rank(me, n) < (mesh_rd_core_rank(me, n) ^ (1 << k));

@@ -416,8 +416,9 @@ static int shm_progress(mesh_tl_iface_t *iface)
         ep->moved = 0;
         pending |= ep->npending > 0;
     }
-    /* liveness of every peer, at most every 100 ms and only while we wait for something */
-    if (pending) {
+    /* liveness of every peer, at most every 100 ms and only while we wait for something; the
+     * clock is read every few polls, since a read costs about as much as a poll */
+    if (pending && (++si->polls & (MESH_TL_SHM_CLOCK_EVERY - 1)) == 0) {
         double now = mesh_time();
         if (now >= si->next_sweep) {
             si->next_sweep = now + MESH_TL_SHM_LIVENESS_S;

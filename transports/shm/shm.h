@@ -13,6 +13,7 @@
 /* Largest cross-memory read per endpoint and progress call, so other peers keep moving. */
 #define MESH_TL_SHM_CMA_CHUNK  (4u << 20)
 #define MESH_TL_SHM_LIVENESS_S 0.1
+#define MESH_TL_SHM_CLOCK_EVERY 16 /* progress calls between reads of the clock (power of 2) */
 
 /* Start of every segment. */
 typedef struct {
@@ -145,6 +146,7 @@ typedef struct {
     mesh_tl_shm_unexp_t *unexp_free;
     mesh_tl_shm_rndv_t *rndv_free;
     double next_sweep;
+    unsigned polls;
     atomic_int aborted;
     int abort_done;
 } mesh_tl_shm_iface_t;
