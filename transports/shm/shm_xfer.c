@@ -143,6 +143,8 @@ static int ctrl_push(mesh_tl_shm_ep_t *ep, uint32_t type, uint64_t tag, uint64_t
 
 /* ---------------------------------------------------------------- posting */
 
+static int tx_progress(mesh_tl_shm_ep_t *ep);
+
 mesh_status_t mesh_tl_shm_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf, size_t len,
                                 mesh_tl_op_t *op)
 {
@@ -154,6 +156,10 @@ mesh_status_t mesh_tl_shm_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf
     mesh_tl_op_set(op, tag, buf, len);
     mesh_tl_opq_push(&ep->sendq, op);
     ep->npending++;
+    /* into the ring at once: the receiver sees an eager message or a rendezvous request now,
+     * not at this rank's next progress call, which may come only after local work (a copy, a
+     * reduction) or a cross-memory read of its own; the operation may complete here */
+    tx_progress(ep);
     return MESH_OK;
 }
 
