@@ -2,8 +2,8 @@
 # Side-by-side numbers of mesh and MPI on 2 ranks, with the machine's own limits beside them:
 #   (a) one node: mesh over shared memory, MPI with its default shared-memory path;
 #   (b) two nodes: mesh between two simulated nodes (meshrun --nodes 2: network namespaces
-#       joined by veth and a bridge when root), MPI over TCP on loopback (mpirun cannot start
-#       ranks inside namespaces without ssh, so it gets the closest thing: its tcp btl only);
+#       joined by veth and a bridge when root), MPI over its tcp btl between the same kind of
+#       namespaces (each MPI rank enters its node's namespace; without root, both on loopback);
 #   memcpy bandwidth of one process, and iperf3 single-stream throughput between two
 #   namespaces built exactly like meshrun's (root only), one way and both ways at once.
 # For every op and size the table shows busbw of both and the ratio mesh/MPI (above 1: mesh
@@ -194,13 +194,29 @@ else
     echo "== (b) two simulated nodes: mesh between 2 node labels on loopback (not root: no"
     echo "   namespaces) vs MPI"
 fi
-echo "   MPI runs with --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo: TCP over"
-echo "   the loopback device, as it cannot be started inside the namespaces without ssh"
-tcp=(--mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo)
-rounds 2node "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${common[@]}" -- \
-    mpirun "${mpirun_flags[@]}" "${tcp[@]}" "$MPIBENCH" "${common[@]}"
-rounds 2node-lat "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${lat[@]}" -- \
-    mpirun "${mpirun_flags[@]}" "${tcp[@]}" "$MPIBENCH" "${lat[@]}"
+if [ $root = 1 ]; then
+    # MPI over the same simulated network: meshrun builds the two namespaces and runs mpirun in
+    # node 0's; each MPI rank k enters node k's namespace before it starts, and talks TCP over
+    # eth0 only (PMIx and the runtime too, since rank 1 cannot reach node 0's loopback)
+    echo "   MPI runs in the same two namespaces (--mca pml ob1 --mca btl self,tcp"
+    echo "   --mca btl_tcp_if_include eth0; rank k inside node k's namespace)"
+    in_ns='[ "$MESH_RANK" = 0 ] || exit 0
+        ns=$(ip netns identify $$)
+        [ -n "$ns" ] || { echo "compare.sh: not inside a named namespace" >&2; exit 1; }
+        export MESH_NS=${ns%-n0} PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=eth0
+        exec "$@"'
+    enter='exec ip netns exec "$MESH_NS-n$OMPI_COMM_WORLD_RANK" "$@"'
+    mpi2=("$MESHRUN" -n 2 --nodes 2 --netns on --timeout 3600 sh -c "$in_ns" sh
+          mpirun "${mpirun_flags[@]}" -x MESH_NS --mca oob_tcp_if_include eth0 --mca pml ob1
+          --mca btl self,tcp --mca btl_tcp_if_include eth0 sh -c "$enter" sh "$MPIBENCH")
+else
+    echo "   MPI runs with --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo: TCP over"
+    echo "   the loopback device (namespaces need root)"
+    mpi2=(mpirun "${mpirun_flags[@]}" --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo
+          "$MPIBENCH")
+fi
+rounds 2node "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${common[@]}" -- "${mpi2[@]}" "${common[@]}"
+rounds 2node-lat "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${lat[@]}" -- "${mpi2[@]}" "${lat[@]}"
 [ -f "$out/mesh-2node.log" ] && peers "$out/mesh-2node.log"
 if [ -f "$out/mesh-2node.csv" ]; then
     table "$out/mesh-2node.csv" "$([ -f "$out/mpi-2node.csv" ] && echo "$out/mpi-2node.csv")"
