@@ -30,10 +30,35 @@ static const mesh_config_entry_t ucx_config_entries[] = {
      "that a failure verdict another rank sent at the same time arrives first and every "
      "survivor names the rank that really failed.",
      NULL},
+    {"UCX_TCP_SEG", "64k", MESH_CFG_SIZE,
+     "Segment size of UCX's tcp transport for sending (UCX_TCP_TX_SEG_SIZE; receive segments, "
+     "UCX_TCP_RX_SEG_SIZE, are 4 times as large), applied where the environment does not set "
+     "those UCX variables itself. UCX's own defaults (8k and 64k) cost a bulk transfer over TCP "
+     "a quarter of its throughput. 0 keeps UCX's defaults.",
+     NULL},
     {NULL, NULL, 0, NULL, NULL},
 };
 
 static const mesh_config_table_t ucx_config = {"ucx", ucx_config_entries};
+
+/* MESH_UCX_TCP_SEG into UCX's tcp transport, unless the environment sets UCX's variables. UCX
+ * applies a key it does not know at context level to every transport that has it: TX_SEG_SIZE
+ * and RX_SEG_SIZE belong to tcp only. */
+static void tcp_segments(ucp_config_t *cfg)
+{
+    size_t seg = mesh_config_size("UCX_TCP_SEG");
+    static const char *const names[2] = {"TX_SEG_SIZE", "RX_SEG_SIZE"};
+    for (int i = 0; i < 2 && seg != 0; i++) {
+        char env[32], val[32];
+        snprintf(env, sizeof(env), "UCX_TCP_%s", names[i]);
+        if (getenv(env) != NULL)
+            continue;
+        snprintf(val, sizeof(val), "%zu", i == 0 ? seg : 4 * seg);
+        ucs_status_t st = ucp_config_modify(cfg, names[i], val);
+        if (st != UCS_OK)
+            mesh_log_debug("ucx: %s=%s not applied: %s", env, val, ucs_status_string(st));
+    }
+}
 
 static void req_init(void *request)
 {
@@ -47,6 +72,7 @@ static mesh_status_t ucx_context(size_t neps, ucp_context_h *ctx)
     if (st != UCS_OK)
         return mesh_error(MESH_ERR_IO, "ucx configuration cannot be read: %s",
                           ucs_status_string(st));
+    tcp_segments(cfg);
     ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
                                     UCP_PARAM_FIELD_REQUEST_INIT |
                                     UCP_PARAM_FIELD_ESTIMATED_NUM_EPS,
