@@ -408,7 +408,8 @@ int mesh_comm_progress(mesh_comm_t *c)
     int events = 0;
     for (int t = 0; t < c->ntls; t++)
         if (c->tls[t].iface) events += mesh_tl_progress(c->tls[t].iface);
-    check_verdicts(c);
+    /* a verdict arrives as the completion of a standing receive: an event */
+    if (events > 0) check_verdicts(c);
     for (mesh_sched_t *s = c->active, *next; s != NULL; s = next) {
         next = mesh_sched_next(s);
         mesh_sched_progress(s);

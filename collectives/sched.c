@@ -464,11 +464,11 @@ mesh_status_t mesh_sched_start(mesh_sched_t *s)
         if (s->tasks[i].ndeps_left == 0) ready_push(s, i);
     s->started = 1;
     s->status = MESH_INPROGRESS;
-    double now = mesh_time();
-    s->deadline = now + s->comm->timeout_s;
-    s->next_check = now + 0.2;
+    /* the first idle poll reads the clock and sets both (a small collective often completes
+     * before any) */
+    s->next_check = 0;
     s->idle_polls = 0;
-    s->moved = 0;
+    s->moved = 1;
     s->next = s->comm->active;
     s->prev = NULL;
     if (s->next) s->next->prev = s;
@@ -645,6 +645,7 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
         s->moved = 0;
         s->deadline = now + comm->timeout_s;
     }
+    if (s->next_check == 0) s->next_check = now + 0.2;
     if (now >= s->next_check) {
         s->next_check = now + 0.2;
         mesh_status_t st = check_peers(s);
