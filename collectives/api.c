@@ -102,11 +102,11 @@ static void avg_finalize(mesh_sched_t *s, void *arg)
 }
 
 /* The replay key of a call: every argument the selection and the build read, the per-rank
- * arrays included. Returns its length, 0 when the call is not replayed (a pre-multiplied sum
- * scales into a fresh buffer; too many ranks for the key). */
-#define API_KEY_MAX 4096
+ * arrays included, in buf when it fits (API_KEY_STACK bytes) and in *heap otherwise. Returns its
+ * length; 0 (no replay) when there is no memory for it. */
+#define API_KEY_STACK 512
 static size_t api_key(const mesh_comm_t *comm, const mesh_coll_args_t *a, int avg,
-                      unsigned char *key)
+                      unsigned char *buf, unsigned char **heap)
 {
     struct {
         const void *sbuf;
@@ -129,14 +129,19 @@ static size_t api_key(const mesh_comm_t *comm, const mesh_coll_args_t *a, int av
     k.avg = avg;
     const size_t *arr[4] = {a->counts, a->displs, a->rcounts, a->rdispls};
     size_t row = sizeof(size_t) * (size_t)comm->size, len = sizeof(k);
-    for (int i = 0; i < 4; i++) k.arrays |= (arr[i] != NULL) << i;
+    for (int i = 0; i < 4; i++) {
+        k.arrays |= (arr[i] != NULL) << i;
+        len += arr[i] != NULL ? row : 0;
+    }
+    unsigned char *key = buf;
+    if (len > API_KEY_STACK && (key = *heap = malloc(len)) == NULL) return 0;
+    memcpy(key, &k, sizeof(k));
+    size_t off = sizeof(k);
     for (int i = 0; i < 4; i++) {
         if (arr[i] == NULL) continue;
-        if (len + row > API_KEY_MAX) return 0;
-        memcpy(key + len, arr[i], row);
-        len += row;
+        memcpy(key + off, arr[i], row);
+        off += row;
     }
-    memcpy(key, &k, sizeof(k));
     return len;
 }
 
@@ -151,8 +156,12 @@ mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
     mesh_request_h r = NULL;
     void *tmp = NULL;
     const mesh_coll_algo_t *algo = NULL;
-    unsigned char key[API_KEY_MAX];
-    size_t keylen = comm->replay && scalar == NULL ? api_key(comm, args, avg_buf != NULL, key) : 0;
+    unsigned char keybuf[API_KEY_STACK], *heap = NULL;
+    /* a pre-multiplied sum scales into a fresh buffer every call: never the same arguments */
+    size_t keylen = comm->replay && scalar == NULL
+                        ? api_key(comm, args, avg_buf != NULL, keybuf, &heap)
+                        : 0;
+    const unsigned char *key = heap ? heap : keybuf;
     if (keylen != 0) s = mesh_sched_reuse(comm, key, keylen, (const void **)&algo);
     if (s != NULL) {
         mesh_sched_set_tag(s, mesh_tag_coll(comm->coll_seq++, 0), 0);
@@ -189,6 +198,8 @@ mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
     }
     mesh_sched_set_key(s, key, keylen, algo);
 launch:
+    free(heap);
+    heap = NULL;
     comm->last_algo = algo->name;
     st = mesh_request_create(comm, s, &r);
     if (st < 0) goto err;
@@ -196,6 +207,7 @@ launch:
     r->owned[1] = tmp;
     return mesh_comm_fail(comm, mesh_request_launch(r, req));
 err:
+    free(heap);
     mesh_sched_destroy(s);
     free(tmp);
     free(owned0);
