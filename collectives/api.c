@@ -153,7 +153,6 @@ mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
 {
     mesh_status_t st;
     mesh_sched_t *s = NULL;
-    mesh_request_h r = NULL;
     void *tmp = NULL;
     const mesh_coll_algo_t *algo = NULL;
     unsigned char keybuf[API_KEY_STACK], *heap = NULL;
@@ -201,11 +200,7 @@ launch:
     free(heap);
     heap = NULL;
     comm->last_algo = algo->name;
-    st = mesh_request_create(comm, s, &r);
-    if (st < 0) goto err;
-    r->owned[0] = owned0;
-    r->owned[1] = tmp;
-    return mesh_comm_fail(comm, mesh_request_launch(r, req));
+    return mesh_comm_fail(comm, mesh_request_submit(comm, s, owned0, tmp, req));
 err:
     free(heap);
     mesh_sched_destroy(s);

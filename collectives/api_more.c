@@ -143,7 +143,6 @@ static mesh_status_t p2p(mesh_comm_t *comm, const char *fn, void *buf, size_t co
                          mesh_request_h *req)
 {
     mesh_sched_t *s;
-    mesh_request_h r;
     MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
     CHECK_ARG(peer >= 0 && peer < comm->size, "%s: peer %d is outside 0..%d", fn, peer,
@@ -158,12 +157,11 @@ static mesh_status_t p2p(mesh_comm_t *comm, const char *fn, void *buf, size_t co
     if (is_send) mesh_sched_send(s, peer, buf, count * ds, NULL, 0);
     else mesh_sched_recv(s, peer, buf, count * ds, NULL, 0);
     mesh_status_t st = mesh_sched_status(s);
-    if (st == MESH_OK) st = mesh_request_create(comm, s, &r);
     if (st < 0) {
         mesh_sched_destroy(s);
         return mesh_comm_fail(comm, st);
     }
-    return mesh_comm_fail(comm, mesh_request_launch(r, req));
+    return mesh_comm_fail(comm, mesh_request_submit(comm, s, NULL, NULL, req));
 }
 
 mesh_status_t mesh_send(mesh_comm_h comm, const void *buf, size_t count, mesh_dtype_t dtype,

@@ -23,10 +23,15 @@ mesh_status_t mesh_request_create(mesh_comm_t *comm, mesh_sched_t *sched, mesh_r
     return MESH_OK;
 }
 
-static void request_release(mesh_request_h r)
+static void request_drop(mesh_request_h r)
 {
     mesh_sched_destroy(r->sched);
     for (int i = 0; i < 3; i++) free(r->owned[i]);
+}
+
+static void request_release(mesh_request_h r)
+{
+    request_drop(r);
     free(r);
 }
 
@@ -38,7 +43,9 @@ static mesh_status_t request_start(mesh_request_h r)
         r->status = st;
         return mesh_comm_fail(r->comm, st);
     }
-    /* make the first moves at once: small operations often complete here */
+    /* make the first moves at once, posting before polling the transports: small operations
+     * often complete here */
+    mesh_sched_progress(r->sched);
     mesh_comm_progress(r->comm);
     return MESH_OK;
 }
@@ -113,6 +120,31 @@ mesh_status_t mesh_request_launch(mesh_request_h req, mesh_request_h *user_req)
     st = mesh_wait(req);
     request_release(req);
     return st;
+}
+
+mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *owned0,
+                                  void *owned1, mesh_request_h *user_req)
+{
+    if (user_req == NULL && mesh_group_depth == 0) {
+        /* blocking: the request lives here, for the time of the call */
+        struct mesh_request r = {.comm = comm, .sched = sched, .status = MESH_INPROGRESS,
+                                 .internal = 1, .owned = {owned0, owned1}};
+        mesh_status_t st = request_start(&r);
+        if (st >= 0) st = mesh_wait(&r);
+        request_drop(&r);
+        return st;
+    }
+    mesh_request_h r = NULL;
+    mesh_status_t st = mesh_request_create(comm, sched, &r);
+    if (st < 0) {
+        mesh_sched_destroy(sched);
+        free(owned0);
+        free(owned1);
+        return st;
+    }
+    r->owned[0] = owned0;
+    r->owned[1] = owned1;
+    return mesh_request_launch(r, user_req);
 }
 
 mesh_status_t mesh_group_start(void)
