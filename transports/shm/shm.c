@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -130,6 +131,10 @@ static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl
     si->hdr->size = params->size;
     si->hdr->fifo_size = si->fifo;
     si->hdr->ring_stride = stride;
+    if (getrandom(&si->hdr->stamp_key, sizeof(si->hdr->stamp_key), GRND_NONBLOCK) !=
+        sizeof(si->hdr->stamp_key))
+        si->hdr->stamp_key = params->comm_uid ^ ((uint64_t)getpid() << 32) ^
+                             (uint64_t)(mesh_time() * 1e9);
     atomic_store(&si->hdr->aborted, 0);
     atomic_thread_fence(memory_order_release);
     si->hdr->magic = MESH_TL_SHM_MAGIC;
@@ -288,6 +293,9 @@ static mesh_status_t shm_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
     ep->tx_head = atomic_load(&ep->tx->head);
     ep->tx_tail_cache = atomic_load(&ep->tx->tail);
     ep->rx_tail = atomic_load(&ep->rx->tail);
+    ep->rx_known = ep->rx_tail;
+    ep->tx_key = ep->peer_hdr->stamp_key;
+    ep->rx_key = si->hdr->stamp_key;
     atomic_store_explicit(&ep->tx->mapped, 1, memory_order_release);
     si->eps[peer->rank] = ep;
     si->neps++;

@@ -23,7 +23,8 @@ typedef struct {
     int32_t size;
     uint64_t fifo_size;
     uint64_t ring_stride;
-    uint64_t pidns; /* pid namespace of pid, so stale segments are judged only by peers */
+    uint64_t pidns;     /* pid namespace of pid, so stale segments are judged only by peers */
+    uint64_t stamp_key; /* random: keys the stamps of whole packets in this segment's rings */
     _Alignas(MESH_TL_SHM_LINE) atomic_int aborted;
     atomic_int failed_rank; /* 1 + the first peer we saw die, so peers can name it */
 } mesh_tl_shm_seg_hdr_t;
@@ -49,8 +50,14 @@ typedef struct {
 
 enum { SHM_PKT_EAGER = 1, SHM_PKT_RNDV, SHM_PKT_FIN, SHM_PKT_RETRY, SHM_PKT_RDATA };
 
-/* Packet header in a ring; EAGER and RDATA are followed by len payload bytes. */
+/* Packet header in a ring; EAGER and RDATA are followed by len payload bytes. Every packet is
+ * padded so that headers start at multiples of SHM_PKT_ALIGN in the stream. stamp is written
+ * last: when the header and its whole payload are in, it holds mesh_tl_shm_stamp(key, stream
+ * offset of the header), so the receiver learns of the packet by reading its first line alone;
+ * otherwise it is 0 and the head pointer tells. */
+#define SHM_PKT_ALIGN MESH_TL_SHM_LINE
 typedef struct {
+    uint64_t stamp;
     uint32_t type;
     int32_t pid; /* RNDV: sender's pid */
     uint64_t tag;
@@ -108,6 +115,10 @@ typedef struct mesh_tl_shm_ep {
     size_t ctrl_cap, ctrl_first, ctrl_n;
     /* receiving */
     uint64_t rx_tail;
+    uint64_t rx_known; /* the stream is written up to here (head, or a stamped packet's end) */
+    uint64_t tx_key, rx_key; /* stamp keys of the peer's segment and of ours */
+    size_t rx_pad;           /* padding after the current packet's payload */
+    size_t rx_skip;          /* padding still to skip before the next header */
     int rx_state;
     mesh_tl_shm_pkt_t rx_pkt;
     size_t rx_pkt_done;
@@ -150,6 +161,13 @@ typedef struct {
     atomic_int aborted;
     int abort_done;
 } mesh_tl_shm_iface_t;
+
+/* The stamp of a whole packet at stream offset off (a multiple of SHM_PKT_ALIGN) of a ring
+ * keyed key: distinct for every offset, never 0, and not guessable by payload bytes. */
+static inline uint64_t mesh_tl_shm_stamp(uint64_t key, uint64_t off)
+{
+    return ((off * 0x9e3779b97f4a7c15ull) ^ key) | 1u;
+}
 
 static inline mesh_tl_shm_ring_t *mesh_tl_shm_ring(void *seg, uint64_t stride, int rank)
 {

@@ -6,6 +6,9 @@
  * and the control packets FIN, RETRY (the receiver cannot read our memory: stream it instead)
  * and RDATA (that stream). The receiver always drains its rings, into the posted buffer when the
  * receive is there and aside otherwise, so no sender waits on a receive being posted.
+ * Packets start on cache lines. A packet written whole (header and payload at once, the common
+ * case) carries a stamp in its first word, stored last, by which the receiver sees it with one
+ * cache-line transfer; a streamed one is announced by the head pointer, as its pieces are.
  */
 #include "config.h"
 #define MESH_LOG_SUBSYSTEM "shm"
@@ -249,14 +252,54 @@ mesh_status_t mesh_tl_shm_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
 
 /* ---------------------------------------------------------------- ring access */
 
-static void ring_put(mesh_tl_shm_ep_t *ep, const void *src, size_t n)
+#define PKT sizeof(mesh_tl_shm_pkt_t)
+_Static_assert(sizeof(mesh_tl_shm_pkt_t) <= SHM_PKT_ALIGN, "a header must not wrap the ring");
+
+/* Payload bytes that follow a header. */
+static size_t pkt_payload(const mesh_tl_shm_pkt_t *p)
 {
-    uint64_t pos = ep->tx_head % ep->fifo;
+    return p->type == SHM_PKT_EAGER || p->type == SHM_PKT_RDATA ? p->len : 0;
+}
+
+/* Bytes a header is followed by in the ring: its payload, padded so that the next header starts
+ * on a cache line (a small packet is then one line for the receiver to fetch). */
+static size_t pkt_body(const mesh_tl_shm_pkt_t *p)
+{
+    size_t end = (PKT + pkt_payload(p) + SHM_PKT_ALIGN - 1) & ~(size_t)(SHM_PKT_ALIGN - 1);
+    return end - PKT;
+}
+
+static atomic_uint_fast64_t *stamp_at(mesh_tl_shm_ring_t *ring, uint64_t fifo, uint64_t off)
+{
+    return (atomic_uint_fast64_t *)(void *)(ring->data + off % fifo);
+}
+
+/* Copies n bytes to stream offset off of our ring in the peer, wrapping. */
+static void ring_write_at(mesh_tl_shm_ep_t *ep, uint64_t off, const void *src, size_t n)
+{
+    uint64_t pos = off % ep->fifo;
     size_t first = ep->fifo - pos < n ? ep->fifo - pos : n;
     memcpy(ep->tx->data + pos, src, first);
     if (n > first)
         memcpy(ep->tx->data, (const char *)src + first, n - first);
+}
+
+static void ring_put(mesh_tl_shm_ep_t *ep, const void *src, size_t n)
+{
+    ring_write_at(ep, ep->tx_head, src, n);
     ep->tx_head += n;
+    ep->moved = 1;
+}
+
+/* Writes a header at tx_head: the fields, then the stamp (whole: the payload is in already). */
+static void pkt_put(mesh_tl_shm_ep_t *ep, const mesh_tl_shm_pkt_t *p, size_t body, int whole)
+{
+    ring_write_at(ep, ep->tx_head + sizeof(p->stamp), (const char *)p + sizeof(p->stamp),
+                  PKT - sizeof(p->stamp));
+    atomic_store_explicit(stamp_at(ep->tx, ep->fifo, ep->tx_head),
+                          whole ? mesh_tl_shm_stamp(ep->tx_key, ep->tx_head) : 0,
+                          memory_order_release);
+    ep->tx_head += PKT + (whole ? body : 0);
     ep->moved = 1;
 }
 
@@ -290,70 +333,102 @@ static void ring_publish(mesh_tl_shm_ep_t *ep)
 
 /* ---------------------------------------------------------------- sending */
 
-static int tx_progress(mesh_tl_shm_ep_t *ep)
+/* Starts the next packet of a message (tx_cur); 0 when there is none. */
+static int tx_next(mesh_tl_shm_ep_t *ep)
 {
     mesh_tl_shm_iface_t *si = shm_iface(ep);
+    mesh_tl_op_t *op;
+    if (ep->rdataq.head == NULL && ep->sendq.head == NULL)
+        return 0;
+    memset(&ep->tx_pkt, 0, sizeof(ep->tx_pkt));
+    if ((op = mesh_tl_opq_pop(&ep->rdataq)) != NULL) {
+        ep->tx_pkt.type = SHM_PKT_RDATA;
+        ep->tx_pkt.cookie = (uint64_t)(uintptr_t)op->tl_priv[3];
+    } else if ((op = mesh_tl_opq_pop(&ep->sendq)) != NULL) {
+        size_t len = mesh_tl_op_len(op);
+        int rndv =
+            len > si->eager_limit && si->cma && ep->peer_cma && ep->same_pidns && !ep->cma_broken;
+        ep->tx_pkt.type = rndv ? SHM_PKT_RNDV : SHM_PKT_EAGER;
+        ep->tx_pkt.cookie = (uint64_t)(uintptr_t)op;
+        ep->tx_pkt.addr = (uint64_t)(uintptr_t)mesh_tl_op_buf(op);
+        ep->tx_pkt.pid = si->hdr->pid;
+    } else {
+        return 0;
+    }
+    ep->tx_pkt.tag = mesh_tl_op_tag(op);
+    ep->tx_pkt.len = mesh_tl_op_len(op);
+    ep->tx_cur = op;
+    ep->tx_pkt_done = 0;
+    ep->tx_off = 0;
+    return 1;
+}
+
+/* The message tx_cur is all in the ring (or, for a rendezvous, announced). */
+static int tx_sent(mesh_tl_shm_ep_t *ep)
+{
+    mesh_tl_op_t *op = ep->tx_cur;
+    ep->tx_cur = NULL;
+    if (ep->tx_pkt.type == SHM_PKT_RNDV) {
+        mesh_tl_opq_push(&ep->rndv_wait, op);
+        return 0;
+    }
+    op_done(ep, op, mesh_tl_op_len(op), MESH_OK);
+    return 1;
+}
+
+static int tx_progress(mesh_tl_shm_ep_t *ep)
+{
     int done = 0, wrote = 0;
     for (;;) {
         if (ep->tx_cur == NULL) {
             while (ep->ctrl_n) {
-                if (ring_space(ep, sizeof(mesh_tl_shm_pkt_t)) < sizeof(mesh_tl_shm_pkt_t))
+                const mesh_tl_shm_pkt_t *c = &ep->ctrl[ep->ctrl_first];
+                if (ring_space(ep, PKT + pkt_body(c)) < PKT + pkt_body(c))
                     goto out;
-                ring_put(ep, &ep->ctrl[ep->ctrl_first], sizeof(mesh_tl_shm_pkt_t));
+                pkt_put(ep, c, pkt_body(c), 1);
                 ep->ctrl_first = (ep->ctrl_first + 1) % ep->ctrl_cap;
                 ep->ctrl_n--;
                 wrote = 1;
             }
-            mesh_tl_op_t *op;
-            memset(&ep->tx_pkt, 0, sizeof(ep->tx_pkt));
-            if ((op = mesh_tl_opq_pop(&ep->rdataq)) != NULL) {
-                ep->tx_pkt.type = SHM_PKT_RDATA;
-                ep->tx_pkt.cookie = (uint64_t)(uintptr_t)op->tl_priv[3];
-            } else if ((op = mesh_tl_opq_pop(&ep->sendq)) != NULL) {
-                size_t len = mesh_tl_op_len(op);
-                int rndv = len > si->eager_limit && si->cma && ep->peer_cma && ep->same_pidns &&
-                           !ep->cma_broken;
-                ep->tx_pkt.type = rndv ? SHM_PKT_RNDV : SHM_PKT_EAGER;
-                ep->tx_pkt.cookie = (uint64_t)(uintptr_t)op;
-                ep->tx_pkt.addr = (uint64_t)(uintptr_t)mesh_tl_op_buf(op);
-                ep->tx_pkt.pid = si->hdr->pid;
-            } else {
+            if (!tx_next(ep))
                 break;
-            }
-            ep->tx_pkt.tag = mesh_tl_op_tag(op);
-            ep->tx_pkt.len = mesh_tl_op_len(op);
-            ep->tx_cur = op;
-            ep->tx_pkt_done = 0;
-            ep->tx_off = 0;
         }
         mesh_tl_op_t *op = ep->tx_cur;
+        size_t len = pkt_payload(&ep->tx_pkt), body = pkt_body(&ep->tx_pkt);
         if (!ep->tx_pkt_done) {
-            if (ring_space(ep, sizeof(ep->tx_pkt)) < sizeof(ep->tx_pkt))
+            size_t space = ring_space(ep, PKT + body);
+            if (space >= PKT + body) {
+                /* whole: the payload, then the header stamped last */
+                if (len)
+                    ring_write_at(ep, ep->tx_head + PKT, mesh_tl_op_buf(op), len);
+                pkt_put(ep, &ep->tx_pkt, body, 1);
+                wrote = 1;
+                done += tx_sent(ep);
+                continue;
+            }
+            if (space < PKT)
                 break;
-            ring_put(ep, &ep->tx_pkt, sizeof(ep->tx_pkt));
+            pkt_put(ep, &ep->tx_pkt, body, 0);
             ep->tx_pkt_done = 1;
             wrote = 1;
         }
-        if (ep->tx_pkt.type == SHM_PKT_RNDV) {
-            mesh_tl_opq_push(&ep->rndv_wait, op);
-            ep->tx_cur = NULL;
-            continue;
-        }
-        size_t len = mesh_tl_op_len(op);
-        while (ep->tx_off < len) {
-            size_t n = ring_space(ep, len - ep->tx_off);
+        /* streamed as the ring frees, padding last */
+        while (ep->tx_off < body) {
+            size_t n = ring_space(ep, body - ep->tx_off);
             if (n == 0)
                 goto out;
-            if (n > len - ep->tx_off)
-                n = len - ep->tx_off;
-            ring_put(ep, (const char *)mesh_tl_op_buf(op) + ep->tx_off, n);
+            if (n > body - ep->tx_off)
+                n = body - ep->tx_off;
+            size_t real = ep->tx_off < len ? len - ep->tx_off : 0;
+            if (real > n)
+                real = n;
+            ring_put(ep, (const char *)mesh_tl_op_buf(op) + ep->tx_off, real);
+            ep->tx_head += n - real;
             ep->tx_off += n;
             ring_publish(ep); /* let the receiver copy out while we copy in */
             wrote = 0;
         }
-        ep->tx_cur = NULL;
-        op_done(ep, op, len, MESH_OK);
-        done++;
+        done += tx_sent(ep);
     }
 out:
     if (wrote)
@@ -368,6 +443,7 @@ static int payload_done(mesh_tl_shm_ep_t *ep)
     int done = 0;
     size_t len = ep->rx_pkt.len;
     ep->rx_state = SHM_RX_HDR;
+    ep->rx_skip = ep->rx_pad;
     if (ep->rx_op) {
         op_done(ep, ep->rx_op, len, MESH_OK);
         done++;
@@ -470,38 +546,73 @@ static int on_packet(mesh_tl_shm_ep_t *ep)
     }
 }
 
+/* Bytes of the stream known to be in past rx_tail, want at least: the head pointer, or (at a
+ * header) a stamp saying a whole packet is there, which needs one cache line of the sender's
+ * instead of two. */
+static size_t rx_avail(mesh_tl_shm_ep_t *ep, size_t want)
+{
+    size_t avail = (size_t)(ep->rx_known - ep->rx_tail);
+    if (avail >= want)
+        return avail;
+    if (ep->rx_state == SHM_RX_HDR && ep->rx_skip == 0) {
+        uint64_t stamp =
+            atomic_load_explicit(stamp_at(ep->rx, ep->fifo, ep->rx_tail), memory_order_acquire);
+        if (stamp == mesh_tl_shm_stamp(ep->rx_key, ep->rx_tail)) {
+            /* the header (which never wraps) says how much payload follows it */
+            const mesh_tl_shm_pkt_t *p = (const void *)(ep->rx->data + ep->rx_tail % ep->fifo);
+            ep->rx_known = ep->rx_tail + PKT + pkt_body(p);
+            return (size_t)(ep->rx_known - ep->rx_tail);
+        }
+        /* a streamed header is stamped 0; anything else there is an older lap's bytes, so
+         * nothing new was written: the head pointer, another line, is left alone */
+        if (stamp != 0)
+            return avail;
+    }
+    uint64_t head = atomic_load_explicit(&ep->rx->head, memory_order_acquire);
+    if ((int64_t)(head - ep->rx_known) > 0)
+        ep->rx_known = head;
+    return (size_t)(ep->rx_known - ep->rx_tail);
+}
+
 static int rx_progress(mesh_tl_shm_ep_t *ep)
 {
     int done = 0;
     size_t budget = 16u << 20;
-    uint64_t head = atomic_load_explicit(&ep->rx->head, memory_order_acquire);
-    while (ep->failed == MESH_OK) {
-        if (ep->rx_tail == head) {
-            if (budget == 0)
-                break;
-            head = atomic_load_explicit(&ep->rx->head, memory_order_acquire);
-            if (ep->rx_tail == head)
-                break;
-        }
-        size_t avail = (size_t)(head - ep->rx_tail);
+    while (ep->failed == MESH_OK && budget > 0) {
         if (ep->rx_state == SHM_RX_HDR) {
-            if (avail < sizeof(ep->rx_pkt))
+            size_t avail = rx_avail(ep, ep->rx_skip ? ep->rx_skip : PKT);
+            if (ep->rx_skip) {
+                size_t n = avail < ep->rx_skip ? avail : ep->rx_skip;
+                if (n == 0)
+                    break;
+                ring_get(ep, NULL, n);
+                ep->rx_skip -= n;
+                continue;
+            }
+            if (avail < PKT)
                 break; /* headers are published whole */
-            ring_get(ep, &ep->rx_pkt, sizeof(ep->rx_pkt));
+            ring_get(ep, &ep->rx_pkt, PKT);
+            ep->rx_pad = pkt_body(&ep->rx_pkt) - pkt_payload(&ep->rx_pkt);
             int rc = on_packet(ep);
             if (rc < 0)
                 return done;
             done += rc;
+            if (ep->rx_state == SHM_RX_HDR)
+                ep->rx_skip = ep->rx_pad; /* no payload, or none left */
         } else {
+            size_t avail = rx_avail(ep, 1);
+            if (avail == 0)
+                break;
             size_t n = avail < ep->rx_remain ? avail : ep->rx_remain;
             ring_get(ep, ep->rx_dst, n);
             if (ep->rx_dst)
                 ep->rx_dst += n;
             ep->rx_remain -= n;
             budget -= n < budget ? n : budget;
-            atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_release);
             if (ep->rx_remain == 0)
                 done += payload_done(ep);
+            else
+                atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_release);
         }
     }
     atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_release);
