@@ -12,17 +12,6 @@ static __thread mesh_request_h mesh_group_head, mesh_group_tail;
 
 int mesh_group_active(void) { return mesh_group_depth > 0; }
 
-mesh_status_t mesh_request_create(mesh_comm_t *comm, mesh_sched_t *sched, mesh_request_h *out)
-{
-    mesh_request_h r = calloc(1, sizeof(*r));
-    if (r == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a request");
-    r->comm = comm;
-    r->sched = sched;
-    r->status = MESH_INPROGRESS;
-    *out = r;
-    return MESH_OK;
-}
-
 static void request_drop(mesh_request_h r)
 {
     mesh_sched_destroy(r->sched);
@@ -98,53 +87,39 @@ void mesh_request_free(mesh_request_h req)
 
 int mesh_progress(void) { return mesh_context_progress_all(); }
 
-mesh_status_t mesh_request_launch(mesh_request_h req, mesh_request_h *user_req)
-{
-    req->internal = user_req == NULL;
-    if (mesh_group_depth > 0) {
-        if (mesh_group_tail) mesh_group_tail->group_next = req;
-        else mesh_group_head = req;
-        mesh_group_tail = req;
-        if (user_req) *user_req = req;
-        return MESH_OK;
-    }
-    mesh_status_t st = request_start(req);
-    if (st < 0) {
-        request_release(req);
-        return st;
-    }
-    if (user_req) {
-        *user_req = req;
-        return MESH_OK;
-    }
-    st = mesh_wait(req);
-    request_release(req);
-    return st;
-}
-
 mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *owned0,
                                   void *owned1, mesh_request_h *user_req)
 {
+    struct mesh_request tmpl = {.comm = comm, .sched = sched, .status = MESH_INPROGRESS,
+                                .internal = user_req == NULL, .owned = {owned0, owned1}};
     if (user_req == NULL && mesh_group_depth == 0) {
         /* blocking: the request lives here, for the time of the call */
-        struct mesh_request r = {.comm = comm, .sched = sched, .status = MESH_INPROGRESS,
-                                 .internal = 1, .owned = {owned0, owned1}};
-        mesh_status_t st = request_start(&r);
-        if (st >= 0) st = mesh_wait(&r);
-        request_drop(&r);
+        mesh_status_t st = request_start(&tmpl);
+        if (st >= 0) st = mesh_wait(&tmpl);
+        request_drop(&tmpl);
         return st;
     }
-    mesh_request_h r = NULL;
-    mesh_status_t st = mesh_request_create(comm, sched, &r);
+    mesh_request_h r = malloc(sizeof(*r));
+    if (r == NULL) {
+        request_drop(&tmpl);
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a request");
+    }
+    *r = tmpl;
+    if (mesh_group_depth > 0) {
+        /* started at mesh_group_end */
+        if (mesh_group_tail) mesh_group_tail->group_next = r;
+        else mesh_group_head = r;
+        mesh_group_tail = r;
+        if (user_req) *user_req = r;
+        return MESH_OK;
+    }
+    mesh_status_t st = request_start(r);
     if (st < 0) {
-        mesh_sched_destroy(sched);
-        free(owned0);
-        free(owned1);
+        request_release(r);
         return st;
     }
-    r->owned[0] = owned0;
-    r->owned[1] = owned1;
-    return mesh_request_launch(r, user_req);
+    *user_req = r;
+    return MESH_OK;
 }
 
 mesh_status_t mesh_group_start(void)

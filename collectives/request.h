@@ -14,13 +14,9 @@ struct mesh_request {
     struct mesh_request *group_next;
 };
 
-/* Wraps a built schedule. */
-mesh_status_t mesh_request_create(mesh_comm_t *comm, mesh_sched_t *sched, mesh_request_h *out);
-/* Launches a request as the API was asked to: inside a group it is recorded and started at
- * mesh_group_end; otherwise it starts now and, when user_req is NULL, is waited for here. */
-mesh_status_t mesh_request_launch(mesh_request_h req, mesh_request_h *user_req);
-/* Wraps and launches a built schedule, which it owns from then on, as do owned0 and owned1 (freed
- * with it); a blocking call outside a group allocates nothing. */
+/* Launches a built schedule as the API was asked to, owning it from then on, and owned0 and
+ * owned1 (freed with it): inside a group it is recorded and started at mesh_group_end; otherwise
+ * it starts now and, when user_req is NULL, is waited for here without allocating anything. */
 mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *owned0,
                                   void *owned1, mesh_request_h *user_req);
 /* Non-zero while mesh_group_start calls outnumber mesh_group_end calls on this thread. */
