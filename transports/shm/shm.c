@@ -289,6 +289,15 @@ static mesh_status_t shm_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
         goto err_unmap;
     }
     ep->tx = mesh_tl_shm_ring(ep->peer_seg, stride, iface->rank);
+#ifdef MADV_POPULATE_WRITE
+    {
+        /* map our ring in the peer's segment now, not page by page on the first lap of sends
+         * (best effort: older kernels refuse) */
+        uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)ep->tx & ~(pg - 1);
+        uintptr_t e = ((uintptr_t)ep->tx->data + si->fifo + pg - 1) & ~(pg - 1);
+        (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+    }
+#endif
     ep->rx = mesh_tl_shm_ring(si->seg, stride, peer->rank);
     ep->tx_head = atomic_load(&ep->tx->head);
     ep->tx_tail_cache = atomic_load(&ep->tx->tail);

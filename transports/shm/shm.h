@@ -54,8 +54,9 @@ enum { SHM_PKT_EAGER = 1, SHM_PKT_RNDV, SHM_PKT_FIN, SHM_PKT_RETRY, SHM_PKT_RDAT
  * padded so that headers start at multiples of SHM_PKT_ALIGN in the stream. stamp is written
  * last: when the header and its whole payload are in, it holds mesh_tl_shm_stamp(key, stream
  * offset of the header), so the receiver learns of the packet by reading its first line alone;
- * otherwise it is 0 and the head pointer tells. */
-#define SHM_PKT_ALIGN MESH_TL_SHM_LINE
+ * otherwise it is SHM_STAMP_STREAMED (even, so never a stamp) and the head pointer tells. */
+#define SHM_PKT_ALIGN      MESH_TL_SHM_LINE
+#define SHM_STAMP_STREAMED 2u
 typedef struct {
     uint64_t stamp;
     uint32_t type;

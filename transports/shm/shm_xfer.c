@@ -297,7 +297,7 @@ static void pkt_put(mesh_tl_shm_ep_t *ep, const mesh_tl_shm_pkt_t *p, size_t bod
     ring_write_at(ep, ep->tx_head + sizeof(p->stamp), (const char *)p + sizeof(p->stamp),
                   PKT - sizeof(p->stamp));
     atomic_store_explicit(stamp_at(ep->tx, ep->fifo, ep->tx_head),
-                          whole ? mesh_tl_shm_stamp(ep->tx_key, ep->tx_head) : 0,
+                          whole ? mesh_tl_shm_stamp(ep->tx_key, ep->tx_head) : SHM_STAMP_STREAMED,
                           memory_order_release);
     ep->tx_head += PKT + (whole ? body : 0);
     ep->moved = 1;
@@ -563,9 +563,10 @@ static size_t rx_avail(mesh_tl_shm_ep_t *ep, size_t want)
             ep->rx_known = ep->rx_tail + PKT + pkt_body(p);
             return (size_t)(ep->rx_known - ep->rx_tail);
         }
-        /* a streamed header is stamped 0; anything else there is an older lap's bytes, so
-         * nothing new was written: the head pointer, another line, is left alone */
-        if (stamp != 0)
+        /* a streamed header is marked so; anything else there is an older lap's bytes (or the
+         * zeros of a new ring), so nothing new was written: the head pointer, another line, is
+         * left alone */
+        if (stamp != SHM_STAMP_STREAMED)
             return avail;
     }
     uint64_t head = atomic_load_explicit(&ep->rx->head, memory_order_acquire);
