@@ -3,7 +3,8 @@
  * link carries one message per direction. A window of steps is in flight at once: step s
  * starts when step s - WINDOW completed, which overlaps latencies without flooding a peer.
  * Handles per-rank counts and displacements; empty blocks are not sent (both ends see the same
- * count). In place, the outgoing blocks are packed into scratch first.
+ * count). In place, the blocks for other ranks are packed into scratch first (our own one
+ * too if it moves).
  */
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/algo.h"
@@ -26,26 +27,32 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     const size_t *sdispls = a->displs;
     int ready = -1; /* the sends' source is ready; receives may overwrite the send buffer */
 
+    const char *own = sb + sdispls[r] * ds;
     if (a->in_place && n > 1) {
+        /* our own block stays where it is when it is already in its place */
+        int stays = a->displs[r] == a->rdispls[r];
         size_t total = 0;
         for (int i = 0; i < n; i++)
-            total += a->counts[i];
+            total += i == r && stays ? 0 : a->counts[i];
         char *tmp = mesh_sched_scratch(s, total * ds);
         size_t *packed = mesh_sched_scratch(s, sizeof(size_t) * (size_t)n);
-        if (tmp == NULL || packed == NULL)
+        if ((tmp == NULL && total) || packed == NULL)
             return mesh_sched_status(s);
         total = 0;
         for (int i = 0; i < n; i++) {
             packed[i] = total;
+            if (i == r && stays)
+                continue;
             ready = mesh_sched_copy(s, tmp + total * ds, sb + a->displs[i] * ds, a->counts[i] * ds,
                                     &ready, 1);
             total += a->counts[i];
         }
+        own = stays ? rb + a->rdispls[r] * ds : tmp + packed[r] * ds;
         sb = tmp;
         sdispls = packed;
     }
 
-    mesh_sched_copy(s, rb + a->rdispls[r] * ds, sb + sdispls[r] * ds, a->counts[r] * ds, &ready, 1);
+    mesh_sched_copy(s, rb + a->rdispls[r] * ds, own, a->counts[r] * ds, &ready, 1);
     int done[PAIRWISE_WINDOW];
     for (int w = 0; w < PAIRWISE_WINDOW; w++)
         done[w] = ready;
