@@ -122,7 +122,6 @@ typedef struct mesh_tl_shm_ep {
     size_t rx_skip;          /* padding still to skip before the next header */
     int rx_state;
     mesh_tl_shm_pkt_t rx_pkt;
-    size_t rx_pkt_done;
     unsigned char *rx_dst; /* NULL: discard */
     size_t rx_remain;
     mesh_tl_op_t *rx_op; /* completes when the payload is in (NULL: unexpected) */

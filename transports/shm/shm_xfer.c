@@ -344,7 +344,8 @@ static int tx_next(mesh_tl_shm_ep_t *ep)
     if ((op = mesh_tl_opq_pop(&ep->rdataq)) != NULL) {
         ep->tx_pkt.type = SHM_PKT_RDATA;
         ep->tx_pkt.cookie = (uint64_t)(uintptr_t)op->tl_priv[3];
-    } else if ((op = mesh_tl_opq_pop(&ep->sendq)) != NULL) {
+    } else {
+        op = mesh_tl_opq_pop(&ep->sendq);
         size_t len = mesh_tl_op_len(op);
         int rndv =
             len > si->eager_limit && si->cma && ep->peer_cma && ep->same_pidns && !ep->cma_broken;
@@ -352,8 +353,6 @@ static int tx_next(mesh_tl_shm_ep_t *ep)
         ep->tx_pkt.cookie = (uint64_t)(uintptr_t)op;
         ep->tx_pkt.addr = (uint64_t)(uintptr_t)mesh_tl_op_buf(op);
         ep->tx_pkt.pid = si->hdr->pid;
-    } else {
-        return 0;
     }
     ep->tx_pkt.tag = mesh_tl_op_tag(op);
     ep->tx_pkt.len = mesh_tl_op_len(op);
@@ -383,9 +382,10 @@ static int tx_progress(mesh_tl_shm_ep_t *ep)
         if (ep->tx_cur == NULL) {
             while (ep->ctrl_n) {
                 const mesh_tl_shm_pkt_t *c = &ep->ctrl[ep->ctrl_first];
-                if (ring_space(ep, PKT + pkt_body(c)) < PKT + pkt_body(c))
+                size_t body = pkt_body(c);
+                if (ring_space(ep, PKT + body) < PKT + body)
                     goto out;
-                pkt_put(ep, c, pkt_body(c), 1);
+                pkt_put(ep, c, body, 1);
                 ep->ctrl_first = (ep->ctrl_first + 1) % ep->ctrl_cap;
                 ep->ctrl_n--;
                 wrote = 1;
