@@ -14,10 +14,13 @@
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
 #include "libmesh/sock.h"
+#include <dirent.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static const mesh_config_entry_t ofi_config_entries[] = {
     {"OFI_PROVIDER", "", MESH_CFG_STRING,
@@ -172,6 +175,48 @@ static void ofi_close_fids(mesh_tl_ofi_iface_t *oi)
     oi->info = NULL;
 }
 
+/* Whether this process maps /dev/shm/name. */
+static int shm_mapped_here(const char *name)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (f == NULL)
+        return 1; /* cannot tell: keep it */
+    char line[512], want[300];
+    snprintf(want, sizeof(want), " /dev/shm/%s\n", name);
+    size_t wl = strlen(want);
+    int found = 0;
+    while (!found && fgets(line, sizeof(line), f)) {
+        size_t l = strlen(line);
+        found = l >= wl && strcmp(line + l - wl, want) == 0;
+    }
+    fclose(f);
+    return found;
+}
+
+/* libfabric's shm provider names its regions "<pid>:<n>:<n>" and cannot enable an endpoint
+ * (EBUSY) while one of that name exists. A process killed without cleanup leaves its regions
+ * behind, and a later process that gets its pid fails. A region named after our pid that we do
+ * not map is such a leftover: remove it. */
+static void ofi_shm_remove_stale(void)
+{
+    char prefix[24];
+    int pl = snprintf(prefix, sizeof(prefix), "%d:", (int)getpid());
+    DIR *d = opendir("/dev/shm");
+    if (d == NULL)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        unsigned a, b;
+        char end;
+        if (strncmp(e->d_name, prefix, (size_t)pl) != 0 ||
+            sscanf(e->d_name + pl, "%u:%u%c", &a, &b, &end) != 2 || shm_mapped_here(e->d_name))
+            continue;
+        if (shm_unlink(e->d_name) == 0)
+            mesh_log_info("removed /dev/shm/%s, left by a dead process that had our pid",
+                          e->d_name);
+    }
+    closedir(d);
+}
+
 static mesh_status_t ofi_open_fids(mesh_tl_ofi_iface_t *oi)
 {
     struct fi_info *fi = oi->info;
@@ -186,6 +231,8 @@ static mesh_status_t ofi_open_fids(mesh_tl_ofi_iface_t *oi)
     struct fi_av_attr av_attr = {.type = FI_AV_TABLE, .count = (size_t)oi->super.size};
     if ((rc = fi_av_open(oi->domain, &av_attr, &oi->av, NULL)) != 0)
         return ofi_fail(rc, "fi_av_open");
+    if (strncmp(fi->fabric_attr->prov_name, "shm", 3) == 0)
+        ofi_shm_remove_stale();
     if ((rc = fi_endpoint(oi->domain, fi, &oi->ep, NULL)) != 0)
         return ofi_fail(rc, "fi_endpoint");
     if ((rc = fi_ep_bind(oi->ep, &oi->cq->fid, FI_TRANSMIT | FI_RECV)) != 0)
