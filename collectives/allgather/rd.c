@@ -117,7 +117,13 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     for (int mask = 1; mask < p2; mask <<= 1) {
         int pv = v ^ mask, peer = orig_of(pv, rem);
         int mine = v & ~(mask - 1), theirs = pv & ~(mask - 1);
-        xfer(&c, 1, peer, orig_lo(mine, rem), orig_lo(mine + mask, rem), &have, 1);
+        if (mask == 1 && v >= rem && !a->in_place) {
+            /* the own block alone travels from where the caller has it, alongside the copy
+             * (even when empty: the partner expects one message for a single block) */
+            mesh_sched_send(s, peer, a->sbuf, a->counts[r] * ds, NULL, 0);
+        } else {
+            xfer(&c, 1, peer, orig_lo(mine, rem), orig_lo(mine + mask, rem), &have, 1);
+        }
         xfer(&c, 0, peer, orig_lo(theirs, rem), orig_lo(theirs + mask, rem), NULL, 0);
         c.ids[c.nids++] = have;
         have = mesh_sched_nop(s, c.ids, c.nids);
