@@ -29,7 +29,7 @@
 static const mesh_config_entry_t shm_config_entries[] = {
     {"SHM_FIFO_SIZE", "256k", MESH_CFG_SIZE,
      "Ring size per sending peer in each receiver's shared segment.", NULL},
-    {"SHM_EAGER_LIMIT", "64k", MESH_CFG_SIZE,
+    {"SHM_EAGER_LIMIT", "16k", MESH_CFG_SIZE,
      "Largest message copied through the ring; larger ones are read once by the receiver "
      "with cross-memory attach when it works.",
      NULL},
