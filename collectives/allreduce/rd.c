@@ -76,6 +76,10 @@ static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
     if (args->bytes <= 16 * 1024)
         return 100;
+    /* two ranks: one exchange of the whole vector beats two of halves (Rabenseifner) while
+     * latency still counts */
+    if (comm->size == 2 && args->bytes <= 128 * 1024)
+        return 95;
     if (args->bytes <= 64 * 1024)
         return 50;
     return 5;
