@@ -323,6 +323,12 @@ int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, co
     return add_task(s, &t, deps, ndeps);
 }
 
+void mesh_sched_send_reused(mesh_sched_t *s, int id)
+{
+    if (s->status == MESH_OK && id >= 0 && id < s->ntasks && s->tasks[id].kind == TASK_SEND)
+        s->tasks[id].op.flags |= MESH_TL_OP_SRC_REUSED;
+}
+
 int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const int *deps,
                     int ndeps)
 {

@@ -57,6 +57,8 @@ mesh_status_t mesh_coll_rd_allreduce_phase(mesh_sched_t *s, const mesh_coll_grou
          * so that the partner's message finds it and lands in place. */
         int rv = mesh_sched_recv(s, peer, tmp, bytes, &last, 1);
         int sd = mesh_sched_send(s, peer, have, bytes, &last, 1);
+        if (have == dst)
+            mesh_sched_send_reused(s, sd);
         /* both partners reduce in the same operand order (lower core rank first) so that they
          * agree bit for bit even where op is not bitwise commutative (min/max of signed zeros) */
         int mine_first = mesh_rd_core_rank(me, n) < (mesh_rd_core_rank(me, n) ^ (1 << k));

@@ -156,6 +156,14 @@ int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, co
 {
     return add(s, (task_t){.type = T_SEND, .peer = peer, .a = buf, .n = bytes}, deps, ndeps);
 }
+void mesh_sched_send_reused(mesh_sched_t *s, int id)
+{
+    /* a hint for the transport only; it must name a send of this schedule */
+    if (id < 0 || id >= s->nt || s->t[id].type != T_SEND) {
+        fprintf(stderr, "rank %d: task %d marked reused is not a send\n", s->comm->rank, id);
+        abort();
+    }
+}
 int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const int *deps, int ndeps)
 {
     return add(s, (task_t){.type = T_RECV, .peer = peer, .dst = buf, .n = bytes}, deps, ndeps);

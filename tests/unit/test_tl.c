@@ -120,17 +120,19 @@ static int peers(int *list)
     return n;
 }
 
-/* Every pair exchanges each size at once; late: receives are posted after the data arrived. */
-static void test_sizes(int late)
+/* Every pair exchanges each size at once; late: receives are posted after the data arrived.
+ * flags: MESH_TL_OP_* of the sends. */
+static void test_sizes(int late, unsigned flags)
 {
     int pl[MAX_RANKS], np = peers(pl);
     for (size_t k = 0; k < NSIZES; k++) {
         size_t size = sizes[k];
         unsigned char *sbuf[MAX_RANKS], *rbuf[MAX_RANKS];
-        mesh_tl_op_t sop[MAX_RANKS], rop[MAX_RANKS];
+        mesh_tl_op_t sop[MAX_RANKS] = {0}, rop[MAX_RANKS] = {0};
         mesh_tl_op_t *all[2 * MAX_RANKS];
-        uint64_t tag = ((uint64_t)(1 + late) << 40) | k;
+        uint64_t tag = ((uint64_t)(1 + late + 3 * !!flags) << 40) | k;
         for (int i = 0; i < np; i++) {
+            sop[i].flags = flags;
             sbuf[i] = malloc(size + 1);
             rbuf[i] = malloc(size + 16);
             CHECK(sbuf[i] && rbuf[i]);
@@ -246,7 +248,7 @@ static void test_kill(void)
         raise(SIGKILL);
     size_t big = 9u << 20;
     unsigned char *sbuf = calloc(1, big), *rbuf = malloc(64);
-    mesh_tl_op_t sop, rop;
+    mesh_tl_op_t sop = {0}, rop = {0};
     mesh_tl_op_t *all[2] = {&sop, &rop};
     CHECK(sbuf && rbuf);
     CHECK(mesh_tl_irecv(g_ep[victim], 0x99, rbuf, 64, &rop) == MESH_OK);
@@ -353,9 +355,12 @@ static int child(int rank, int size, uint64_t uid, int kill_case, int no_ptrace)
     if (kill_case) {
         test_kill();
     } else {
-        test_sizes(0);
-        test_sizes(1);
-        test_sizes(2);
+        test_sizes(0, 0);
+        test_sizes(1, 0);
+        test_sizes(2, 0);
+        /* sends whose buffer is written right after: eager up to a larger size on shm */
+        test_sizes(0, MESH_TL_OP_SRC_REUSED);
+        test_sizes(1, MESH_TL_OP_SRC_REUSED);
         test_tags();
     }
     for (int p = 0; p < size; p++)

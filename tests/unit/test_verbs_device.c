@@ -37,7 +37,7 @@ static void xfer(int from, size_t len, int recv_first)
     unsigned char *s = malloc(len + 1), *r = malloc(len + 1);
     for (size_t i = 0; i < len; i++) s[i] = (unsigned char)(i * 7 + len + from);
     memset(r, 0xee, len + 1);
-    mesh_tl_op_t so, ro;
+    mesh_tl_op_t so = {0}, ro = {0};
     uint64_t tag = 1000 + len;
     if (recv_first) CHECK(mesh_tl_irecv(ep[to], tag, r, len, &ro) == MESH_OK);
     CHECK(mesh_tl_isend(ep[from], tag, s, len, &so) == MESH_OK);

@@ -33,6 +33,11 @@ static const mesh_config_entry_t shm_config_entries[] = {
      "Largest message copied through the ring; larger ones are read once by the receiver "
      "with cross-memory attach when it works.",
      NULL},
+    {"SHM_EAGER_LIMIT_REUSED", "128k", MESH_CFG_SIZE,
+     "Eager limit of a message whose sender writes its buffer again right after the send (an "
+     "in-place reduction): copying it out spares those writes taking every line back from the "
+     "reader's cache.",
+     NULL},
     {"SHM_CMA", "1", MESH_CFG_BOOL,
      "Use cross-memory attach (process_vm_readv) for large messages; 0 streams them through "
      "the ring.",
@@ -98,6 +103,9 @@ static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl
         fifo = 4096;
     si->fifo = (fifo + MESH_TL_SHM_LINE - 1) & ~(size_t)(MESH_TL_SHM_LINE - 1);
     si->eager_limit = mesh_config_size("SHM_EAGER_LIMIT");
+    si->eager_reused = mesh_config_size("SHM_EAGER_LIMIT_REUSED");
+    if (si->eager_reused < si->eager_limit)
+        si->eager_reused = si->eager_limit;
     si->cma = mesh_config_bool("SHM_CMA") && shm_cma_works();
     si->eps = calloc((size_t)params->size, sizeof(*si->eps));
     if (si->eps == NULL) {

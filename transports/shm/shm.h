@@ -149,6 +149,7 @@ typedef struct {
     int unlinked;
     uint64_t fifo;
     size_t eager_limit;
+    size_t eager_reused; /* for MESH_TL_OP_SRC_REUSED sends, at least eager_limit */
     int cma;
     int cma_logged;
     unsigned long long pidns;

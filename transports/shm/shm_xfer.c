@@ -347,8 +347,8 @@ static int tx_next(mesh_tl_shm_ep_t *ep)
     } else {
         op = mesh_tl_opq_pop(&ep->sendq);
         size_t len = mesh_tl_op_len(op);
-        int rndv =
-            len > si->eager_limit && si->cma && ep->peer_cma && ep->same_pidns && !ep->cma_broken;
+        size_t lim = op->flags & MESH_TL_OP_SRC_REUSED ? si->eager_reused : si->eager_limit;
+        int rndv = len > lim && si->cma && ep->peer_cma && ep->same_pidns && !ep->cma_broken;
         ep->tx_pkt.type = rndv ? SHM_PKT_RNDV : SHM_PKT_EAGER;
         ep->tx_pkt.cookie = (uint64_t)(uintptr_t)op;
         ep->tx_pkt.addr = (uint64_t)(uintptr_t)mesh_tl_op_buf(op);
