@@ -29,7 +29,7 @@ int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, co
                     int ndeps);
 int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const int *deps,
                     int ndeps);
-/* Marks send task id: this rank writes its buffer as soon as it completed
+/* Marks send task id: this rank writes its buffer again soon after it completed
  * (MESH_TL_OP_SRC_REUSED). No effect on other tasks or a failed build. */
 void mesh_sched_send_reused(mesh_sched_t *s, int id);
 /* dst = dst op src over count elements of the schedule's dtype and op. */

@@ -60,8 +60,11 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         int sp = mesh_pairwise_send_peer(r, n, step), rp = mesh_pairwise_recv_peer(r, n, step);
         int *slot = &done[step % PAIRWISE_WINDOW];
         int ids[2] = {-1, -1};
-        if (a->counts[sp])
+        if (a->counts[sp]) {
             ids[0] = mesh_sched_send(s, sp, sb + sdispls[sp] * ds, a->counts[sp] * ds, slot, 1);
+            if (a->in_place) /* the scratch is packed again by the next call */
+                mesh_sched_send_reused(s, ids[0]);
+        }
         if (a->rcounts[rp])
             ids[1] = mesh_sched_recv(s, rp, rb + a->rdispls[rp] * ds, a->rcounts[rp] * ds, slot, 1);
         *slot = mesh_sched_nop(s, (int[]){ids[0], ids[1], ready}, 3);

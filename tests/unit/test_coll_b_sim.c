@@ -99,6 +99,12 @@ int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, co
     return add(s, T_SEND, peer, NULL, buf, bytes, deps, ndeps);
 }
 
+void mesh_sched_send_reused(mesh_sched_t *s, int id)
+{
+    /* a hint for the transport only; it must name a send of this schedule */
+    CHECK(id >= 0 && id < s->ntasks && s->tasks[id].kind == T_SEND);
+}
+
 int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const int *deps, int ndeps)
 {
     return add(s, T_RECV, peer, buf, NULL, bytes, deps, ndeps);
