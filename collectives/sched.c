@@ -16,6 +16,7 @@ static const char *const task_kind_names[] = {"send", "recv", "reduce", "reduce3
 typedef struct {
     uint8_t kind;
     uint8_t state;
+    uint8_t stream; /* reduce3: dst written with non-temporal stores */
     int peer;
     uint32_t ndeps_left;
     uint32_t ndeps; /* as built, for a replay */
@@ -323,6 +324,12 @@ int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, co
     return add_task(s, &t, deps, ndeps);
 }
 
+void mesh_sched_reduce_stream(mesh_sched_t *s, int id)
+{
+    if (s->status == MESH_OK && id >= 0 && id < s->ntasks && s->tasks[id].kind == TASK_REDUCE3)
+        s->tasks[id].stream = 1;
+}
+
 void mesh_sched_send_reused(mesh_sched_t *s, int id)
 {
     if (s->status == MESH_OK && id >= 0 && id < s->ntasks && s->tasks[id].kind == TASK_SEND)
@@ -596,7 +603,10 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
                 mesh_reduce_local(t->dst, t->a, t->n, s->dtype, s->op);
                 break;
             case TASK_REDUCE3:
-                mesh_reduce_local3(t->dst, t->a, t->b, t->n, s->dtype, s->op);
+                if (t->stream)
+                    mesh_reduce_local3_stream(t->dst, t->a, t->b, t->n, s->dtype, s->op);
+                else
+                    mesh_reduce_local3(t->dst, t->a, t->b, t->n, s->dtype, s->op);
                 break;
             case TASK_COPY:
                 if (t->n && t->dst != t->a) memmove(t->dst, t->a, t->n);

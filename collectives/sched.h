@@ -40,6 +40,9 @@ int mesh_sched_reduce3(mesh_sched_t *s, void *dst, const void *a, const void *b,
                        const int *deps, int ndeps);
 int mesh_sched_copy(mesh_sched_t *s, void *dst, const void *src, size_t bytes, const int *deps,
                     int ndeps);
+/* Marks reduce3 task id: its result is too large to be read again from cache, so it is written
+ * with non-temporal stores (mesh_reduce_local3_stream). No effect on other tasks. */
+void mesh_sched_reduce_stream(mesh_sched_t *s, int id);
 /* A task that does nothing: joins dependencies. */
 int mesh_sched_nop(mesh_sched_t *s, const int *deps, int ndeps);
 

@@ -11,6 +11,12 @@ void mesh_reduce_local(void *dst, const void *src, size_t count, mesh_dtype_t dt
 /* dst = a op b (dst may alias a or b). */
 void mesh_reduce_local3(void *dst, const void *a, const void *b, size_t count, mesh_dtype_t dtype,
                         mesh_op_t op);
+/* dst = a op b for a result that will not be read again soon (larger than the core's cache):
+ * fp32, fp16 and bf16 are written with non-temporal stores where the CPU has AVX2, so that the
+ * old contents of dst are not read from memory first. Otherwise, and when dst overlaps a or b,
+ * the same as mesh_reduce_local3. */
+void mesh_reduce_local3_stream(void *dst, const void *a, const void *b, size_t count,
+                               mesh_dtype_t dtype, mesh_op_t op);
 /* dst[i] = src[i] * scalar (scalar has type dtype). */
 void mesh_reduce_scale(void *dst, const void *src, size_t count, mesh_dtype_t dtype,
                        const void *scalar);

@@ -31,6 +31,12 @@
 #ifndef MESH_COLL_RING_WINDOW_BYTES /* tests shrink it to exercise slot reuse */
 #define MESH_COLL_RING_WINDOW_BYTES ((size_t)8 << 20)
 #endif
+/* An own block at least this large is reduced into with non-temporal stores in the last step of
+ * the reduce-scatter: it is past the core's own cache by the time anyone reads it, and ordinary
+ * stores would first read every line of it from memory. */
+#ifndef MESH_COLL_RING_STREAM_BYTES
+#define MESH_COLL_RING_STREAM_BYTES ((size_t)4 << 20)
+#endif
 _Static_assert(MESH_COLL_RING_WINDOW_BYTES <= MESH_SCHED_SCRATCH_KEEP_BYTES,
                "the ring's receive window must fit in the scratch a pooled schedule keeps");
 

@@ -93,6 +93,8 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
                                   : slot;
             int r = mesh_sched_recv(s, left, slot, cnt * ds, &last[j], 1);
             int x = mesh_sched_reduce3(s, rdst, rsrc + off * ds, slot, cnt, (int[]){r, start}, 2);
+            if (final && p->len[rb] * ds >= MESH_COLL_RING_STREAM_BYTES)
+                mesh_sched_reduce_stream(s, x);
             red[k] = last[j] = x;
             at[k] = (int)j;
             mesh_coll_ids_add(&ids, r);

@@ -156,6 +156,14 @@ int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, co
 {
     return add(s, (task_t){.type = T_SEND, .peer = peer, .a = buf, .n = bytes}, deps, ndeps);
 }
+void mesh_sched_reduce_stream(mesh_sched_t *s, int id)
+{
+    /* how the result is stored only; it must name a reduce3 of this schedule */
+    if (id < 0 || id >= s->nt || s->t[id].type != T_REDUCE3) {
+        fprintf(stderr, "rank %d: task %d marked streaming is not a reduce3\n", s->comm->rank, id);
+        abort();
+    }
+}
 void mesh_sched_send_reused(mesh_sched_t *s, int id)
 {
     /* a hint for the transport only; it must name a send of this schedule */

@@ -99,6 +99,11 @@ int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, co
     return add(s, T_SEND, peer, NULL, buf, bytes, deps, ndeps);
 }
 
+void mesh_sched_reduce_stream(mesh_sched_t *s, int id)
+{
+    CHECK(!"the coll_b collectives do not reduce");
+}
+
 void mesh_sched_send_reused(mesh_sched_t *s, int id)
 {
     /* a hint for the transport only; it must name a send of this schedule */

@@ -85,6 +85,13 @@ static void check_matrix(void)
                     /* nothing written past the end */
                     CHECK(((unsigned char *)dst)[n * es] == 0x5a);
 
+                    memset(dbuf, 0x5a, sizeof(dbuf));
+                    mesh_reduce_local3_stream(dst, a, b, n, d, op);
+                    expect(d, op, dst, n, "local3_stream");
+                    CHECK(((unsigned char *)dst)[n * es] == 0x5a);
+                    if (off)
+                        CHECK(((unsigned char *)dbuf)[0] == 0x5a);
+
                     mesh_reduce_local(a, b, n, d, op);
                     expect(d, op, a, n, "local");
 
