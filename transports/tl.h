@@ -38,9 +38,9 @@ typedef struct mesh_tl_op {
  * peer that finished and left while only standing receives wait for it did nothing wrong. */
 #define MESH_TL_OP_STANDING 1u
 /* A send whose buffer the sender writes again soon after the send completes (an in-place
- * reduction into it, or scratch that the next call fills again). A transport that would have the receiver read the buffer where it is may
- * copy it out instead, up to a larger size: the sender's next writes then need not take the
- * lines back from the reader's cache one by one. */
+ * reduction into it, or scratch that the next call fills again). A transport that would have
+ * the receiver read the buffer where it is may copy it out instead, up to a larger size: the
+ * sender's next writes then need not take the lines back from the reader's cache one by one. */
 #define MESH_TL_OP_SRC_REUSED 2u
 
 /* Where a transport can reach. */

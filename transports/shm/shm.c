@@ -34,9 +34,9 @@ static const mesh_config_entry_t shm_config_entries[] = {
      "with cross-memory attach when it works.",
      NULL},
     {"SHM_EAGER_LIMIT_REUSED", "128k", MESH_CFG_SIZE,
-     "Eager limit of a message whose sender writes its buffer again right after the send (an "
-     "in-place reduction): copying it out spares those writes taking every line back from the "
-     "reader's cache.",
+     "Eager limit of a message whose sender writes its buffer again soon after the send (an "
+     "in-place reduction, scratch that the next call refills): copying it out spares those "
+     "writes taking every line back from the reader's cache.",
      NULL},
     {"SHM_CMA", "1", MESH_CFG_BOOL,
      "Use cross-memory attach (process_vm_readv) for large messages; 0 streams them through "
