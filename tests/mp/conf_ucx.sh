@@ -1,9 +1,9 @@
 #!/bin/sh
 # Collectives over ucx between 2 simulated nodes (4 ranks; same-node peers use shm, the others
 # ucx over its tcp transport): every algorithm of every collective with two small dtypes, then
-# the ring all-reduce with large messages (UCX's rendezvous). Each run checks exact values and
-# that the forced algorithm ran; MESH_TLS leaves no other way between the nodes. Skips (77)
-# without ucx.
+# the ring all-reduce with large messages (UCX's rendezvous) in both error modes. Each run
+# checks exact values and that the forced algorithm ran; MESH_TLS leaves no other way between
+# the nodes. Skips (77) without ucx.
 set -u
 b=${top_builddir:-.}
 run="$b/tools/meshrun"
@@ -34,4 +34,7 @@ for pair in $("$prog" --list | awk '{ print $1 ":" $2 }'); do
     one "${pair%%:*}" "${pair#*:}" int32,fp16
 done
 one allreduce ring int8
+# the same with UCX's peer error handling, the default on RDMA hosts (rendezvous data then
+# travels in active messages over tcp)
+MESH_UCX_ERR_MODE=peer one allreduce ring int8
 exit $status

@@ -1,10 +1,12 @@
 /*
  * ucx: a UCP context and worker per interface (one per communicator), whose network-only worker
- * address is the transport's address. Endpoints use peer error handling, so a dead peer fails
- * its operations with MESH_ERR_PEER_FAILED. Each endpoint sends a hello active message when it
- * is created; wire-up waits for the hello of every peer, so both sides have their endpoint and
- * the connections carry traffic before the first collective. UCX's own variables (UCX_TLS,
- * UCX_NET_DEVICES, ...) are read by UCX as usual; nothing here overrides them.
+ * address is the transport's address. A dead peer fails its operations with
+ * MESH_ERR_PEER_FAILED: reported by UCX's peer error handling on RDMA hosts, and by the tcp
+ * transport itself where UCX runs over tcp, which keeps zero-copy rendezvous (MESH_UCX_ERR_MODE).
+ * Each endpoint sends a hello active message when it is created; wire-up waits for the hello of
+ * every peer, so both sides have their endpoint and the connections carry traffic before the
+ * first collective. UCX's own variables (UCX_TLS, UCX_NET_DEVICES, ...) are read by UCX as usual
+ * and win over the defaults set here.
  */
 #include "config.h"
 #define MESH_LOG_SUBSYSTEM "ucx"
@@ -36,6 +38,21 @@ static const mesh_config_entry_t ucx_config_entries[] = {
      "those UCX variables itself. UCX's own defaults (8k and 64k) cost a bulk transfer over TCP "
      "a quarter of its throughput. 0 keeps UCX's defaults.",
      NULL},
+    {"UCX_ERR_MODE", "auto", MESH_CFG_ENUM,
+     "How UCX endpoints report a failed peer. peer: UCX's peer error handling, which reports "
+     "every failure but takes zero-copy rendezvous away from UCX's tcp transport (each received "
+     "byte is then copied once more). none: no peer error handling; failures the transport "
+     "sees (over tcp, the peer's sockets closing) still fail operations with "
+     "MESH_ERR_PEER_FAILED, others end at MESH_TIMEOUT, and UCX warns at teardown of the "
+     "requests a failed peer left unfinished. auto: none on hosts without an RDMA "
+     "device, where UCX runs over tcp, peer otherwise.",
+     "auto|peer|none"},
+    {"UCX_RNDV_THRESH", "1m", MESH_CFG_SIZE,
+     "Rendezvous threshold of UCX (UCX_RNDV_THRESH) on hosts without an RDMA device, where UCX "
+     "runs over tcp, applied where the environment does not set UCX_RNDV_THRESH itself. Smaller "
+     "messages go eagerly (copied once on arrival, no handshake), larger ones by rendezvous, "
+     "zero-copy without peer error handling (MESH_UCX_ERR_MODE). 0 keeps UCX's own threshold.",
+     NULL},
     {NULL, NULL, 0, NULL, NULL},
 };
 
@@ -60,6 +77,29 @@ static void tcp_segments(ucp_config_t *cfg)
     }
 }
 
+/* MESH_UCX_RNDV_THRESH into UCX where it runs over tcp, unless the environment sets it. */
+static void tcp_rndv_thresh(ucp_config_t *cfg)
+{
+    size_t thresh = mesh_config_size("UCX_RNDV_THRESH");
+    if (thresh == 0 || getenv("UCX_RNDV_THRESH") != NULL || mesh_tl_rdma_present())
+        return;
+    char val[32];
+    snprintf(val, sizeof(val), "%zu", thresh);
+    ucs_status_t st = ucp_config_modify(cfg, "RNDV_THRESH", val);
+    if (st != UCS_OK)
+        mesh_log_debug("ucx: UCX_RNDV_THRESH=%s not applied: %s", val, ucs_status_string(st));
+}
+
+/* Whether endpoints use UCX's peer error handling (MESH_UCX_ERR_MODE: auto, peer, none). */
+static int ucx_err_peer(void)
+{
+    switch (mesh_config_int("UCX_ERR_MODE")) {
+    case 1: return 1;
+    case 2: return 0;
+    default: return mesh_tl_rdma_present();
+    }
+}
+
 static void req_init(void *request)
 {
     ((mesh_tl_ucx_req_t *)request)->op = NULL;
@@ -73,6 +113,7 @@ static mesh_status_t ucx_context(size_t neps, ucp_context_h *ctx)
         return mesh_error(MESH_ERR_IO, "ucx configuration cannot be read: %s",
                           ucs_status_string(st));
     tcp_segments(cfg);
+    tcp_rndv_thresh(cfg);
     ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
                                     UCP_PARAM_FIELD_REQUEST_INIT |
                                     UCP_PARAM_FIELD_ESTIMATED_NUM_EPS,
@@ -155,6 +196,7 @@ static mesh_status_t ucx_open(const mesh_tl_open_params_t *params, mesh_tl_iface
     ui->timeout_s = params->timeout_s;
     ui->close_timeout_s = mesh_config_double("UCX_CLOSE_TIMEOUT");
     ui->fail_delay_s = mesh_config_double("UCX_FAIL_DELAY");
+    ui->err_peer = ucx_err_peer();
     atomic_init(&ui->aborted, 0);
     int bits = 0;
     while (bits < 31 && ((int64_t)1 << bits) < params->size)
@@ -205,7 +247,8 @@ static mesh_status_t ucx_open(const mesh_tl_open_params_t *params, mesh_tl_iface
                         ui->addr_len, MESH_TL_ADDR_MAX - (int)sizeof(mesh_tl_ucx_addr_t));
         goto err;
     }
-    mesh_log_debug("rank %d: ucx worker address of %zu bytes", params->rank, ui->addr_len);
+    mesh_log_debug("rank %d: ucx worker address of %zu bytes, %s error handling", params->rank,
+                   ui->addr_len, ui->err_peer ? "peer" : "no peer");
     *iface = &ui->super;
     return MESH_OK;
 
@@ -316,7 +359,8 @@ static mesh_status_t ucx_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
                                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                                        UCP_EP_PARAM_FIELD_ERR_HANDLER,
                          .address = (const ucp_address_t *)a->ucp,
-                         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                         .err_mode = ui->err_peer ? UCP_ERR_HANDLING_MODE_PEER
+                                                  : UCP_ERR_HANDLING_MODE_NONE,
                          .err_handler = {.cb = ep_error_cb, .arg = ep}};
     ucs_status_t us = ucp_ep_create(ui->worker, &p, &ep->uep);
     if (us != UCS_OK) {
@@ -347,12 +391,18 @@ static mesh_status_t ucx_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
     return MESH_OK;
 }
 
-/* Closes the UCP endpoint without waiting: interface close waits (bounded) for the requests. */
+/* Closes the UCP endpoint without waiting: interface close waits (bounded) for the requests.
+ * UCX refuses a forced close without peer error handling, and flushing one that failed only
+ * logs errors: such an endpoint is left to the worker's destruction. */
 static void ep_close(mesh_tl_ucx_ep_t *ep, int force)
 {
     mesh_tl_ucx_iface_t *ui = (mesh_tl_ucx_iface_t *)ep->super.iface;
     if (ep->uep == NULL)
         return;
+    if (force && !ui->err_peer) {
+        ep->uep = NULL;
+        return;
+    }
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                              .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
     void *r = ucp_ep_close_nbx(ep->uep, &p);

@@ -61,6 +61,7 @@ typedef struct {
     double timeout_s;
     double close_timeout_s;
     double fail_delay_s;
+    int err_peer;               /* endpoints use UCX's peer error handling */
     int src_shift;              /* where the sender's rank is folded into UCX tags */
     mesh_tl_ucx_ep_t **eps;     /* [size] */
     unsigned char *hello_from;  /* [size] hellos received */
