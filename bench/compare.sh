@@ -67,14 +67,7 @@ common=(-o "$ops" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" -c
 lat=(-o allreduce -b 8 -e 8 -n 2000 -w 200 -c 1)
 status=0
 
-# run NAME command...: output to $out/NAME.log, a note on failure
-run() {
-    local name=$1; shift
-    if ! "$@" >"$out/$name.log" 2>&1; then
-        echo "warning: $name failed (exit $?); see $out/$name.log"
-        status=1
-    fi
-}
+. "$(dirname "$0")/compare_lib.sh"
 
 # table MESH_CSV MPI_CSV: time and busbw of both per op and size (out of place), and the busbw
 # ratio mesh/MPI
@@ -121,34 +114,6 @@ latency() {
 }
 
 peers() { grep '^#   rank' "$1" | sed 's/^#/ /'; }
-
-# median OUT IN...: one row per (op, bytes, in_place) with the median time and busbw of the
-# rounds (the other columns from the first round that has the row)
-median() {
-    local o=$1; shift
-    [ $# -gt 0 ] || return 0
-    awk -F, -v OFS=, '
-        FNR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; if (!hdr) print; hdr = 1; next }
-        {
-            k = $col["op"] SUBSEP $col["bytes"] SUBSEP $col["in_place"]
-            if (!(k in row)) { row[k] = $0; order[n++] = k }
-            c = ++cnt[k]; t[k, c] = $col["time_us"]; b[k, c] = $col["busbw_GBps"]
-        }
-        function med(arr, k, m,   i, j, v, x) {
-            for (i = 1; i <= m; i++) v[i] = arr[k, i]
-            for (i = 2; i <= m; i++)
-                for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { x = v[j]; v[j] = v[j - 1]; v[j - 1] = x }
-            return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
-        }
-        END {
-            for (i = 0; i < n; i++) {
-                k = order[i]; split(row[k], f, ",")
-                f[col["time_us"]] = med(t, k, cnt[k]); f[col["busbw_GBps"]] = med(b, k, cnt[k])
-                line = f[1]; for (j = 2; j in f; j++) line = line OFS f[j]
-                print line
-            }
-        }' "$@" >"$o"
-}
 
 # rounds NAME MESH_CMD... -- MPI_CMD...: both sides take turns $rounds times, each round to
 # $out/NAME-{mesh,mpi}.R.csv, then the medians to $out/mesh-NAME.csv and $out/mpi-NAME.csv
@@ -241,22 +206,10 @@ elif [ $root = 0 ]; then
 elif ! command -v iperf3 >/dev/null; then
     echo "  iperf3: skipped (not installed)"
 else
-    # two namespaces like meshrun's: rank 0 serves, rank 1 sends one stream for 3 s; then one
-    # stream each way at once (--bidir), the traffic of a 2-rank collective, which shares the
-    # same CPUs between both directions when the nodes are simulated
-    iperf() { # $1: log file, $2: extra client flags
-        "$MESHRUN" -n 2 --nodes 2 --netns on --timeout 30 sh -c '
-            port=${MESH_ADDR##*:}
-            if [ "$MESH_RANK" = 0 ]; then exec iperf3 -s -1 -p "$port" >/dev/null
-            else sleep 1; exec iperf3 -c "${MESH_ADDR%:*}" -p "$port" -P 1 -t 3 -f g '"$2"'; fi' \
-            >"$1" 2>&1
-    }
     iperf "$out/iperf3.log" ""
     iperf "$out/iperf3_bidir.log" "--bidir"
-    gbit=$(awk '/receiver/ { for (i = 1; i <= NF; i++) if ($i == "Gbits/sec") print $(i - 1) }' \
-        "$out/iperf3.log" | tail -1)
-    bidir=$(awk '/receiver/ { for (i = 1; i <= NF; i++) if ($i == "Gbits/sec") print $(i - 1) }' \
-        "$out/iperf3_bidir.log" | tail -2 | tr '\n' ' ')
+    gbit=$(iperf_gbits "$out/iperf3.log" | tail -1)
+    bidir=$(iperf_gbits "$out/iperf3_bidir.log" | tail -2 | tr '\n' ' ')
     if [ -n "$gbit" ]; then
         awk -v g="$gbit" 'BEGIN { printf "  iperf3, one TCP stream between two namespaces: " \
             "%.2f Gbit/s = %.2f GB/s\n", g, g / 8 }'
