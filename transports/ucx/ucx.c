@@ -392,16 +392,19 @@ static mesh_status_t ucx_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
 }
 
 /* Closes the UCP endpoint without waiting: interface close waits (bounded) for the requests.
- * UCX refuses a forced close without peer error handling, and flushing one that failed only
- * logs errors: such an endpoint is left to the worker's destruction. */
+ * UCX refuses a forced close without peer error handling: there a live endpoint is flushed,
+ * and a failed one, whose flush would only log errors, is left to the worker's destruction. */
 static void ep_close(mesh_tl_ucx_ep_t *ep, int force)
 {
     mesh_tl_ucx_iface_t *ui = (mesh_tl_ucx_iface_t *)ep->super.iface;
     if (ep->uep == NULL)
         return;
     if (force && !ui->err_peer) {
-        ep->uep = NULL;
-        return;
+        if (ep->failed < 0 && ep->failed != MESH_ERR_ABORTED) {
+            ep->uep = NULL;
+            return;
+        }
+        force = 0;
     }
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                              .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
