@@ -25,23 +25,14 @@ EOF
 ops=allreduce,allgather
 minb=1m maxb=256m factor=4 iters=10 warmup=3 rounds=3 nets="" out="" skip_iperf=0
 builddir=$(cd "$(dirname "$0")/.." && pwd)
-while [ $# -gt 0 ]; do
+. "$(dirname "$0")/compare_lib.sh"
+extra_arg() {
     case $1 in
-    -o) ops=$2; shift 2 ;;
-    -b) minb=$2; shift 2 ;;
-    -e) maxb=$2; shift 2 ;;
-    -f) factor=$2; shift 2 ;;
-    -n) iters=$2; shift 2 ;;
-    -w) warmup=$2; shift 2 ;;
-    -r) rounds=$2; shift 2 ;;
-    --nets) nets=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --builddir) builddir=$2; shift 2 ;;
-    --skip-iperf) skip_iperf=1; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "compare-net.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    --nets) nets=$2 ;;
+    *) return 1 ;;
     esac
-done
+}
+parse_args "$@"
 
 MESHRUN=$builddir/tools/meshrun
 MESHBENCH=$builddir/bench/mesh-bench
@@ -52,7 +43,6 @@ done
 [ -n "$out" ] || out=$(mktemp -d /tmp/mesh-compare-net.XXXXXX)
 mkdir -p "$out" || exit 2
 status=0
-. "$(dirname "$0")/compare_lib.sh"
 export UCX_TLS=${UCX_TLS:-tcp} FI_PROVIDER=${FI_PROVIDER:-tcp}
 
 usable=$("$MESHINFO" -t 2>/dev/null | awk '$2 == "usable" { print $1 }')
@@ -102,10 +92,10 @@ done
 
 # iperf3 medians in GB/s: one way, and the mean of both directions at once
 one=$(for f in "$out"/iperf3.[0-9]*.log; do [ -f "$f" ] && iperf_gbits "$f" | tail -1; done |
-    sort -g | awk '{ v[++n] = $1 } END { if (n) printf "%.3f", (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2) / 8 }')
+    median_of | awk '{ printf "%.3f", $1 / 8 }')
 both=$(for f in "$out"/iperf3_bidir.[0-9]*.log; do [ -f "$f" ] &&
     iperf_gbits "$f" | tail -2 | awk '{ s += $1 } END { if (NR == 2) print s / 2 }'; done |
-    sort -g | awk '{ v[++n] = $1 } END { if (n) printf "%.3f", (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2) / 8 }')
+    median_of | awk '{ printf "%.3f", $1 / 8 }')
 
 # the table: one row per op and size (out of place), busbw of each transport, slowest/fastest,
 # then busbw over iperf3 at the two largest sizes

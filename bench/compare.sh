@@ -29,22 +29,9 @@ EOF
 ops=allreduce,reduce_scatter,allgather,alltoall,broadcast
 minb=8 maxb=8m factor=4 iters=20 warmup=5 rounds=3 out="" skip_iperf=0
 builddir=$(cd "$(dirname "$0")/.." && pwd)
-while [ $# -gt 0 ]; do
-    case $1 in
-    -o) ops=$2; shift 2 ;;
-    -b) minb=$2; shift 2 ;;
-    -e) maxb=$2; shift 2 ;;
-    -f) factor=$2; shift 2 ;;
-    -n) iters=$2; shift 2 ;;
-    -r) rounds=$2; shift 2 ;;
-    -w) warmup=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --builddir) builddir=$2; shift 2 ;;
-    --skip-iperf) skip_iperf=1; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "compare.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-done
+. "$(dirname "$0")/compare_lib.sh"
+extra_arg() { return 1; }
+parse_args "$@"
 
 MESHRUN=$builddir/tools/meshrun
 MESHBENCH=$builddir/bench/mesh-bench
@@ -66,8 +53,6 @@ mpirun_flags=(-np 2 --bind-to none)
 common=(-o "$ops" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" -c 1)
 lat=(-o allreduce -b 8 -e 8 -n 2000 -w 200 -c 1)
 status=0
-
-. "$(dirname "$0")/compare_lib.sh"
 
 # table MESH_CSV MPI_CSV: time and busbw of both per op and size (out of place), and the busbw
 # ratio mesh/MPI

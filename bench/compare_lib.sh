@@ -1,5 +1,39 @@
-# Shell functions shared by the comparison scripts (compare.sh, compare-net.sh); sourced, with
-# $out (the output folder), $MESHRUN and $status set by the caller.
+# Shell functions shared by the comparison scripts (compare.sh, compare-net.sh); sourced first.
+# run, median and iperf need $out (the output folder), $MESHRUN and $status set by the caller.
+
+# parse_args "$@": the options both scripts take, into ops, minb, maxb, factor, iters, warmup,
+# rounds, out, builddir and skip_iperf (the caller sets their defaults and usage()). Any other
+# option with a value goes to the caller's extra_arg NAME VALUE, which fails for one it does
+# not know either.
+parse_args() {
+    while [ $# -gt 0 ]; do
+        case $1 in
+        -o) ops=$2; shift 2 ;;
+        -b) minb=$2; shift 2 ;;
+        -e) maxb=$2; shift 2 ;;
+        -f) factor=$2; shift 2 ;;
+        -n) iters=$2; shift 2 ;;
+        -w) warmup=$2; shift 2 ;;
+        -r) rounds=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        --builddir) builddir=$2; shift 2 ;;
+        --skip-iperf) skip_iperf=1; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *)
+            if [ $# -ge 2 ] && extra_arg "$1" "$2"; then
+                shift 2
+            else
+                echo "${0##*/}: unknown argument '$1'" >&2; usage >&2; exit 2
+            fi ;;
+        esac
+    done
+}
+
+# median_of: the median of the numbers on standard input, one per line (nothing when none)
+median_of() {
+    sort -g | awk '{ v[++n] = $1 }
+        END { if (n) print n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }'
+}
 
 # run NAME command...: output to $out/NAME.log, a note on failure
 run() {
