@@ -45,10 +45,13 @@ static const mesh_config_entry_t verbs_config_entries[] = {
      "have outstanding towards one peer (its credits).",
      NULL},
     {"IB_TX_DEPTH", "32", MESH_CFG_INT, "Send work requests in flight per peer.", NULL},
-    {"IB_RCACHE_MAX", "1g", MESH_CFG_SIZE,
-     "Bytes of user memory the registration cache keeps registered for rendezvous transfers; "
-     "least recently used regions are deregistered beyond it. 0 registers per message (safe "
-     "when the application unmaps and remaps buffers).",
+    {"IB_RCACHE_MAX", "0", MESH_CFG_SIZE,
+     "Bytes of user memory kept registered between rendezvous transfers (least recently used "
+     "regions are deregistered beyond it). 0: each transfer registers its buffer and "
+     "deregisters it when done. Set it only when the application keeps its buffers mapped (a "
+     "caching allocator, buffers reused for the whole run): memory freed to the system and "
+     "mapped again at the same address stays registered to its old pages, and transfers "
+     "would silently read or write those.",
      NULL},
     {"IB_RCACHE_ENTRIES", "1024", MESH_CFG_INT,
      "Registered regions the registration cache keeps at most.", NULL},
