@@ -1,8 +1,8 @@
 #!/bin/sh
 # Network transport selection on 2 simulated nodes x 2 ranks: MESH_NET=verbs,tcp falls back to
 # tcp with a warning naming verbs and why (unless this machine has an active RDMA port, when
-# verbs must be chosen), MESH_NET=tcp picks tcp without a word about verbs, and an unknown name
-# in MESH_NET is an error naming it.
+# verbs must be chosen, by that order and by the default one), MESH_NET=tcp picks tcp without a
+# word about verbs, and an unknown name in MESH_NET is an error naming it.
 set -e
 b=${top_builddir:-.}
 export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
@@ -20,6 +20,8 @@ fi
 if grep -q '^verbs *usable here' "$out"; then
     MESH_NET=verbs,tcp MESH_LOG_LEVEL=info run --expect verbs || fail "verbs,tcp with a device"
     grep -q 'net: verbs' "$out" || fail "no info line naming verbs"
+    # the default order too: an RDMA port never gives way to tcp
+    (unset MESH_NET; MESH_LOG_LEVEL=info run --expect verbs) || fail "default MESH_NET with a device"
 else
     MESH_NET=verbs,tcp MESH_LOG_LEVEL=info run --expect tcp || fail "verbs,tcp did not fall back"
     # every rank warns (it decided alone); the first rank of each node logs the choice
