@@ -63,6 +63,11 @@ static const mesh_config_entry_t verbs_config_entries[] = {
      NULL},
     {"IB_RETRY_COUNT", "7", MESH_CFG_INT, "Transport retries before a peer is declared failed.",
      NULL},
+    {"IB_KEEPALIVE", "1.0", MESH_CFG_DOUBLE,
+     "Seconds without a completion from a peer that operations wait on before a zero-byte "
+     "RDMA write probes it; a peer whose process or node is gone is then reported after "
+     "IB_TIMEOUT and IB_RETRY_COUNT rather than at MESH_TIMEOUT. 0: no probes.",
+     NULL},
     {NULL, NULL, 0, NULL, NULL},
 };
 
@@ -280,6 +285,7 @@ static mesh_status_t verbs_open(const mesh_tl_open_params_t *params, mesh_tl_ifa
     vi->qkey = (uint32_t)(params->comm_uid ^ (params->comm_uid >> 32)) & 0x7fffffffu;
     vi->bounce = clamp((long long)mesh_config_size("IB_EAGER_SIZE"), 256, 1 << 20);
     vi->rx_depth = (uint32_t)clamp(mesh_config_int("IB_RX_DEPTH"), 4, 4096);
+    vi->keepalive = mesh_config_double("IB_KEEPALIVE");
     vi->tx_depth = (uint32_t)clamp(mesh_config_int("IB_TX_DEPTH"), 4, 4096);
     vi->sl = (int)clamp(mesh_config_int("IB_SL"), 0, 15);
     vi->timeout = (int)clamp(mesh_config_int("IB_TIMEOUT"), 1, 31);
@@ -554,7 +560,7 @@ static void verbs_conn_send(mesh_tl_verbs_iface_t *vi, mesh_tl_verbs_ep_t *ep)
         return;
     }
     vi->ud_tx_busy++;
-    ep->last_sent = mesh_time();
+    ep->last_sent = ep->last_heard = mesh_time();
     ep->attempts++;
 }
 
@@ -695,10 +701,12 @@ static int verbs_progress(mesh_tl_iface_t *iface)
         for (int i = 0; i < n; i++) events += mesh_tl_verbs_handle_wc(vi, &wc[i]);
     events += verbs_ud_progress(vi) > 0;
     int idle = events == 0 && vi->moved == 0;
-    for (int r = 0; r < iface->size; r++)
-        if (vi->eps[r] && vi->eps[r]->state == MESH_TL_VERBS_CONN_READY)
-            mesh_tl_verbs_ep_push(vi->eps[r], idle);
     double now = mesh_time();
+    for (int r = 0; r < iface->size; r++)
+        if (vi->eps[r] && vi->eps[r]->state == MESH_TL_VERBS_CONN_READY) {
+            mesh_tl_verbs_ep_push(vi->eps[r], idle);
+            if (idle) mesh_tl_verbs_ep_keepalive(vi->eps[r], now, vi->keepalive);
+        }
     if (now >= vi->next_async) {
         vi->next_async = now + 0.01;
         verbs_async(vi);

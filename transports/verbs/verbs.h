@@ -41,7 +41,7 @@ typedef struct {
 } mesh_tl_verbs_addr_t;
 
 enum { VERBS_WR_NONE = 0, VERBS_WR_SEND, VERBS_WR_RTS, VERBS_WR_READ, VERBS_WR_FIN,
-       VERBS_WR_CREDIT, VERBS_WR_RECV };
+       VERBS_WR_CREDIT, VERBS_WR_RECV, VERBS_WR_PROBE };
 
 static inline uint64_t mesh_tl_verbs_wr_id(int peer, int kind, uint32_t slot)
 {
@@ -85,6 +85,8 @@ typedef struct mesh_tl_verbs_ep {
     uint32_t psn;
     double last_sent;
     int attempts;
+    double last_heard; /* last completion on the queue pair (keepalive) */
+    int probing;       /* a keepalive probe is in flight */
     /* one registered block: rx bounce buffers, tx bounce buffers, credit words */
     char *block;
     struct ibv_mr *mr;
@@ -114,6 +116,7 @@ typedef struct {
     mesh_tl_iface_t super;
     uint64_t comm_uid;
     double timeout_s;
+    double keepalive; /* IB_KEEPALIVE */
     struct ibv_context *ctx;
     struct ibv_pd *pd;
     struct ibv_cq *cq;
@@ -159,6 +162,10 @@ mesh_status_t mesh_tl_verbs_irecv(mesh_tl_ep_t *ep, uint64_t tag, void *buf, siz
 int mesh_tl_verbs_handle_wc(mesh_tl_verbs_iface_t *vi, const struct ibv_wc *wc);
 /* Posts what the endpoint has queued (FINs, reads, sends, credit returns) as resources allow. */
 void mesh_tl_verbs_ep_push(mesh_tl_verbs_ep_t *ep, int idle);
+/* While operations wait on the peer and its queue pair has completed nothing for interval
+ * seconds, posts a zero-byte RDMA write: a peer whose process or node is gone then fails the
+ * endpoint through the retry limit instead of leaving the wait to the timeout. */
+void mesh_tl_verbs_ep_keepalive(mesh_tl_verbs_ep_t *ep, double now, double interval);
 /* Marks the endpoint failed, moves its QP to the error state and completes every operation
  * with status; returns how many. Logs why (naming the peer) once. */
 int mesh_tl_verbs_ep_fail(mesh_tl_verbs_ep_t *ep, mesh_status_t status, const char *why);

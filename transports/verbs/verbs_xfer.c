@@ -12,6 +12,7 @@
 #define MESH_LOG_SUBSYSTEM "verbs"
 #include "transports/verbs/verbs.h"
 #include "libmesh/log.h"
+#include "libmesh/progress.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -338,6 +339,24 @@ void mesh_tl_verbs_ep_push(mesh_tl_verbs_ep_t *ep, int idle)
         if (!push_send(ep)) break;
 }
 
+static int ep_has_ops(mesh_tl_verbs_ep_t *ep);
+
+void mesh_tl_verbs_ep_keepalive(mesh_tl_verbs_ep_t *ep, double now, double interval)
+{
+    if (interval <= 0 || ep->failed < 0 || ep->probing || ep->nfree == 0 ||
+        now - ep->last_heard < interval || !ep_has_ops(ep))
+        return;
+    uint32_t slot = (uint32_t)slot_get(ep);
+    /* no data: the responder only acknowledges, so a live but busy peer answers too */
+    struct ibv_send_wr wr = {.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED};
+    wr.wr.rdma.remote_addr = ep->peer_credit_addr;
+    wr.wr.rdma.rkey = ep->peer_credit_rkey;
+    mesh_log_debug("verbs: probing rank %d: no completion for %.1f s", ep->super.peer,
+                   now - ep->last_heard);
+    if (post(ep, slot, VERBS_WR_PROBE, &wr) == 0) ep->probing = 1;
+    ep->last_heard = now;
+}
+
 static int handle_recv(mesh_tl_verbs_ep_t *ep, uint32_t slot, size_t bytes)
 {
     mesh_tl_verbs_iface_t *vi = mesh_tl_verbs_iface(ep);
@@ -426,6 +445,7 @@ int mesh_tl_verbs_handle_wc(mesh_tl_verbs_iface_t *vi, const struct ibv_wc *wc)
         return n;
     }
     mesh_tl_verbs_slot_t s = kind == VERBS_WR_RECV ? (mesh_tl_verbs_slot_t){0} : ep->slots[slot];
+    ep->last_heard = mesh_time();
     switch (kind) {
     case VERBS_WR_RECV: {
         int n = handle_recv(ep, slot, wc->byte_len);
@@ -466,6 +486,10 @@ int mesh_tl_verbs_handle_wc(mesh_tl_verbs_iface_t *vi, const struct ibv_wc *wc)
         msg_put(vi, m);
         return 1;
     }
+    case VERBS_WR_PROBE:
+        slot_put(ep, slot);
+        ep->probing = 0;
+        return 0;
     case VERBS_WR_CREDIT:
         slot_put(ep, slot);
         ep->ret.reported = ep->ret.in_flight;
