@@ -14,10 +14,5 @@ export MESH_TLS=self,shm,ofi FI_PROVIDER=tcp
 export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
 net_routes ofi
 export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
-for pair in $("$prog" --list | awk '{ print $1 ":" $2 }'); do
-    case ${pair%%:*} in
-    allreduce | reduce | reduce_scatter) net_one ofi "${pair%%:*}" "${pair#*:}" -d int32,fp16 ;;
-    *) net_one ofi "${pair%%:*}" "${pair#*:}" ;;
-    esac
-done
+net_each ofi
 exit $status

@@ -12,11 +12,5 @@ export MESH_TLS=self,shm,verbs
 export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
 net_routes verbs
 export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
-"$prog" --list >/dev/null || exit 1
-for pair in $("$prog" --list | awk '{ print $1 ":" $2 }'); do
-    case ${pair%%:*} in
-    allreduce | reduce | reduce_scatter) net_one verbs "${pair%%:*}" "${pair#*:}" -d int32,fp16 ;;
-    *) net_one verbs "${pair%%:*}" "${pair#*:}" ;;
-    esac
-done
+net_each verbs
 exit $status

@@ -6,6 +6,8 @@
 #   net_one NET COLL ALGO [conformance options]
 #                         one conformance run with ALGO forced; prints a line, sets status=1
 #                         when the run fails or the algorithm never ran
+#   net_each NET          net_one for every registered algorithm of every collective: the
+#                         reductions in int32 and fp16, the others in every dtype
 b=${top_builddir:-.}
 run="$b/tools/meshrun"
 prog="$b/tests/mp/conformance"
@@ -38,4 +40,15 @@ net_one() {
         printf '%s\n' "$out" | head -30
         status=1
     fi
+}
+
+net_each() {
+    "$prog" --list >/dev/null || exit 1
+    for pair in $("$prog" --list | awk '{ print $1 ":" $2 }'); do
+        coll=${pair%%:*} algo=${pair#*:}
+        case $coll in
+        allreduce | reduce | reduce_scatter) net_one "$1" "$coll" "$algo" -d int32,fp16 ;;
+        *) net_one "$1" "$coll" "$algo" ;;
+        esac
+    done
 }

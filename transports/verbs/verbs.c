@@ -697,11 +697,12 @@ static int verbs_progress(mesh_tl_iface_t *iface)
     struct ibv_wc wc[32];
     int n;
     vi->moved = 0;
+    vi->poll_time = mesh_time();
     while ((n = ibv_poll_cq(vi->cq, 32, wc)) > 0)
         for (int i = 0; i < n; i++) events += mesh_tl_verbs_handle_wc(vi, &wc[i]);
     events += verbs_ud_progress(vi) > 0;
     int idle = events == 0 && vi->moved == 0;
-    double now = mesh_time();
+    double now = vi->poll_time;
     for (int r = 0; r < iface->size; r++)
         if (vi->eps[r] && vi->eps[r]->state == MESH_TL_VERBS_CONN_READY) {
             mesh_tl_verbs_ep_push(vi->eps[r], idle);

@@ -117,6 +117,7 @@ typedef struct {
     uint64_t comm_uid;
     double timeout_s;
     double keepalive; /* IB_KEEPALIVE */
+    double poll_time; /* mesh_time() at the start of the current progress call */
     struct ibv_context *ctx;
     struct ibv_pd *pd;
     struct ibv_cq *cq;

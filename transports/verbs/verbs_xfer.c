@@ -12,7 +12,6 @@
 #define MESH_LOG_SUBSYSTEM "verbs"
 #include "transports/verbs/verbs.h"
 #include "libmesh/log.h"
-#include "libmesh/progress.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -445,7 +444,7 @@ int mesh_tl_verbs_handle_wc(mesh_tl_verbs_iface_t *vi, const struct ibv_wc *wc)
         return n;
     }
     mesh_tl_verbs_slot_t s = kind == VERBS_WR_RECV ? (mesh_tl_verbs_slot_t){0} : ep->slots[slot];
-    ep->last_heard = mesh_time();
+    ep->last_heard = vi->poll_time;
     switch (kind) {
     case VERBS_WR_RECV: {
         int n = handle_recv(ep, slot, wc->byte_len);
