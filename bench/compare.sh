@@ -7,10 +7,13 @@
 #   memcpy bandwidth of one process, and iperf3 single-stream throughput between two
 #   namespaces built exactly like meshrun's (root only), one way and both ways at once.
 # For every op and size the table shows busbw of both and the ratio mesh/MPI (above 1: mesh
-# is faster), then the 8-byte all-reduce latency of both and their ratio (above 1: mesh is
-# slower). mesh and MPI take turns, --rounds times, and every figure is the median over the
-# rounds, so that a shared machine's drift hits both alike. CSV files of every run stay in
-# the output folder.
+# is faster), with the lowest and highest ratio of a single round beside it, then the 8-byte
+# all-reduce latency of both and their ratio (above 1: mesh is slower). mesh and MPI take
+# turns, --rounds times, and every figure is the median over the rounds, so that a shared
+# machine's drift hits both alike; iperf3 runs in each round of (b), after MPI. The last
+# section sets mesh against the machine's limits: the largest one-node all-reduce against
+# memcpy of the same size, and every two-node all-reduce and all-gather of 64 MiB and more (or
+# the largest size) against iperf3. CSV files of every run stay in the output folder.
 set -u
 
 usage() {
@@ -53,35 +56,7 @@ mpirun_flags=(-np 2 --bind-to none)
 common=(-o "$ops" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" -c 1)
 lat=(-o allreduce -b 8 -e 8 -n 2000 -w 200 -c 1)
 status=0
-
-# table MESH_CSV MPI_CSV: time and busbw of both per op and size (out of place), and the busbw
-# ratio mesh/MPI
-table() {
-    awk -F, '
-        FNR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; file++; next }
-        $col["in_place"] != 0 { next }
-        {
-            key = $col["op"] SUBSEP $col["bytes"]
-            if (file == 1) {
-                mbw[key] = $col["busbw_GBps"]; mt[key] = $col["time_us"]; algo[key] = $col["algo"]
-                if (!(key in seen)) { order[n++] = key; seen[key] = 1 }
-            } else { pbw[key] = $col["busbw_GBps"]; pt[key] = $col["time_us"] }
-        }
-        END {
-            f = "  %-15s %10s  %-13s %10s %10s %10s %10s %9s\n"
-            printf f, "op", "bytes", "mesh algo", "mesh time", "MPI time", "mesh busbw",
-                   "MPI busbw", "mesh/MPI"
-            printf f, "", "", "", "(us)", "(us)", "(GB/s)", "(GB/s)", "busbw"
-            for (i = 0; i < n; i++) {
-                k = order[i]; split(k, kk, SUBSEP)
-                have = k in pbw
-                r = have && pbw[k] + 0 > 0 ? sprintf("%.2f", mbw[k] / pbw[k]) : "-"
-                printf f, kk[1], kk[2], algo[k], sprintf("%.2f", mt[k]),
-                       have ? sprintf("%.2f", pt[k]) : "-", sprintf("%.4f", mbw[k]),
-                       have ? sprintf("%.4f", pbw[k]) : "-", r
-            }
-        }' "$1" "${2:-/dev/null}"
-}
+each_round=""
 
 # latency MESH_CSV MPI_CSV: the 8-byte all-reduce time of both and the ratio
 latency() {
@@ -101,7 +76,8 @@ latency() {
 peers() { grep '^#   rank' "$1" | sed 's/^#/ /'; }
 
 # rounds NAME MESH_CMD... -- MPI_CMD...: both sides take turns $rounds times, each round to
-# $out/NAME-{mesh,mpi}.R.csv, then the medians to $out/mesh-NAME.csv and $out/mpi-NAME.csv
+# $out/NAME-{mesh,mpi}.R.csv, then the medians to $out/mesh-NAME.csv and $out/mpi-NAME.csv;
+# the command in $each_round, when set, runs after each round with the round's number
 rounds() {
     local name=$1 r; shift
     local mesh=() mpi=()
@@ -111,6 +87,7 @@ rounds() {
     for r in $(seq "$rounds"); do
         run "mesh-$name.$r" "${mesh[@]}" --csv "$out/mesh-$name.$r.csv"
         [ $have_mpi = 1 ] && run "mpi-$name.$r" "${mpi[@]}" --csv "$out/mpi-$name.$r.csv"
+        [ -z "$each_round" ] || "$each_round" "$r"
     done
     median "$out/mesh-$name.csv" $(ls "$out"/mesh-"$name".[0-9]*.csv 2>/dev/null)
     [ $have_mpi = 1 ] && median "$out/mpi-$name.csv" $(ls "$out"/mpi-"$name".[0-9]*.csv 2>/dev/null)
@@ -130,7 +107,7 @@ rounds 1node-lat "$MESHRUN" -n 2 "$MESHBENCH" "${lat[@]}" -- \
     mpirun "${mpirun_flags[@]}" "$MPIBENCH" "${lat[@]}"
 [ -f "$out/mesh-1node.log" ] && peers "$out/mesh-1node.log"
 if [ -f "$out/mesh-1node.csv" ]; then
-    table "$out/mesh-1node.csv" "$([ -f "$out/mpi-1node.csv" ] && echo "$out/mpi-1node.csv")"
+    table 1node
     [ -f "$out/mesh-1node-lat.csv" ] &&
         latency "$out/mesh-1node-lat.csv" "$([ -f "$out/mpi-1node-lat.csv" ] &&
             echo "$out/mpi-1node-lat.csv")"
@@ -165,11 +142,22 @@ else
     mpi2=(mpirun "${mpirun_flags[@]}" --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo
           "$MPIBENCH")
 fi
+# iperf_round R: one-way and both-ways iperf3 of round R, next to that round's runs
+iperf_round() {
+    iperf "$out/iperf3.$1.log" ""
+    iperf "$out/iperf3_bidir.$1.log" "--bidir"
+}
+use_iperf=0
+if [ $skip_iperf = 0 ] && [ $root = 1 ] && command -v iperf3 >/dev/null; then
+    use_iperf=1
+    each_round=iperf_round
+fi
 rounds 2node "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${common[@]}" -- "${mpi2[@]}" "${common[@]}"
+each_round=""
 rounds 2node-lat "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${lat[@]}" -- "${mpi2[@]}" "${lat[@]}"
 [ -f "$out/mesh-2node.log" ] && peers "$out/mesh-2node.log"
 if [ -f "$out/mesh-2node.csv" ]; then
-    table "$out/mesh-2node.csv" "$([ -f "$out/mpi-2node.csv" ] && echo "$out/mpi-2node.csv")"
+    table 2node
     [ -f "$out/mesh-2node-lat.csv" ] &&
         latency "$out/mesh-2node-lat.csv" "$([ -f "$out/mpi-2node-lat.csv" ] &&
             echo "$out/mpi-2node-lat.csv")"
@@ -178,35 +166,76 @@ fi
 # ---------------------------------------------------------------- the machine's limits
 echo
 echo "== limits of this machine"
-run memcpy "$MESHBENCH" --memcpy -b 64k -e 64m -f 4 -n 10 -w 2 --csv "$out/memcpy.csv"
+# the sizes of the tables, so that the largest all-reduce has a memcpy of its size
+run memcpy "$MESHBENCH" --memcpy -b "$minb" -e "$maxb" -f "$factor" -n 10 -w 2 \
+    --csv "$out/memcpy.csv"
 if [ -f "$out/memcpy.csv" ]; then
-    awk -F, 'NR > 1 { if ($8 + 0 > best) { best = $8; at = $4 } }
+    awk -F, 'NR > 1 { if ($9 + 0 > best) { best = $9; at = $4 } }
              END { printf "  memcpy, one process: %.2f GB/s at best (%d bytes)\n", best, at }' \
         "$out/memcpy.csv"
 fi
+oneway="" perdir=""
 if [ $skip_iperf = 1 ]; then
     echo "  iperf3: skipped (--skip-iperf)"
 elif [ $root = 0 ]; then
     echo "  iperf3: skipped (needs root to create network namespaces)"
-elif ! command -v iperf3 >/dev/null; then
+elif [ $use_iperf = 0 ]; then
     echo "  iperf3: skipped (not installed)"
 else
-    iperf "$out/iperf3.log" ""
-    iperf "$out/iperf3_bidir.log" "--bidir"
-    gbit=$(iperf_gbits "$out/iperf3.log" | tail -1)
-    bidir=$(iperf_gbits "$out/iperf3_bidir.log" | tail -2 | tr '\n' ' ')
-    if [ -n "$gbit" ]; then
-        awk -v g="$gbit" 'BEGIN { printf "  iperf3, one TCP stream between two namespaces: " \
-            "%.2f Gbit/s = %.2f GB/s\n", g, g / 8 }'
+    oneway=$(for r in $(seq "$rounds"); do iperf_gbits "$out/iperf3.$r.log" | tail -1; done |
+        median_of)
+    perdir=$(for r in $(seq "$rounds"); do
+        iperf_gbits "$out/iperf3_bidir.$r.log" | tail -2 | awk '{ s += $1; n++ }
+            END { if (n == 2) print s / 2 }'
+    done | median_of)
+    if [ -n "$oneway" ]; then
+        awk -v g="$oneway" -v r="$rounds" 'BEGIN { printf "  iperf3, one TCP stream between " \
+            "two namespaces: %.2f Gbit/s = %.2f GB/s (median of %d, one per round of (b))\n",
+            g, g / 8, r }'
     else
-        echo "  iperf3: no result; see $out/iperf3.log"
+        echo "  iperf3: no result; see $out/iperf3.1.log"
         status=1
     fi
-    if [ -n "$bidir" ]; then
-        echo "$bidir" | awk '{ printf "  iperf3 --bidir, one stream each way at once: %.2f and " \
-            "%.2f Gbit/s, %.2f GB/s per direction on average\n", $1, $2, ($1 + $2) / 16 }'
+    if [ -n "$perdir" ]; then
+        awk -v g="$perdir" 'BEGIN { printf "  iperf3 --bidir, one stream each way at once: " \
+            "%.2f Gbit/s = %.2f GB/s per direction (median)\n", g, g / 8 }'
     else
-        echo "  iperf3 --bidir: no result; see $out/iperf3_bidir.log"
+        echo "  iperf3 --bidir: no result; see $out/iperf3_bidir.1.log"
     fi
+fi
+
+echo
+echo "== mesh against these limits"
+if [ -f "$out/mesh-1node.csv" ] && [ -f "$out/memcpy.csv" ]; then
+    awk -F, '
+        FNR == 1 { file++; next }
+        file == 1 && $1 == "allreduce" && $11 == 0 && $4 + 0 >= big { big = $4; bw = $9 }
+        file == 2 { mc[$4] = $9 }
+        END {
+            if (!big) exit
+            if (mc[big] + 0 > 0)
+                printf "  one node: allreduce of %d bytes at %.4f GB/s busbw = %.2f of memcpy " \
+                    "of that size (%.2f GB/s)\n", big, bw, bw / mc[big], mc[big]
+            else
+                printf "  one node: allreduce of %d bytes at %.4f GB/s busbw (no memcpy of " \
+                    "that size)\n", big, bw
+        }' "$out/mesh-1node.csv" "$out/memcpy.csv"
+fi
+if [ -f "$out/mesh-2node.csv" ] && [ -n "$oneway" ]; then
+    awk -F, -v one="$oneway" -v per="${perdir:-0}" '
+        NR == 1 { next }
+        ($1 == "allreduce" || $1 == "allgather") && $11 == 0 {
+            k[n++] = $1 SUBSEP $4 SUBSEP $9; if ($4 + 0 > big) big = $4 + 0 }
+        END {
+            from = big < 67108864 ? big : 67108864
+            for (i = 0; i < n; i++) {
+                split(k[i], f, SUBSEP)
+                if (f[2] + 0 < from) continue
+                printf "  two nodes: %-9s %10d bytes at %.4f GB/s busbw = %.2f of iperf3 one " \
+                    "way", f[1], f[2], f[3], f[3] / (one / 8)
+                if (per > 0) printf ", %.2f of iperf3 --bidir per direction", f[3] / (per / 8)
+                printf "\n"
+            }
+        }' "$out/mesh-2node.csv"
 fi
 exit $status

@@ -1,5 +1,6 @@
 # Shell functions shared by the comparison scripts (compare.sh, compare-net.sh); sourced first.
-# run, median and iperf need $out (the output folder), $MESHRUN and $status set by the caller.
+# run, median and iperf need $out (the output folder), $MESHRUN and $status set by the caller;
+# table needs $out and $rounds.
 
 # parse_args "$@": the options both scripts take, into ops, minb, maxb, factor, iters, warmup,
 # rounds, out, builddir and skip_iperf (the caller sets their defaults and usage()). Any other
@@ -70,6 +71,51 @@ median() {
                 print line
             }
         }' "$@" >"$o"
+}
+
+# table NAME (compare.sh's tables): time and busbw of mesh and MPI per op and size (out of
+# place) from the medians ($out/{mesh,mpi}-NAME.csv), the busbw ratio mesh/MPI, and the lowest
+# and highest ratio of one round (mesh's round r against MPI's round r, which ran right after
+# it). Both ratios come from the times (MPI time over mesh time: busbw's ratio for the same op
+# and size), as the CSV's busbw column rounds a slow round's figure down to zero.
+table() {
+    local name=$1 r files=()
+    for r in $(seq "$rounds"); do
+        [ -f "$out/mesh-$name.$r.csv" ] && [ -f "$out/mpi-$name.$r.csv" ] &&
+            files+=("$out/mesh-$name.$r.csv" "$out/mpi-$name.$r.csv")
+    done
+    awk -F, '
+        FNR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; file++; next }
+        $col["in_place"] != 0 { next }
+        {
+            key = $col["op"] SUBSEP $col["bytes"]
+            if (file == 1) {
+                mbw[key] = $col["busbw_GBps"]; mt[key] = $col["time_us"]; algo[key] = $col["algo"]
+                if (!(key in seen)) { order[n++] = key; seen[key] = 1 }
+            } else if (file == 2) { pbw[key] = $col["busbw_GBps"]; pt[key] = $col["time_us"] }
+            else if (file % 2 == 1) rm[key] = $col["time_us"]
+            else if (key in rm && rm[key] + 0 > 0) {
+                q = $col["time_us"] / rm[key]; delete rm[key]
+                if (!(key in lo) || q < lo[key]) lo[key] = q
+                if (!(key in hi) || q > hi[key]) hi[key] = q
+            }
+        }
+        END {
+            f = "  %-15s %10s  %-13s %10s %10s %10s %10s %9s %11s\n"
+            printf f, "op", "bytes", "mesh algo", "mesh time", "MPI time", "mesh busbw",
+                   "MPI busbw", "mesh/MPI", "one round"
+            printf f, "", "", "", "(us)", "(us)", "(GB/s)", "(GB/s)", "busbw", "low-high"
+            for (i = 0; i < n; i++) {
+                k = order[i]; split(k, kk, SUBSEP)
+                have = k in pbw
+                r = have && mt[k] + 0 > 0 ? sprintf("%.2f", pt[k] / mt[k]) : "-"
+                spread = k in lo ? sprintf("%.2f-%.2f", lo[k], hi[k]) : "-"
+                printf f, kk[1], kk[2], algo[k], sprintf("%.2f", mt[k]),
+                       have ? sprintf("%.2f", pt[k]) : "-", sprintf("%.4f", mbw[k]),
+                       have ? sprintf("%.4f", pbw[k]) : "-", r, spread
+            }
+        }' "$out/mesh-$name.csv" "$([ -f "$out/mpi-$name.csv" ] && echo "$out/mpi-$name.csv" ||
+            echo /dev/null)" "${files[@]}"
 }
 
 # iperf LOG [CLIENT FLAGS]: iperf3 between two namespaces like meshrun's (root only): rank 0
