@@ -11,10 +11,7 @@ export MESH_TLS=self,shm,ucx
 export UCX_TLS=${UCX_TLS:-tcp}
 export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
 export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
-"$prog" --list >/dev/null || exit 1
-for pair in $("$prog" --list | awk '{ print $1 ":" $2 }'); do
-    net_one ucx "${pair%%:*}" "${pair#*:}" -d int32,fp16
-done
+net_each ucx -d int32,fp16
 net_one ucx allreduce ring -d int8
 # the same with UCX's peer error handling, the default on RDMA hosts (rendezvous data then
 # travels in active messages over tcp)

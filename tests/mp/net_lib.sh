@@ -6,8 +6,10 @@
 #   net_one NET COLL ALGO [conformance options]
 #                         one conformance run with ALGO forced; prints a line, sets status=1
 #                         when the run fails or the algorithm never ran
-#   net_each NET          net_one for every registered algorithm of every collective: the
-#                         reductions in int32 and fp16, the others in every dtype
+#   net_each NET [conformance options]
+#                         net_one for every registered algorithm of every collective, with
+#                         the options given, else the reductions in int32 and fp16 and the
+#                         others in every dtype
 b=${top_builddir:-.}
 run="$b/tools/meshrun"
 prog="$b/tests/mp/conformance"
@@ -43,12 +45,18 @@ net_one() {
 }
 
 net_each() {
+    each_net=$1
+    shift
     "$prog" --list >/dev/null || exit 1
     for pair in $("$prog" --list | awk '{ print $1 ":" $2 }'); do
         coll=${pair%%:*} algo=${pair#*:}
+        if [ $# -gt 0 ]; then
+            net_one "$each_net" "$coll" "$algo" "$@"
+            continue
+        fi
         case $coll in
-        allreduce | reduce | reduce_scatter) net_one "$1" "$coll" "$algo" -d int32,fp16 ;;
-        *) net_one "$1" "$coll" "$algo" ;;
+        allreduce | reduce | reduce_scatter) net_one "$each_net" "$coll" "$algo" -d int32,fp16 ;;
+        *) net_one "$each_net" "$coll" "$algo" ;;
         esac
     done
 }

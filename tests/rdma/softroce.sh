@@ -29,8 +29,10 @@ for c in /bin/busybox /usr/bin/busybox; do
     [ -x "$c" ] && ! ldd "$c" >/dev/null 2>&1 && { bb=$c; break; }
 done
 [ -n "$bb" ] || skip "no static busybox (Debian: busybox-static)"
-for p in tools/meshrun tools/mesh-info tests/mp/conformance tests/mp/fault tests/mp/net_select \
-    tests/unit/test_verbs_device bench/.libs/mesh-bench; do
+# the programs the steps run, at their paths in the build tree
+progs="tools/meshrun tools/mesh-info tests/mp/conformance tests/mp/fault tests/mp/net_select"
+progs="$progs tests/unit/test_verbs_device bench/.libs/mesh-bench"
+for p in $progs; do
     [ -x "$b/$p" ] || skip "$p not built"
 done
 
@@ -90,8 +92,7 @@ copy() {
             cp -L "$l" "$root$l"
         done
 }
-for p in tools/meshrun tools/mesh-info tests/mp/conformance tests/mp/fault tests/mp/net_select \
-    tests/unit/test_verbs_device bench/.libs/mesh-bench; do
+for p in $progs; do
     copy "$b/$p"
 done
 for l in "$b"/libmesh/.libs/libmesh.so*; do copy "$l"; done
