@@ -36,7 +36,7 @@ static const mesh_config_entry_t mesh_context_entries[] = {
      .doc = "Idle polls a waiting rank spins before it yields the core to others. auto: 20000 "
             "(about a millisecond) while the ranks on this machine (simulated nodes included) do "
             "not outnumber the CPUs a rank may run on, 200 when they do or before a communicator "
-            "says."},
+            "says. A longer spin yields once every 16384 polls."},
     {.name = "REDUCE_AVX2", .dflt = "yes", .type = MESH_CFG_BOOL,
      .doc = "Use the AVX2 loops for fp16 and bf16 reductions when the CPU has AVX2 and F16C."},
     {.name = NULL},

@@ -20,6 +20,12 @@
 #define MESH_BACKOFF_SLEEP_STEP 4   /* sleeps of one length before doubling it */
 #define MESH_SPIN_SHARED 200        /* auto: ranks share CPUs (or nothing is known yet) */
 #define MESH_SPIN_OWN 20000         /* auto: every rank on this machine has a CPU */
+/* A long spin yields once every this many polls (a power of two): 0.4 ms or more of polling.
+ * Ranks that yield much more often stay "cache hot" to Linux's load balancer when they start
+ * on the same CPU (as a launcher's children often do), so it seldom moves one to an idle CPU,
+ * and every step of a collective waits for the other rank's yield: 8-15 us for an 8-byte
+ * all-reduce of 2 ranks that takes 0.3 us on a CPU each. */
+#define MESH_SPIN_YIELD_EVERY 16384
 
 static atomic_int mesh_progress_spin = -1;
 static atomic_int mesh_progress_node_max; /* most ranks on this machine a communicator saw */
@@ -109,9 +115,9 @@ void mesh_backoff(unsigned *idle)
     unsigned spin = (unsigned)mesh_backoff_spin();
     if (n < spin) {
         /* a long spin still yields now and then: when something else wants this CPU (another
-         * job, or ranks that outnumber the CPUs unseen), it runs within tens of microseconds;
-         * when nothing does, sched_yield returns at once */
-        if ((n & 255) == 255)
+         * job, or ranks that outnumber the CPUs unseen), it runs within a millisecond; when
+         * nothing does, sched_yield returns at once */
+        if ((n & (MESH_SPIN_YIELD_EVERY - 1)) == MESH_SPIN_YIELD_EVERY - 1)
             sched_yield();
         else
             mesh_cpu_relax();
