@@ -63,24 +63,14 @@ for t in "${netlist[@]}"; do
         exit 2
     }
 done
-do_iperf=1
-if [ $skip_iperf = 1 ]; then
-    do_iperf=0; iperf_note="skipped (--skip-iperf)"
-elif [ "$(id -u)" != 0 ]; then
-    do_iperf=0; iperf_note="skipped (needs root to create network namespaces)"
-elif ! command -v iperf3 >/dev/null; then
-    do_iperf=0; iperf_note="skipped (not installed)"
-fi
+iperf_check
 
 echo "mesh over ${nets//,/, } between 2 simulated nodes, 1 rank each; sizes $minb..$maxb" \
     "x$factor, $iters iterations (warm-up $warmup), $rounds rounds"
 echo "UCX_TLS=$UCX_TLS FI_PROVIDER=$FI_PROVIDER; results and logs: $out"
 common=(-o "$ops" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" -c 1)
 for r in $(seq "$rounds"); do
-    if [ $do_iperf = 1 ]; then
-        iperf "$out/iperf3.$r.log"
-        iperf "$out/iperf3_bidir.$r.log" --bidir
-    fi
+    [ $do_iperf = 1 ] && iperf_round "$r"
     for t in "${netlist[@]}"; do
         run "$t.$r" env MESH_NET="$t" "$MESHRUN" -n 2 --nodes 2 --timeout 3600 "$MESHBENCH" \
             "${common[@]}" --csv "$out/$t.$r.csv"
@@ -91,11 +81,9 @@ for t in "${netlist[@]}"; do
 done
 
 # iperf3 medians in GB/s: one way, and the mean of both directions at once
-one=$(for f in "$out"/iperf3.[0-9]*.log; do [ -f "$f" ] && iperf_gbits "$f" | tail -1; done |
-    median_of | awk '{ printf "%.3f", $1 / 8 }')
-both=$(for f in "$out"/iperf3_bidir.[0-9]*.log; do [ -f "$f" ] &&
-    iperf_gbits "$f" | tail -2 | awk '{ s += $1 } END { if (NR == 2) print s / 2 }'; done |
-    median_of | awk '{ printf "%.3f", $1 / 8 }')
+iperf_medians
+one=$(echo "$iperf_one" | awk 'NF { printf "%.3f", $1 / 8 }')
+both=$(echo "$iperf_per" | awk 'NF { printf "%.3f", $1 / 8 }')
 
 # the table: one row per op and size (out of place), busbw of each transport, slowest/fastest,
 # then busbw over iperf3 at the two largest sizes

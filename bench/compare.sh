@@ -142,16 +142,8 @@ else
     mpi2=(mpirun "${mpirun_flags[@]}" --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo
           "$MPIBENCH")
 fi
-# iperf_round R: one-way and both-ways iperf3 of round R, next to that round's runs
-iperf_round() {
-    iperf "$out/iperf3.$1.log" ""
-    iperf "$out/iperf3_bidir.$1.log" "--bidir"
-}
-use_iperf=0
-if [ $skip_iperf = 0 ] && [ $root = 1 ] && command -v iperf3 >/dev/null; then
-    use_iperf=1
-    each_round=iperf_round
-fi
+iperf_check
+[ $do_iperf = 1 ] && each_round=iperf_round
 rounds 2node "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${common[@]}" -- "${mpi2[@]}" "${common[@]}"
 each_round=""
 rounds 2node-lat "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${lat[@]}" -- "${mpi2[@]}" "${lat[@]}"
@@ -175,19 +167,11 @@ if [ -f "$out/memcpy.csv" ]; then
         "$out/memcpy.csv"
 fi
 oneway="" perdir=""
-if [ $skip_iperf = 1 ]; then
-    echo "  iperf3: skipped (--skip-iperf)"
-elif [ $root = 0 ]; then
-    echo "  iperf3: skipped (needs root to create network namespaces)"
-elif [ $use_iperf = 0 ]; then
-    echo "  iperf3: skipped (not installed)"
+if [ $do_iperf = 0 ]; then
+    echo "  iperf3: $iperf_note"
 else
-    oneway=$(for r in $(seq "$rounds"); do iperf_gbits "$out/iperf3.$r.log" | tail -1; done |
-        median_of)
-    perdir=$(for r in $(seq "$rounds"); do
-        iperf_gbits "$out/iperf3_bidir.$r.log" | tail -2 | awk '{ s += $1; n++ }
-            END { if (n == 2) print s / 2 }'
-    done | median_of)
+    iperf_medians
+    oneway=$iperf_one perdir=$iperf_per
     if [ -n "$oneway" ]; then
         awk -v g="$oneway" -v r="$rounds" 'BEGIN { printf "  iperf3, one TCP stream between " \
             "two namespaces: %.2f Gbit/s = %.2f GB/s (median of %d, one per round of (b))\n",
@@ -203,7 +187,6 @@ else
         echo "  iperf3 --bidir: no result; see $out/iperf3_bidir.1.log"
     fi
 fi
-
 echo
 echo "== mesh against these limits"
 if [ -f "$out/mesh-1node.csv" ] && [ -f "$out/memcpy.csv" ]; then

@@ -1,6 +1,6 @@
 # Shell functions shared by the comparison scripts (compare.sh, compare-net.sh); sourced first.
-# run, median and iperf need $out (the output folder), $MESHRUN and $status set by the caller;
-# table needs $out and $rounds.
+# run, median and the iperf functions need $out (the output folder), $MESHRUN and $status set
+# by the caller; table and iperf_medians also need $rounds.
 
 # parse_args "$@": the options both scripts take, into ops, minb, maxb, factor, iters, warmup,
 # rounds, out, builddir and skip_iperf (the caller sets their defaults and usage()). Any other
@@ -128,6 +128,38 @@ iperf() {
         if [ "$MESH_RANK" = 0 ]; then exec iperf3 -s -1 -p "$port" >/dev/null
         else sleep 1; exec iperf3 -c "${MESH_ADDR%:*}" -p "$port" -P 1 -t 3 -f g '"${2:-}"'; fi' \
         >"$1" 2>&1
+}
+
+# iperf_check: do_iperf=1 when iperf3 can run between namespaces here, else 0 with the reason
+# in iperf_note (needs $skip_iperf)
+iperf_check() {
+    do_iperf=0
+    if [ "$skip_iperf" = 1 ]; then iperf_note="skipped (--skip-iperf)"
+    elif [ "$(id -u)" != 0 ]; then iperf_note="skipped (needs root to create network namespaces)"
+    elif ! command -v iperf3 >/dev/null; then iperf_note="skipped (not installed)"
+    else do_iperf=1; iperf_note=""
+    fi
+}
+
+# iperf_round R: iperf3 one way and both ways at once for round R, to $out/iperf3.R.log and
+# $out/iperf3_bidir.R.log
+iperf_round() {
+    iperf "$out/iperf3.$1.log"
+    iperf "$out/iperf3_bidir.$1.log" --bidir
+}
+
+# iperf_medians: over the $rounds rounds' logs, the median Gbit/s of one stream into
+# iperf_one and of one direction of --bidir (the mean of both) into iperf_per; empty when
+# no round has a result
+iperf_medians() {
+    local r
+    iperf_one=$(for r in $(seq "$rounds"); do
+        [ -f "$out/iperf3.$r.log" ] && iperf_gbits "$out/iperf3.$r.log" | tail -1
+    done | median_of)
+    iperf_per=$(for r in $(seq "$rounds"); do
+        [ -f "$out/iperf3_bidir.$r.log" ] && iperf_gbits "$out/iperf3_bidir.$r.log" | tail -2 |
+            awk '{ s += $1 } END { if (NR == 2) print s / 2 }'
+    done | median_of)
 }
 
 # iperf_gbits LOG: the receiver's Gbit/s of each stream in an iperf3 log, one per line
