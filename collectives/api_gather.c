@@ -1,0 +1,125 @@
+/* Public entry points that move blocks without reducing them: broadcast, all-gather(v), gather,
+ * scatter. */
+#define MESH_LOG_SUBSYSTEM "coll"
+#include "collectives/api.h"
+#include "libmesh/dtype.h"
+#include "libmesh/log.h"
+#include <stdlib.h>
+
+mesh_status_t mesh_broadcast(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t count,
+                             mesh_dtype_t dtype, int root, void *stream, mesh_request_h *req)
+{
+    static const char fn[] = "mesh_broadcast";
+    MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
+    MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
+    MESH_CHECK(mesh_api_check_root(comm, fn, root));
+    size_t ds = mesh_dtype_size(dtype);
+    MESH_CHECK(mesh_api_check_count(comm, fn, count, ds, 1));
+    if (comm->rank == root) {
+        MESH_CHECK(mesh_api_check_buf(comm, fn, "sbuf (at the root)", sbuf, count));
+        MESH_CHECK(mesh_api_check_overlap(comm, fn, sbuf, count * ds, rbuf, count * ds, sbuf == rbuf));
+    }
+    MESH_CHECK(mesh_api_check_buf(comm, fn, "rbuf", rbuf, count));
+    mesh_coll_args_t a = {.type = MESH_COLL_BROADCAST, .sbuf = comm->rank == root ? sbuf : rbuf,
+                          .rbuf = rbuf, .count = count, .dtype = dtype, .op = MESH_SUM,
+                          .root = root, .in_place = sbuf == rbuf, .uniform = 1, .dsize = ds,
+                          .bytes = count * ds};
+    return mesh_api_launch(comm, &a, NULL, 0, NULL, 0, NULL, req);
+}
+
+static mesh_status_t allgather_common(mesh_comm_t *comm, const char *fn, const void *sbuf,
+                                      void *rbuf, size_t *blocks, const size_t *given_displs,
+                                      int uniform, mesh_dtype_t dtype, mesh_request_h *req)
+{
+    size_t ds = mesh_dtype_size(dtype);
+    size_t *counts = blocks, *displs = blocks + comm->size, extent;
+    size_t total = mesh_api_pack_displs(comm->size, counts, given_displs, displs, &extent);
+    mesh_status_t st;
+    size_t mine = counts[comm->rank];
+    int in_place = rbuf != NULL && (const char *)rbuf + displs[comm->rank] * ds == (const char *)sbuf;
+    if ((st = mesh_api_check_count(comm, fn, extent, ds, 1)) < 0 ||
+        (st = mesh_api_check_buf(comm, fn, "sbuf", sbuf, mine)) < 0 ||
+        (st = mesh_api_check_buf(comm, fn, "rbuf", rbuf, extent)) < 0 ||
+        (st = mesh_api_check_overlap(comm, fn, sbuf, mine * ds, rbuf, extent * ds, in_place)) < 0) {
+        free(blocks);
+        return st;
+    }
+    mesh_coll_args_t a = {.type = MESH_COLL_ALLGATHER, .sbuf = sbuf, .rbuf = rbuf, .count = mine,
+                          .dtype = dtype, .op = MESH_SUM, .in_place = in_place,
+                          .uniform = uniform && given_displs == NULL, .dsize = ds,
+                          .bytes = total * ds, .counts = counts, .displs = displs};
+    return mesh_api_launch(comm, &a, NULL, 0, NULL, 0, blocks, req);
+}
+
+mesh_status_t mesh_allgather(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t sendcount,
+                             mesh_dtype_t dtype, void *stream, mesh_request_h *req)
+{
+    static const char fn[] = "mesh_allgather";
+    size_t *blocks = NULL;
+    MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
+    MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
+    MESH_CHECK(mesh_api_check_count(comm, fn, sendcount, mesh_dtype_size(dtype), (size_t)comm->size));
+    int uniform;
+    MESH_CHECK(mesh_api_blocks_from(comm, fn, NULL, sendcount, &blocks, &uniform));
+    return allgather_common(comm, fn, sbuf, rbuf, blocks, NULL, uniform, dtype, req);
+}
+
+mesh_status_t mesh_allgatherv(mesh_comm_h comm, const void *sbuf, void *rbuf,
+                              const size_t *recvcounts, const size_t *displs, mesh_dtype_t dtype,
+                              void *stream, mesh_request_h *req)
+{
+    static const char fn[] = "mesh_allgatherv";
+    size_t *blocks = NULL;
+    MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
+    MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
+    CHECK_ARG(recvcounts != NULL, "%s: recvcounts is NULL", fn);
+    int uniform;
+    MESH_CHECK(mesh_api_blocks_from(comm, fn, recvcounts, 0, &blocks, &uniform));
+    return allgather_common(comm, fn, sbuf, rbuf, blocks, displs, uniform, dtype, req);
+}
+
+mesh_status_t mesh_gather(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t count,
+                          mesh_dtype_t dtype, int root, void *stream, mesh_request_h *req)
+{
+    static const char fn[] = "mesh_gather";
+    MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
+    MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
+    MESH_CHECK(mesh_api_check_root(comm, fn, root));
+    size_t ds = mesh_dtype_size(dtype), all = count * (size_t)comm->size;
+    MESH_CHECK(mesh_api_check_count(comm, fn, count, ds, (size_t)comm->size));
+    MESH_CHECK(mesh_api_check_buf(comm, fn, "sbuf", sbuf, count));
+    int in_place = 0;
+    if (comm->rank == root) {
+        MESH_CHECK(mesh_api_check_buf(comm, fn, "rbuf (at the root)", rbuf, all));
+        in_place = rbuf != NULL && (char *)rbuf + (size_t)root * count * ds == (const char *)sbuf;
+        MESH_CHECK(mesh_api_check_overlap(comm, fn, sbuf, count * ds, rbuf, all * ds, in_place));
+    }
+    mesh_coll_args_t a = {.type = MESH_COLL_GATHER, .sbuf = sbuf,
+                          .rbuf = comm->rank == root ? rbuf : NULL, .count = count,
+                          .dtype = dtype, .op = MESH_SUM, .root = root, .in_place = in_place,
+                          .uniform = 1, .dsize = ds, .bytes = all * ds};
+    return mesh_api_launch(comm, &a, NULL, 0, NULL, 0, NULL, req);
+}
+
+mesh_status_t mesh_scatter(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t count,
+                           mesh_dtype_t dtype, int root, void *stream, mesh_request_h *req)
+{
+    static const char fn[] = "mesh_scatter";
+    MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
+    MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
+    MESH_CHECK(mesh_api_check_root(comm, fn, root));
+    size_t ds = mesh_dtype_size(dtype), all = count * (size_t)comm->size;
+    MESH_CHECK(mesh_api_check_count(comm, fn, count, ds, (size_t)comm->size));
+    MESH_CHECK(mesh_api_check_buf(comm, fn, "rbuf", rbuf, count));
+    int in_place = 0;
+    if (comm->rank == root) {
+        MESH_CHECK(mesh_api_check_buf(comm, fn, "sbuf (at the root)", sbuf, all));
+        in_place = sbuf != NULL && (const char *)sbuf + (size_t)root * count * ds == (char *)rbuf;
+        MESH_CHECK(mesh_api_check_overlap(comm, fn, sbuf, all * ds, rbuf, count * ds, in_place));
+    }
+    mesh_coll_args_t a = {.type = MESH_COLL_SCATTER, .sbuf = comm->rank == root ? sbuf : NULL,
+                          .rbuf = rbuf, .count = count, .dtype = dtype, .op = MESH_SUM,
+                          .root = root, .in_place = in_place, .uniform = 1, .dsize = ds,
+                          .bytes = all * ds};
+    return mesh_api_launch(comm, &a, NULL, 0, NULL, 0, NULL, req);
+}

@@ -1,0 +1,130 @@
+/* The launch path of every collective: the replay key, selection and build, MESH_AVG's division,
+ * and submission as a request. */
+#define MESH_LOG_SUBSYSTEM "coll"
+#include "collectives/api.h"
+#include "collectives/request.h"
+#include "libmesh/log.h"
+#include "libmesh/reduce.h"
+#include <stdlib.h>
+#include <string.h>
+
+struct avg_arg {
+    void *buf;
+    size_t count;
+    mesh_dtype_t dtype;
+    int n;
+};
+
+static void avg_finalize(mesh_sched_t *s, void *arg)
+{
+    struct avg_arg *a = arg;
+    mesh_reduce_divide(a->buf, a->count, a->dtype, a->n);
+}
+
+/* The replay key of a call: every argument the selection and the build read, the per-rank
+ * arrays included, in buf when it fits (API_KEY_STACK bytes) and in *heap otherwise. Returns its
+ * length; 0 (no replay) when there is no memory for it. */
+#define API_KEY_STACK 512
+static size_t api_key(const mesh_comm_t *comm, const mesh_coll_args_t *a, int avg,
+                      unsigned char *buf, unsigned char **heap)
+{
+    struct {
+        const void *sbuf;
+        void *rbuf;
+        size_t count, dsize, bytes;
+        int type, dtype, op, root, in_place, uniform, avg, arrays;
+    } k;
+    memset(&k, 0, sizeof(k)); /* padding too: keys are compared as bytes */
+    k.sbuf = a->sbuf;
+    k.rbuf = a->rbuf;
+    k.count = a->count;
+    k.dsize = a->dsize;
+    k.bytes = a->bytes;
+    k.type = (int)a->type;
+    k.dtype = (int)a->dtype;
+    k.op = (int)a->op;
+    k.root = a->root;
+    k.in_place = a->in_place;
+    k.uniform = a->uniform;
+    k.avg = avg;
+    const size_t *arr[4] = {a->counts, a->displs, a->rcounts, a->rdispls};
+    size_t row = sizeof(size_t) * (size_t)comm->size, len = sizeof(k);
+    for (int i = 0; i < 4; i++) {
+        k.arrays |= (arr[i] != NULL) << i;
+        len += arr[i] != NULL ? row : 0;
+    }
+    unsigned char *key = buf;
+    if (len > API_KEY_STACK && (key = *heap = malloc(len)) == NULL) return 0;
+    memcpy(key, &k, sizeof(k));
+    size_t off = sizeof(k);
+    for (int i = 0; i < 4; i++) {
+        if (arr[i] == NULL) continue;
+        memcpy(key + off, arr[i], row);
+        off += row;
+    }
+    return len;
+}
+
+/* Selects and builds (or replays the graph of an identical earlier call) and launches; takes
+ * ownership of owned[] (freed with the request). */
+mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
+                            size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
+                            mesh_request_h *req)
+{
+    mesh_status_t st;
+    mesh_sched_t *s = NULL;
+    void *tmp = NULL;
+    const mesh_coll_algo_t *algo = NULL;
+    unsigned char keybuf[API_KEY_STACK], *heap = NULL;
+    /* a pre-multiplied sum scales into a fresh buffer every call: never the same arguments */
+    size_t keylen = comm->replay && scalar == NULL
+                        ? api_key(comm, args, avg_buf != NULL, keybuf, &heap)
+                        : 0;
+    const unsigned char *key = heap ? heap : keybuf;
+    if (keylen != 0) s = mesh_sched_reuse(comm, key, keylen, (const void **)&algo);
+    if (s != NULL) {
+        mesh_sched_set_tag(s, mesh_tag_coll(comm->coll_seq++, 0), 0);
+        comm->replays++;
+        goto launch;
+    }
+    st = mesh_sched_create(comm, args->dtype, args->op, &s);
+    if (st < 0) goto err;
+    mesh_sched_set_tag(s, mesh_tag_coll(comm->coll_seq++, 0), 0);
+    if (scalar != NULL && in_count > 0) {
+        /* pre-multiplied sum: scale our contribution once, then sum */
+        tmp = malloc(in_count * args->dsize);
+        if (tmp == NULL) {
+            st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate %zu bytes for a pre-multiplied "
+                            "sum", in_count * args->dsize);
+            goto err;
+        }
+        mesh_reduce_scale(tmp, args->sbuf, in_count, args->dtype, scalar);
+        args->sbuf = tmp;
+        args->in_place = 0;
+    }
+    st = mesh_coll_select_build(comm, args, s, &algo);
+    if (st < 0) goto err;
+    st = mesh_sched_status(s);
+    if (st < 0) goto err;
+    if (avg_buf != NULL) {
+        struct avg_arg *a = mesh_sched_scratch(s, sizeof(*a));
+        if (a == NULL) {
+            st = mesh_sched_status(s);
+            goto err;
+        }
+        *a = (struct avg_arg){avg_buf, avg_count, args->dtype, comm->size};
+        mesh_sched_on_complete(s, avg_finalize, a);
+    }
+    mesh_sched_set_key(s, key, keylen, algo);
+launch:
+    free(heap);
+    heap = NULL;
+    comm->last_algo = algo->name;
+    return mesh_comm_fail(comm, mesh_request_submit(comm, s, owned0, tmp, req));
+err:
+    free(heap);
+    mesh_sched_destroy(s);
+    free(tmp);
+    free(owned0);
+    return mesh_comm_fail(comm, st);
+}
