@@ -41,7 +41,9 @@ extern "C" {
     X(MESH_ERR_BOOTSTRAP, -8, "bootstrap failed")                                         \
     X(MESH_ERR_NOT_FOUND, -9, "not found")                                                \
     X(MESH_ERR_BUSY, -10, "resource busy")                                                \
-    X(MESH_ERR_INTERNAL, -11, "internal error")
+    X(MESH_ERR_INTERNAL, -11, "internal error")                                           \
+    X(MESH_ERR_TRUNCATED, -12, "message longer than the receive buffer")                  \
+    X(MESH_ERR_MISMATCH, -13, "ranks called different operations")
 
 typedef enum {
 #define MESH_STATUS_ENUM_(name, value, desc) name = value,
@@ -346,6 +348,15 @@ MESH_API const char *mesh_comm_last_algorithm(mesh_comm_h comm);
 
 /* Runtime configuration value of a MESH_* knob as text (NULL if unknown). */
 MESH_API const char *mesh_config_get(const char *name);
+
+/* For layers built on mesh (the parallel layers, bindings): records a formatted message as this
+ * thread's last error (mesh_comm_last_error(NULL)), logs it as mesh's own errors are logged, and
+ * returns status. */
+MESH_API mesh_status_t mesh_error_report(mesh_status_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 #ifdef __cplusplus
 }

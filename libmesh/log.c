@@ -237,6 +237,17 @@ mesh_status_t mesh_error_set_(mesh_status_t status, const char *subsys, const ch
     return status;
 }
 
+mesh_status_t mesh_error_report(mesh_status_t status, const char *fmt, ...)
+{
+    /* the arguments may point into this thread's buffer (its previous message) */
+    char msg[sizeof(mesh_error_buf)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return mesh_error_set_(status, "parallel", __FILE__, __LINE__, "%s", msg);
+}
+
 const char *mesh_error_last(void)
 {
     return mesh_error_buf;

@@ -43,6 +43,8 @@ static ncclResult_t map_status(mesh_status_t st)
     case MESH_OK: return ncclSuccess;
     case MESH_INPROGRESS: return ncclInProgress;
     case MESH_ERR_INVALID_ARG:
+    case MESH_ERR_TRUNCATED:
+    case MESH_ERR_MISMATCH:
     case MESH_ERR_UNSUPPORTED: /* e.g. a datatype and operation mesh cannot combine */
     case MESH_ERR_NOT_FOUND: return ncclInvalidArgument;
     case MESH_ERR_BUSY:
