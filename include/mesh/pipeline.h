@@ -204,18 +204,26 @@ typedef struct {
 
 typedef struct mesh_pp_exec *mesh_pp_exec_h;
 
-/* Checks the schedule (mesh_pp_check; a refused one is refused here with the same message),
- * that pp has p ranks, and takes this rank's list; sched may be destroyed afterwards.
- * Not collective. */
+/* The executor's messages use the point-to-point tags below this one on its communicator;
+ * other point-to-point traffic there takes tags from it up to MESH_TAG_MAX. */
+#define MESH_PP_TAG_END (1 << 28)
+
+/* Checks the schedule (mesh_pp_check with the default costs, unless it passed a check since
+ * its last change; a refused one is refused here with the same message), that pp has p ranks,
+ * and takes this rank's list; sched may be destroyed afterwards. Not collective. */
 MESH_API mesh_status_t mesh_pp_exec_create(mesh_comm_h pp, mesh_pp_schedule_h sched,
                                            const mesh_pp_exec_params_t *params,
                                            mesh_pp_exec_h *exec);
 /*
  * One step: this rank's list in order. Sends and receives are nonblocking tagged point to point
- * on pp (the tag carries direction, micro-batch and model stage); receives are posted where
- * the schedule puts them, sends right after the action that fills them, and a rank waits only
- * when an F or B needs data that has not arrived, driving every communicator meanwhile. Returns
- * when every message of the step has completed. Every rank of pp runs the same number of steps.
+ * on pp (the tag carries direction, micro-batch and model stage, below MESH_PP_TAG_END; one
+ * executor runs at a time on a communicator); receives are posted where the schedule puts
+ * them, sends where the schedule puts them (the generators: right after the action that fills
+ * them), and a rank waits only when an F or B needs data that has not arrived, driving every
+ * communicator of the process meanwhile. Returns when every message of the step has completed.
+ * Every rank of pp runs the same number of steps. A failed step (a callback's error, a peer's
+ * failure or MESH_TIMEOUT) cancels what it had in flight; the executor then refuses further
+ * steps, since its peers are out of step.
  */
 MESH_API mesh_status_t mesh_pp_exec_run(mesh_pp_exec_h exec);
 MESH_API void mesh_pp_exec_destroy(mesh_pp_exec_h exec);
@@ -228,6 +236,11 @@ typedef struct {
 } mesh_pp_exec_stats_t;
 
 MESH_API mesh_status_t mesh_pp_exec_stats(mesh_pp_exec_h exec, mesh_pp_exec_stats_t *stats);
+/* When action index of this rank's list started and ended in the last step, in seconds from
+ * the step's start (the list is the schedule's, mesh_pp_schedule_action). An F, B or W starts
+ * when its callback starts, after any wait for its input; a send or receive is its posting. */
+MESH_API mesh_status_t mesh_pp_exec_time(mesh_pp_exec_h exec, int index, double *start,
+                                         double *end);
 
 #ifdef __cplusplus
 }

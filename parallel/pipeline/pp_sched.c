@@ -14,9 +14,10 @@ static const char *const pp_op_names[MESH_PP_OP_COUNT] = {
     [MESH_PP_SEND_F] = "SEND_F", [MESH_PP_RECV_F] = "RECV_F", [MESH_PP_SEND_B] = "SEND_B",
     [MESH_PP_RECV_B] = "RECV_B"};
 
-/* Caps that keep every (direction, micro-batch, stage) in one tag (pp_exec.c). */
-#define PP_MAX_MB     32768
-#define PP_MAX_STAGES 16384
+/* Caps that keep every (direction, model stage, micro-batch) in a tag below MESH_PP_TAG_END
+ * (pp_exec.c). */
+#define PP_MAX_MB     (1 << 14)
+#define PP_MAX_STAGES (1 << 13)
 
 const char *mesh_pp_kind_name(mesh_pp_kind_t kind)
 {
