@@ -34,7 +34,8 @@ typedef enum {
     MESH_PP_OP_COUNT
 } mesh_pp_op_t;
 
-/* A send or receive whose peer is the rank that the stage map puts on the other side. */
+/* For mesh_pp_schedule_insert: the peer of a send or receive is the rank that the stage map
+ * (as it is at insertion) puts on the other side. */
 #define MESH_PP_PEER_AUTO (-1)
 
 typedef struct {
@@ -42,6 +43,8 @@ typedef struct {
     int mb;    /* micro-batch, 0..m-1 */
     int chunk; /* the rank's own chunk, 0..v-1 */
     int peer;  /* sends and receives: the other rank; -1 for F, B and W */
+    /* A send's chunk is the one whose output (SEND_F) or input gradient (SEND_B) it carries;
+     * a receive's, the one whose input (RECV_F) or output gradient (RECV_B) it brings. */
 } mesh_pp_action_t;
 
 typedef enum {
