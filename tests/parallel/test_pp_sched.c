@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static mesh_pp_schedule_h make(mesh_pp_kind_t kind, int p, int m, int v, int group)
+static mesh_pp_schedule_params_t params(mesh_pp_kind_t kind, int p, int m, int v, int group)
 {
     mesh_pp_schedule_params_t prm = {.field_mask = MESH_PP_SCHED_FIELD_CHUNKS, .kind = kind,
                                      .stages = p, .microbatches = m, .chunks = v};
@@ -21,6 +21,12 @@ static mesh_pp_schedule_h make(mesh_pp_kind_t kind, int p, int m, int v, int gro
         prm.field_mask |= MESH_PP_SCHED_FIELD_GROUP;
         prm.group = group;
     }
+    return prm;
+}
+
+static mesh_pp_schedule_h make(mesh_pp_kind_t kind, int p, int m, int v, int group)
+{
+    mesh_pp_schedule_params_t prm = params(kind, p, m, v, group);
     mesh_pp_schedule_h s = NULL;
     mesh_status_t st = mesh_pp_schedule_create(&prm, &s);
     CHECK_MSG(st == MESH_OK, "%s p=%d m=%d v=%d: %s", mesh_pp_kind_name(kind), p, m, v,
@@ -176,12 +182,7 @@ static void test_zero_bubble(void)
 
 static void refuse_params(mesh_pp_kind_t kind, int p, int m, int v, int group, const char *piece)
 {
-    mesh_pp_schedule_params_t prm = {.field_mask = MESH_PP_SCHED_FIELD_CHUNKS, .kind = kind,
-                                     .stages = p, .microbatches = m, .chunks = v};
-    if (group) {
-        prm.field_mask |= MESH_PP_SCHED_FIELD_GROUP;
-        prm.group = group;
-    }
+    mesh_pp_schedule_params_t prm = params(kind, p, m, v, group);
     mesh_pp_schedule_h s = NULL;
     mesh_status_t st = mesh_pp_schedule_create(&prm, &s);
     const char *msg = mesh_comm_last_error(NULL);
