@@ -31,7 +31,8 @@ static const char pp_usage[] =
 int mesh_info_pp_wanted(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--pp") == 0 || strncmp(argv[i], "--pp=", 5) == 0) return 1;
+        if (strcmp(argv[i], "--pp") == 0 || strncmp(argv[i], "--pp=", 5) == 0)
+            return 1;
     return 0;
 }
 
@@ -60,7 +61,8 @@ static int pp_costs(const char *s, mesh_pp_costs_t *c)
     for (const char *p = s; n < 4;) {
         char *end;
         v[n] = strtod(p, &end);
-        if (end == p || !(v[n] >= 0) || isinf(v[n]) || (*end && *end != ',')) break;
+        if (end == p || !(v[n] >= 0) || isinf(v[n]) || (*end && *end != ','))
+            break;
         n++;
         if (!*end) {
             ok = n >= 3;
@@ -69,24 +71,29 @@ static int pp_costs(const char *s, mesh_pp_costs_t *c)
         p = end + 1;
     }
     if (!ok) {
-        fprintf(stderr, "mesh-info: --costs expects F,B,W or F,B,W,C, numbers >= 0; got '%s'\n",
-                s);
+        fprintf(stderr, "mesh-info: --costs expects F,B,W or F,B,W,C, numbers >= 0; got '%s'\n", s);
         return -1;
     }
     *c = (mesh_pp_costs_t){.field_mask = MESH_PP_COSTS_FIELD_F | MESH_PP_COSTS_FIELD_B |
                                          MESH_PP_COSTS_FIELD_W | MESH_PP_COSTS_FIELD_COMM,
-                           .f = v[0], .b = v[1], .w = v[2], .comm = v[3]};
+                           .f = v[0],
+                           .b = v[1],
+                           .w = v[2],
+                           .comm = v[3]};
     return 0;
 }
 
 static int pp_parse(int argc, char **argv, pp_opts_t *o)
 {
-    static const struct option longopts[] = {
-        {"pp", required_argument, NULL, 'p'},     {"stages", required_argument, NULL, 's'},
-        {"microbatches", required_argument, NULL, 'm'},
-        {"chunks", required_argument, NULL, 'v'}, {"group", required_argument, NULL, 'g'},
-        {"costs", required_argument, NULL, 'c'},  {"plot", required_argument, NULL, 'P'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"pp", required_argument, NULL, 'p'},
+                                             {"stages", required_argument, NULL, 's'},
+                                             {"microbatches", required_argument, NULL, 'm'},
+                                             {"chunks", required_argument, NULL, 'v'},
+                                             {"group", required_argument, NULL, 'g'},
+                                             {"costs", required_argument, NULL, 'c'},
+                                             {"plot", required_argument, NULL, 'P'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     int c, rc = 0;
     optind = 1;
     o->costs = (mesh_pp_costs_t){.field_mask = 0};
@@ -99,8 +106,12 @@ static int pp_parse(int argc, char **argv, pp_opts_t *o)
                 return 2;
             }
             break;
-        case 's': rc = pp_int("--stages", optarg, &o->prm.stages); break;
-        case 'm': rc = pp_int("--microbatches", optarg, &o->prm.microbatches); break;
+        case 's':
+            rc = pp_int("--stages", optarg, &o->prm.stages);
+            break;
+        case 'm':
+            rc = pp_int("--microbatches", optarg, &o->prm.microbatches);
+            break;
         case 'v':
             rc = pp_int("--chunks", optarg, &o->prm.chunks);
             o->prm.field_mask |= MESH_PP_SCHED_FIELD_CHUNKS;
@@ -109,13 +120,22 @@ static int pp_parse(int argc, char **argv, pp_opts_t *o)
             rc = pp_int("--group", optarg, &o->prm.group);
             o->prm.field_mask |= MESH_PP_SCHED_FIELD_GROUP;
             break;
-        case 'c': rc = pp_costs(optarg, &o->costs); break;
-        case 'P': o->plot = optarg; break;
-        case 'h': fputs(pp_usage, stdout); return 1;
-        default: fputs(pp_usage, stderr); return 2;
+        case 'c':
+            rc = pp_costs(optarg, &o->costs);
+            break;
+        case 'P':
+            o->plot = optarg;
+            break;
+        case 'h':
+            fputs(pp_usage, stdout);
+            return 1;
+        default:
+            fputs(pp_usage, stderr);
+            return 2;
         }
     }
-    if (rc) return 2;
+    if (rc)
+        return 2;
     if (optind < argc) {
         fprintf(stderr, "mesh-info: unexpected argument '%s'\n%s", argv[optind], pp_usage);
         return 2;
@@ -130,7 +150,8 @@ static int pp_parse(int argc, char **argv, pp_opts_t *o)
 /* "F3" or, with chunks, "F3:1". */
 static int pp_label(const mesh_pp_action_t *a, int v, char *buf, size_t len)
 {
-    if (v > 1) return snprintf(buf, len, "%s%d:%d", mesh_pp_op_name(a->op), a->mb, a->chunk);
+    if (v > 1)
+        return snprintf(buf, len, "%s%d:%d", mesh_pp_op_name(a->op), a->mb, a->chunk);
     return snprintf(buf, len, "%s%d", mesh_pp_op_name(a->op), a->mb);
 }
 
@@ -144,10 +165,12 @@ static void pp_timeline(mesh_pp_schedule_h s, double slot, double makespan)
             mesh_pp_action_t a;
             mesh_pp_schedule_action(s, r, i, &a);
             int n = pp_label(&a, v, lab, sizeof(lab));
-            if (a.op <= MESH_PP_W && n > width) width = n;
+            if (a.op <= MESH_PP_W && n > width)
+                width = n;
         }
     char *row = malloc((size_t)cols * (size_t)(width + 1) + 1);
-    if (row == NULL) return;
+    if (row == NULL)
+        return;
     for (int r = 0; r < p; r++) {
         for (int k = 0; k < cols; k++)
             snprintf(row + (size_t)k * (width + 1), (size_t)width + 2, "%-*s ", width, "..");
@@ -155,7 +178,8 @@ static void pp_timeline(mesh_pp_schedule_h s, double slot, double makespan)
             mesh_pp_action_t a;
             double t0, t1;
             mesh_pp_schedule_action(s, r, i, &a);
-            if (a.op > MESH_PP_W) continue;
+            if (a.op > MESH_PP_W)
+                continue;
             mesh_pp_check_time(s, r, i, &t0, &t1);
             int k0 = (int)lround(t0 / slot), k1 = (int)lround(t1 / slot);
             pp_label(&a, v, lab, sizeof(lab));
@@ -175,8 +199,7 @@ static void pp_timeline(mesh_pp_schedule_h s, double slot, double makespan)
     free(row);
 }
 
-static int pp_plot(mesh_pp_schedule_h s, const char *png, const mesh_pp_report_t *rep,
-                   double slot)
+static int pp_plot(mesh_pp_schedule_h s, const char *png, const mesh_pp_report_t *rep, double slot)
 {
     static const char *const colour[3] = {"#4c72b0", "#55a868", "#dd8452"}; /* F, B, W */
     int p = mesh_pp_schedule_stages(s), v = mesh_pp_schedule_chunks(s);
@@ -197,19 +220,22 @@ static int pp_plot(mesh_pp_schedule_h s, const char *png, const mesh_pp_report_t
     /* wide enough for a label in every column of the timeline */
     double cols = rep->makespan / slot;
     int width = cols * 34 < 900 ? 900 : cols * 34 > 8000 ? 8000 : (int)(cols * 34);
-    fprintf(gp, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
-                "  set terminal pngcairo size %d,%d noenhanced font ',8'\n"
-                "} else {\n"
-                "  set terminal png size %d,%d noenhanced\n"
-                "}\n",
+    fprintf(gp,
+            "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+            "  set terminal pngcairo size %d,%d noenhanced font ',8'\n"
+            "} else {\n"
+            "  set terminal png size %d,%d noenhanced\n"
+            "}\n",
             width, 120 + 40 * p, width, 120 + 40 * p);
     fprintf(gp, "set output '%s'\n", png);
-    fprintf(gp, "set title \"%s: %d stages, %d micro-batches, %d chunk%s per stage; bubble %.4f, "
-                "peak %d activations\"\n",
+    fprintf(gp,
+            "set title \"%s: %d stages, %d micro-batches, %d chunk%s per stage; bubble %.4f, "
+            "peak %d activations\"\n",
             mesh_pp_kind_name(mesh_pp_schedule_kind(s)), p, mesh_pp_schedule_microbatches(s), v,
             v == 1 ? "" : "s", rep->bubble, rep->peak_activations);
-    fprintf(gp, "set xrange [0:%g]\nset yrange [%g:-0.6]\nset ytics 1\nset xlabel 'time'\n"
-                "set ylabel 'rank'\nunset key\n",
+    fprintf(gp,
+            "set xrange [0:%g]\nset yrange [%g:-0.6]\nset ytics 1\nset xlabel 'time'\n"
+            "set ylabel 'rank'\nunset key\n",
             rep->makespan, p - 0.4);
     int obj = 1;
     for (int r = 0; r < p; r++)
@@ -218,15 +244,18 @@ static int pp_plot(mesh_pp_schedule_h s, const char *png, const mesh_pp_report_t
             double t0, t1;
             char lab[32];
             mesh_pp_schedule_action(s, r, i, &a);
-            if (a.op > MESH_PP_W) continue;
+            if (a.op > MESH_PP_W)
+                continue;
             mesh_pp_check_time(s, r, i, &t0, &t1);
-            if (t1 <= t0) continue;
-            fprintf(gp, "set object %d rect from %g,%g to %g,%g fc rgb '%s' fs solid 0.85 "
-                        "border lc rgb 'white'\n",
+            if (t1 <= t0)
+                continue;
+            fprintf(gp,
+                    "set object %d rect from %g,%g to %g,%g fc rgb '%s' fs solid 0.85 "
+                    "border lc rgb 'white'\n",
                     obj++, t0, r - 0.4, t1, r + 0.4, colour[a.op]);
             pp_label(&a, v, lab, sizeof(lab));
-            fprintf(gp, "set label '%s' at %g,%d center front tc rgb 'white'\n", lab,
-                    (t0 + t1) / 2, r);
+            fprintf(gp, "set label '%s' at %g,%d center front tc rgb 'white'\n", lab, (t0 + t1) / 2,
+                    r);
         }
     fprintf(gp, "plot NaN notitle\n");
     int st = pclose(gp);
@@ -242,7 +271,8 @@ int mesh_info_pp(int argc, char **argv)
 {
     pp_opts_t o = {.prm = {.kind = MESH_PP_1F1B}};
     int rc = pp_parse(argc, argv, &o);
-    if (rc) return rc == 1 ? 0 : rc;
+    if (rc)
+        return rc == 1 ? 0 : rc;
     mesh_pp_schedule_h s;
     mesh_pp_report_t rep;
     if (mesh_pp_schedule_create(&o.prm, &s) != MESH_OK) {
@@ -255,19 +285,22 @@ int mesh_info_pp(int argc, char **argv)
         return 1;
     }
     mesh_pp_costs_t c = {.f = 1, .b = 1, .w = 1, .comm = 0};
-    if (o.costs.field_mask) c = o.costs;
+    if (o.costs.field_mask)
+        c = o.costs;
     int p = mesh_pp_schedule_stages(s), m = mesh_pp_schedule_microbatches(s);
     int v = mesh_pp_schedule_chunks(s);
     double beff = rep.split_backward ? c.b : c.b + c.w, slot = 0;
     double all[3] = {c.f, beff, rep.split_backward ? c.w : 0};
     for (int i = 0; i < 3; i++)
-        if (all[i] > 0 && (slot == 0 || all[i] < slot)) slot = all[i];
-    if (slot == 0) slot = 1;
+        if (all[i] > 0 && (slot == 0 || all[i] < slot))
+            slot = all[i];
+    if (slot == 0)
+        slot = 1;
 
     printf("# %s: %d stages, %d micro-batches, %d chunk%s per stage (%d model stages)\n",
            mesh_pp_kind_name(mesh_pp_schedule_kind(s)), p, m, v, v == 1 ? "" : "s", p * v);
-    printf("# costs per action of a chunk: F %g, B %g, W %g, message %g%s\n", c.f, c.b, c.w,
-           c.comm, rep.split_backward ? "" : "; no W actions: each B pays B+W");
+    printf("# costs per action of a chunk: F %g, B %g, W %g, message %g%s\n", c.f, c.b, c.w, c.comm,
+           rep.split_backward ? "" : "; no W actions: each B pays B+W");
     printf("# one column = %g; F forward, B backward, W weight gradient, then micro-batch%s; "
            "-- continues, .. idle\n",
            slot, v > 1 ? ":chunk" : "");

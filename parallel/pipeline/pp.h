@@ -18,19 +18,22 @@ struct mesh_pp_schedule {
     mesh_pp_list_t *list; /* [p] */
     /* results of the last successful check; checked drops to 0 on any change */
     int checked;
-    int split;              /* the schedule has W actions */
+    int split; /* the schedule has W actions */
     mesh_pp_report_t report;
-    double **t0, **t1;      /* [p][n]: start and end of each action */
-    double *rank_bubble;    /* [p] */
-    int *rank_peak;         /* [p] */
+    double **t0, **t1;   /* [p][n]: start and end of each action */
+    double *rank_bubble; /* [p] */
+    int *rank_peak;      /* [p] */
 };
 
 /* Total model stages. */
-static inline int mesh_pp_nstages(const struct mesh_pp_schedule *s) { return s->p * s->v; }
+static inline int mesh_pp_nstages(const struct mesh_pp_schedule *s)
+{
+    return s->p * s->v;
+}
 
 /* Appends to a rank's list (generators). */
-mesh_status_t mesh_pp_push(struct mesh_pp_schedule *s, int rank, mesh_pp_op_t op, int mb,
-                           int chunk, int peer);
+mesh_status_t mesh_pp_push(struct mesh_pp_schedule *s, int rank, mesh_pp_op_t op, int mb, int chunk,
+                           int peer);
 /* Empty schedule with the default stage map (stage c * p + r). */
 mesh_status_t mesh_pp_alloc(mesh_pp_kind_t kind, int p, int m, int v,
                             struct mesh_pp_schedule **out);
@@ -46,8 +49,8 @@ typedef struct {
     int split;               /* the schedule has W actions */
 } mesh_pp_index_t;
 
-static inline int *mesh_pp_pos(const struct mesh_pp_schedule *s, const mesh_pp_index_t *x,
-                               int rank, mesh_pp_op_t op, int mb, int chunk)
+static inline int *mesh_pp_pos(const struct mesh_pp_schedule *s, const mesh_pp_index_t *x, int rank,
+                               mesh_pp_op_t op, int mb, int chunk)
 {
     return &x->pos[(((size_t)rank * MESH_PP_OP_COUNT + op) * (size_t)s->m + (size_t)mb) *
                        (size_t)s->v +
@@ -66,8 +69,8 @@ void mesh_pp_index_free(mesh_pp_index_t *x);
 mesh_status_t mesh_pp_simulate(struct mesh_pp_schedule *s, const mesh_pp_index_t *x,
                                const mesh_pp_costs_t *costs);
 /* The refusal of a schedule: "<kind> schedule refused: rank R, position I, <action>: <why>". */
-mesh_status_t mesh_pp_refuse(const struct mesh_pp_schedule *s, int rank, int index,
-                             const char *fmt, ...)
+mesh_status_t mesh_pp_refuse(const struct mesh_pp_schedule *s, int rank, int index, const char *fmt,
+                             ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif

@@ -22,7 +22,8 @@ static void pp_add(pp_order_t *o, mesh_pp_op_t op, int mb, int chunk)
 static int pp_recv_of(const struct mesh_pp_schedule *s, int rank, const mesh_pp_action_t *c,
                       mesh_pp_action_t *recv)
 {
-    if (c->op == MESH_PP_W) return 0;
+    if (c->op == MESH_PP_W)
+        return 0;
     recv->op = c->op == MESH_PP_F ? MESH_PP_RECV_F : MESH_PP_RECV_B;
     recv->mb = c->mb;
     recv->chunk = c->chunk;
@@ -41,9 +42,11 @@ static mesh_status_t pp_emit(struct mesh_pp_schedule *s, int rank, const pp_orde
             MESH_PAR_CHECK(mesh_pp_push(s, rank, recv.op, recv.mb, recv.chunk, recv.peer));
         const mesh_pp_action_t *c = &o->a[k];
         MESH_PAR_CHECK(mesh_pp_push(s, rank, c->op, c->mb, c->chunk, -1));
-        if (c->op == MESH_PP_W) continue;
+        if (c->op == MESH_PP_W)
+            continue;
         mesh_pp_action_t send = {.op = c->op == MESH_PP_F ? MESH_PP_SEND_F : MESH_PP_SEND_B,
-                                 .mb = c->mb, .chunk = c->chunk};
+                                 .mb = c->mb,
+                                 .chunk = c->chunk};
         send.peer = mesh_pp_peer_of(s, rank, &send);
         if (send.peer >= 0)
             MESH_PAR_CHECK(mesh_pp_push(s, rank, send.op, send.mb, send.chunk, send.peer));
@@ -131,7 +134,8 @@ static mesh_status_t pp_interleaved(const struct mesh_pp_schedule *s, int r, int
             }
     }
     int warm = (s->p - r - 1) * 2 + (v - 1) * group;
-    if (warm > total) warm = total;
+    if (warm > total)
+        warm = total;
     for (int i = 0; i < warm; i++)
         pp_add(o, MESH_PP_F, mb[i], ch[i]);
     for (int i = 0; i < total - warm; i++) {
@@ -160,8 +164,7 @@ static mesh_status_t pp_interleaved_rules(const struct mesh_pp_schedule *s, int 
                               "interleaved schedule: the micro-batch group (%d) must lie between "
                               "the stages (%d) and the micro-batches (%d)%s",
                               group, s->p, s->m,
-                              s->m < s->p ? ": give at least as many micro-batches as stages"
-                                          : "");
+                              s->m < s->p ? ": give at least as many micro-batches as stages" : "");
     int rest = s->m % group;
     if (rest > 0 && rest < s->p)
         return mesh_par_error(MESH_ERR_INVALID_ARG,
@@ -188,19 +191,32 @@ mesh_status_t mesh_pp_generate(struct mesh_pp_schedule *s, int group)
                               name, s->v);
     }
     pp_order_t o = {.a = malloc(sizeof(mesh_pp_action_t) * 3 * (size_t)s->m * (size_t)s->v)};
-    if (o.a == NULL) return mesh_par_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule");
+    if (o.a == NULL)
+        return mesh_par_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule");
     mesh_status_t st = MESH_OK;
     for (int r = 0; r < s->p && st == MESH_OK; r++) {
         o.n = 0;
         switch (s->kind) {
-        case MESH_PP_AFAB: pp_afab(s, r, &o); break;
-        case MESH_PP_1F1B: pp_1f1b(s, r, &o); break;
-        case MESH_PP_ZB1: pp_zb1(s, r, &o); break;
-        case MESH_PP_INTERLEAVED: st = pp_interleaved(s, r, group, &o); break;
-        case MESH_PP_ZBV: st = mesh_pp_zbv_order(s, r, o.a, &o.n); break;
-        default: st = mesh_par_error(MESH_ERR_INTERNAL, "no generator for %s", name);
+        case MESH_PP_AFAB:
+            pp_afab(s, r, &o);
+            break;
+        case MESH_PP_1F1B:
+            pp_1f1b(s, r, &o);
+            break;
+        case MESH_PP_ZB1:
+            pp_zb1(s, r, &o);
+            break;
+        case MESH_PP_INTERLEAVED:
+            st = pp_interleaved(s, r, group, &o);
+            break;
+        case MESH_PP_ZBV:
+            st = mesh_pp_zbv_order(s, r, o.a, &o.n);
+            break;
+        default:
+            st = mesh_par_error(MESH_ERR_INTERNAL, "no generator for %s", name);
         }
-        if (st == MESH_OK) st = pp_emit(s, r, &o);
+        if (st == MESH_OK)
+            st = pp_emit(s, r, &o);
     }
     free(o.a);
     return st;

@@ -81,11 +81,11 @@ void mesh_pp_drop_results(struct mesh_pp_schedule *s)
     s->checked = 0;
 }
 
-mesh_status_t mesh_pp_alloc(mesh_pp_kind_t kind, int p, int m, int v,
-                            struct mesh_pp_schedule **out)
+mesh_status_t mesh_pp_alloc(mesh_pp_kind_t kind, int p, int m, int v, struct mesh_pp_schedule **out)
 {
     struct mesh_pp_schedule *s = calloc(1, sizeof(*s));
-    if (s == NULL) return mesh_par_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule");
+    if (s == NULL)
+        return mesh_par_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule");
     s->kind = kind;
     s->p = p;
     s->m = m;
@@ -105,7 +105,8 @@ mesh_status_t mesh_pp_alloc(mesh_pp_kind_t kind, int p, int m, int v,
 
 void mesh_pp_schedule_destroy(mesh_pp_schedule_h s)
 {
-    if (s == NULL) return;
+    if (s == NULL)
+        return;
     mesh_pp_drop_results(s);
     if (s->list)
         for (int r = 0; r < s->p; r++)
@@ -124,7 +125,8 @@ mesh_status_t mesh_pp_schedule_create(const mesh_pp_schedule_params_t *params,
     mesh_pp_kind_t kind = params->kind;
     int p = params->stages, m = params->microbatches;
     int v = kind == MESH_PP_INTERLEAVED || kind == MESH_PP_ZBV ? 2 : 1;
-    if (params->field_mask & MESH_PP_SCHED_FIELD_CHUNKS) v = params->chunks;
+    if (params->field_mask & MESH_PP_SCHED_FIELD_CHUNKS)
+        v = params->chunks;
     int group = params->field_mask & MESH_PP_SCHED_FIELD_GROUP ? params->group : p;
 
     if ((unsigned)kind >= MESH_PP_KIND_COUNT)
@@ -145,7 +147,8 @@ mesh_status_t mesh_pp_schedule_create(const mesh_pp_schedule_params_t *params,
     MESH_PAR_CHECK(mesh_pp_alloc(kind, p, m, v, &s));
     if (kind == MESH_PP_ZBV)
         for (int r = 0; r < p; r++)
-            if (v == 2) s->stage_of[r * v + 1] = 2 * p - 1 - r;
+            if (v == 2)
+                s->stage_of[r * v + 1] = 2 * p - 1 - r;
     mesh_status_t st = kind == MESH_PP_USER ? MESH_OK : mesh_pp_generate(s, group);
     if (st != MESH_OK) {
         mesh_pp_schedule_destroy(s);
@@ -176,10 +179,22 @@ mesh_status_t mesh_pp_schedule_copy(mesh_pp_schedule_h s, mesh_pp_schedule_h *co
     return MESH_OK;
 }
 
-int mesh_pp_schedule_stages(mesh_pp_schedule_h s) { return s ? s->p : -1; }
-int mesh_pp_schedule_microbatches(mesh_pp_schedule_h s) { return s ? s->m : -1; }
-int mesh_pp_schedule_chunks(mesh_pp_schedule_h s) { return s ? s->v : -1; }
-mesh_pp_kind_t mesh_pp_schedule_kind(mesh_pp_schedule_h s) { return s ? s->kind : MESH_PP_USER; }
+int mesh_pp_schedule_stages(mesh_pp_schedule_h s)
+{
+    return s ? s->p : -1;
+}
+int mesh_pp_schedule_microbatches(mesh_pp_schedule_h s)
+{
+    return s ? s->m : -1;
+}
+int mesh_pp_schedule_chunks(mesh_pp_schedule_h s)
+{
+    return s ? s->v : -1;
+}
+mesh_pp_kind_t mesh_pp_schedule_kind(mesh_pp_schedule_h s)
+{
+    return s ? s->kind : MESH_PP_USER;
+}
 
 int mesh_pp_schedule_length(mesh_pp_schedule_h s, int rank)
 {
@@ -189,13 +204,14 @@ int mesh_pp_schedule_length(mesh_pp_schedule_h s, int rank)
 static mesh_status_t pp_check_pos(mesh_pp_schedule_h s, const char *fn, int rank, int index,
                                   int extra)
 {
-    if (s == NULL) return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: sched is NULL", fn);
+    if (s == NULL)
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: sched is NULL", fn);
     if (rank < 0 || rank >= s->p)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: rank %d is outside 0..%d", fn, rank,
                               s->p - 1);
     if (index < 0 || index >= s->list[rank].n + extra)
-        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: index %d is outside 0..%d of rank %d",
-                              fn, index, s->list[rank].n + extra - 1, rank);
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: index %d is outside 0..%d of rank %d", fn,
+                              index, s->list[rank].n + extra - 1, rank);
     return MESH_OK;
 }
 
@@ -209,8 +225,8 @@ mesh_status_t mesh_pp_schedule_action(mesh_pp_schedule_h s, int rank, int index,
     return MESH_OK;
 }
 
-mesh_status_t mesh_pp_push(struct mesh_pp_schedule *s, int rank, mesh_pp_op_t op, int mb,
-                           int chunk, int peer)
+mesh_status_t mesh_pp_push(struct mesh_pp_schedule *s, int rank, mesh_pp_op_t op, int mb, int chunk,
+                           int peer)
 {
     mesh_pp_list_t *l = &s->list[rank];
     if (l->n == l->cap) {
@@ -231,7 +247,8 @@ mesh_status_t mesh_pp_schedule_insert(mesh_pp_schedule_h s, int rank, int index,
 {
     const char *fn = "mesh_pp_schedule_insert";
     MESH_PAR_CHECK(pp_check_pos(s, fn, rank, index, 1));
-    if (a == NULL) return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: action is NULL", fn);
+    if (a == NULL)
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: action is NULL", fn);
     if ((unsigned)a->op >= MESH_PP_OP_COUNT)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: op %d is not a mesh_pp_op_t", fn,
                               (int)a->op);
@@ -239,15 +256,16 @@ mesh_status_t mesh_pp_schedule_insert(mesh_pp_schedule_h s, int rank, int index,
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: micro-batch %d is outside 0..%d", fn,
                               a->mb, s->m - 1);
     if (a->chunk < 0 || a->chunk >= s->v)
-        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: chunk %d is outside 0..%d", fn,
-                              a->chunk, s->v - 1);
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: chunk %d is outside 0..%d", fn, a->chunk,
+                              s->v - 1);
     int comm = a->op >= MESH_PP_SEND_F;
     if (comm && (a->peer < MESH_PP_PEER_AUTO || a->peer >= s->p))
         return mesh_par_error(MESH_ERR_INVALID_ARG,
                               "%s: peer %d is neither a rank (0..%d) nor MESH_PP_PEER_AUTO", fn,
                               a->peer, s->p - 1);
     int peer = comm ? a->peer : -1;
-    if (peer == MESH_PP_PEER_AUTO && comm) peer = mesh_pp_peer_of(s, rank, a);
+    if (peer == MESH_PP_PEER_AUTO && comm)
+        peer = mesh_pp_peer_of(s, rank, a);
     if (comm && peer < 0)
         return mesh_par_error(MESH_ERR_INVALID_ARG,
                               "%s: %s of chunk %d on rank %d has no peer: stage %d has no "
@@ -274,14 +292,16 @@ mesh_status_t mesh_pp_schedule_remove(mesh_pp_schedule_h s, int rank, int index)
 
 int mesh_pp_schedule_stage(mesh_pp_schedule_h s, int rank, int chunk)
 {
-    if (s == NULL || rank < 0 || rank >= s->p || chunk < 0 || chunk >= s->v) return -1;
+    if (s == NULL || rank < 0 || rank >= s->p || chunk < 0 || chunk >= s->v)
+        return -1;
     return s->stage_of[rank * s->v + chunk];
 }
 
 mesh_status_t mesh_pp_schedule_set_stage(mesh_pp_schedule_h s, int rank, int chunk, int stage)
 {
     const char *fn = "mesh_pp_schedule_set_stage";
-    if (s == NULL) return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: sched is NULL", fn);
+    if (s == NULL)
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: sched is NULL", fn);
     if (rank < 0 || rank >= s->p || chunk < 0 || chunk >= s->v)
         return mesh_par_error(MESH_ERR_INVALID_ARG,
                               "%s: rank %d chunk %d is outside %d ranks of %d chunks", fn, rank,
@@ -298,7 +318,8 @@ int mesh_pp_rank_of(const struct mesh_pp_schedule *s, int stage, int *chunk)
 {
     for (int i = 0; i < s->p * s->v; i++)
         if (s->stage_of[i] == stage) {
-            if (chunk) *chunk = i % s->v;
+            if (chunk)
+                *chunk = i % s->v;
             return i / s->v;
         }
     return -1;
@@ -309,7 +330,8 @@ int mesh_pp_peer_of(const struct mesh_pp_schedule *s, int rank, const mesh_pp_ac
     int st = s->stage_of[rank * s->v + a->chunk];
     int fwd = a->op == MESH_PP_SEND_F || a->op == MESH_PP_RECV_B; /* towards stage + 1 */
     int other = fwd ? st + 1 : st - 1;
-    if (other < 0 || other >= mesh_pp_nstages(s)) return -1;
+    if (other < 0 || other >= mesh_pp_nstages(s))
+        return -1;
     int peer = mesh_pp_rank_of(s, other, NULL);
     return peer == rank ? -1 : peer;
 }

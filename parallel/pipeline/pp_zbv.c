@@ -18,9 +18,12 @@ typedef struct {
     int *stored;        /* [p] */
 } zbv_t;
 
-#define ZBV_NEXT(z, r, c, op) (z)->next[((r) * 2 + (c)) * 3 + (op)]
+#define ZBV_NEXT(z, r, c, op) (z)->next[((r)*2 + (c)) * 3 + (op)]
 
-static int zbv_stage(const zbv_t *z, int r, int c) { return c == 0 ? r : 2 * z->p - 1 - r; }
+static int zbv_stage(const zbv_t *z, int r, int c)
+{
+    return c == 0 ? r : 2 * z->p - 1 - r;
+}
 
 /* The action rank r starts at time t, or 0 when it has none ready. */
 static int zbv_pick(zbv_t *z, int r, int t, mesh_pp_action_t *a)
@@ -28,14 +31,18 @@ static int zbv_pick(zbv_t *z, int r, int t, mesh_pp_action_t *a)
     int best = -1, best_c = 0, limit = 2 * z->p;
     for (int c = 1; c >= 0; c--) { /* B: oldest micro-batch, later stage first */
         int mb = ZBV_NEXT(z, r, c, 1), st = zbv_stage(z, r, c);
-        if (mb >= z->m || mb >= ZBV_NEXT(z, r, c, 0)) continue;
+        if (mb >= z->m || mb >= ZBV_NEXT(z, r, c, 0))
+            continue;
         int *f = &z->fdone[mb * z->S + st];
-        if (*f < 0 || *f > t) continue;
+        if (*f < 0 || *f > t)
+            continue;
         if (st < z->S - 1) {
             int g = z->bdone[mb * z->S + st + 1];
-            if (g < 0 || g > t) continue;
+            if (g < 0 || g > t)
+                continue;
         }
-        if (best < 0 || mb < best) best = mb, best_c = c;
+        if (best < 0 || mb < best)
+            best = mb, best_c = c;
     }
     if (best >= 0) {
         *a = (mesh_pp_action_t){.op = MESH_PP_B, .mb = best, .chunk = best_c};
@@ -43,12 +50,15 @@ static int zbv_pick(zbv_t *z, int r, int t, mesh_pp_action_t *a)
     }
     for (int c = 1; c >= 0; c--) {
         int mb = ZBV_NEXT(z, r, c, 0), st = zbv_stage(z, r, c);
-        if (mb >= z->m || z->stored[r] + 1 > limit - (c == 0)) continue;
+        if (mb >= z->m || z->stored[r] + 1 > limit - (c == 0))
+            continue;
         if (st > 0) {
             int f = z->fdone[mb * z->S + st - 1];
-            if (f < 0 || f > t) continue;
+            if (f < 0 || f > t)
+                continue;
         }
-        if (best < 0 || mb < best) best = mb, best_c = c;
+        if (best < 0 || mb < best)
+            best = mb, best_c = c;
     }
     if (best >= 0) {
         *a = (mesh_pp_action_t){.op = MESH_PP_F, .mb = best, .chunk = best_c};
@@ -56,12 +66,16 @@ static int zbv_pick(zbv_t *z, int r, int t, mesh_pp_action_t *a)
     }
     for (int c = 1; c >= 0; c--) {
         int mb = ZBV_NEXT(z, r, c, 2);
-        if (mb >= ZBV_NEXT(z, r, c, 1)) continue;
+        if (mb >= ZBV_NEXT(z, r, c, 1))
+            continue;
         int g = z->bdone[mb * z->S + zbv_stage(z, r, c)];
-        if (g < 0 || g > t) continue;
-        if (best < 0 || mb < best) best = mb, best_c = c;
+        if (g < 0 || g > t)
+            continue;
+        if (best < 0 || mb < best)
+            best = mb, best_c = c;
     }
-    if (best < 0) return 0;
+    if (best < 0)
+        return 0;
     *a = (mesh_pp_action_t){.op = MESH_PP_W, .mb = best, .chunk = best_c};
     return 1;
 }
@@ -89,7 +103,8 @@ mesh_status_t mesh_pp_zbv_order(const struct mesh_pp_schedule *s, int rank, mesh
         int started = 0;
         for (int r = 0; r < z.p; r++) {
             mesh_pp_action_t a;
-            if (busy[r] > t || !zbv_pick(&z, r, t, &a)) continue;
+            if (busy[r] > t || !zbv_pick(&z, r, t, &a))
+                continue;
             started = 1;
             int stg = zbv_stage(&z, r, a.chunk);
             if (a.op == MESH_PP_F) {
