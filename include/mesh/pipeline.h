@@ -59,10 +59,7 @@ typedef enum {
 
 typedef struct mesh_pp_schedule *mesh_pp_schedule_h;
 
-enum {
-    MESH_PP_SCHED_FIELD_CHUNKS = 1u << 0,
-    MESH_PP_SCHED_FIELD_GROUP = 1u << 1
-};
+enum { MESH_PP_SCHED_FIELD_CHUNKS = 1u << 0, MESH_PP_SCHED_FIELD_GROUP = 1u << 1 };
 
 typedef struct {
     uint64_t field_mask;
@@ -118,15 +115,23 @@ enum {
     MESH_PP_COSTS_FIELD_F = 1u << 0,
     MESH_PP_COSTS_FIELD_B = 1u << 1,
     MESH_PP_COSTS_FIELD_W = 1u << 2,
-    MESH_PP_COSTS_FIELD_COMM = 1u << 3
+    MESH_PP_COSTS_FIELD_COMM = 1u << 3,
+    MESH_PP_COSTS_FIELD_WAKE = 1u << 4,
+    MESH_PP_COSTS_FIELD_WAKE_AFTER = 1u << 5,
+    MESH_PP_COSTS_FIELD_GAP = 1u << 6
 };
 
 /* Time of one action of one chunk, in any unit. A schedule without W actions pays b + w for
  * each B, so that schedules that split the backward and those that do not compare at equal
- * work. comm: from the later of a send and its receive being posted until the data is there. */
+ * work. comm: from the later of a send and its receive being posted until the data is there.
+ * wake: how much later than that a rank that had been waiting for the data at least
+ * wake_after starts its action (a rank that waits long stops spinning and notices the data
+ * late, see MESH_PROGRESS_SPIN); a busy rank, or one that waited less, finds it there. gap:
+ * the executor's own time after each F, B or W (posting and testing messages), idle time for
+ * the model. */
 typedef struct {
     uint64_t field_mask;
-    double f, b, w, comm; /* defaults 1, 1, 1, 0 */
+    double f, b, w, comm, wake, wake_after, gap; /* defaults 1, 1, 1, 0, 0, 0, 0 */
 } mesh_pp_costs_t;
 
 typedef struct {
@@ -232,10 +237,10 @@ MESH_API mesh_status_t mesh_pp_exec_run(mesh_pp_exec_h exec);
 MESH_API void mesh_pp_exec_destroy(mesh_pp_exec_h exec);
 
 typedef struct {
-    double wall_s;     /* duration of the last mesh_pp_exec_run */
-    double busy_s;     /* time spent in forward, backward and weight callbacks during it */
-    double wait_s;     /* time spent waiting for data */
-    int peak_buffers;  /* most activation and gradient buffers held at once */
+    double wall_s;    /* duration of the last mesh_pp_exec_run */
+    double busy_s;    /* time spent in forward, backward and weight callbacks during it */
+    double wait_s;    /* time spent waiting for data */
+    int peak_buffers; /* most activation and gradient buffers held at once */
 } mesh_pp_exec_stats_t;
 
 MESH_API mesh_status_t mesh_pp_exec_stats(mesh_pp_exec_h exec, mesh_pp_exec_stats_t *stats);

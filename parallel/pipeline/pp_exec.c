@@ -9,8 +9,9 @@
  *
  * Messages are tagged with direction, micro-batch and the sender's model stage, so each
  * receive matches exactly its send whatever else is in flight; tags therefore need no
- * sequence across steps. Between actions the executor tests its sends, which also drives
- * progress; it blocks only in mesh_wait on the receive an F or B needs, and mesh_wait keeps
+ * sequence across steps. Between actions the executor tests its sends once (mesh_testany),
+ * which also drives progress; it blocks only in mesh_wait on the receive an F or B needs,
+ * and mesh_wait keeps
  * every communicator of the process moving (a gradient reduction on dp started from the
  * grads_ready hook goes on meanwhile).
  */
@@ -20,11 +21,6 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct {
-    mesh_request_h req;
-    void *buf;
-} pp_send_t;
-
 struct mesh_pp_exec {
     mesh_comm_h comm;
     mesh_pp_exec_params_t prm;
@@ -32,27 +28,31 @@ struct mesh_pp_exec {
     size_t bytes;
     mesh_pp_action_t *list;
     int n;
-    int *stage;        /* [v]: model stage of each chunk of this rank */
-    int *prev_chunk;   /* [v]: chunk of this rank holding stage - 1, or -1 */
-    int *next_chunk;   /* [v]: chunk of this rank holding stage + 1, or -1 */
-    int *last_bw;      /* [v]: position of the chunk's last backward action */
-    void **in, **gout; /* [m * v]: input activation, gradient of the output */
-    void **out, **gin; /* [m * v]: output and input gradient until sent or handed over */
+    int *stage;              /* [v]: model stage of each chunk of this rank */
+    int *prev_chunk;         /* [v]: chunk of this rank holding stage - 1, or -1 */
+    int *next_chunk;         /* [v]: chunk of this rank holding stage + 1, or -1 */
+    int *last_bw;            /* [v]: position of the chunk's last backward action */
+    void **in, **gout;       /* [m * v]: input activation, gradient of the output */
+    void **out, **gin;       /* [m * v]: output and input gradient until sent or handed over */
     mesh_request_h *rf, *rb; /* [m * v]: receives posted, not yet waited for */
-    pp_send_t *sends;
+    mesh_request_h *sreq;    /* [capsends]: sends under way, and their buffers */
+    void **sbuf;
     int nsends, capsends;
     void **pool;
     int npool, cappool, held;
     mesh_status_t failed; /* a failed step leaves messages behind: later steps are refused */
     mesh_pp_exec_stats_t stats;
-    double t_run;         /* start of the last step */
-    int cur;              /* position of the action under way */
-    double *t0, *t1;      /* [n]: when each action of the last step started and ended */
+    double t_run;    /* start of the last step */
+    int cur;         /* position of the action under way */
+    double *t0, *t1; /* [n]: when each action of the last step started and ended */
 };
 
 /* Tag of the message that model stage `from` sends: direction (bit 27), stage (bits 14..26),
  * micro-batch (bits 0..13); all below MESH_PP_TAG_END. */
-static int pp_tag(int grad, int from, int mb) { return grad << 27 | from << 14 | mb; }
+static int pp_tag(int grad, int from, int mb)
+{
+    return grad << 27 | from << 14 | mb;
+}
 
 static double pp_now(void)
 {
@@ -73,7 +73,8 @@ static mesh_status_t pp_buf(struct mesh_pp_exec *e, void **out)
                                   "pipeline executor: cannot allocate a buffer of %zu bytes",
                                   e->bytes);
     }
-    if (++e->held > e->stats.peak_buffers) e->stats.peak_buffers = e->held;
+    if (++e->held > e->stats.peak_buffers)
+        e->stats.peak_buffers = e->held;
     *out = b;
     return MESH_OK;
 }
@@ -88,7 +89,8 @@ static void pp_free(struct mesh_pp_exec *e, void *b)
 
 static void pp_unbuf(struct mesh_pp_exec *e, void **slot)
 {
-    if (*slot == NULL) return;
+    if (*slot == NULL)
+        return;
     if (e->npool == e->cappool) {
         int cap = e->cappool ? 2 * e->cappool : 16;
         void **pool = realloc(e->pool, sizeof(void *) * (size_t)cap);
@@ -105,22 +107,23 @@ static void pp_unbuf(struct mesh_pp_exec *e, void **slot)
     *slot = NULL;
 }
 
-/* Frees the sends that completed; a failed one fails the step. */
+/* Frees the sends that completed, after one progress round (mesh_testany: one round however
+ * many sends are under way), or every send (wait); a failed one fails the step. */
 static mesh_status_t pp_reap(struct mesh_pp_exec *e, int wait)
 {
     mesh_status_t st = MESH_OK;
-    for (int i = 0; i < e->nsends;) {
-        int done = 1;
-        mesh_status_t s = wait ? mesh_wait(e->sends[i].req) : mesh_test(e->sends[i].req, &done);
-        if (done) {
-            if (s < 0 && st == MESH_OK)
-                st = mesh_par_fail(e->comm, s, "pipeline executor: a send failed");
-            mesh_request_free(e->sends[i].req);
-            pp_unbuf(e, &e->sends[i].buf);
-            e->sends[i] = e->sends[--e->nsends];
-        } else {
-            i++;
-        }
+    while (e->nsends > 0) {
+        int i = 0;
+        mesh_status_t s = wait ? mesh_wait(e->sreq[0]) : mesh_testany(e->nsends, e->sreq, &i);
+        if (i < 0)
+            break;
+        if (s < 0 && st == MESH_OK)
+            st = mesh_par_fail(e->comm, s, "pipeline executor: a send failed");
+        mesh_request_free(e->sreq[i]);
+        pp_unbuf(e, &e->sbuf[i]);
+        e->nsends--;
+        e->sreq[i] = e->sreq[e->nsends];
+        e->sbuf[i] = e->sbuf[e->nsends];
     }
     return st;
 }
@@ -130,17 +133,23 @@ static mesh_status_t pp_post_send(struct mesh_pp_exec *e, void **slot, int grad,
 {
     if (e->nsends == e->capsends) {
         int cap = e->capsends ? 2 * e->capsends : 16;
-        pp_send_t *s = realloc(e->sends, sizeof(*s) * (size_t)cap);
-        if (s == NULL)
+        mesh_request_h *r = realloc(e->sreq, sizeof(*r) * (size_t)cap);
+        if (r)
+            e->sreq = r;
+        void **b = realloc(e->sbuf, sizeof(*b) * (size_t)cap);
+        if (b)
+            e->sbuf = b;
+        if (r == NULL || b == NULL)
             return mesh_par_error(MESH_ERR_NO_MEMORY, "pipeline executor: cannot track a send");
-        e->sends = s;
         e->capsends = cap;
     }
     mesh_request_h req;
     mesh_status_t st = mesh_send_tagged(e->comm, *slot, e->prm.count, e->prm.dtype, peer,
                                         pp_tag(grad, from, mb), e->prm.stream, &req);
-    if (st < 0) return mesh_par_fail(e->comm, st, "pipeline executor: cannot post a send");
-    e->sends[e->nsends++] = (pp_send_t){.req = req, .buf = *slot};
+    if (st < 0)
+        return mesh_par_fail(e->comm, st, "pipeline executor: cannot post a send");
+    e->sreq[e->nsends] = req;
+    e->sbuf[e->nsends++] = *slot;
     *slot = NULL;
     return MESH_OK;
 }
@@ -162,16 +171,22 @@ static mesh_status_t pp_post_recv(struct mesh_pp_exec *e, void **slot, mesh_requ
 static mesh_status_t pp_arrive(struct mesh_pp_exec *e, mesh_request_h *req,
                                const mesh_pp_action_t *a)
 {
-    if (*req == NULL) return MESH_OK;
+    if (*req == NULL)
+        return MESH_OK;
     double t = pp_now();
     mesh_status_t st = mesh_wait(*req);
     e->stats.wait_s += pp_now() - t;
     mesh_request_free(*req);
     *req = NULL;
     if (st < 0)
-        return mesh_par_error(st, "pipeline executor: rank %d: the %s of %s(mb %d, chunk %d) did "
-                              "not arrive: %s", e->rank, a->op == MESH_PP_F ? "input" : "output "
-                              "gradient", mesh_pp_op_name(a->op), a->mb, a->chunk,
+        return mesh_par_error(st,
+                              "pipeline executor: rank %d: the %s of %s(mb %d, chunk %d) did "
+                              "not arrive: %s",
+                              e->rank,
+                              a->op == MESH_PP_F ? "input"
+                                                 : "output "
+                                                   "gradient",
+                              mesh_pp_op_name(a->op), a->mb, a->chunk,
                               mesh_comm_last_error(e->comm));
     return MESH_OK;
 }
@@ -183,8 +198,10 @@ static mesh_status_t pp_call(struct mesh_pp_exec *e, mesh_pp_work_fn fn, mesh_pp
     mesh_status_t st = fn(e->prm.ctx, w);
     e->stats.busy_s += pp_now() - t;
     if (st < 0)
-        return mesh_par_error(st, "pipeline executor: rank %d: %s(mb %d, chunk %d) callback "
-                              "failed: %s", e->rank, mesh_pp_op_name(w->op), w->mb, w->chunk,
+        return mesh_par_error(st,
+                              "pipeline executor: rank %d: %s(mb %d, chunk %d) callback "
+                              "failed: %s",
+                              e->rank, mesh_pp_op_name(w->op), w->mb, w->chunk,
                               mesh_status_string(st));
     return MESH_OK;
 }
@@ -195,13 +212,18 @@ static mesh_status_t pp_action(struct mesh_pp_exec *e, int pos)
     int c = a->chunk, mb = a->mb, k = mb * e->v + c, st = e->stage[c];
     mesh_pp_work_t w = {.op = a->op, .mb = mb, .chunk = c, .stage = st};
     switch (a->op) {
-    case MESH_PP_RECV_F: return pp_post_recv(e, &e->in[k], &e->rf[k], 0, st - 1, mb, a->peer);
-    case MESH_PP_RECV_B: return pp_post_recv(e, &e->gout[k], &e->rb[k], 1, st + 1, mb, a->peer);
-    case MESH_PP_SEND_F: return pp_post_send(e, &e->out[k], 0, st, mb, a->peer);
-    case MESH_PP_SEND_B: return pp_post_send(e, &e->gin[k], 1, st, mb, a->peer);
+    case MESH_PP_RECV_F:
+        return pp_post_recv(e, &e->in[k], &e->rf[k], 0, st - 1, mb, a->peer);
+    case MESH_PP_RECV_B:
+        return pp_post_recv(e, &e->gout[k], &e->rb[k], 1, st + 1, mb, a->peer);
+    case MESH_PP_SEND_F:
+        return pp_post_send(e, &e->out[k], 0, st, mb, a->peer);
+    case MESH_PP_SEND_B:
+        return pp_post_send(e, &e->gin[k], 1, st, mb, a->peer);
     case MESH_PP_F:
         MESH_PAR_CHECK(pp_arrive(e, &e->rf[k], a));
-        if (st < e->S - 1) MESH_PAR_CHECK(pp_buf(e, &e->out[k]));
+        if (st < e->S - 1)
+            MESH_PAR_CHECK(pp_buf(e, &e->out[k]));
         w.input = e->in[k];
         w.output = e->out[k];
         MESH_PAR_CHECK(pp_call(e, e->prm.forward, &w));
@@ -212,7 +234,8 @@ static mesh_status_t pp_action(struct mesh_pp_exec *e, int pos)
         return MESH_OK;
     case MESH_PP_B:
         MESH_PAR_CHECK(pp_arrive(e, &e->rb[k], a));
-        if (st > 0) MESH_PAR_CHECK(pp_buf(e, &e->gin[k]));
+        if (st > 0)
+            MESH_PAR_CHECK(pp_buf(e, &e->gin[k]));
         w.input = e->in[k];
         w.grad_output = e->gout[k];
         w.grad_input = e->gin[k];
@@ -227,7 +250,8 @@ static mesh_status_t pp_action(struct mesh_pp_exec *e, int pos)
         w.grad_output = e->gout[k];
         MESH_PAR_CHECK(pp_call(e, e->prm.weight, &w));
         break;
-    default: return mesh_par_error(MESH_ERR_INTERNAL, "pipeline executor: bad action");
+    default:
+        return mesh_par_error(MESH_ERR_INTERNAL, "pipeline executor: bad action");
     }
     /* B without W, or W: the pair's stored activation and gradient are done with */
     if (a->op == MESH_PP_W || !e->split) {
@@ -237,8 +261,10 @@ static mesh_status_t pp_action(struct mesh_pp_exec *e, int pos)
     if (pos == e->last_bw[c] && e->prm.grads_ready) {
         mesh_status_t s = e->prm.grads_ready(e->prm.ctx, c);
         if (s < 0)
-            return mesh_par_error(s, "pipeline executor: rank %d: grads_ready(chunk %d) failed: "
-                                  "%s", e->rank, c, mesh_status_string(s));
+            return mesh_par_error(s,
+                                  "pipeline executor: rank %d: grads_ready(chunk %d) failed: "
+                                  "%s",
+                                  e->rank, c, mesh_status_string(s));
     }
     return MESH_OK;
 }
@@ -247,8 +273,8 @@ static mesh_status_t pp_action(struct mesh_pp_exec *e, int pos)
 static void pp_unwind(struct mesh_pp_exec *e)
 {
     for (int i = 0; i < e->nsends; i++) {
-        mesh_request_free(e->sends[i].req);
-        pp_unbuf(e, &e->sends[i].buf);
+        mesh_request_free(e->sreq[i]);
+        pp_unbuf(e, &e->sbuf[i]);
     }
     e->nsends = 0;
     for (int k = 0; k < e->m * e->v; k++) {
@@ -264,9 +290,11 @@ static void pp_unwind(struct mesh_pp_exec *e)
 
 mesh_status_t mesh_pp_exec_run(mesh_pp_exec_h e)
 {
-    if (e == NULL) return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_pp_exec_run: exec is NULL");
+    if (e == NULL)
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_pp_exec_run: exec is NULL");
     if (e->failed < 0)
-        return mesh_par_error(e->failed, "mesh_pp_exec_run: an earlier step of this executor "
+        return mesh_par_error(e->failed,
+                              "mesh_pp_exec_run: an earlier step of this executor "
                               "failed (%s); its peers are out of step: destroy it",
                               mesh_status_string(e->failed));
     memset(&e->stats, 0, sizeof(e->stats));
@@ -279,9 +307,11 @@ mesh_status_t mesh_pp_exec_run(mesh_pp_exec_h e)
         e->cur = i;
         st = pp_action(e, i);
         e->t1[i] = pp_now() - t0;
-        if (st == MESH_OK && e->nsends) st = pp_reap(e, 0);
+        if (st == MESH_OK && e->nsends)
+            st = pp_reap(e, 0);
     }
-    if (st == MESH_OK) st = pp_reap(e, 1);
+    if (st == MESH_OK)
+        st = pp_reap(e, 1);
     if (st == MESH_OK && e->held != 0)
         st = mesh_par_error(MESH_ERR_INTERNAL, "pipeline executor: %d buffers left after a step",
                             e->held);
@@ -299,11 +329,13 @@ static mesh_status_t pp_exec_params(mesh_comm_h pp, mesh_pp_schedule_h s,
     const char *fn = "mesh_pp_exec_create";
     if (pp == NULL || s == NULL || prm == NULL)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: %s is NULL", fn,
-                              pp == NULL ? "pp" : s == NULL ? "sched" : "params");
+                              pp == NULL  ? "pp"
+                              : s == NULL ? "sched"
+                                          : "params");
     if (mesh_comm_size(pp) != s->p)
         return mesh_par_error(MESH_ERR_INVALID_ARG,
-                              "%s: the schedule has %d stages but the pp communicator %d ranks",
-                              fn, s->p, mesh_comm_size(pp));
+                              "%s: the schedule has %d stages but the pp communicator %d ranks", fn,
+                              s->p, mesh_comm_size(pp));
     if (prm->forward == NULL || prm->backward == NULL)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: params->%s is NULL", fn,
                               prm->forward == NULL ? "forward" : "backward");
@@ -313,8 +345,10 @@ static mesh_status_t pp_exec_params(mesh_comm_h pp, mesh_pp_schedule_h s,
                               fn, prm->count, (int)prm->dtype);
     int alloc = !!(prm->field_mask & MESH_PP_EXEC_FIELD_ALLOC);
     if (alloc && (prm->alloc == NULL || prm->free == NULL))
-        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: params->alloc and params->free go "
-                              "together", fn);
+        return mesh_par_error(MESH_ERR_INVALID_ARG,
+                              "%s: params->alloc and params->free go "
+                              "together",
+                              fn);
     return MESH_OK;
 }
 
@@ -334,20 +368,23 @@ static mesh_status_t pp_exec_tables(struct mesh_pp_exec *e, mesh_pp_schedule_h s
     e->gin = calloc(mv, sizeof(void *));
     e->rf = calloc(mv, sizeof(mesh_request_h));
     e->rb = calloc(mv, sizeof(mesh_request_h));
-    if (!e->list || !e->t0 || !e->t1 || !e->stage || !e->prev_chunk || !e->next_chunk || !e->last_bw || !e->in ||
-        !e->gout || !e->out || !e->gin || !e->rf || !e->rb)
+    if (!e->list || !e->t0 || !e->t1 || !e->stage || !e->prev_chunk || !e->next_chunk ||
+        !e->last_bw || !e->in || !e->gout || !e->out || !e->gin || !e->rf || !e->rb)
         return mesh_par_error(MESH_ERR_NO_MEMORY, "pipeline executor: cannot allocate its state");
     memcpy(e->list, s->list[e->rank].a, sizeof(*e->list) * (size_t)e->n);
     for (int c = 0; c < e->v; c++) {
         int st = s->stage_of[e->rank * e->v + c], oc;
         e->stage[c] = st;
         e->prev_chunk[c] = e->next_chunk[c] = e->last_bw[c] = -1;
-        if (st > 0 && mesh_pp_rank_of(s, st - 1, &oc) == e->rank) e->prev_chunk[c] = oc;
-        if (st < e->S - 1 && mesh_pp_rank_of(s, st + 1, &oc) == e->rank) e->next_chunk[c] = oc;
+        if (st > 0 && mesh_pp_rank_of(s, st - 1, &oc) == e->rank)
+            e->prev_chunk[c] = oc;
+        if (st < e->S - 1 && mesh_pp_rank_of(s, st + 1, &oc) == e->rank)
+            e->next_chunk[c] = oc;
     }
     mesh_pp_op_t last = e->split ? MESH_PP_W : MESH_PP_B;
     for (int i = 0; i < e->n; i++)
-        if (e->list[i].op == last) e->last_bw[e->list[i].chunk] = i;
+        if (e->list[i].op == last)
+            e->last_bw[e->list[i].chunk] = i;
     return MESH_OK;
 }
 
@@ -358,20 +395,26 @@ mesh_status_t mesh_pp_exec_create(mesh_comm_h pp, mesh_pp_schedule_h s,
     if (exec == NULL)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_pp_exec_create: exec is NULL");
     /* a schedule checked since its last change keeps the caller's costs and timeline */
-    if (!s->checked) MESH_PAR_CHECK(mesh_pp_check(s, NULL, NULL));
+    if (!s->checked)
+        MESH_PAR_CHECK(mesh_pp_check(s, NULL, NULL));
     if (s->split && (!(prm->field_mask & MESH_PP_EXEC_FIELD_WEIGHT) || prm->weight == NULL))
         return mesh_par_error(MESH_ERR_INVALID_ARG,
                               "mesh_pp_exec_create: the %s schedule splits the backward: it "
                               "needs params->weight (MESH_PP_EXEC_FIELD_WEIGHT)",
                               mesh_pp_kind_name(s->kind));
     struct mesh_pp_exec *e = calloc(1, sizeof(*e));
-    if (e == NULL) return mesh_par_error(MESH_ERR_NO_MEMORY, "cannot allocate an executor");
+    if (e == NULL)
+        return mesh_par_error(MESH_ERR_NO_MEMORY, "cannot allocate an executor");
     e->comm = pp;
     e->prm = *prm;
-    if (!(prm->field_mask & MESH_PP_EXEC_FIELD_WEIGHT)) e->prm.weight = NULL;
-    if (!(prm->field_mask & MESH_PP_EXEC_FIELD_GRADS_READY)) e->prm.grads_ready = NULL;
-    if (!(prm->field_mask & MESH_PP_EXEC_FIELD_ALLOC)) e->prm.alloc = NULL, e->prm.free = NULL;
-    if (!(prm->field_mask & MESH_PP_EXEC_FIELD_STREAM)) e->prm.stream = NULL;
+    if (!(prm->field_mask & MESH_PP_EXEC_FIELD_WEIGHT))
+        e->prm.weight = NULL;
+    if (!(prm->field_mask & MESH_PP_EXEC_FIELD_GRADS_READY))
+        e->prm.grads_ready = NULL;
+    if (!(prm->field_mask & MESH_PP_EXEC_FIELD_ALLOC))
+        e->prm.alloc = NULL, e->prm.free = NULL;
+    if (!(prm->field_mask & MESH_PP_EXEC_FIELD_STREAM))
+        e->prm.stream = NULL;
     e->rank = mesh_comm_rank(pp);
     e->p = s->p;
     e->m = s->m;
@@ -391,12 +434,15 @@ mesh_status_t mesh_pp_exec_create(mesh_comm_h pp, mesh_pp_schedule_h s,
 
 void mesh_pp_exec_destroy(mesh_pp_exec_h e)
 {
-    if (e == NULL) return;
-    if (e->rf && e->rb && e->in && e->out && e->gout && e->gin) pp_unwind(e);
+    if (e == NULL)
+        return;
+    if (e->rf && e->rb && e->in && e->out && e->gout && e->gin)
+        pp_unwind(e);
     for (int i = 0; i < e->npool; i++)
         pp_free(e, e->pool[i]);
     free(e->pool);
-    free(e->sends);
+    free(e->sreq);
+    free(e->sbuf);
     free(e->list);
     free(e->t0);
     free(e->t1);
@@ -430,7 +476,9 @@ mesh_status_t mesh_pp_exec_time(mesh_pp_exec_h e, int index, double *start, doub
         return mesh_par_error(MESH_ERR_INVALID_ARG,
                               "mesh_pp_exec_time: index %d is outside this rank's %d actions",
                               index, e->n);
-    if (start) *start = e->t0[index];
-    if (end) *end = e->t1[index];
+    if (start)
+        *start = e->t0[index];
+    if (end)
+        *end = e->t1[index];
     return MESH_OK;
 }

@@ -2,9 +2,9 @@
  * The static checker's dynamic half: the lists run under the executor's rule, each action as
  * early as the rule allows. Sends and receives cost their rank nothing and never block; an F or
  * B waits until its input is there: the later of its send and its receive being posted, plus
- * the communication cost. Ranks that all wait on one another deadlock; otherwise the run gives
- * each action's start and end, the makespan, each rank's bubble and its peak of stored
- * activations.
+ * the communication cost (and the wake-up cost after a long wait). Ranks that all wait on one
+ * another deadlock; otherwise the run gives each action's start and end, the makespan, each rank's
+ * bubble and its peak of stored activations.
  */
 #include "pp.h"
 
@@ -30,7 +30,8 @@ static int pp_feed(const struct mesh_pp_schedule *s, const mesh_pp_index_t *x, i
     } else {
         return 0;
     }
-    if (other < 0 || other >= s->p * s->v || x->rank_at[other] == r) return 0;
+    if (other < 0 || other >= s->p * s->v || x->rank_at[other] == r)
+        return 0;
     *q = x->rank_at[other];
     *k = *mesh_pp_pos(s, x, *q, sop, a->mb, x->chunk_at[other]);
     *recv = *mesh_pp_pos(s, x, r, rop, a->mb, a->chunk);
@@ -44,7 +45,8 @@ static mesh_status_t pp_deadlock(const struct mesh_pp_schedule *s, const mesh_pp
     int *seen = calloc((size_t)s->p, sizeof(int)), r = 0;
     char msg[1024] = "", act[96];
     size_t len = 0;
-    if (seen == NULL) return mesh_par_error(MESH_ERR_NO_MEMORY, "cannot name a deadlock");
+    if (seen == NULL)
+        return mesh_par_error(MESH_ERR_NO_MEMORY, "cannot name a deadlock");
     while (pc[r] >= s->list[r].n)
         r++;
     int first = r, q = 0, k = 0, recv;
@@ -53,9 +55,9 @@ static mesh_status_t pp_deadlock(const struct mesh_pp_schedule *s, const mesh_pp
         seen[r] = 1;
         pp_feed(s, x, r, &s->list[r].a[pc[r]], &q, &k, &recv);
         if (r != first && len < sizeof(msg))
-            len += (size_t)snprintf(msg + len, sizeof(msg) - len, "; rank %d, position %d, %s ",
-                                    r, pc[r], mesh_pp_action_str(&s->list[r].a[pc[r]], act,
-                                                                 sizeof(act)));
+            len +=
+                (size_t)snprintf(msg + len, sizeof(msg) - len, "; rank %d, position %d, %s ", r,
+                                 pc[r], mesh_pp_action_str(&s->list[r].a[pc[r]], act, sizeof(act)));
         if (len < sizeof(msg))
             len += (size_t)snprintf(msg + len, sizeof(msg) - len,
                                     "waits for %s at rank %d's position %d",
@@ -64,19 +66,28 @@ static mesh_status_t pp_deadlock(const struct mesh_pp_schedule *s, const mesh_pp
     }
     free(seen);
     if (len < sizeof(msg))
-        snprintf(msg + len, sizeof(msg) - len, r == first ? " (a cycle)" : "; and rank %d waits "
-                 "in that cycle", r);
-    return mesh_pp_refuse(s, first, pc[first], "deadlock under the executor's rule (a rank "
-                          "waits only at an F or B whose input has not arrived): it %s", msg);
+        snprintf(msg + len, sizeof(msg) - len,
+                 r == first ? " (a cycle)"
+                            : "; and rank %d waits "
+                              "in that cycle",
+                 r);
+    return mesh_pp_refuse(s, first, pc[first],
+                          "deadlock under the executor's rule (a rank "
+                          "waits only at an F or B whose input has not arrived): it %s",
+                          msg);
 }
 
 static double pp_cost(const mesh_pp_costs_t *c, int split, mesh_pp_op_t op)
 {
     switch (op) {
-    case MESH_PP_F: return c->f;
-    case MESH_PP_B: return split ? c->b : c->b + c->w;
-    case MESH_PP_W: return c->w;
-    default: return 0;
+    case MESH_PP_F:
+        return c->f;
+    case MESH_PP_B:
+        return split ? c->b : c->b + c->w;
+    case MESH_PP_W:
+        return c->w;
+    default:
+        return 0;
     }
 }
 
@@ -92,7 +103,8 @@ static mesh_status_t pp_alloc_results(struct mesh_pp_schedule *s)
         size_t n = s->list[r].n ? (size_t)s->list[r].n : 1;
         s->t0[r] = malloc(sizeof(double) * n);
         s->t1[r] = malloc(sizeof(double) * n);
-        if (s->t0[r] == NULL || s->t1[r] == NULL) goto err;
+        if (s->t0[r] == NULL || s->t1[r] == NULL)
+            goto err;
     }
     return MESH_OK;
 err:
@@ -106,8 +118,10 @@ static int pp_peak(const struct mesh_pp_schedule *s, int r, int split)
     int now = 0, peak = 0;
     for (int i = 0; i < s->list[r].n; i++) {
         mesh_pp_op_t op = s->list[r].a[i].op;
-        if (op == MESH_PP_F && ++now > peak) peak = now;
-        if (op == (split ? MESH_PP_W : MESH_PP_B)) now--;
+        if (op == MESH_PP_F && ++now > peak)
+            peak = now;
+        if (op == (split ? MESH_PP_W : MESH_PP_B))
+            now--;
     }
     return peak;
 }
@@ -123,7 +137,8 @@ mesh_status_t mesh_pp_simulate(struct mesh_pp_schedule *s, const mesh_pp_index_t
         goto out;
     }
     mesh_pp_drop_results(s);
-    if ((st = pp_alloc_results(s)) != MESH_OK) goto out;
+    if ((st = pp_alloc_results(s)) != MESH_OK)
+        goto out;
 
     for (int moved = 1; moved;) {
         moved = 0;
@@ -133,12 +148,17 @@ mesh_status_t mesh_pp_simulate(struct mesh_pp_schedule *s, const mesh_pp_index_t
                 double start = clock[r];
                 int q, k, recv;
                 if (pp_feed(s, x, r, a, &q, &k, &recv)) {
-                    if (pc[q] <= k) break; /* its send is not posted yet */
+                    if (pc[q] <= k)
+                        break; /* its send is not posted yet */
                     double posted = s->t0[q][k] > s->t0[r][recv] ? s->t0[q][k] : s->t0[r][recv];
-                    if (posted + costs->comm > start) start = posted + costs->comm;
+                    double there = posted + costs->comm;
+                    if (there > start)
+                        start = there + (there - start >= costs->wake_after ? costs->wake : 0);
                 }
                 s->t0[r][pc[r]] = start;
                 s->t1[r][pc[r]] = clock[r] = start + pp_cost(costs, x->split, a->op);
+                if (a->op <= MESH_PP_W)
+                    clock[r] += costs->gap;
                 pc[r]++;
                 moved = 1;
             }
@@ -153,7 +173,8 @@ mesh_status_t mesh_pp_simulate(struct mesh_pp_schedule *s, const mesh_pp_index_t
     double makespan = 0;
     for (int r = 0; r < s->p; r++)
         for (int i = 0; i < s->list[r].n; i++)
-            if (s->t1[r][i] > makespan) makespan = s->t1[r][i];
+            if (s->t1[r][i] > makespan)
+                makespan = s->t1[r][i];
     memset(&s->report, 0, sizeof(s->report));
     s->report.makespan = makespan;
     s->report.split_backward = x->split;
@@ -181,24 +202,37 @@ out:
 mesh_status_t mesh_pp_check(mesh_pp_schedule_h s, const mesh_pp_costs_t *costs,
                             mesh_pp_report_t *report)
 {
-    if (s == NULL) return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_pp_check: sched is NULL");
-    mesh_pp_costs_t c = {.f = 1, .b = 1, .w = 1, .comm = 0};
+    if (s == NULL)
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_pp_check: sched is NULL");
+    mesh_pp_costs_t c = {.f = 1, .b = 1, .w = 1};
     if (costs) {
-        if (costs->field_mask & MESH_PP_COSTS_FIELD_F) c.f = costs->f;
-        if (costs->field_mask & MESH_PP_COSTS_FIELD_B) c.b = costs->b;
-        if (costs->field_mask & MESH_PP_COSTS_FIELD_W) c.w = costs->w;
-        if (costs->field_mask & MESH_PP_COSTS_FIELD_COMM) c.comm = costs->comm;
+        if (costs->field_mask & MESH_PP_COSTS_FIELD_F)
+            c.f = costs->f;
+        if (costs->field_mask & MESH_PP_COSTS_FIELD_B)
+            c.b = costs->b;
+        if (costs->field_mask & MESH_PP_COSTS_FIELD_W)
+            c.w = costs->w;
+        if (costs->field_mask & MESH_PP_COSTS_FIELD_COMM)
+            c.comm = costs->comm;
+        if (costs->field_mask & MESH_PP_COSTS_FIELD_WAKE)
+            c.wake = costs->wake;
+        if (costs->field_mask & MESH_PP_COSTS_FIELD_WAKE_AFTER)
+            c.wake_after = costs->wake_after;
+        if (costs->field_mask & MESH_PP_COSTS_FIELD_GAP)
+            c.gap = costs->gap;
     }
-    if (!(c.f >= 0 && c.b >= 0 && c.w >= 0 && c.comm >= 0))
+    if (!(c.f >= 0 && c.b >= 0 && c.w >= 0 && c.comm >= 0 && c.wake >= 0 && c.wake_after >= 0 &&
+          c.gap >= 0))
         return mesh_par_error(MESH_ERR_INVALID_ARG,
                               "mesh_pp_check: costs must be numbers >= 0; got F=%g B=%g W=%g "
-                              "comm=%g",
-                              c.f, c.b, c.w, c.comm);
+                              "comm=%g wake=%g wake_after=%g gap=%g",
+                              c.f, c.b, c.w, c.comm, c.wake, c.wake_after, c.gap);
     mesh_pp_index_t x;
     MESH_PAR_CHECK(mesh_pp_check_structure(s, &x));
     mesh_status_t st = mesh_pp_simulate(s, &x, &c);
     mesh_pp_index_free(&x);
-    if (st == MESH_OK && report) *report = s->report;
+    if (st == MESH_OK && report)
+        *report = s->report;
     return st;
 }
 
@@ -212,8 +246,10 @@ mesh_status_t mesh_pp_check_rank(mesh_pp_schedule_h s, int rank, double *bubble,
     if (rank < 0 || rank >= s->p)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_pp_check_rank: rank %d is outside 0..%d",
                               rank, s->p - 1);
-    if (bubble) *bubble = s->rank_bubble[rank];
-    if (peak_activations) *peak_activations = s->rank_peak[rank];
+    if (bubble)
+        *bubble = s->rank_bubble[rank];
+    if (peak_activations)
+        *peak_activations = s->rank_peak[rank];
     return MESH_OK;
 }
 
@@ -228,7 +264,9 @@ mesh_status_t mesh_pp_check_time(mesh_pp_schedule_h s, int rank, int index, doub
         return mesh_par_error(MESH_ERR_INVALID_ARG,
                               "mesh_pp_check_time: rank %d position %d is not in the schedule",
                               rank, index);
-    if (start) *start = s->t0[rank][index];
-    if (end) *end = s->t1[rank][index];
+    if (start)
+        *start = s->t0[rank][index];
+    if (end)
+        *end = s->t1[rank][index];
     return MESH_OK;
 }

@@ -33,21 +33,30 @@ typedef struct {
     int p, v, S, m, n, rank, dpi, dp;
     mesh_pp_schedule_h sched;
     mesh_comm_h dpc;
-    double *a;           /* [S][n]: diagonal weights of each stage */
-    double *ga, *gb;     /* [v][n], [v]: this rank's weight gradients per chunk */
+    double *a;                          /* [S][n]: diagonal weights of each stage */
+    double *ga, *gb;                    /* [v][n], [v]: this rank's weight gradients per chunk */
     double *ref_ga, *ref_gb, *ref_loss; /* [S][n], [S], [m]: reference, summed over dp */
-    double *loss;        /* [m] on the rank of the last stage */
-    double *stash;       /* [m][v][n]: gradient of the output kept from B to W (split) */
-    mesh_request_h *red; /* [v]: dp reductions under way */
-    int *ready;          /* [v]: grads_ready calls this step */
+    double *loss;                       /* [m] on the rank of the last stage */
+    double *stash;        /* [m][v][n]: gradient of the output kept from B to W (split) */
+    mesh_request_h *red;  /* [v]: dp reductions under way */
+    int *ready;           /* [v]: grads_ready calls this step */
     double *tx, *tg, *ty; /* [n] each: scratch of the callbacks */
     int calls[3];
-    int fail_rank;       /* the rank whose forward of micro-batch 1 fails, or -1 */
+    int fail_rank; /* the rank whose forward of micro-batch 1 fails, or -1 */
 } toy_t;
 
-static double toy_b(int s) { return s % 2 ? -1.0 : 1.0; }
-static double toy_c(int i) { return (double)(i % 3 - 1); }
-static double toy_x0(int mb, int d, int i) { return (double)((mb * 5 + i * 3 + d * 7) % 9 - 4); }
+static double toy_b(int s)
+{
+    return s % 2 ? -1.0 : 1.0;
+}
+static double toy_c(int i)
+{
+    return (double)(i % 3 - 1);
+}
+static double toy_x0(int mb, int d, int i)
+{
+    return (double)((mb * 5 + i * 3 + d * 7) % 9 - 4);
+}
 
 static void toy_fwd(const toy_t *t, int s, const double *x, double *y)
 {
@@ -90,7 +99,8 @@ static void toy_reference(toy_t *t)
                 loss += toy_c(i) * xs[(size_t)S * n + i];
                 g[i] = toy_c(i);
             }
-            if (d == t->dpi) t->ref_loss[mb] = loss;
+            if (d == t->dpi)
+                t->ref_loss[mb] = loss;
             for (int s = S - 1; s >= 0; s--) {
                 toy_wgrad(t, g, xs + (size_t)s * n, t->ref_ga + (size_t)s * n, &t->ref_gb[s]);
                 toy_bwd(t, s, g, gx);
@@ -105,7 +115,8 @@ static void toy_reference(toy_t *t)
 /* The input of stage 0 is the data; the last stage's output gradient is the loss's. */
 static const double *toy_input(const toy_t *t, const mesh_pp_work_t *w, double *tmp)
 {
-    if (w->input) return w->input;
+    if (w->input)
+        return w->input;
     for (int i = 0; i < t->n; i++)
         tmp[i] = toy_x0(w->mb, t->dpi, i);
     return tmp;
@@ -113,7 +124,8 @@ static const double *toy_input(const toy_t *t, const mesh_pp_work_t *w, double *
 
 static const double *toy_gout(const toy_t *t, const mesh_pp_work_t *w, double *tmp)
 {
-    if (w->grad_output) return w->grad_output;
+    if (w->grad_output)
+        return w->grad_output;
     for (int i = 0; i < t->n; i++)
         tmp[i] = toy_c(i);
     return tmp;
@@ -126,11 +138,13 @@ static void toy_check_work(toy_t *t, const mesh_pp_work_t *w, mesh_pp_op_t op)
           "bad work op %d mb %d chunk %d", (int)w->op, w->mb, w->chunk);
     CHECK(w->stage == mesh_pp_schedule_stage(t->sched, t->rank, w->chunk), "stage %d", w->stage);
     CHECK((w->input == NULL) == (w->stage == 0), "input at stage %d", w->stage);
-    if (op == MESH_PP_F) CHECK((w->output == NULL) == (w->stage == t->S - 1), "output");
+    if (op == MESH_PP_F)
+        CHECK((w->output == NULL) == (w->stage == t->S - 1), "output");
     if (op != MESH_PP_F)
         CHECK((w->grad_output == NULL) == (w->stage == t->S - 1), "grad_output at stage %d",
               w->stage);
-    if (op == MESH_PP_B) CHECK((w->grad_input == NULL) == (w->stage == 0), "grad_input");
+    if (op == MESH_PP_B)
+        CHECK((w->grad_input == NULL) == (w->stage == 0), "grad_input");
 }
 
 static mesh_status_t toy_forward(void *ctx, const mesh_pp_work_t *w)
@@ -138,7 +152,8 @@ static mesh_status_t toy_forward(void *ctx, const mesh_pp_work_t *w)
     toy_t *t = ctx;
     toy_check_work(t, w, MESH_PP_F);
     t->calls[0]++;
-    if (t->rank == t->fail_rank && w->mb == 1) return MESH_ERR_IO;
+    if (t->rank == t->fail_rank && w->mb == 1)
+        return MESH_ERR_IO;
     double *out = w->output ? (double *)w->output : t->ty;
     toy_fwd(t, w->stage, toy_input(t, w, t->tx), out);
     if (w->stage == t->S - 1) {
@@ -156,12 +171,12 @@ static mesh_status_t toy_backward(void *ctx, const mesh_pp_work_t *w)
     toy_check_work(t, w, MESH_PP_B);
     t->calls[1]++;
     const double *g = toy_gout(t, w, t->tg);
-    if (w->grad_input) toy_bwd(t, w->stage, g, w->grad_input);
+    if (w->grad_input)
+        toy_bwd(t, w->stage, g, w->grad_input);
     int split = mesh_pp_schedule_kind(t->sched) == MESH_PP_ZB1 ||
                 mesh_pp_schedule_kind(t->sched) == MESH_PP_ZBV;
     if (!split)
-        toy_wgrad(t, g, toy_input(t, w, t->tx), t->ga + (size_t)w->chunk * t->n,
-                  &t->gb[w->chunk]);
+        toy_wgrad(t, g, toy_input(t, w, t->tx), t->ga + (size_t)w->chunk * t->n, &t->gb[w->chunk]);
     return MESH_OK;
 }
 
@@ -184,14 +199,15 @@ static mesh_status_t toy_ready(void *ctx, int chunk)
     if (t->dp == 1) {
         int s = mesh_pp_schedule_stage(t->sched, t->rank, chunk);
         CHECK(memcmp(t->ga + (size_t)chunk * t->n, t->ref_ga + (size_t)s * t->n,
-                     sizeof(double) * t->n) == 0 && t->gb[chunk] == t->ref_gb[s],
+                     sizeof(double) * t->n) == 0 &&
+                  t->gb[chunk] == t->ref_gb[s],
               "chunk %d (stage %d): gradient not final when grads_ready runs", chunk, s);
         return MESH_OK;
     }
     /* ga[chunk] then gb[chunk] are apart: reduce them as two requests */
-    mesh_status_t st = mesh_allreduce(t->dpc, t->ga + (size_t)chunk * t->n,
-                                      t->ga + (size_t)chunk * t->n, t->n, MESH_FP64, MESH_SUM,
-                                      NULL, &t->red[2 * chunk]);
+    mesh_status_t st =
+        mesh_allreduce(t->dpc, t->ga + (size_t)chunk * t->n, t->ga + (size_t)chunk * t->n, t->n,
+                       MESH_FP64, MESH_SUM, NULL, &t->red[2 * chunk]);
     if (st == MESH_OK)
         st = mesh_allreduce(t->dpc, &t->gb[chunk], &t->gb[chunk], 1, MESH_FP64, MESH_SUM, NULL,
                             &t->red[2 * chunk + 1]);
@@ -211,8 +227,7 @@ static void run_case(toy_t *t, mesh_comm_h pp, mesh_pp_kind_t kind, int m, int g
         sp.chunks = chunks;
     }
     if (mesh_pp_schedule_create(&sp, &t->sched) != MESH_OK) {
-        CHECK(0, "%s p=%d m=%d: %s", mesh_pp_kind_name(kind), t->p, m,
-              mesh_comm_last_error(NULL));
+        CHECK(0, "%s p=%d m=%d: %s", mesh_pp_kind_name(kind), t->p, m, mesh_comm_last_error(NULL));
         return;
     }
     t->v = mesh_pp_schedule_chunks(t->sched);
@@ -234,17 +249,23 @@ static void run_case(toy_t *t, mesh_comm_h pp, mesh_pp_kind_t kind, int m, int g
             t->a[s * n + i] = diag[(s + i) % 4];
     toy_reference(t);
 
-    mesh_pp_exec_params_t ep = {
-        .field_mask = MESH_PP_EXEC_FIELD_WEIGHT | MESH_PP_EXEC_FIELD_GRADS_READY,
-        .count = n, .dtype = MESH_FP64, .forward = toy_forward, .backward = toy_backward,
-        .weight = toy_weight, .grads_ready = toy_ready, .ctx = t};
+    mesh_pp_exec_params_t ep = {.field_mask =
+                                    MESH_PP_EXEC_FIELD_WEIGHT | MESH_PP_EXEC_FIELD_GRADS_READY,
+                                .count = n,
+                                .dtype = MESH_FP64,
+                                .forward = toy_forward,
+                                .backward = toy_backward,
+                                .weight = toy_weight,
+                                .grads_ready = toy_ready,
+                                .ctx = t};
     mesh_pp_exec_h ex = NULL;
     mesh_status_t st = mesh_pp_exec_create(pp, t->sched, &ep, &ex);
     CHECK(st == MESH_OK, "exec_create: %s", mesh_comm_last_error(NULL));
     int last_rank = -1, bad = failures, early = 0;
     for (int r = 0; r < t->p; r++)
         for (int c = 0; c < t->v; c++)
-            if (mesh_pp_schedule_stage(t->sched, r, c) == t->S - 1) last_rank = r;
+            if (mesh_pp_schedule_stage(t->sched, r, c) == t->S - 1)
+                last_rank = r;
     for (int k = 0; k < steps && st == MESH_OK; k++) {
         memset(t->ga, 0, sizeof(double) * v * n);
         memset(t->gb, 0, sizeof(double) * v);
@@ -253,13 +274,15 @@ static void run_case(toy_t *t, mesh_comm_h pp, mesh_pp_kind_t kind, int m, int g
         st = mesh_pp_exec_run(ex);
         CHECK(st == MESH_OK, "%s m=%d step %d: %s", mesh_pp_kind_name(kind), m, k,
               mesh_comm_last_error(NULL));
-        if (st != MESH_OK) break;
+        if (st != MESH_OK)
+            break;
         if (t->dp > 1) {
             /* how many reductions the pipeline's own waits already finished (not asserted:
              * it depends on timing) */
             for (size_t i = 0; i < 2 * v; i++) {
                 int done = 0;
-                if (t->red[i] && mesh_test(t->red[i], &done) >= 0 && done) early++;
+                if (t->red[i] && mesh_test(t->red[i], &done) >= 0 && done)
+                    early++;
             }
             st = mesh_waitall((int)(2 * v), t->red);
             CHECK(st == MESH_OK, "dp reductions: %s", mesh_comm_last_error(NULL));
@@ -271,24 +294,26 @@ static void run_case(toy_t *t, mesh_comm_h pp, mesh_pp_kind_t kind, int m, int g
         int split = kind == MESH_PP_ZB1 || kind == MESH_PP_ZBV;
         CHECK(t->calls[0] == m * t->v && t->calls[1] == m * t->v &&
                   t->calls[2] == (split ? m * t->v : 0),
-              "%s: F, B, W ran %d, %d, %d times", mesh_pp_kind_name(kind), t->calls[0],
-              t->calls[1], t->calls[2]);
+              "%s: F, B, W ran %d, %d, %d times", mesh_pp_kind_name(kind), t->calls[0], t->calls[1],
+              t->calls[2]);
         for (int c = 0; c < t->v; c++) {
             int s = mesh_pp_schedule_stage(t->sched, t->rank, c);
             CHECK(t->ready[c] == 1, "grads_ready(chunk %d) ran %d times", c, t->ready[c]);
             for (size_t i = 0; i < n; i++)
                 CHECK(t->ga[c * n + i] == t->ref_ga[s * n + i],
                       "%s m=%d step %d stage %d: da[%zu] %.17g, reference %.17g",
-                      mesh_pp_kind_name(kind), m, k, s, i, t->ga[c * n + i],
-                      t->ref_ga[s * n + i]);
-            CHECK(t->gb[c] == t->ref_gb[s], "%s m=%d step %d stage %d: db %.17g, reference "
-                  "%.17g", mesh_pp_kind_name(kind), m, k, s, t->gb[c], t->ref_gb[s]);
+                      mesh_pp_kind_name(kind), m, k, s, i, t->ga[c * n + i], t->ref_ga[s * n + i]);
+            CHECK(t->gb[c] == t->ref_gb[s],
+                  "%s m=%d step %d stage %d: db %.17g, reference "
+                  "%.17g",
+                  mesh_pp_kind_name(kind), m, k, s, t->gb[c], t->ref_gb[s]);
         }
         if (t->rank == last_rank)
             for (int mb = 0; mb < m; mb++)
-                CHECK(t->loss[mb] == t->ref_loss[mb], "%s m=%d step %d: loss of micro-batch %d "
-                      "%.17g, reference %.17g", mesh_pp_kind_name(kind), m, k, mb, t->loss[mb],
-                      t->ref_loss[mb]);
+                CHECK(t->loss[mb] == t->ref_loss[mb],
+                      "%s m=%d step %d: loss of micro-batch %d "
+                      "%.17g, reference %.17g",
+                      mesh_pp_kind_name(kind), m, k, mb, t->loss[mb], t->ref_loss[mb]);
     }
     mesh_pp_exec_stats_t stats;
     if (ex && mesh_pp_exec_stats(ex, &stats) == MESH_OK && wrank == 0) {
@@ -318,10 +343,14 @@ static void run_case(toy_t *t, mesh_comm_h pp, mesh_pp_kind_t kind, int m, int g
 static void check_failure(toy_t *t, mesh_comm_h pp)
 {
     mesh_pp_schedule_params_t sp = {.kind = MESH_PP_1F1B, .stages = t->p, .microbatches = 4};
-    mesh_pp_exec_params_t ep = {.count = (size_t)t->n, .dtype = MESH_FP64,
-                                .forward = toy_forward, .backward = toy_backward, .ctx = t};
+    mesh_pp_exec_params_t ep = {.count = (size_t)t->n,
+                                .dtype = MESH_FP64,
+                                .forward = toy_forward,
+                                .backward = toy_backward,
+                                .ctx = t};
     mesh_pp_exec_h ex = NULL;
-    if (mesh_pp_schedule_create(&sp, &t->sched) != MESH_OK) return;
+    if (mesh_pp_schedule_create(&sp, &t->sched) != MESH_OK)
+        return;
     t->v = 1;
     t->S = t->p;
     t->m = 4;
@@ -331,8 +360,7 @@ static void check_failure(toy_t *t, mesh_comm_h pp)
     t->gb = calloc(1, sizeof(double));
     t->loss = calloc(4, sizeof(double));
     t->fail_rank = t->p - 1;
-    CHECK(mesh_pp_exec_create(pp, t->sched, &ep, &ex) == MESH_OK, "%s",
-          mesh_comm_last_error(NULL));
+    CHECK(mesh_pp_exec_create(pp, t->sched, &ep, &ex) == MESH_OK, "%s", mesh_comm_last_error(NULL));
     mesh_status_t st = mesh_pp_exec_run(ex);
     const char *msg = mesh_comm_last_error(NULL);
     CHECK(st < 0, "a step with a failing forward succeeded");
@@ -340,10 +368,11 @@ static void check_failure(toy_t *t, mesh_comm_h pp)
         CHECK(st == MESH_ERR_IO && strstr(msg, "F(mb 1, chunk 0) callback failed") != NULL,
               "%s: %s", mesh_status_string(st), msg);
     else
-        CHECK(strstr(msg, "did not arrive") != NULL || strstr(msg, "send failed") != NULL,
-              "%s: %s", mesh_status_string(st), msg);
+        CHECK(strstr(msg, "did not arrive") != NULL || strstr(msg, "send failed") != NULL, "%s: %s",
+              mesh_status_string(st), msg);
     printf("rank %d: %s: %s\n", t->rank, mesh_status_string(st), msg);
-    CHECK(mesh_pp_exec_run(ex) == st && strstr(mesh_comm_last_error(NULL), "an earlier step") != NULL,
+    CHECK(mesh_pp_exec_run(ex) == st &&
+              strstr(mesh_comm_last_error(NULL), "an earlier step") != NULL,
           "a second step after a failure: %s", mesh_comm_last_error(NULL));
     mesh_pp_exec_destroy(ex);
     mesh_pp_schedule_destroy(t->sched);
@@ -360,9 +389,10 @@ static void check_refusals(toy_t *t, mesh_comm_h pp)
     mesh_pp_schedule_params_t sp = {.kind = MESH_PP_ZB1, .stages = t->p, .microbatches = t->p};
     mesh_pp_schedule_h s;
     mesh_pp_exec_h ex = NULL;
-    if (mesh_pp_schedule_create(&sp, &s) != MESH_OK) return;
-    mesh_pp_exec_params_t ep = {.count = 4, .dtype = MESH_FP64, .forward = toy_forward,
-                                .backward = toy_backward, .ctx = t};
+    if (mesh_pp_schedule_create(&sp, &s) != MESH_OK)
+        return;
+    mesh_pp_exec_params_t ep = {
+        .count = 4, .dtype = MESH_FP64, .forward = toy_forward, .backward = toy_backward, .ctx = t};
     CHECK(mesh_pp_exec_create(pp, s, &ep, &ex) == MESH_ERR_INVALID_ARG && ex == NULL,
           "zb1 without a weight callback accepted");
     CHECK(strstr(mesh_comm_last_error(NULL), "needs params->weight") != NULL, "message: %s",
@@ -373,11 +403,12 @@ static void check_refusals(toy_t *t, mesh_comm_h pp)
     ep.weight = toy_weight;
     CHECK(mesh_pp_exec_create(pp, s, &ep, &ex) == MESH_ERR_INVALID_ARG && ex == NULL,
           "a broken schedule accepted");
-    CHECK(strstr(mesh_comm_last_error(NULL), "zb1 schedule refused: rank") != NULL,
-          "message: %s", mesh_comm_last_error(NULL));
+    CHECK(strstr(mesh_comm_last_error(NULL), "zb1 schedule refused: rank") != NULL, "message: %s",
+          mesh_comm_last_error(NULL));
     mesh_pp_schedule_destroy(s);
     sp.stages = t->p + 1;
-    if (mesh_pp_schedule_create(&sp, &s) != MESH_OK) return;
+    if (mesh_pp_schedule_create(&sp, &s) != MESH_OK)
+        return;
     CHECK(mesh_pp_exec_create(pp, s, &ep, &ex) == MESH_ERR_INVALID_ARG, "stages != pp size");
     CHECK(strstr(mesh_comm_last_error(NULL), "communicator") != NULL, "message: %s",
           mesh_comm_last_error(NULL));
@@ -389,13 +420,20 @@ int main(int argc, char **argv)
     int pp_size = 2, dp = 1, n = 4, steps = 3, cross = 0, fail = 0;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--pp") && i + 1 < argc) pp_size = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--dp") && i + 1 < argc) dp = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--n") && i + 1 < argc) n = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--cross")) cross = 1;
-        else if (!strcmp(argv[i], "--fail")) fail = 1;
+        if (!strcmp(argv[i], "--pp") && i + 1 < argc)
+            pp_size = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--dp") && i + 1 < argc)
+            dp = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--n") && i + 1 < argc)
+            n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+            steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
+        else if (!strcmp(argv[i], "--cross"))
+            cross = 1;
+        else if (!strcmp(argv[i], "--fail"))
+            fail = 1;
         else {
             fprintf(stderr, "usage: pp_exec --pp P [--dp D] [--n N] [--steps K] [--only KIND] "
                             "[--cross] [--fail]\n");
@@ -418,10 +456,16 @@ int main(int argc, char **argv)
     mesh_comm_h pp, dpc;
     mesh_grid_comm(grid, "pp", &pp);
     mesh_grid_comm(grid, "dp", &dpc);
-    toy_t t = {.p = pp_size, .n = n, .rank = mesh_comm_rank(pp), .dp = dp,
-               .dpi = mesh_grid_coord(grid, "dp"), .dpc = dpc,
-               .tx = malloc(sizeof(double) * (size_t)n), .tg = malloc(sizeof(double) * (size_t)n),
-               .ty = malloc(sizeof(double) * (size_t)n), .fail_rank = -1};
+    toy_t t = {.p = pp_size,
+               .n = n,
+               .rank = mesh_comm_rank(pp),
+               .dp = dp,
+               .dpi = mesh_grid_coord(grid, "dp"),
+               .dpc = dpc,
+               .tx = malloc(sizeof(double) * (size_t)n),
+               .tg = malloc(sizeof(double) * (size_t)n),
+               .ty = malloc(sizeof(double) * (size_t)n),
+               .fail_rank = -1};
     if (fail) {
         check_failure(&t, pp);
         /* the peers are out of step: no collective on world can follow */
@@ -431,17 +475,20 @@ int main(int argc, char **argv)
     if (cross)
         for (int d = -1; d <= 1; d += 2) {
             int q = t.rank + d;
-            if (q < 0 || q >= pp_size) continue;
+            if (q < 0 || q >= pp_size)
+                continue;
             const char *tl = mesh_comm_peer_transport(pp, q);
             int other = mesh_comm_node(pp, q) != mesh_comm_node(pp, t.rank);
             CHECK(tl && (other ? strcmp(tl, "shm") != 0 && strcmp(tl, "self") != 0 : 1),
                   "pp link %d-%d across nodes goes over %s", t.rank, q, tl ? tl : "nothing");
-            if (other && wrank < pp_size) printf("pp link %d-%d: %s\n", t.rank, q, tl);
+            if (other && wrank < pp_size)
+                printf("pp link %d-%d: %s\n", t.rank, q, tl);
         }
 
     for (int k = 0; k < MESH_PP_USER; k++) {
         mesh_pp_kind_t kind = (mesh_pp_kind_t)k;
-        if (only && strcmp(only, mesh_pp_kind_name(kind)) != 0) continue;
+        if (only && strcmp(only, mesh_pp_kind_name(kind)) != 0)
+            continue;
         int p = pp_size;
         if (kind == MESH_PP_INTERLEAVED) {
             run_case(&t, pp, kind, p, 0, 0, steps);
@@ -462,6 +509,7 @@ int main(int argc, char **argv)
     free(t.ty);
     mesh_grid_destroy(grid);
     mesh_comm_destroy(world);
-    if (wrank == 0) printf("%s: %d failed checks over all ranks\n", total ? "FAIL" : "ok", total);
+    if (wrank == 0)
+        printf("%s: %d failed checks over all ranks\n", total ? "FAIL" : "ok", total);
     return total != 0;
 }

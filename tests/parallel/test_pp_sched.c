@@ -15,8 +15,11 @@
 
 static mesh_pp_schedule_params_t params(mesh_pp_kind_t kind, int p, int m, int v, int group)
 {
-    mesh_pp_schedule_params_t prm = {.field_mask = MESH_PP_SCHED_FIELD_CHUNKS, .kind = kind,
-                                     .stages = p, .microbatches = m, .chunks = v};
+    mesh_pp_schedule_params_t prm = {.field_mask = MESH_PP_SCHED_FIELD_CHUNKS,
+                                     .kind = kind,
+                                     .stages = p,
+                                     .microbatches = m,
+                                     .chunks = v};
     if (group) {
         prm.field_mask |= MESH_PP_SCHED_FIELD_GROUP;
         prm.group = group;
@@ -52,8 +55,8 @@ static void refused(mesh_pp_schedule_h s, const char *what, const char *piece1, 
     const char *msg = mesh_comm_last_error(NULL);
     CHECK_MSG(st == MESH_ERR_INVALID_ARG, "%s: accepted", what);
     CHECK_MSG(strstr(msg, piece1) != NULL, "%s: no [%s] in [%s]", what, piece1, msg);
-    CHECK_MSG(piece2 == NULL || strstr(msg, piece2) != NULL, "%s: no [%s] in [%s]", what,
-              piece2, msg);
+    CHECK_MSG(piece2 == NULL || strstr(msg, piece2) != NULL, "%s: no [%s] in [%s]", what, piece2,
+              msg);
     printf("ok: %s: %s\n", what, msg);
 }
 
@@ -63,7 +66,8 @@ static int find(mesh_pp_schedule_h s, int rank, mesh_pp_op_t op, int mb, int chu
     for (int i = 0; i < mesh_pp_schedule_length(s, rank); i++) {
         mesh_pp_action_t a;
         CHECK(mesh_pp_schedule_action(s, rank, i, &a) == MESH_OK);
-        if (a.op == op && a.mb == mb && a.chunk == chunk) return i;
+        if (a.op == op && a.mb == mb && a.chunk == chunk)
+            return i;
     }
     return -1;
 }
@@ -84,18 +88,18 @@ static void test_closed_forms(void)
             mesh_pp_schedule_h afab = make(MESH_PP_AFAB, p, m, 1, 0);
             mesh_pp_schedule_h f1b = make(MESH_PP_1F1B, p, m, 1, 0);
             mesh_pp_report_t ra = check_ok(afab, NULL), rf = check_ok(f1b, NULL);
-            CHECK_MSG(fabs(ra.bubble - want) < 1e-12, "afab p=%d m=%d bubble %.6f want %.6f", p,
-                      m, ra.bubble, want);
-            CHECK_MSG(fabs(rf.bubble - want) < 1e-12, "1f1b p=%d m=%d bubble %.6f want %.6f", p,
-                      m, rf.bubble, want);
+            CHECK_MSG(fabs(ra.bubble - want) < 1e-12, "afab p=%d m=%d bubble %.6f want %.6f", p, m,
+                      ra.bubble, want);
+            CHECK_MSG(fabs(rf.bubble - want) < 1e-12, "1f1b p=%d m=%d bubble %.6f want %.6f", p, m,
+                      rf.bubble, want);
             for (int r = 0; r < p; r++) {
                 int pa, pf;
                 CHECK(mesh_pp_check_rank(afab, r, NULL, &pa) == MESH_OK);
                 CHECK(mesh_pp_check_rank(f1b, r, NULL, &pf) == MESH_OK);
                 CHECK_MSG(pa == m, "afab p=%d m=%d rank %d stores %d, not m", p, m, r, pa);
                 int w = p - r < m ? p - r : m;
-                CHECK_MSG(pf == w && pf <= p, "1f1b p=%d m=%d rank %d stores %d, want %d", p, m,
-                          r, pf, w);
+                CHECK_MSG(pf == w && pf <= p, "1f1b p=%d m=%d rank %d stores %d, want %d", p, m, r,
+                          pf, w);
             }
             mesh_pp_schedule_destroy(afab);
             mesh_pp_schedule_destroy(f1b);
@@ -105,9 +109,11 @@ static void test_closed_forms(void)
            shapes);
 
     /* any costs: the bubble of both is (p-1)(f+b+w) / ((m+p-1)(f+b+w)) with no comm cost */
-    mesh_pp_costs_t c = {.field_mask = MESH_PP_COSTS_FIELD_F | MESH_PP_COSTS_FIELD_B |
-                                       MESH_PP_COSTS_FIELD_W,
-                         .f = 1.5, .b = 2.25, .w = 0.5};
+    mesh_pp_costs_t c = {.field_mask =
+                             MESH_PP_COSTS_FIELD_F | MESH_PP_COSTS_FIELD_B | MESH_PP_COSTS_FIELD_W,
+                         .f = 1.5,
+                         .b = 2.25,
+                         .w = 0.5};
     mesh_pp_schedule_h s = make(MESH_PP_1F1B, 4, 8, 1, 0);
     mesh_pp_report_t rep = check_ok(s, &c);
     CHECK(fabs(rep.bubble - 3.0 / 11) < 1e-12);
@@ -153,21 +159,25 @@ static void test_zero_bubble(void)
             /* zbv's chunks are half stages: the same model at half the cost per action */
             mesh_pp_costs_t half = {.field_mask = MESH_PP_COSTS_FIELD_F | MESH_PP_COSTS_FIELD_B |
                                                   MESH_PP_COSTS_FIELD_W,
-                                    .f = 0.5, .b = 0.5, .w = 0.5};
+                                    .f = 0.5,
+                                    .b = 0.5,
+                                    .w = 0.5};
             mesh_pp_report_t rv = check_ok(zv, &half);
             CHECK(rz.split_backward && rv.split_backward && !rf.split_backward);
-            CHECK_MSG(rz.bubble < rf.bubble, "p=%d m=%d: zb1 bubble %.4f not below 1f1b's %.4f",
-                      p, m, rz.bubble, rf.bubble);
+            CHECK_MSG(rz.bubble < rf.bubble, "p=%d m=%d: zb1 bubble %.4f not below 1f1b's %.4f", p,
+                      m, rz.bubble, rf.bubble);
             /* ZB-H1 idles (p-1)(F+B-W) per rank against 1F1B's (p-1)(F+B+W) */
             double want = (double)(p - 1) / (3 * m + p - 1);
-            CHECK_MSG(fabs(rz.bubble - want) < 1e-12, "p=%d m=%d: zb1 bubble %.6f want %.6f", p,
-                      m, rz.bubble, want);
+            CHECK_MSG(fabs(rz.bubble - want) < 1e-12, "p=%d m=%d: zb1 bubble %.6f want %.6f", p, m,
+                      rz.bubble, want);
             CHECK_MSG(rz.peak_activations <= p, "zb1 p=%d m=%d stores %d > p", p, m,
                       rz.peak_activations);
-            CHECK_MSG(rv.bubble < rz.bubble, "p=%d m=%d: zbv bubble %.4f not below zb1's %.4f",
-                      p, m, rv.bubble, rz.bubble);
-            CHECK_MSG(rv.peak_activations <= 2 * p, "zbv p=%d m=%d stores %d half-stage "
-                      "activations > 2p", p, m, rv.peak_activations);
+            CHECK_MSG(rv.bubble < rz.bubble, "p=%d m=%d: zbv bubble %.4f not below zb1's %.4f", p,
+                      m, rv.bubble, rz.bubble);
+            CHECK_MSG(rv.peak_activations <= 2 * p,
+                      "zbv p=%d m=%d stores %d half-stage "
+                      "activations > 2p",
+                      p, m, rv.peak_activations);
             if (p == 4 && m == 8)
                 printf("ok: p=4 m=8 F=B=W: bubble 1f1b %.4f, zb1 %.4f, zbv %.4f; peaks %d %d "
                        "%d/2\n",
@@ -189,8 +199,8 @@ static void refuse_params(mesh_pp_kind_t kind, int p, int m, int v, int group, c
     CHECK_MSG(st == MESH_ERR_INVALID_ARG && s == NULL, "%s p=%d m=%d v=%d accepted",
               mesh_pp_kind_name(kind), p, m, v);
     CHECK_MSG(strstr(msg, piece) != NULL, "no [%s] in [%s]", piece, msg);
-    printf("ok: refused %s p=%d m=%d v=%d group %d: %s\n", mesh_pp_kind_name(kind), p, m, v,
-           group, msg);
+    printf("ok: refused %s p=%d m=%d v=%d group %d: %s\n", mesh_pp_kind_name(kind), p, m, v, group,
+           msg);
 }
 
 static void test_rules(void)
@@ -226,8 +236,10 @@ static void test_broken(void)
     CHECK(mesh_pp_schedule_insert(s, 1, b, &fa) == MESH_OK);
     CHECK(mesh_pp_schedule_remove(s, 1, f) == MESH_OK);
     CHECK(mesh_pp_schedule_insert(s, 1, f, &ba) == MESH_OK);
-    refused(s, "B before its F", "rank 1, position 1, B(mb 0, chunk 0): it comes before its "
-            "forward, F(mb 0, chunk 0) at position 3", NULL);
+    refused(s, "B before its F",
+            "rank 1, position 1, B(mb 0, chunk 0): it comes before its "
+            "forward, F(mb 0, chunk 0) at position 3",
+            NULL);
     mesh_pp_schedule_destroy(s);
 
     /* swapped actions: a send before the forward that fills it */
@@ -237,22 +249,27 @@ static void test_broken(void)
     CHECK(mesh_pp_schedule_action(s, 0, sf, &sa) == MESH_OK);
     CHECK(mesh_pp_schedule_remove(s, 0, sf) == MESH_OK);
     CHECK(mesh_pp_schedule_insert(s, 0, find(s, 0, MESH_PP_F, 1, 0), &sa) == MESH_OK);
-    refused(s, "send before its forward", "rank 0, position 3, SEND_F(mb 1, chunk 0) to rank 1: "
-            "it comes before the forward it sends, F(mb 1, chunk 0) at position 4", NULL);
+    refused(s, "send before its forward",
+            "rank 0, position 3, SEND_F(mb 1, chunk 0) to rank 1: "
+            "it comes before the forward it sends, F(mb 1, chunk 0) at position 4",
+            NULL);
     mesh_pp_schedule_destroy(s);
 
     /* a missing receive */
     CHECK(mesh_pp_schedule_copy(base, &s) == MESH_OK);
     CHECK(mesh_pp_schedule_remove(s, 1, find(s, 1, MESH_PP_RECV_F, 2, 0)) == MESH_OK);
-    refused(s, "missing receive", "rank 0, position", "SEND_F(mb 2, chunk 0) to rank 1: no "
+    refused(s, "missing receive", "rank 0, position",
+            "SEND_F(mb 2, chunk 0) to rank 1: no "
             "matching receive: rank 1 has no RECV_F(mb 2, chunk 0) from rank 0");
     mesh_pp_schedule_destroy(s);
 
     /* a missing send */
     CHECK(mesh_pp_schedule_copy(base, &s) == MESH_OK);
     CHECK(mesh_pp_schedule_remove(s, 1, find(s, 1, MESH_PP_SEND_B, 1, 0)) == MESH_OK);
-    refused(s, "missing send", "RECV_B(mb 1, chunk 0) from rank 1: no matching send: rank 1 has "
-            "no SEND_B(mb 1, chunk 0) to rank 0", "rank 0, position");
+    refused(s, "missing send",
+            "RECV_B(mb 1, chunk 0) from rank 1: no matching send: rank 1 has "
+            "no SEND_B(mb 1, chunk 0) to rank 0",
+            "rank 0, position");
     mesh_pp_schedule_destroy(s);
 
     /* a duplicated send */
@@ -261,8 +278,10 @@ static void test_broken(void)
     CHECK(mesh_pp_schedule_action(s, 0, s0, &sa) == MESH_OK);
     CHECK(mesh_pp_schedule_insert(s, 0, mesh_pp_schedule_length(s, 0), &sa) == MESH_OK);
     char want[128];
-    snprintf(want, sizeof(want), "a second SEND_F of this micro-batch and chunk (the first is at "
-             "position %d)", s0);
+    snprintf(want, sizeof(want),
+             "a second SEND_F of this micro-batch and chunk (the first is at "
+             "position %d)",
+             s0);
     refused(s, "duplicated send", "rank 0, position", want);
     mesh_pp_schedule_destroy(s);
 
@@ -274,7 +293,8 @@ static void test_broken(void)
     mesh_pp_schedule_destroy(s);
     mesh_pp_schedule_h zb = make(MESH_PP_ZB1, 3, 4, 1, 0);
     CHECK(mesh_pp_schedule_remove(zb, 2, find(zb, 2, MESH_PP_W, 3, 0)) == MESH_OK);
-    refused(zb, "missing W", "rank 2, position", "W(mb 3, chunk 0) is missing: the schedule "
+    refused(zb, "missing W", "rank 2, position",
+            "W(mb 3, chunk 0) is missing: the schedule "
             "splits the backward");
     mesh_pp_schedule_destroy(zb);
 
@@ -324,6 +344,39 @@ static void test_broken(void)
     mesh_pp_schedule_destroy(base);
 }
 
+/* The cost model's message, wake-up and gap terms, on schedules small enough to work out. */
+static void test_costs(void)
+{
+    mesh_pp_schedule_h s = make(MESH_PP_1F1B, 1, 2, 1, 0);
+    mesh_pp_costs_t c = {.field_mask = MESH_PP_COSTS_FIELD_GAP, .gap = 0.5};
+    mesh_pp_report_t rep = check_ok(s, &c);
+    /* F B F B of 1, 2, 1, 2 with a gap after each but the last: 6 busy in 7.5 */
+    CHECK_MSG(fabs(rep.makespan - 7.5) < 1e-12 && fabs(rep.bubble - 0.2) < 1e-12,
+              "gap: makespan %g bubble %g", rep.makespan, rep.bubble);
+    mesh_pp_schedule_destroy(s);
+
+    s = make(MESH_PP_1F1B, 2, 1, 1, 0);
+    int f1 = find(s, 1, MESH_PP_F, 0, 0);
+    double t0;
+    c = (mesh_pp_costs_t){.field_mask = MESH_PP_COSTS_FIELD_COMM | MESH_PP_COSTS_FIELD_WAKE |
+                                        MESH_PP_COSTS_FIELD_WAKE_AFTER,
+                          .comm = 0.25,
+                          .wake = 0.5,
+                          .wake_after = 1};
+    check_ok(s, &c);
+    /* rank 1 waited 1.25 >= 1 for the activation sent at 1: it starts 0.5 late */
+    CHECK(mesh_pp_check_time(s, 1, f1, &t0, NULL) == MESH_OK && fabs(t0 - 1.75) < 1e-12);
+    c.wake_after = 2;
+    check_ok(s, &c);
+    CHECK(mesh_pp_check_time(s, 1, f1, &t0, NULL) == MESH_OK && fabs(t0 - 1.25) < 1e-12);
+    c.field_mask |= MESH_PP_COSTS_FIELD_F;
+    c.f = -1;
+    CHECK(mesh_pp_check(s, &c, NULL) == MESH_ERR_INVALID_ARG);
+    CHECK(strstr(mesh_comm_last_error(NULL), "costs must be numbers >= 0") != NULL);
+    mesh_pp_schedule_destroy(s);
+    printf("ok: message, wake-up and gap costs move the timeline as stated\n");
+}
+
 /* A schedule built action by action equals the generator's, and passes. */
 static void test_user_built(void)
 {
@@ -360,6 +413,7 @@ int main(void)
     test_zero_bubble();
     test_rules();
     test_broken();
+    test_costs();
     test_user_built();
     return 0;
 }
