@@ -4,11 +4,15 @@
  * The callbacks sleep fixed times (default F = B = W = 2 ms; a schedule that does not split
  * the backward sleeps B + W in each B), so the ranks need no cores to compute and the timeline
  * is set by the schedule and the messages alone. The checker predicts the bubble twice: with
- * the nominal costs and no message cost, and with the costs as measured here: the mean time
- * each kind of callback took in the warm-up steps (a sleep wakes up a little late) and the
- * one-way time of one activation between pp neighbours when the receiver has been waiting for
- * it about one action's time, as in the pipeline (bench_latency). Each step starts after a barrier on pp; its makespan T is the longest rank's step,
- * and its bubble is the idle time over T averaged over the ranks, the checker's definition:
+ * the nominal costs and free messages, and with the costs as measured here: the mean time each
+ * kind of callback took in the warm-up steps (a sleep wakes up a little late), the one-way
+ * time of one activation between pp neighbours to a rank that has been waiting for it a short
+ * while (ping-pong), and how much later a rank notices it after a long wait, and from which
+ * wait on (bench_wake): a waiting rank spins, then yields and sleeps ever longer
+ * (MESH_PROGRESS_SPIN); and the executor's own time per action (the step less callbacks and
+ * waits, mesh_pp_exec_stats). Each step starts after a barrier on pp; its
+ * makespan T is the longest rank's step, and its bubble is the idle time over T averaged over
+ * the ranks, the checker's definition:
  * 1 - sum(busy) / (p T). The table gives the median over the steps and compares it with the
  * prediction from measured costs.
  *   meshrun -n P [--nodes 2] pp-bench [--pp P] [--microbatches M] [--costs F,B,W] ...
@@ -30,7 +34,7 @@ static const char usage[] =
     "  --microbatches M    micro-batches per step (default 8)\n"
     "  --costs F,B,W       milliseconds each callback sleeps (default 2,2,2)\n"
     "  --count N           fp32 elements in an activation (default 1024)\n"
-    "  --steps K           measured steps per schedule (default 7), after --warmup W (2);\n"
+    "  --steps K           measured steps per schedule (default 15), after --warmup W (2);\n"
     "                      the last warm-up step gives the measured costs\n"
     "  --schedules LIST    of afab,1f1b,interleaved,zb1,zbv (default all)\n"
     "  --tolerance X       largest relative difference that passes (default 0.10)\n"
@@ -106,10 +110,13 @@ static double bench_slept(double s)
     return median(t, 21);
 }
 
-/* One-way time of a message of count fp32 between pp neighbours as the pipeline sees it: the
- * receiver has been waiting about one action (`idle` seconds), so it may have backed off from
- * spinning. Each side of a link sleeps `idle`, then sends, then waits for the other's message:
- * a round trip is two sleeps and two such messages. Median over 21, averaged over the links. */
+/* A wait as a rank of a running pipeline often waits: its message cost is measured after it. */
+#define PP_SHORT_WAIT 100e-6
+
+/* One-way time of a message of count fp32 between pp neighbours, averaged over the links
+ * (median of 21 round trips each). Each side of a link sleeps `idle` before it sends, so the
+ * other has been waiting that long: a rank that waited past its spin notices the message only
+ * when it next wakes up from yielding or sleeping. */
 static double bench_latency(mesh_comm_h pp, size_t count, double idle)
 {
     int p = mesh_comm_size(pp), r = mesh_comm_rank(pp), n = 21;
@@ -150,7 +157,8 @@ static void bench_durations(mesh_comm_h pp, mesh_pp_schedule_h sched, mesh_pp_ex
         mesh_pp_action_t a;
         double t0, t1;
         mesh_pp_schedule_action(sched, r, i, &a);
-        if (a.op > MESH_PP_W) continue;
+        if (a.op > MESH_PP_W)
+            continue;
         mesh_pp_exec_time(ex, i, &t0, &t1);
         sum[a.op] += t1 - t0;
         sum[3 + a.op] += 1;
@@ -166,22 +174,41 @@ static void bench_trace(mesh_comm_h pp, mesh_pp_schedule_h sched, mesh_pp_exec_h
     int p = mesh_comm_size(pp), r = mesh_comm_rank(pp);
     for (int q = 0; q < p; q++) {
         mesh_barrier(pp, NULL);
-        if (q != r) continue;
+        if (q != r)
+            continue;
         printf("rank %d:", r);
         for (int i = 0; i < mesh_pp_schedule_length(sched, r); i++) {
             mesh_pp_action_t a;
             double t0, t1, p0, p1;
             mesh_pp_schedule_action(sched, r, i, &a);
-            if (a.op > MESH_PP_W) continue;
+            if (a.op > MESH_PP_W)
+                continue;
             mesh_pp_exec_time(ex, i, &t0, &t1);
             mesh_pp_check_time(sched, r, i, &p0, &p1);
-            printf(" %s%d:%d %.1f/%.1f", mesh_pp_op_name(a.op), a.mb, a.chunk, t0 * 1e3,
-                   p0 * 1e3);
+            printf(" %s%d:%d %.3f/%.3f", mesh_pp_op_name(a.op), a.mb, a.chunk, t0 * 1e3, p0 * 1e3);
         }
         printf("\n");
         fflush(stdout);
     }
     mesh_barrier(pp, NULL);
+}
+
+/* The extra time a rank takes to notice a message after a long wait (one F), and the shortest
+ * wait, doubling from twice PP_SHORT_WAIT, after which it pays at least half of it. */
+static void bench_wake(mesh_comm_h pp, size_t count, double comm, double idle, double *wake,
+                       double *after)
+{
+    *wake = bench_latency(pp, count, idle) - comm;
+    *after = idle;
+    if (*wake <= 0) {
+        *wake = 0;
+        return;
+    }
+    for (double d = 2 * PP_SHORT_WAIT; d < idle; d *= 2)
+        if (bench_latency(pp, count, d) - comm >= *wake / 2) {
+            *after = d;
+            return;
+        }
 }
 
 static int parse_costs(const char *s, bench_ctx_t *c)
@@ -198,7 +225,7 @@ static int parse_costs(const char *s, bench_ctx_t *c)
 
 int main(int argc, char **argv)
 {
-    int pp_size = 0, dp = 1, m = 8, steps = 7, warmup = 2, trace = 0;
+    int pp_size = 0, dp = 1, m = 8, steps = 15, warmup = 2, trace = 0;
     size_t count = 1024;
     double tol = 0.10;
     const char *list = "afab,1f1b,interleaved,zb1,zbv";
@@ -212,16 +239,26 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--trace")) {
             trace = 1;
             continue;
-        } else if (!bad && !strcmp(a, "--pp")) pp_size = atoi(v);
-        else if (!bad && !strcmp(a, "--dp")) dp = atoi(v);
-        else if (!bad && !strcmp(a, "--microbatches")) m = atoi(v);
-        else if (!bad && !strcmp(a, "--costs")) bad = parse_costs(v, &ctx);
-        else if (!bad && !strcmp(a, "--count")) count = (size_t)atol(v);
-        else if (!bad && !strcmp(a, "--steps")) steps = atoi(v);
-        else if (!bad && !strcmp(a, "--warmup")) warmup = atoi(v);
-        else if (!bad && !strcmp(a, "--schedules")) list = v;
-        else if (!bad && !strcmp(a, "--tolerance")) tol = atof(v);
-        else bad = 1;
+        } else if (!bad && !strcmp(a, "--pp"))
+            pp_size = atoi(v);
+        else if (!bad && !strcmp(a, "--dp"))
+            dp = atoi(v);
+        else if (!bad && !strcmp(a, "--microbatches"))
+            m = atoi(v);
+        else if (!bad && !strcmp(a, "--costs"))
+            bad = parse_costs(v, &ctx);
+        else if (!bad && !strcmp(a, "--count"))
+            count = (size_t)atol(v);
+        else if (!bad && !strcmp(a, "--steps"))
+            steps = atoi(v);
+        else if (!bad && !strcmp(a, "--warmup"))
+            warmup = atoi(v);
+        else if (!bad && !strcmp(a, "--schedules"))
+            list = v;
+        else if (!bad && !strcmp(a, "--tolerance"))
+            tol = atof(v);
+        else
+            bad = 1;
         if (bad || steps < 1 || steps > 1000 || warmup < 1 || m < 1 || dp < 1 || count < 1) {
             fprintf(stderr, "pp-bench: bad option '%s'\n%s", a, usage);
             return 2;
@@ -236,37 +273,50 @@ int main(int argc, char **argv)
     int wrank = mesh_comm_rank(world), wsize = mesh_comm_size(world);
     /* wake from a sleep as close to its end as the kernel can */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    if (pp_size == 0) pp_size = wsize / dp;
+    if (pp_size == 0)
+        pp_size = wsize / dp;
     /* a pipeline's stages are consecutive ranks, so that a round-robin placement puts each pp
      * link across nodes */
-    mesh_grid_params_t gp = {.field_mask = MESH_GRID_PARAM_FIELD_SIZES |
-                                           MESH_GRID_PARAM_FIELD_ORDER,
+    mesh_grid_params_t gp = {.field_mask =
+                                 MESH_GRID_PARAM_FIELD_SIZES | MESH_GRID_PARAM_FIELD_ORDER,
                              .size = {[MESH_AXIS_PP] = pp_size, [MESH_AXIS_DP] = dp},
                              .order = "tp-cp-ep-pp-dp"};
     mesh_grid_h grid;
     if (mesh_grid_create(world, &gp, &grid) != MESH_OK) {
-        if (wrank == 0) fprintf(stderr, "pp-bench: %s\n", mesh_comm_last_error(world));
+        if (wrank == 0)
+            fprintf(stderr, "pp-bench: %s\n", mesh_comm_last_error(world));
         return 1;
     }
     mesh_comm_h pp, dpc;
     mesh_grid_comm(grid, "pp", &pp);
     mesh_grid_comm(grid, "dp", &dpc);
     int p = pp_size, r = mesh_comm_rank(pp);
-    double comm = bench_latency(pp, count, ctx.f);
+    /* the first pipeline measures the messages while the others wait (the pipelines are laid
+     * out alike); ranks busy waiting would disturb the ping-pong on a machine with few cores */
+    double lat[3] = {0};
+    if (mesh_grid_coord(grid, "dp") == 0) {
+        lat[0] = bench_latency(pp, count, PP_SHORT_WAIT);
+        bench_wake(pp, count, lat[0], ctx.f, &lat[1], &lat[2]);
+    }
+    mesh_broadcast(dpc, lat, lat, 3, MESH_FP64, 0, NULL, NULL);
+    double comm = lat[0], wake = lat[1], after = lat[2];
     if (wrank == 0) {
         printf("# pp-bench: %d stages x %d pipeline%s, %d nodes, %d micro-batches, callbacks "
                "sleep F %.3g ms, B %.3g ms, W %.3g ms\n",
-               p, dp, dp > 1 ? "s" : "", mesh_comm_node_count(world), m, ctx.f * 1e3,
-               ctx.b * 1e3, ctx.w * 1e3);
-        printf("# activation %zu fp32; one-way message to a rank that waited %.3g ms: %.1f us "
-               "(mean over the pp links); node of each stage:", count, ctx.f * 1e3, comm * 1e6);
+               p, dp, dp > 1 ? "s" : "", mesh_comm_node_count(world), m, ctx.f * 1e3, ctx.b * 1e3,
+               ctx.w * 1e3);
+        printf("# activation %zu fp32: one-way %.1f us to a rank that waited %.0f us; one that "
+               "waited %.0f us or more notices it %.1f us later (means over the pp links); "
+               "node of each stage:",
+               count, comm * 1e6, PP_SHORT_WAIT * 1e6, after * 1e6, wake * 1e6);
         for (int q = 0; q < p; q++)
             printf(" %d", mesh_comm_node(pp, q));
         printf("\n# bubble = idle / makespan per rank, averaged; median of %d steps\n", steps);
         printf("# nominal: predicted with the nominal costs and free messages; predicted: with "
-               "the measured ones (F, B, W ms)\n");
-        printf("%-12s %2s %8s %20s %10s %10s %9s %9s %s\n", "schedule", "v", "nominal",
-               "measured costs", "predicted", "measured", "rel.diff", "step ms", "verdict");
+               "the measured ones (F, B, W ms; the executor's gap after each)\n");
+        printf("%-12s %2s %8s %20s %6s %10s %10s %9s %9s %s\n", "schedule", "v", "nominal",
+               "measured costs", "gap us", "predicted", "measured", "rel.diff", "step ms",
+               "verdict");
     }
     int failed = 0;
     for (const char *s = list; *s;) {
@@ -277,21 +327,30 @@ int main(int argc, char **argv)
         mesh_pp_schedule_params_t sp = {.stages = p, .microbatches = m};
         mesh_pp_schedule_h sched;
         mesh_pp_report_t rep;
-        mesh_pp_costs_t costs = {.field_mask = MESH_PP_COSTS_FIELD_F | MESH_PP_COSTS_FIELD_B |
-                                               MESH_PP_COSTS_FIELD_W | MESH_PP_COSTS_FIELD_COMM,
-                                 .f = ctx.f, .b = ctx.b, .w = ctx.w};
+        mesh_pp_costs_t costs = {
+            .field_mask = MESH_PP_COSTS_FIELD_F | MESH_PP_COSTS_FIELD_B | MESH_PP_COSTS_FIELD_W |
+                          MESH_PP_COSTS_FIELD_COMM | MESH_PP_COSTS_FIELD_WAKE |
+                          MESH_PP_COSTS_FIELD_WAKE_AFTER | MESH_PP_COSTS_FIELD_GAP,
+            .f = ctx.f,
+            .b = ctx.b,
+            .w = ctx.w};
         if (mesh_pp_kind_parse(name, &sp.kind) != MESH_OK ||
             mesh_pp_schedule_create(&sp, &sched) != MESH_OK ||
             mesh_pp_check(sched, &costs, &rep) != MESH_OK) {
-            if (wrank == 0) printf("%-12s %s\n", name, mesh_comm_last_error(NULL));
+            if (wrank == 0)
+                printf("%-12s %s\n", name, mesh_comm_last_error(NULL));
             failed = 1;
             continue;
         }
         ctx.split = rep.split_backward;
         double nominal = rep.bubble;
-        mesh_pp_exec_params_t ep = {.field_mask = MESH_PP_EXEC_FIELD_WEIGHT, .count = count,
-                                    .dtype = MESH_FP32, .forward = bench_f, .backward = bench_b,
-                                    .weight = bench_w, .ctx = &ctx};
+        mesh_pp_exec_params_t ep = {.field_mask = MESH_PP_EXEC_FIELD_WEIGHT,
+                                    .count = count,
+                                    .dtype = MESH_FP32,
+                                    .forward = bench_f,
+                                    .backward = bench_b,
+                                    .weight = bench_w,
+                                    .ctx = &ctx};
         mesh_pp_exec_h ex;
         if (mesh_pp_exec_create(pp, sched, &ep, &ex) != MESH_OK) {
             fprintf(stderr, "pp-bench: %s\n", mesh_comm_last_error(NULL));
@@ -316,12 +375,28 @@ int main(int argc, char **argv)
                 costs.b = mean[MESH_PP_B];
                 costs.w = ctx.split ? mean[MESH_PP_W] : 0;
                 costs.comm = comm;
+                costs.wake = wake;
+                costs.wake_after = after;
+                /* the executor's own time per compute action: the step less callbacks and
+                 * waits, over the F, B and W actions, averaged over the ranks */
+                mesh_pp_exec_stats_t es;
+                mesh_pp_exec_stats(ex, &es);
+                int nc = 0;
+                for (int i = 0; i < mesh_pp_schedule_length(sched, r); i++) {
+                    mesh_pp_action_t a;
+                    mesh_pp_schedule_action(sched, r, i, &a);
+                    nc += a.op <= MESH_PP_W;
+                }
+                costs.gap = (es.wall_s - es.busy_s - es.wait_s) / nc;
+                mesh_allreduce(pp, &costs.gap, &costs.gap, 1, MESH_FP64, MESH_SUM, NULL, NULL);
+                costs.gap /= p;
                 if (mesh_pp_check(sched, &costs, &rep) != MESH_OK) {
                     fprintf(stderr, "pp-bench: %s\n", mesh_comm_last_error(NULL));
                     return 1;
                 }
             }
-            if (k < 0) continue;
+            if (k < 0)
+                continue;
             bubble[k] = 1 - busy / (p * t);
             wall[k] = t;
         }
@@ -333,14 +408,14 @@ int main(int argc, char **argv)
         failed |= !ok;
         if (wrank == 0) {
             char mc[64];
-            snprintf(mc, sizeof(mc), "%.3f,%.3f,%.3f", costs.f * 1e3, costs.b * 1e3,
-                     costs.w * 1e3);
-            printf("%-12s %2d %8.4f %20s %10.4f %10.4f %+8.1f%% %9.2f %s\n", name,
-                   mesh_pp_schedule_chunks(sched), nominal, mc, rep.bubble, meas, rel * 100, ms,
-                   ok ? "within" : "OUTSIDE");
+            snprintf(mc, sizeof(mc), "%.3f,%.3f,%.3f", costs.f * 1e3, costs.b * 1e3, costs.w * 1e3);
+            printf("%-12s %2d %8.4f %20s %6.1f %10.4f %10.4f %+8.1f%% %9.2f %s\n", name,
+                   mesh_pp_schedule_chunks(sched), nominal, mc, costs.gap * 1e6, rep.bubble, meas,
+                   rel * 100, ms, ok ? "within" : "OUTSIDE");
         }
         fflush(stdout);
-        if (trace) bench_trace(pp, sched, ex);
+        if (trace)
+            bench_trace(pp, sched, ex);
         mesh_pp_exec_destroy(ex);
         mesh_pp_schedule_destroy(sched);
     }

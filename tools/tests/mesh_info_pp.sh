@@ -12,7 +12,9 @@ check() {
     if [ "$2" = "$3" ]; then echo "ok: $1"; else echo "FAIL: $1: expected [$2] got [$3]"; fail=1; fi
 }
 has() { # has DESC FILE TEXT
-    if grep -qF -- "$3" "$2"; then echo "ok: $1"; else echo "FAIL: $1: no [$3] in:"; cat "$2"; fail=1; fi
+    if grep -qF -- "$3" "$2"; then echo "ok: $1"; else
+        echo "FAIL: $1: no [$3] in:"; cat "$2"; fail=1
+    fi
 }
 bubble() { sed -n 's/^makespan [0-9.]*, bubble \([0-9.]*\).*/\1/p' "$1"; }
 
@@ -44,7 +46,8 @@ has "costs with a message cost" "$tmp/out" "F 1, B 2, W 0, message 0.5"
 
 "$info" --pp interleaved --stages 4 --microbatches 9 >"$tmp/out" 2>"$tmp/err"
 check "interleaved m=9 p=4 exits 1" 1 $?
-has "Megatron's rule named" "$tmp/err" "micro-batches % group = 9 % 4 = 1 must be 0 or at least the stages (4)"
+has "Megatron's rule named" "$tmp/err" \
+    "micro-batches % group = 9 % 4 = 1 must be 0 or at least the stages (4)"
 "$info" --pp 1f1b --stages 4 >"$tmp/out" 2>"$tmp/err"
 check "missing --microbatches exits 2" 2 $?
 "$info" --pp 3f3b --stages 4 --microbatches 8 >"$tmp/out" 2>"$tmp/err"
