@@ -63,8 +63,8 @@ static const mesh_config_entry_t mesh_coll_config_entries[] = {
      "Forces algorithms: comma-separated rules [coll:]algo[@min-max] (bytes, k/m/g suffixes, "
      "inf), e.g. 'allreduce:ring@1m-inf,bruck'; the last matching rule wins, and a forced "
      "algorithm that cannot serve a call falls back to the default choice. mesh-info -A lists "
-     "the algorithms.",
-     NULL},
+     "the algorithms. A rule naming an unknown collective or algorithm is refused.",
+     NULL, NULL, mesh_coll_tune_check},
     {"REPLAY", "1", MESH_CFG_BOOL,
      "Runs a collective called again with the same arguments (buffers, counts, type, op, root) "
      "on the schedule built for the last such call, skipping algorithm selection and the "
@@ -74,7 +74,7 @@ static const mesh_config_entry_t mesh_coll_config_entries[] = {
      "Seconds a rank that sees a peer fail first listens for another rank's verdict before "
      "naming that peer itself: a survivor that left after seeing a failure looks failed to the "
      "ranks it leaves behind, and its verdict names the rank that really failed.",
-     NULL},
+     NULL, "0..60"},
     {NULL, NULL, 0, NULL, NULL}};
 
 static const mesh_config_table_t mesh_coll_config = {"coll", mesh_coll_config_entries};
