@@ -4,13 +4,14 @@
 
 #include "mesh.h"
 #include "collectives/p2p_seq.h"
+#include "libmesh/dtype.h"
 #include "transports/tl.h"
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
 #define MESH_COMM_MAX_TLS 8
-#define MESH_COMM_MAX_PREMUL 32
+#define MESH_COMM_MAX_PREMUL MESH_OP_PREMUL_MAX
 
 typedef struct mesh_sched mesh_sched_t;
 struct mesh_sched_cache; /* finished schedules kept for reuse; owned by sched.c */
