@@ -203,9 +203,10 @@ static mesh_status_t route_peers(mesh_comm_t *c, const mesh_route_t *route,
     return MESH_OK;
 }
 
-static void comm_free(mesh_comm_t *c)
+/* Everything but the structure itself, which requests still alive may read (their status); the
+ * transports are closed, so nothing completes any more. */
+static void comm_release_resources(mesh_comm_t *c)
 {
-    if (c == NULL) return;
     if (c->peers) {
         for (int p = 0; p < c->size; p++) {
             mesh_comm_peer_t *peer = &c->peers[p];
@@ -230,6 +231,24 @@ static void comm_free(mesh_comm_t *c)
     free(c->peers);
     free(c->verdict_in);
     free(c->verdict_rops);
+    c->ntls = 0;
+    c->nactive = c->cap_active = 0;
+    c->nnodes = 0;
+    c->active = NULL;
+    c->sched_cache = NULL;
+    c->coll_map = NULL;
+    c->peers = NULL;
+    c->node_names = NULL;
+    c->node_of = c->local_rank = c->node_size = c->node_first = c->node_ranks = NULL;
+    c->summary = NULL;
+    c->verdict_in = NULL;
+    c->verdict_rops = c->verdict_sops = NULL;
+}
+
+static void comm_free(mesh_comm_t *c)
+{
+    if (c == NULL) return;
+    comm_release_resources(c);
     free(c);
 }
 
@@ -249,6 +268,7 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     c->verdict_wait_s = mesh_config_double("VERDICT_WAIT");
     c->replay = mesh_config_bool("REPLAY");
     atomic_init(&c->aborted, 0);
+    atomic_init(&c->refs, 1);
     c->peers = calloc((size_t)c->size, sizeof(mesh_comm_peer_t));
     c->culprit = -1;
     c->verdict_in = calloc((size_t)c->size, sizeof(int32_t));
@@ -339,7 +359,11 @@ void mesh_comm_release(mesh_comm_t *c)
     mesh_comm_unregister(c);
     mesh_comm_lock(c);
     mesh_comm_fail_active(c, MESH_ERR_ABORTED);
-    comm_free(c);
+    comm_release_resources(c);
+    c->released = 1;
+    mesh_comm_unlock(c);
+    /* the structure goes with the last request that refers to it */
+    mesh_comm_unref(c);
 }
 
 mesh_status_t mesh_comm_fail(mesh_comm_t *c, mesh_status_t status)

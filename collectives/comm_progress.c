@@ -85,5 +85,12 @@ int mesh_comm_progress_others(mesh_comm_t *self)
     return mesh_progress_others(self);
 }
 
+void mesh_comm_ref(mesh_comm_t *c) { atomic_fetch_add(&c->refs, 1); }
+
+void mesh_comm_unref(mesh_comm_t *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) == 1) free(c);
+}
+
 void mesh_comm_register(mesh_comm_t *c) { mesh_progress_add(c, comm_progress_try); }
 void mesh_comm_unregister(mesh_comm_t *c) { mesh_progress_remove(c); }

@@ -231,6 +231,11 @@ void mesh_sched_destroy(mesh_sched_t *s)
     if (s == NULL) return;
     if (s->started && s->status == MESH_INPROGRESS) mesh_sched_fail(s, MESH_ERR_ABORTED);
     struct mesh_sched_cache *cache = s->comm->sched_cache;
+    if (cache == NULL) {
+        /* its communicator was destroyed: transports are closed, nothing holds our tasks */
+        sched_free(s);
+        return;
+    }
     for (int i = 0; i < s->ninflight; i++) {
         if (s->tasks[s->inflight[i]].op.status == MESH_INPROGRESS) {
             /* a transport still holds one of our operations: keep the memory until the
