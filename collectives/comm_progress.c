@@ -67,11 +67,13 @@ int mesh_comm_progress(mesh_comm_t *c)
     return events;
 }
 
-/* The registry's callback: a communicator with work under way and a free lock. */
-static int comm_progress_try(void *obj)
+/* The registry's callback: a communicator with work under way (or any, idle_too) and a free
+ * lock. */
+static int comm_progress_try(void *obj, int idle_too)
 {
     mesh_comm_t *c = obj;
-    if (atomic_load_explicit(&c->nactive_hint, memory_order_relaxed) == 0 || !mesh_comm_trylock(c))
+    if ((!idle_too && atomic_load_explicit(&c->nactive_hint, memory_order_relaxed) == 0) ||
+        !mesh_comm_trylock(c))
         return 0;
     int events = mesh_comm_progress(c);
     mesh_comm_unlock(c);

@@ -101,6 +101,13 @@ static int request_poll(mesh_request_h r)
     return 1;
 }
 
+/* Nothing moved: back off, and now and then let idle communicators answer control messages. */
+static void request_idle(unsigned *idle)
+{
+    mesh_backoff(idle);
+    if ((*idle & 255) == 0) mesh_progress_idle();
+}
+
 /* One round for r's communicator (if its lock is free) and then the others; returns events. */
 static int request_round(mesh_request_h r)
 {
@@ -132,7 +139,7 @@ static mesh_status_t request_wait(mesh_request_h req)
     /* each schedule enforces MESH_TIMEOUT and peer liveness, so this loop ends */
     while (!request_poll(req)) {
         if (request_round(req) > 0) idle = 0;
-        else mesh_backoff(&idle);
+        else request_idle(&idle);
     }
     return req->status;
 }
@@ -168,7 +175,7 @@ mesh_status_t mesh_waitall(int n, mesh_request_h *reqs)
         }
         if (!pending) break;
         if (events > 0) idle = 0;
-        else mesh_backoff(&idle);
+        else request_idle(&idle);
     }
     for (int i = 0; i < n; i++) {
         if (reqs[i] != NULL && reqs[i]->status < 0) {
@@ -300,7 +307,7 @@ mesh_status_t mesh_group_end(void)
         }
         if (!pending) break;
         if (events > 0) idle = 0;
-        else mesh_backoff(&idle);
+        else request_idle(&idle);
     }
     for (mesh_request_h r = head; r != NULL; r = r->group_next)
         if (r->internal && r->status < 0 && result == MESH_OK) result = r->status;
