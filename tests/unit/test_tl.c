@@ -270,6 +270,51 @@ static void test_kill(void)
     free(rbuf);
 }
 
+/* The last rank sends two messages to rank 0 and exits at once; rank 0, which posted one
+ * receive before and does nothing until the process is gone, then asks whether the peer is
+ * alive and posts the other receive: both must still deliver, since the bytes were sent before
+ * the peer left (a peer that finished its part and left is no failure). */
+static void test_send_and_leave(void)
+{
+    int last = g_size - 1;
+    unsigned char a[100], b[100];
+    mesh_tl_op_t ra = {0}, rb = {0}, sa = {0}, sb = {0};
+    if (g_rank == 0) {
+        memset(a, 0, sizeof(a));
+        memset(b, 0, sizeof(b));
+        CHECK(mesh_tl_irecv(g_ep[last], 0x31, a, sizeof(a), &ra) == MESH_OK);
+    }
+    barrier();
+    if (g_rank == last) {
+        fill(a, last, 0, sizeof(a));
+        fill(b, last, 1, sizeof(b));
+        CHECK(mesh_tl_isend(g_ep[0], 0x31, a, sizeof(a), &sa) == MESH_OK);
+        CHECK(mesh_tl_isend(g_ep[0], 0x32, b, sizeof(b), &sb) == MESH_OK);
+        mesh_tl_op_t *all[2] = {&sa, &sb};
+        wait_all(all, 2, WAIT_S);
+        CHECK(sa.status == MESH_OK && sb.status == MESH_OK);
+        _exit(0);
+    }
+    if (g_rank != 0) return;
+    double t0 = mesh_time();
+    while (!mesh_context_pid_gone(sh->pid[last], mesh_context_pidns())) {
+        CHECK_MSG(mesh_time() - t0 < WAIT_S, "rank %d did not exit", last);
+        usleep(1000);
+    }
+    CHECK_MSG(g_ops->ep_check(g_ep[last]) == MESH_OK || ra.status == MESH_OK,
+              "%s: a peer that sent and left counts as failed before its message was read",
+              g_ops->name);
+    CHECK(mesh_tl_irecv(g_ep[last], 0x32, b, sizeof(b), &rb) == MESH_OK);
+    mesh_tl_op_t *all[2] = {&ra, &rb};
+    wait_all(all, 2, WAIT_S);
+    CHECK_MSG(ra.status == MESH_OK && rb.status == MESH_OK && ra.length == sizeof(a) &&
+                  rb.length == sizeof(b),
+              "%s: messages of a peer that left: status %d, %d, lengths %zu, %zu", g_ops->name,
+              ra.status, rb.status, ra.length, rb.length);
+    verify(a, last, 0, sizeof(a), "sent before leaving");
+    verify(b, last, 1, sizeof(b), "sent before leaving");
+}
+
 /* Rank 0 never creates its endpoint to the last rank: the last rank's wireup must time out at
  * its deadline and name rank 0 (a transport whose endpoints need nothing from the peer may
  * also succeed). */
@@ -352,7 +397,9 @@ static int child(int rank, int size, uint64_t uid, int kill_case, int no_ptrace)
     }
     CHECK(g_ops->wireup(g_iface, mesh_time() + 20) == MESH_OK);
     barrier();
-    if (kill_case) {
+    if (kill_case == 4) {
+        test_send_and_leave();
+    } else if (kill_case) {
         test_kill();
     } else {
         test_sizes(0, 0);
@@ -492,6 +539,13 @@ int main(int argc, char **argv)
                 printf("%-5s n=%d killed before wireup: %s\n", ops->name, n, bad ? "FAILED" : "ok");
                 failures += bad;
                 ran++;
+                /* where a completed send means the bytes are in the peer's ring or kernel */
+                if (strcmp(ops->name, "shm") == 0 || strcmp(ops->name, "tcp") == 0) {
+                    bad = run_case(ops, n, 4, no_ptrace);
+                    printf("%-5s n=%d sent and left: %s\n", ops->name, n, bad ? "FAILED" : "ok");
+                    failures += bad;
+                    ran++;
+                }
             }
         }
         fflush(stdout);

@@ -685,6 +685,19 @@ static int reads_progress(mesh_tl_shm_ep_t *ep)
     return done;
 }
 
+int mesh_tl_shm_ep_drain(mesh_tl_shm_ep_t *ep)
+{
+    int done = 0, moved = ep->moved;
+    /* rx_progress stops after a completion or a budget: go on until the ring is empty */
+    do {
+        ep->moved = 0;
+        done += rx_progress(ep);
+        moved |= ep->moved;
+    } while (ep->moved && ep->failed == MESH_OK);
+    ep->moved = moved;
+    return done;
+}
+
 int mesh_tl_shm_ep_progress(mesh_tl_shm_ep_t *ep)
 {
     if (ep->failed < 0)
