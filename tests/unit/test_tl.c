@@ -4,7 +4,9 @@
  * exact contents and byte counts for sizes from 0 to 9 MiB with receives posted before and after
  * the data arrives, many outstanding tags between one pair received in reverse order, all pairs
  * at once, and that a peer killed with SIGKILL turns into MESH_ERR_PEER_FAILED on every
- * survivor, and that wireup with a peer that never connects times out naming it. Addresses
+ * survivor, and that wireup with a peer that never connects times out naming it. Receives
+ * shorter than their messages fail with MESH_ERR_TRUNCATED and write nothing past the buffer,
+ * with the endpoint still usable afterwards. Addresses
  * are exchanged through shared memory, not the bootstrap. The whole suite runs again with
  * MESH_SHM_CMA=0 (large messages through the ring) and with cross-memory attach refused by the
  * kernel (the EPERM fallback). Usage: test_tl [transport] ; alarm() watchdogs bound every process.
@@ -175,6 +177,85 @@ static void test_sizes(int late, unsigned flags)
             free(sbuf[i]);
             free(rbuf[i]);
         }
+        barrier();
+    }
+}
+
+/* Receives shorter than their messages, by one byte and by more, eager and rendezvous sizes
+ * (eager limits: shm 16 KiB, verbs 8 KiB, ucx 1 MiB here; tcp and ofi pieces of 512 KiB and
+ * MESH_OFI_MAX_MSG), posted before the message arrives and after (late): every one fails with
+ * MESH_ERR_TRUNCATED and the message's length, the error names the peer and both sizes, the
+ * bytes after the receive buffer stay as they were, and the sends complete. test_tags, which
+ * runs next, shows the endpoints still deliver what follows. */
+static void test_truncate(int late)
+{
+    static const size_t cases[][2] = {{0, 1},           {63, 64},          {40, 1000},
+                                      {16383, 16384},  {16384, 16400},    {65536, 65537},
+                                      {100, 200000},   {1 << 20, (1 << 20) + 1},
+                                      {(1 << 20) - 1, 3u << 20}};
+    enum { NC = sizeof(cases) / sizeof(cases[0]), TAIL = 64 };
+    int pl[MAX_RANKS], np = peers(pl);
+    for (int c = 0; c < NC; c++) {
+        size_t cap = cases[c][0], len = cases[c][1];
+        unsigned char *sbuf = malloc(len), *rbuf[MAX_RANKS];
+        mesh_tl_op_t sop[MAX_RANKS] = {0}, rop[MAX_RANKS] = {0};
+        mesh_tl_op_t *all[2 * MAX_RANKS];
+        uint64_t tag = (0x75ull << 40) | ((uint64_t)late << 32) | (uint64_t)c;
+        CHECK(sbuf);
+        memset(sbuf, 0x5c, len);
+        for (int i = 0; i < np; i++) {
+            rbuf[i] = malloc(cap + TAIL);
+            CHECK(rbuf[i]);
+            memset(rbuf[i], 0xee, cap + TAIL);
+        }
+        if (!late) {
+            for (int i = 0; i < np; i++)
+                CHECK(mesh_tl_irecv(g_ep[pl[i]], tag, rbuf[i], cap, &rop[i]) == MESH_OK);
+            barrier();
+        }
+        mesh_error_clear();
+        for (int i = 0; i < np; i++)
+            CHECK(mesh_tl_isend(g_ep[pl[i]], tag, sbuf, len, &sop[i]) == MESH_OK);
+        if (late) {
+            double t = mesh_time() + 0.05;
+            while (mesh_time() < t)
+                mesh_tl_progress(g_iface);
+            barrier();
+            for (int i = 0; i < np; i++)
+                CHECK(mesh_tl_irecv(g_ep[pl[i]], tag, rbuf[i], cap, &rop[i]) == MESH_OK);
+        }
+        for (int i = 0; i < np; i++) {
+            all[2 * i] = &sop[i];
+            all[2 * i + 1] = &rop[i];
+        }
+        wait_all(all, 2 * np, WAIT_S);
+        char want_len[48], want_cap[48];
+        snprintf(want_len, sizeof(want_len), " %zu-byte message from rank ", len);
+        snprintf(want_cap, sizeof(want_cap), " %zu-byte receive", cap);
+        const char *msg = mesh_error_last();
+        for (int i = 0; i < np; i++) {
+            const char *how = late ? "late" : "early";
+            CHECK_MSG(rop[i].status == MESH_ERR_TRUNCATED,
+                      "%s: %s receive of %zu bytes from rank %d, message of %zu: status %d",
+                      g_ops->name, how, cap, pl[i], len, rop[i].status);
+            CHECK_MSG(rop[i].length == len || rop[i].length == 0,
+                      "%s: %s receive of %zu bytes from rank %d: length %zu, message of %zu",
+                      g_ops->name, how, cap, pl[i], rop[i].length, len);
+            CHECK_MSG(sop[i].status == MESH_OK, "%s: send of %zu bytes to rank %d: status %d",
+                      g_ops->name, len, pl[i], sop[i].status);
+            for (size_t j = 0; j < TAIL; j++)
+                CHECK_MSG(rbuf[i][cap + j] == 0xee,
+                          "%s: %s receive of %zu bytes from rank %d (message %zu): byte %zu past "
+                          "the buffer was written",
+                          g_ops->name, how, cap, pl[i], len, j);
+            free(rbuf[i]);
+        }
+        /* the last failure of this rank: the peer and both sizes */
+        CHECK_MSG(strstr(msg, want_cap) && (strstr(msg, want_len) || rop[np - 1].length == 0) &&
+                      strstr(msg, "rank "),
+                  "%s: truncation message '%s' does not name the peer and both sizes (%zu, %zu)",
+                  g_ops->name, msg, len, cap);
+        free(sbuf);
         barrier();
     }
 }
@@ -408,6 +489,8 @@ static int child(int rank, int size, uint64_t uid, int kill_case, int no_ptrace)
         /* sends whose buffer is written right after: eager up to a larger size on shm */
         test_sizes(0, MESH_TL_OP_SRC_REUSED);
         test_sizes(1, MESH_TL_OP_SRC_REUSED);
+        test_truncate(0);
+        test_truncate(1);
         test_tags();
     }
     for (int p = 0; p < size; p++)
