@@ -41,9 +41,10 @@ void for_each_op(mesh_coll_type_t type, mesh_dtype_t d,
 
 /* Buffers: GUARD poison bytes, one more (the data starts at an odd address: algorithms must not
  * assume alignment), the data, GUARD poison bytes. Nothing but the data may change, and of the
- * data only what the call writes. */
+ * data only what the call writes. Every rank has a poison of its own, so that bytes another rank
+ * sent from outside its blocks (the gaps of a v-layout) do not pass for untouched ones. */
 #define GUARD       64
-#define POISON_BYTE 0xa5
+#define POISON_BYTE ((unsigned char)(0xa5 + 6 * rank))
 #define BUF(p)      ((void *)((char *)(p) + GUARD + 1))
 #define ALLOC_BYTES(bytes) ((bytes) + 2 * GUARD + 1)
 #define POISON(p, bytes)   memset((p), POISON_BYTE, ALLOC_BYTES(bytes))
