@@ -2,8 +2,9 @@
 # The verbs transport on a real (software) RDMA device: boots Debian's kernel in qemu (under KVM
 # where a guest boots on it, else emulated) with rdma_rxe (soft-RoCE) on a dummy interface, in an
 # initramfs that holds busybox, this build's test programs and the libraries they load, and runs
-# there the verbs device test, network selection, the collective conformance suite and the
-# keepalive probe, then mesh-bench all-reduce and all-to-all over verbs (checked). Not the
+# there the verbs device test, network selection, the collective conformance suite, the
+# keepalive probe and receives shorter than their messages, then mesh-bench all-reduce and
+# all-to-all over verbs (checked). Not the
 # peer-failure test (fault_verbs.sh): Linux 6.1's rdma_rxe never completes a work request sent
 # to a queue pair destroyed with its process (no retry error comes back), so a killed rank is
 # only seen at MESH_TIMEOUT there, and a survivor that waits on another survivor names that one.
@@ -42,7 +43,7 @@ done
 [ -n "$bb" ] || skip "no static busybox (Debian: busybox-static)"
 # the programs the steps run, at their paths in the build tree
 progs="tools/meshrun tools/mesh-info tests/mp/conformance tests/mp/fault tests/mp/net_select"
-progs="$progs tests/unit/test_verbs_device bench/.libs/mesh-bench"
+progs="$progs tests/mp/truncate tests/unit/test_verbs_device bench/.libs/mesh-bench"
 for p in $progs; do
     [ -x "$b/$p" ] || skip "$p not built"
 done
@@ -110,6 +111,7 @@ tests/unit/test_verbs_device
 sh tests/mp/net_select.sh
 sh tests/mp/conf_verbs.sh
 MESH_IB_KEEPALIVE=0.001 MESH_TLS=self,shm,verbs MESH_TUNE=allreduce:ring tools/meshrun -n 4 --nodes 2 --timeout 300 tests/mp/conformance -o allreduce -a ring -d int32,bf16
+MESH_TLS=self,shm,verbs tools/meshrun -n 2 --nodes 2 --timeout 300 tests/mp/truncate --expect verbs
 LD_LIBRARY_PATH=libmesh/.libs MESH_TLS=self,verbs tools/meshrun -n 2 --nodes 2 --timeout 300 bench/.libs/mesh-bench -o allreduce,alltoall -b 8 -e 64m -f 8 -n 10 -w 2 -c 1
 EOF
 fi

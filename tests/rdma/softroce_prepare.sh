@@ -26,7 +26,7 @@ for t in conf_verbs fault_verbs net_select net_lib; do
 done
 cp "$b/config.h" "$b/config.status" "$build/" || exit 99
 for p in tools/meshrun tools/mesh-info tests/mp/conformance tests/mp/fault tests/mp/net_select \
-    tests/unit/test_verbs_device bench/.libs/mesh-bench; do
+    tests/mp/truncate tests/unit/test_verbs_device bench/.libs/mesh-bench; do
     [ -x "$b/$p" ] || continue
     mkdir -p "$build/$(dirname "$p")" && cp "$b/$p" "$build/$p" || exit 99
 done
@@ -56,8 +56,8 @@ done
 grep -q '^sh /run-steps$' "$root/init" || bad "/init does not run /run-steps"
 # every program and script the steps name is in the tree
 for p in tools/mesh-info tools/meshrun tests/unit/test_verbs_device tests/mp/conformance \
-    tests/mp/net_select tests/mp/net_select.sh tests/mp/conf_verbs.sh tests/mp/net_lib.sh \
-    bench/.libs/mesh-bench config.h; do
+    tests/mp/net_select tests/mp/truncate tests/mp/net_select.sh tests/mp/conf_verbs.sh \
+    tests/mp/net_lib.sh bench/.libs/mesh-bench config.h; do
     [ -f "$root$tree/$p" ] || bad "$tree/$p missing from the image"
 done
 for l in "$b"/libmesh/.libs/libmesh.so*; do
