@@ -214,7 +214,8 @@ static void reduce_scatterv_case(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_
         const char *call = v_name("reduce_scatterv", d, user_op, rc->n, rc->k, rc->inplace);
         if (!check_status(st, call, d, rc->n, rc->inplace)) {
             for (size_t i = 0; i < c[rank]; i++) {
-                double got = mesh_dtype_get(d, rb, i), w = red_expect(user_op, dsp[rank] + i, premul);
+                double got = mesh_dtype_get(d, rb, i);
+                double w = red_expect(user_op, dsp[rank] + i, premul);
                 if (got != w) {
                     FAIL("%s: element %zu of rank %d's block is %g, expected %g", call, i, rank,
                          got, w);

@@ -500,7 +500,8 @@ static int on_truncated(mesh_tl_ofi_iface_t *oi, mesh_tl_ofi_req_t *r, size_t pi
         }
         r->cap = r->done; /* empty receives from now on */
         if (recv_piece(ep, r) == 1)
-            return done + mesh_tl_ofi_ep_fail(ep, MESH_ERR_IO, "the provider refused the next piece");
+            return done + mesh_tl_ofi_ep_fail(ep, MESH_ERR_IO,
+                                              "the provider refused the next piece");
         return done;
     }
     if (r->held)
@@ -563,7 +564,6 @@ static int on_error(mesh_tl_ofi_iface_t *oi, const struct fi_cq_err_entry *e)
     /* the shm provider reports the error negated */
     if (r->kind == OFI_REQ_RECV && (e->err == FI_ETRUNC || e->err == -FI_ETRUNC))
         return on_truncated(oi, r, e->len + e->olen);
-    mesh_log_debug("ofi error %d on request kind %d", e->err, r->kind);
     char why[160], prov[96];
     const char *detail = fi_cq_strerror(oi->cq, e->prov_errno, e->err_data, prov, sizeof(prov));
     snprintf(why, sizeof(why), "%s (%s)", fi_strerror(e->err), detail ? detail : "");
