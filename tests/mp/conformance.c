@@ -18,6 +18,8 @@
 #include "libmesh/dtype.h"
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 int rank, size, failures, calls, used;
 static int verbose = 1;
@@ -401,6 +403,34 @@ static void run_gather_scatter(mesh_coll_type_t type, mesh_dtype_t d, size_t n, 
     free(small);
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* The last rank enters 50 ms after the others; no rank may leave before it entered (the clock
+ * is the machine's, shared by every rank, simulated nodes included). */
+static void run_barrier(void)
+{
+    if (size > 1 && rank == size - 1) usleep(50000);
+    double in = now_s();
+    mesh_status_t st = mesh_barrier(comm, NULL);
+    double out = now_s();
+    note_call();
+    if (check_status(st, "barrier", MESH_UINT8, 0, 0)) return;
+    double *all = calloc((size_t)size, sizeof(double));
+    if (all == NULL) exit(2);
+    st = mesh_allgather(comm, &in, all, 1, MESH_FP64, NULL, NULL);
+    if (st != MESH_OK) FAIL("allgather of the entry times: %s", mesh_comm_last_error(comm));
+    for (int p = 0; p < size && st == MESH_OK; p++)
+        if (out < all[p])
+            FAIL("barrier (algo %s): left %.1f ms before rank %d entered", algo,
+                 (all[p] - out) * 1e3, p);
+    free(all);
+}
+
 void for_each_op(mesh_coll_type_t type, mesh_dtype_t d,
                  void (*fn)(mesh_coll_type_t, mesh_dtype_t, mesh_op_t, mesh_op_t, double, void *),
                  void *arg)
@@ -452,11 +482,7 @@ static void run_type(mesh_coll_type_t type, mesh_dtype_t d, size_t n)
         case MESH_COLL_GATHER:
         case MESH_COLL_SCATTER: run_gather_scatter(type, d, n, inplace, root); break;
         case MESH_COLL_BARRIER:
-            for (rep = 0; rep < reps && inplace == 0 && n == 0; rep++) {
-                mesh_status_t st = mesh_barrier(comm, NULL);
-                note_call();
-                check_status(st, "barrier", MESH_UINT8, 0, 0);
-            }
+            for (rep = 0; rep < reps && inplace == 0 && n == 0; rep++) run_barrier();
             break;
         default: break;
         }
