@@ -410,24 +410,33 @@ static double now_s(void)
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-/* The last rank enters 50 ms after the others; no rank may leave before it entered (the clock
- * is the machine's, shared by every rank, simulated nodes included). */
-static void run_barrier(void)
+/* The last rank enters each barrier 50 ms after the others; no rank may leave before it
+ * entered (the clock is the machine's, shared by every rank, simulated nodes included). The
+ * entry times are exchanged after the last repetition, so that repeated barriers replay. */
+static void run_barriers(void)
 {
-    if (size > 1 && rank == size - 1) usleep(50000);
-    double in = now_s();
-    mesh_status_t st = mesh_barrier(comm, NULL);
-    double out = now_s();
-    note_call();
-    if (check_status(st, "barrier", MESH_UINT8, 0, 0)) return;
-    double *all = calloc((size_t)size, sizeof(double));
-    if (all == NULL) exit(2);
-    st = mesh_allgather(comm, &in, all, 1, MESH_FP64, NULL, NULL);
-    if (st != MESH_OK) FAIL("allgather of the entry times: %s", mesh_comm_last_error(comm));
+    double *in = calloc((size_t)reps, sizeof(double)), *out = calloc((size_t)reps, sizeof(double));
+    double *all = calloc((size_t)reps * (size_t)size, sizeof(double));
+    int ok = 1;
+    if (in == NULL || out == NULL || all == NULL) exit(2);
+    for (rep = 0; rep < reps; rep++) {
+        if (size > 1 && rank == size - 1) usleep(50000);
+        in[rep] = now_s();
+        mesh_status_t st = mesh_barrier(comm, NULL);
+        out[rep] = now_s();
+        note_call();
+        if (check_status(st, "barrier", MESH_UINT8, 0, 0)) ok = 0;
+    }
+    mesh_status_t st = ok ? mesh_allgather(comm, in, all, (size_t)reps, MESH_FP64, NULL, NULL)
+                          : MESH_ERR_INTERNAL;
+    if (ok && st != MESH_OK) FAIL("allgather of the entry times: %s", mesh_comm_last_error(comm));
     for (int p = 0; p < size && st == MESH_OK; p++)
-        if (out < all[p])
-            FAIL("barrier (algo %s): left %.1f ms before rank %d entered", algo,
-                 (all[p] - out) * 1e3, p);
+        for (int k = 0; k < reps; k++)
+            if (out[k] < all[(size_t)p * (size_t)reps + (size_t)k])
+                FAIL("barrier %d (algo %s): left %.1f ms before rank %d entered", k, algo,
+                     (all[(size_t)p * (size_t)reps + (size_t)k] - out[k]) * 1e3, p);
+    free(in);
+    free(out);
     free(all);
 }
 
@@ -482,7 +491,7 @@ static void run_type(mesh_coll_type_t type, mesh_dtype_t d, size_t n)
         case MESH_COLL_GATHER:
         case MESH_COLL_SCATTER: run_gather_scatter(type, d, n, inplace, root); break;
         case MESH_COLL_BARRIER:
-            for (rep = 0; rep < reps && inplace == 0 && n == 0; rep++) run_barrier();
+            if (inplace == 0 && n == 0) run_barriers();
             break;
         default: break;
         }
