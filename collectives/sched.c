@@ -562,6 +562,12 @@ static void describe_waits(const mesh_sched_t *s, char *buf, size_t len)
 static mesh_status_t op_failure(mesh_sched_t *s, const mesh_task_t *t, mesh_status_t st)
 {
     const char *dir = t->kind == TASK_SEND ? "to" : "from";
+    if (st == MESH_ERR_TRUNCATED && t->op.length > t->n)
+        return mesh_error(st, "receive from rank %d: its %zu-byte message is longer than the "
+                          "%zu-byte receive", t->peer, t->op.length, t->n);
+    if (st == MESH_ERR_TRUNCATED)
+        return mesh_error(st, "receive from rank %d: its message is longer than the %zu-byte "
+                          "receive", t->peer, t->n);
     if (st != MESH_ERR_PEER_FAILED)
         return mesh_error(st, "%s %s rank %d failed: %s", task_kind_names[t->kind], dir, t->peer,
                           mesh_status_string(st));
