@@ -107,6 +107,7 @@ static void info_config_entry(const char *module, const mesh_config_entry_t *e, 
     printf("      %s, default '%s', from %s", info_type_name(e->type), e->dflt ? e->dflt : "",
            source ? source : "default");
     if (e->type == MESH_CFG_ENUM && e->choices) printf(", one of %s", e->choices);
+    if (e->range) printf(", range %s", e->range);
     printf("\n");
     if (e->doc) info_wrap(e->doc, 6, 96);
 }
@@ -244,10 +245,7 @@ int main(int argc, char **argv)
         return 2;
     }
     /* every table registers here, so that -c shows all of them with their values */
-    mesh_status_t st = mesh_context_init();
-    if (st == MESH_OK) st = mesh_bootstrap_config_register();
-    if (st == MESH_OK) st = mesh_tl_global_init();
-    if (st == MESH_OK) st = mesh_coll_global_init();
+    mesh_status_t st = mesh_coll_global_init();
     if (st != MESH_OK) {
         fprintf(stderr, "mesh-info: initialisation failed: %s: %s\n", mesh_status_string(st),
                 mesh_error_last());
