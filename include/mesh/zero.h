@@ -204,6 +204,12 @@ MESH_API mesh_status_t mesh_zero_grad_ready(mesh_zero_h z, const char *name);
 /* Advances the reductions and gathers in flight. */
 MESH_API mesh_status_t mesh_zero_progress(mesh_zero_h z);
 
+/* Ends the current micro-batch and waits for its reductions: the gradients are then reduced
+ * (stage 0: all of them; stages 1-3: this rank's shard) and mesh_zero_step only runs the
+ * optimizer. For timing the communication apart from the optimizer; mesh_zero_step and
+ * mesh_zero_micro_begin do it themselves. */
+MESH_API mesh_status_t mesh_zero_wait_grads(mesh_zero_h z);
+
 typedef struct {
     uint64_t field_mask; /* reserved: 0 */
     double grad_norm;    /* global gradient norm, before clipping */
