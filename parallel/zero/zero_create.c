@@ -15,7 +15,7 @@ mesh_status_t mesh_zero__comm_fail(mesh_comm_h comm, mesh_status_t st, const cha
                           msg && *msg ? msg : mesh_status_string(st));
 }
 
-static mesh_status_t check_params(const mesh_zero_params_t *p, int dp_size)
+static mesh_status_t check_params(const mesh_zero_params_t *p)
 {
     static const char fn[] = "mesh_zero_create";
     uint64_t m = p->field_mask;
@@ -57,7 +57,6 @@ static mesh_status_t check_params(const mesh_zero_params_t *p, int dp_size)
     if ((m & MESH_ZERO_PARAM_FIELD_GRAD_SCALE) && !(p->grad_scale > 0 && isfinite(p->grad_scale)))
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: grad_scale %g is not a finite number > 0",
                               fn, p->grad_scale);
-    (void)dp_size;
     return MESH_OK;
 }
 
@@ -74,7 +73,7 @@ mesh_status_t mesh_zero_create(mesh_comm_h dp, const mesh_zero_params_t *params,
     int size = mesh_comm_size(dp), rank = mesh_comm_rank(dp);
     if (size < 1 || rank < 0)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: dp_comm is not a usable communicator", fn);
-    MESH_PAR_CHECK(check_params(&p, size));
+    MESH_PAR_CHECK(check_params(&p));
     uint64_t m = p.field_mask;
     mesh_comm_h mp = (m & MESH_ZERO_PARAM_FIELD_MP_COMM) ? p.mp_comm : NULL;
     if (mp != NULL && (mesh_comm_size(mp) < 1 || mesh_comm_rank(mp) < 0))

@@ -212,6 +212,10 @@ static void forward(mesh_zero_h z)
         if (gi + 1 < ng)
             MUST(mesh_zero_gather(z, ids[gi + 1]));
         MUST(mesh_zero_wait_params(z, ids[gi]));
+        if (gi == 0) { /* gathers nest: the inner release keeps the parameters */
+            MUST(mesh_zero_gather(z, ids[gi]));
+            MUST(mesh_zero_release(z, ids[gi]));
+        }
         for (int k = 0; k < md.n; k++) {
             void *p;
             if (md.t[k].group == ids[gi])
@@ -450,6 +454,31 @@ static void expect_load_error(int stage)
     mesh_zero_destroy(z);
 }
 
+/* Calls out of order fail with MESH_ERR_INVALID_ARG naming what is wrong, and change nothing. */
+static void misuse(mesh_zero_h z, int stage)
+{
+    void *p;
+    const char *t0 = md.t[0].name;
+    CHECK(mesh_zero_param(z, "nosuch", &p) == MESH_ERR_INVALID_ARG &&
+              strstr(mesh_comm_last_error(NULL), "nosuch"),
+          "an unknown name: %s", mesh_comm_last_error(NULL));
+    CHECK(mesh_zero_gather(z, 999) == MESH_ERR_INVALID_ARG, "group 999 gathered");
+    CHECK(mesh_zero_add(z, "late", 4, 0, NULL, 0, 0) == MESH_ERR_INVALID_ARG,
+          "added after finalize");
+    if (stage != 3)
+        return;
+    CHECK(mesh_zero_param(z, t0, &p) == MESH_ERR_INVALID_ARG &&
+              strstr(mesh_comm_last_error(NULL), "not gathered"),
+          "stage 3 parameters read without a gather: %s", mesh_comm_last_error(NULL));
+    CHECK(mesh_zero_release(z, md.t[0].group) == MESH_ERR_INVALID_ARG, "released, not gathered");
+    MUST(mesh_zero_gather(z, md.t[0].group));
+    CHECK(mesh_zero_param(z, t0, &p) == MESH_ERR_INVALID_ARG, "read before wait_params");
+    CHECK(mesh_zero_step(z, NULL) == MESH_ERR_INVALID_ARG &&
+              strstr(mesh_comm_last_error(NULL), "still gathered"),
+          "a step with a group gathered: %s", mesh_comm_last_error(NULL));
+    MUST(mesh_zero_release(z, md.t[0].group));
+}
+
 static float **run_stage(int stage)
 {
     mesh_zero_h z = make(stage, NULL);
@@ -463,6 +492,7 @@ static float **run_stage(int stage)
         for (start = 0; start < o.start; start++)
             zm_ref_step(&ref);
     }
+    misuse(z, stage);
     for (long step = start; step < o.steps; step++) {
         uint64_t b0 = dp_bytes_sent();
         for (int j = 0; j < o.micro; j++) {
@@ -470,6 +500,9 @@ static float **run_stage(int stage)
                 MUST(mesh_zero_micro_begin(z, j == o.micro - 1));
             forward(z);
             backward(z, stage, step, j);
+            if (step == start && o.ready)
+                CHECK(mesh_zero_grad_ready(z, md.t[0].name) == MESH_ERR_INVALID_ARG,
+                      "a tensor marked ready twice in a micro-batch");
         }
         mesh_zero_step_info_t info;
         MUST(mesh_zero_step(z, &info));
