@@ -138,7 +138,8 @@ enum {
     MESH_ZERO_REPLICATED = 1u << 0,
     /* one tensor held by two pipeline stages (a tied embedding on the first and last stage, even
      * when each tp rank holds a part of it): counted once, half on each; with REPLICATED too
-     * (copies on every tp rank as well), once on the lowest rank holding it */
+     * (copies on every tp rank as well), once on the lowest rank holding it. The model sums the
+     * two copies' gradients itself (over its pipeline group) before marking them ready. */
     MESH_ZERO_SHARED = 1u << 1,
     /* no weight decay (biases, norms) */
     MESH_ZERO_NO_DECAY = 1u << 2

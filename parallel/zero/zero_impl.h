@@ -179,6 +179,9 @@ float *mesh_zero__master(const struct mesh_zero *z, const zero_seg_t *s);
 const void *mesh_zero__grad_of(const struct mesh_zero *z, const zero_seg_t *s);
 /* Writes the parameters of a segment from the master weights (bf16: rounds). */
 void mesh_zero__write_params(struct mesh_zero *z, const zero_seg_t *s);
+/* Master weights of the tensors the model initialised through mesh_zero_param (bf16, stages
+ * 0-2), once: before the first step or save. */
+void mesh_zero__sync_master(struct mesh_zero *z);
 /* Stages 1-2: all-gathers every bucket's parameters in place (blocking, started together). */
 mesh_status_t mesh_zero__allgather_params(struct mesh_zero *z, const char *fn);
 

@@ -143,6 +143,7 @@ mesh_status_t mesh_zero_save(mesh_zero_h z, const char *dir)
     if (dir == NULL)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: dir is NULL", fn);
     char path[PATH_MAX], tmp[PATH_MAX + 8];
+    mesh_zero__sync_master(z);
     mesh_status_t st = make_dir(dir, fn);
     if (st == MESH_OK && !mesh_zero__ckpt_path(path, sizeof(path), dir, z->mp_rank, z->rank))
         st = mesh_par_error(MESH_ERR_INVALID_ARG, "%s: directory name too long", fn);

@@ -66,9 +66,11 @@ static mesh_status_t global_norm(struct mesh_zero *z, const char *fn, double *no
     return MESH_OK;
 }
 
-/* Master weights of tensors the model initialised through mesh_zero_param (bf16, stages 0-2). */
-static void sync_master(struct mesh_zero *z)
+void mesh_zero__sync_master(struct mesh_zero *z)
 {
+    if (z->synced)
+        return;
+    z->synced = 1;
     if (z->master == NULL || z->stage == 3)
         return;
     for (int s = 0; s < z->nseg; s++) {
@@ -112,10 +114,7 @@ mesh_status_t mesh_zero_step(mesh_zero_h z, mesh_zero_step_info_t *info)
                               fn);
     MESH_PAR_CHECK(mesh_zero__end_micro(z, fn));
     MESH_PAR_CHECK(mesh_zero__wait_reductions(z, fn));
-    if (!z->synced) {
-        sync_master(z);
-        z->synced = 1;
-    }
+    mesh_zero__sync_master(z);
 
     double norm = 0;
     MESH_PAR_CHECK(global_norm(z, fn, &norm));
