@@ -32,8 +32,8 @@ static int wrank, failures;
 
 static struct {
     int stages[4], nstages;
-    int bf16, steps, micro, batch, overlap, ready, bytes, memory, big, save_at, start;
-    int check_overlap;
+    int bf16, steps, micro, batch, overlap, ready, bytes, memory, big, start;
+    int check_overlap, save_at;
     size_t bucket;
     double clip;
     mesh_zero_optimizer_t opt;
@@ -493,6 +493,8 @@ static float **run_stage(int stage)
             zm_ref_step(&ref);
     }
     misuse(z, stage);
+    if (o.save && o.save_at == 0) /* before any step: the master weights as initialised */
+        MUST(mesh_zero_save(z, o.save));
     for (long step = start; step < o.steps; step++) {
         uint64_t b0 = dp_bytes_sent();
         for (int j = 0; j < o.micro; j++) {
