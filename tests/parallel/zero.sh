@@ -4,6 +4,12 @@
 # overlap on and off, the global norm clipped over a tp=2 and a pp=2 grid; the bytes sent on dp
 # per step and the memory by category against the formulas; checkpoints saved at dp=4 stage 2
 # loaded at dp=2 stage 3 and dp=1 stage 0 (the continued run equals the uninterrupted one), and
+# with a tp=2 grid each tp rank has its files; the norm is clipped over tp before and after
+run "tp=2 x dp=2 stage 2: save at step 5" -n 4 "$prog" --mp tp --clip 5 --stages 2 \
+    --save "$tmp/cktp" --save-at 5 --final "$tmp/finaltp.bin"
+run "tp=2 x dp=1 stage 3 loads it and continues" -n 2 "$prog" --mp tp --clip 5 --stages 3 \
+    --load "$tmp/cktp" --start 5 --compare "$tmp/finaltp.bin"
+
 # bf16, saved before the first step: the master weights of parameters the model wrote itself
 run "dp=2 stage 1 bf16: save before the first step" -n 2 "$prog" --stages 1 --dtype bf16 \
     --save "$tmp/ck0" --save-at 0 --final "$tmp/final0.bin"
@@ -73,6 +79,12 @@ if [ "$sanitized" != 1 ]; then
         --compare "$tmp/final.bin"
 fi
 
+# with a tp=2 grid each tp rank has its files; the norm is clipped over tp before and after
+run "tp=2 x dp=2 stage 2: save at step 5" -n 4 "$prog" --mp tp --clip 5 --stages 2 \
+    --save "$tmp/cktp" --save-at 5 --final "$tmp/finaltp.bin"
+run "tp=2 x dp=1 stage 3 loads it and continues" -n 2 "$prog" --mp tp --clip 5 --stages 3 \
+    --load "$tmp/cktp" --start 5 --compare "$tmp/finaltp.bin"
+
 # bf16, saved before the first step: the master weights of parameters the model wrote itself
 run "dp=2 stage 1 bf16: save before the first step" -n 2 "$prog" --stages 1 --dtype bf16 \
     --save "$tmp/ck0" --save-at 0 --final "$tmp/final0.bin"
@@ -104,4 +116,6 @@ cp -r "$ck" "$tmp/index"
 head -n 20 "$ck/index-mp0.txt" > "$tmp/index/index-mp0.txt"
 bad "a truncated index" --load "$tmp/index" \
     --expect-load-error "index-mp0.txt line 21: unexpected end of file"
+bad "a checkpoint of another model-parallel size" --load "$tmp/cktp" \
+    --expect-load-error "index-mp0.txt is model-parallel rank 0 of 2, this is rank 0 of 1"
 exit $status

@@ -386,12 +386,23 @@ static void compare(float **got, zm_ref_t *ref, int stage, long step)
                worst);
 }
 
+/* The file of this rank's model-parallel part: FILE, or FILE.mpM with --mp. */
+static const char *part_file(const char *file)
+{
+    static char buf[4096];
+    if (msize == 1)
+        return file;
+    snprintf(buf, sizeof(buf), "%s.mp%d", file, mrank);
+    return buf;
+}
+
 static void write_final(float **p)
 {
-    if (wrank != 0 || !o.final)
+    if (r != 0 || !o.final)
         return;
-    FILE *f = fopen(o.final, "wb");
-    CHECK(f != NULL, "cannot create %s", o.final);
+    const char *path = part_file(o.final);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL, "cannot create %s", path);
     for (int k = 0; f && k < md.n; k++)
         fwrite(p[k], sizeof(float), md.t[k].numel, f);
     if (f)
@@ -400,12 +411,13 @@ static void write_final(float **p)
 
 static void compare_file(float **p)
 {
-    FILE *f = fopen(o.compare, "rb");
-    CHECK(f != NULL, "cannot open %s", o.compare);
+    const char *path = part_file(o.compare);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL, "cannot open %s", path);
     for (int k = 0; f && k < md.n; k++) {
         float *v = malloc(sizeof(float) * md.t[k].numel);
         size_t got = fread(v, sizeof(float), md.t[k].numel, f);
-        CHECK(got == md.t[k].numel, "%s: short", o.compare);
+        CHECK(got == md.t[k].numel, "%s: short", path);
         int bad = 0;
         for (size_t i = 0; i < got; i++)
             if (fabs((double)p[k][i] - v[i]) > tolerance(v[i], o.steps) && bad++ < 3)
