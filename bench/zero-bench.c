@@ -9,7 +9,8 @@
  *   compute  the compute alone
  *   on/off   the whole backward pass with overlap on / off, then mesh_zero_wait_grads
  * hidden = (compute + comm - whole) / comm: the part of the communication that the compute
- * covered (0: none, 1: all). Prints medians over --iters iterations, from rank 0.
+ * covered (0: none, 1: all), per iteration. Prints from rank 0 the medians over --iters
+ * iterations and the range of the hidden fractions.
  *   meshrun -n 2 [--nodes 2] bench/zero-bench [--stage 2] [--layers 8] [--params 1048576]
  *       [--compute-ms 4] [--poll-us 100] [--dtype fp32|bf16] [--bucket BYTES] [--iters 10]
  */
@@ -25,8 +26,14 @@ static struct {
     size_t params, bucket;
     double compute_ms, poll_us;
     mesh_dtype_t dtype;
-} o = {.stage = 2, .layers = 8, .iters = 10, .params = 1 << 20, .bucket = 4 << 20,
-       .compute_ms = 4, .poll_us = 100, .dtype = MESH_FP32};
+} o = {.stage = 2,
+       .layers = 8,
+       .iters = 10,
+       .params = 1 << 20,
+       .bucket = 4 << 20,
+       .compute_ms = 4,
+       .poll_us = 100,
+       .dtype = MESH_FP32};
 
 static int rank;
 
@@ -43,10 +50,11 @@ static void fail(const char *what, mesh_status_t st)
             mesh_comm_last_error(NULL));
     exit(1);
 }
-#define MUST(call)                                                                             \
-    do {                                                                                      \
-        mesh_status_t st_ = (call);                                                           \
-        if (st_ != MESH_OK) fail(#call, st_);                                                 \
+#define MUST(call)                                                                                 \
+    do {                                                                                           \
+        mesh_status_t st_ = (call);                                                                \
+        if (st_ != MESH_OK)                                                                        \
+            fail(#call, st_);                                                                      \
     } while (0)
 
 /* One layer's backward compute: busy for ms, with progress calls every poll_us. */
@@ -66,11 +74,12 @@ static void compute(mesh_zero_h z, double ms)
 
 static mesh_zero_h make(mesh_comm_h comm, int overlap)
 {
-    mesh_zero_params_t p = {.field_mask = MESH_ZERO_PARAM_FIELD_STAGE |
-                                          MESH_ZERO_PARAM_FIELD_DTYPE |
-                                          MESH_ZERO_PARAM_FIELD_BUCKET_BYTES |
-                                          MESH_ZERO_PARAM_FIELD_OVERLAP,
-                            .stage = o.stage, .dtype = o.dtype, .bucket_bytes = o.bucket,
+    mesh_zero_params_t p = {.field_mask =
+                                MESH_ZERO_PARAM_FIELD_STAGE | MESH_ZERO_PARAM_FIELD_DTYPE |
+                                MESH_ZERO_PARAM_FIELD_BUCKET_BYTES | MESH_ZERO_PARAM_FIELD_OVERLAP,
+                            .stage = o.stage,
+                            .dtype = o.dtype,
+                            .bucket_bytes = o.bucket,
                             .overlap = overlap};
     mesh_zero_h z;
     MUST(mesh_zero_create(comm, &p, &z));
@@ -94,7 +103,8 @@ static double backward(mesh_comm_h comm, mesh_zero_h z, double ms)
         char name[32];
         void *g;
         snprintf(name, sizeof(name), "layer%d", l);
-        if (l > 0) MUST(mesh_zero_gather(z, l - 1));
+        if (l > 0)
+            MUST(mesh_zero_gather(z, l - 1));
         MUST(mesh_zero_wait_params(z, l));
         MUST(mesh_zero_grad(z, name, &g));
         ((char *)g)[0] = 1; /* the first write: staging pages come in as a real model's would */
@@ -142,14 +152,22 @@ int main(int argc, char **argv)
             fprintf(stderr, "zero-bench: %s needs a value (--help)\n", a);
             return 2;
         }
-        if (!strcmp(a, "--stage")) o.stage = atoi(v);
-        else if (!strcmp(a, "--layers")) o.layers = atoi(v);
-        else if (!strcmp(a, "--params")) o.params = (size_t)atol(v);
-        else if (!strcmp(a, "--compute-ms")) o.compute_ms = atof(v);
-        else if (!strcmp(a, "--poll-us")) o.poll_us = atof(v);
-        else if (!strcmp(a, "--dtype")) o.dtype = !strcmp(v, "bf16") ? MESH_BF16 : MESH_FP32;
-        else if (!strcmp(a, "--bucket")) o.bucket = (size_t)atol(v);
-        else if (!strcmp(a, "--iters")) o.iters = atoi(v);
+        if (!strcmp(a, "--stage"))
+            o.stage = atoi(v);
+        else if (!strcmp(a, "--layers"))
+            o.layers = atoi(v);
+        else if (!strcmp(a, "--params"))
+            o.params = (size_t)atol(v);
+        else if (!strcmp(a, "--compute-ms"))
+            o.compute_ms = atof(v);
+        else if (!strcmp(a, "--poll-us"))
+            o.poll_us = atof(v);
+        else if (!strcmp(a, "--dtype"))
+            o.dtype = !strcmp(v, "bf16") ? MESH_BF16 : MESH_FP32;
+        else if (!strcmp(a, "--bucket"))
+            o.bucket = (size_t)atol(v);
+        else if (!strcmp(a, "--iters"))
+            o.iters = atoi(v);
         else {
             fprintf(stderr, "zero-bench: unknown option %s (--help)\n", a);
             return 2;
@@ -179,19 +197,38 @@ int main(int argc, char **argv)
         t[2][it] = backward(comm, on, o.compute_ms);
         t[3][it] = backward(comm, off, o.compute_ms);
     }
+    /* hidden fractions per iteration, from measurements taken back to back, then their medians:
+     * steadier than a ratio of medians when the machine's load drifts */
+    double *h[2];
+    for (int m = 0; m < 2; m++) {
+        h[m] = calloc((size_t)o.iters, sizeof(double));
+        for (int it = 0; it < o.iters; it++)
+            h[m][it] = (t[1][it] + t[0][it] - t[2 + m][it]) / t[0][it];
+    }
+    double lo[2], hi[2];
+    for (int m = 0; m < 2; m++) {
+        lo[m] = hi[m] = h[m][0];
+        for (int it = 1; it < o.iters; it++) {
+            lo[m] = h[m][it] < lo[m] ? h[m][it] : lo[m];
+            hi[m] = h[m][it] > hi[m] ? h[m][it] : hi[m];
+        }
+    }
+    double hon = median(h[0], o.iters), hoff = median(h[1], o.iters);
     double comm_s = median(t[0], o.iters), comp = median(t[1], o.iters);
     double won = median(t[2], o.iters), woff = median(t[3], o.iters);
     if (rank == 0) {
         printf("# zero-bench: %d ranks on %d node(s), stage %d, %s, %d layers x %zu params, "
                "bucket %zu bytes, %.1f ms compute per layer, progress every %.0f us\n",
-               mesh_comm_size(comm), mesh_comm_node_count(comm), o.stage,
-               mesh_dtype_name(o.dtype), o.layers, o.params, o.bucket, o.compute_ms, o.poll_us);
-        printf("%-10s %10s %10s %10s %10s %12s %12s\n", "", "comm_ms", "compute_ms", "on_ms",
-               "off_ms", "hidden_on", "hidden_off");
-        printf("%-10s %10.2f %10.2f %10.2f %10.2f %12.2f %12.2f\n", "median", comm_s * 1e3,
-               comp * 1e3, won * 1e3, woff * 1e3, (comp + comm_s - won) / comm_s,
-               (comp + comm_s - woff) / comm_s);
+               mesh_comm_size(comm), mesh_comm_node_count(comm), o.stage, mesh_dtype_name(o.dtype),
+               o.layers, o.params, o.bucket, o.compute_ms, o.poll_us);
+        printf("%-8s %9s %11s %9s %9s %10s %10s %17s %17s\n", "", "comm_ms", "compute_ms", "on_ms",
+               "off_ms", "hidden_on", "hidden_off", "on_range", "off_range");
+        printf("%-8s %9.2f %11.2f %9.2f %9.2f %10.2f %10.2f %8.2f..%-7.2f %8.2f..%-7.2f\n",
+               "median", comm_s * 1e3, comp * 1e3, won * 1e3, woff * 1e3, hon, hoff, lo[0], hi[0],
+               lo[1], hi[1]);
     }
+    free(h[0]);
+    free(h[1]);
     for (int k = 0; k < 4; k++)
         free(t[k]);
     mesh_zero_destroy(on);

@@ -61,6 +61,9 @@
  * shard, then given back (reading zero again); stage 3's gathered parameters likewise, from
  * mesh_zero_gather to mesh_zero_release. mesh_zero_memory counts what is resident of them as
  * buffers. Addresses never move, so pointers stay valid (see mesh_zero_param for what they hold).
+ * Pages are given back with madvise(MADV_DONTNEED): a transport that keeps memory registered
+ * between transfers (the verbs registration cache, MESH_IB_RCACHE_MAX > 0) would keep reading
+ * the pages given back, so do not combine it with stages 2-3.
  *
  * Checkpoints: mesh_zero_save writes, per rank, the fp32 master weights and optimizer state of
  * its shard and the step count, and from dp rank 0 an index of tensor names, global offsets,
