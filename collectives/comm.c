@@ -1,5 +1,6 @@
 /* Communicator creation: identity exchange, node map, transport routing and wire-up. */
 #define MESH_LOG_SUBSYSTEM "comm"
+#include "collectives/algo.h"
 #include "collectives/comm.h"
 #include "collectives/route.h"
 #include "collectives/sched.h"
@@ -62,8 +63,8 @@ static const mesh_config_entry_t mesh_coll_config_entries[] = {
      "Forces algorithms: comma-separated rules [coll:]algo[@min-max] (bytes, k/m/g suffixes, "
      "inf), e.g. 'allreduce:ring@1m-inf,bruck'; the last matching rule wins, and a forced "
      "algorithm that cannot serve a call falls back to the default choice. mesh-info -A lists "
-     "the algorithms.",
-     NULL},
+     "the algorithms. A rule naming an unknown collective or algorithm is refused.",
+     NULL, NULL, mesh_coll_tune_check},
     {"REPLAY", "1", MESH_CFG_BOOL,
      "Runs a collective called again with the same arguments (buffers, counts, type, op, root) "
      "on the schedule built for the last such call, skipping algorithm selection and the "
@@ -73,7 +74,7 @@ static const mesh_config_entry_t mesh_coll_config_entries[] = {
      "Seconds a rank that sees a peer fail first listens for another rank's verdict before "
      "naming that peer itself: a survivor that left after seeing a failure looks failed to the "
      "ranks it leaves behind, and its verdict names the rank that really failed.",
-     NULL},
+     NULL, "0..60"},
     {NULL, NULL, 0, NULL, NULL}};
 
 static const mesh_config_table_t mesh_coll_config = {"coll", mesh_coll_config_entries};
@@ -213,7 +214,8 @@ static void comm_free(mesh_comm_t *c)
     }
     for (int t = 0; t < c->ntls; t++)
         if (c->tls[t].iface) c->tls[t].ops->close(c->tls[t].iface);
-    mesh_sched_cache_free(c);
+    mesh_sched_cache_free(c->sched_cache);
+    mesh_coll_map_free(c->coll_map);
     mesh_p2p_seq_fini(&c->p2p);
     free(c->active);
     if (c->node_names)
@@ -245,7 +247,6 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     c->size = bs->size;
     c->timeout_s = timeout_s;
     c->verdict_wait_s = mesh_config_double("VERDICT_WAIT");
-    c->tune = mesh_config_str("TUNE");
     c->replay = mesh_config_bool("REPLAY");
     atomic_init(&c->aborted, 0);
     c->peers = calloc((size_t)c->size, sizeof(mesh_comm_peer_t));
@@ -261,7 +262,10 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
         goto out;
     }
     MESH_CHECK_GOTO(mesh_p2p_seq_init(&c->p2p, c->size), st, out);
-    MESH_CHECK_GOTO(mesh_sched_cache_init(c), st, out);
+    if ((c->sched_cache = mesh_sched_cache_create()) == NULL) {
+        st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule cache");
+        goto out;
+    }
 
     mesh_comm_rec_id_t me = {.pid = (int32_t)getpid(), .pidns = mesh_context_pidns()};
     snprintf(me.node, sizeof(me.node), "%s", node);
@@ -270,6 +274,7 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     MESH_CHECK_GOTO(mesh_bootstrap_allgather(bs, &me, ids, sizeof(me)), st, out);
     c->uid = ids[0].uid;
     MESH_CHECK_GOTO(build_node_map(c, ids), st, out);
+    MESH_CHECK_GOTO(mesh_coll_map_build(c, mesh_config_str("TUNE"), &c->coll_map), st, out);
     const char *net = mesh_config_str("NET");
     MESH_CHECK_GOTO(mesh_route_parse_net(net, net && strcmp(net, MESH_NET_DEFAULT) != 0, &route),
                     st, out);

@@ -86,7 +86,7 @@ typedef struct mesh_comm {
     } premul[MESH_COMM_MAX_PREMUL];
 
     int replay;       /* MESH_REPLAY */
-    const char *tune; /* MESH_TUNE, resolved once: config values are fixed after registration */
+    struct mesh_coll_map *coll_map; /* algorithm per collective and size (select.c) */
     const char *last_algo;
     char last_error[512];
     atomic_int aborted;

@@ -3,7 +3,6 @@
  * it as soon as any thread (a progress thread, another communicator's wait) progressed it. */
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/request.h"
-#include "libmesh/context.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
 #include <stdlib.h>
@@ -165,7 +164,7 @@ void mesh_request_free(mesh_request_h req)
     free(req);
 }
 
-int mesh_progress(void) { return mesh_context_progress_all(); }
+int mesh_progress(void) { return mesh_progress_all(); }
 
 mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *owned0,
                                   void *owned1, mesh_request_h *user_req)
