@@ -4,18 +4,6 @@
 # overlap on and off, the global norm clipped over a tp=2 and a pp=2 grid; the bytes sent on dp
 # per step and the memory by category against the formulas; checkpoints saved at dp=4 stage 2
 # loaded at dp=2 stage 3 and dp=1 stage 0 (the continued run equals the uninterrupted one), and
-# with a tp=2 grid each tp rank has its files; the norm is clipped over tp before and after
-run "tp=2 x dp=2 stage 2: save at step 5" -n 4 "$prog" --mp tp --clip 5 --stages 2 \
-    --save "$tmp/cktp" --save-at 5 --final "$tmp/finaltp.bin"
-run "tp=2 x dp=1 stage 3 loads it and continues" -n 2 "$prog" --mp tp --clip 5 --stages 3 \
-    --load "$tmp/cktp" --start 5 --compare "$tmp/finaltp.bin"
-
-# bf16, saved before the first step: the master weights of parameters the model wrote itself
-run "dp=2 stage 1 bf16: save before the first step" -n 2 "$prog" --stages 1 --dtype bf16 \
-    --save "$tmp/ck0" --save-at 0 --final "$tmp/final0.bin"
-run "dp=4 stage 3 bf16 loads it" -n 4 "$prog" --stages 3 --dtype bf16 --load "$tmp/ck0" \
-    --start 0 --compare "$tmp/final0.bin"
-
 # checkpoints that must not load. MESH_TEST_SANITIZED=1 runs a smaller set.
 set -u
 b=${top_builddir:-.}
