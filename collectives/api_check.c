@@ -9,6 +9,8 @@
 mesh_status_t mesh_api_check_comm(mesh_comm_t *comm, const char *fn, void *stream)
 {
     if (comm == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+    if (comm->released)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s: the communicator was destroyed", fn);
     if (atomic_load(&comm->aborted))
         return mesh_comm_fail(comm, mesh_error(MESH_ERR_ABORTED, "%s: communicator was aborted", fn));
     if (comm->failed < 0)

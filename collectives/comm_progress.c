@@ -67,11 +67,13 @@ int mesh_comm_progress(mesh_comm_t *c)
     return events;
 }
 
-/* The registry's callback: a communicator with work under way and a free lock. */
-static int comm_progress_try(void *obj)
+/* The registry's callback: a communicator with work under way (or any, idle_too) and a free
+ * lock. */
+static int comm_progress_try(void *obj, int idle_too)
 {
     mesh_comm_t *c = obj;
-    if (atomic_load_explicit(&c->nactive_hint, memory_order_relaxed) == 0 || !mesh_comm_trylock(c))
+    if ((!idle_too && atomic_load_explicit(&c->nactive_hint, memory_order_relaxed) == 0) ||
+        !mesh_comm_trylock(c))
         return 0;
     int events = mesh_comm_progress(c);
     mesh_comm_unlock(c);
@@ -83,6 +85,13 @@ int mesh_comm_progress_others(mesh_comm_t *self)
     int mine = self != NULL && atomic_load_explicit(&self->nactive_hint, memory_order_relaxed) > 0;
     if (mesh_progress_active_count() <= mine) return 0;
     return mesh_progress_others(self);
+}
+
+void mesh_comm_ref(mesh_comm_t *c) { atomic_fetch_add(&c->refs, 1); }
+
+void mesh_comm_unref(mesh_comm_t *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) == 1) free(c);
 }
 
 void mesh_comm_register(mesh_comm_t *c) { mesh_progress_add(c, comm_progress_try); }

@@ -37,12 +37,12 @@ int mesh_progress_active_count(void)
 
 /* Callers hold the lock. The callbacks do not block, so holding it across them only keeps a
  * removal (and the free that follows it) waiting until the sweep is done. */
-static int sweep(void *skip)
+static int sweep(void *skip, int idle_too)
 {
     int events = 0;
     for (int i = 0; i < mesh_registry_len; i++) {
         if (mesh_registry[i].obj == skip) continue;
-        int n = mesh_registry[i].fn(mesh_registry[i].obj);
+        int n = mesh_registry[i].fn(mesh_registry[i].obj, idle_too);
         if (n > 0) events += n;
     }
     return events;
@@ -51,7 +51,7 @@ static int sweep(void *skip)
 int mesh_progress_all(void)
 {
     pthread_mutex_lock(&mesh_registry_lock);
-    int events = sweep(NULL);
+    int events = sweep(NULL, 1);
     pthread_mutex_unlock(&mesh_registry_lock);
     return events;
 }
@@ -60,9 +60,19 @@ int mesh_progress_others(void *skip)
 {
     /* a thread sweeping already moves them all */
     if (pthread_mutex_trylock(&mesh_registry_lock) != 0) return 0;
-    int events = sweep(skip);
+    int events = sweep(skip, 0);
     pthread_mutex_unlock(&mesh_registry_lock);
     return events;
+}
+
+void mesh_progress_idle(void)
+{
+    static __thread double next;
+    double now = mesh_time();
+    if (now < next || pthread_mutex_trylock(&mesh_registry_lock) != 0) return;
+    next = now + 0.05;
+    sweep(NULL, 1);
+    pthread_mutex_unlock(&mesh_registry_lock);
 }
 
 static void *progress_thread(void *arg)
@@ -77,8 +87,12 @@ static void *progress_thread(void *arg)
             idle = 0;
             continue;
         }
-        if (mesh_progress_others(NULL) > 0) idle = 0;
-        else mesh_backoff(&idle);
+        if (mesh_progress_others(NULL) > 0) {
+            idle = 0;
+        } else {
+            mesh_backoff(&idle);
+            if ((idle & 255) == 0) mesh_progress_idle();
+        }
     }
     return NULL;
 }

@@ -15,6 +15,7 @@
 #include "transports/tl.h"
 #include "tools/mesh-info-algo.h"
 #include "tools/mesh-info-grid.h"
+#include "tools/mesh-info-pp.h"
 
 #include <getopt.h>
 #include <stdint.h>
@@ -34,6 +35,8 @@ static const char info_usage[] =
     "  -t, --transports   the transports built, whether they can run here, their capabilities\n"
     "  -a, --all          all of the above\n"
     "  --grid SIZES ...   a 5D mesh grid's groups and fit (mesh-info --grid --help)\n"
+    "  --pp SCHEDULE ...  a pipeline schedule's timeline, bubble and stored activations\n"
+    "                     (mesh-info --pp 1f1b --help)\n"
     "  -T, --topo         this node: packages, NUMA, cores, GPUs with nearest NIC and CPUs, NICs\n"
     "      --dump FILE    with --topo: also write the node's hwloc XML to FILE\n"
     "  -h, --help         this text\n";
@@ -215,6 +218,7 @@ int main(int argc, char **argv)
     int config = 0, algos = 0, tls = 0, c;
 
     if (mesh_info_grid_wanted(argc, argv)) return mesh_info_grid(argc, argv);
+    if (mesh_info_pp_wanted(argc, argv)) return mesh_info_pp(argc, argv);
 
     while ((c = getopt_long(argc, argv, "cAtahT", longopts, NULL)) != -1) {
         switch (c) {

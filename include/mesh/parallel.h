@@ -10,6 +10,7 @@
 #define MESH_PARALLEL_H
 
 #include <mesh.h>
+#include <mesh/pipeline.h>
 #include <mesh/zero.h>
 
 #endif

@@ -81,6 +81,43 @@ static void test_layouts(void)
     free(zero);
 }
 
+/* A communicator destroyed with a request pending: the request completes with
+ * MESH_ERR_ABORTED and stays usable until freed; a second free or a wait after the free is
+ * refused, not a crash. */
+static void test_lifetime(void)
+{
+    mesh_comm_h dup;
+    CHECK(mesh_comm_dup(comm, &dup) == MESH_OK, "dup: %s", mesh_comm_last_error(comm));
+    size_t n = (size_t)1 << 20;
+    float *x = calloc(n, sizeof(float));
+    mesh_request_h r = NULL, done = NULL;
+    int one = 1, sum = 0;
+    CHECK(mesh_allreduce(dup, &one, &sum, 1, MESH_INT32, MESH_SUM, NULL, &done) == MESH_OK, "%s",
+          mesh_comm_last_error(dup));
+    CHECK(mesh_wait(done) == MESH_OK && sum == size, "small all-reduce on the copy");
+    /* a receive nobody answers stays pending on every rank until the destroy */
+    CHECK(mesh_recv_tagged(dup, x, n, MESH_FP32, (rank + 1) % size, 99, NULL, &r) == MESH_OK,
+          "%s", mesh_comm_last_error(dup));
+    CHECK(mesh_barrier(comm, NULL) == MESH_OK, "barrier");
+    mesh_comm_destroy(dup);
+    int flag = 0;
+    mesh_status_t st = mesh_test(r, &flag);
+    CHECK(flag && st == MESH_ERR_ABORTED, "test after destroy: %s, done %d",
+          mesh_status_string(st), flag);
+    st = mesh_wait(r);
+    CHECK(st == MESH_ERR_ABORTED, "wait after destroy: %s", mesh_status_string(st));
+    CHECK(mesh_wait(done) == MESH_OK, "a request completed before the destroy keeps its status");
+    mesh_request_free(r);
+    mesh_request_free(done);
+    mesh_request_free(r); /* refused, not a crash */
+    CHECK(strstr(mesh_comm_last_error(NULL), "freed already") != NULL, "second free: '%s'",
+          mesh_comm_last_error(NULL));
+    CHECK(mesh_wait(r) == MESH_ERR_INVALID_ARG, "wait after free accepted");
+    CHECK(strstr(mesh_comm_last_error(NULL), "freed already") != NULL, "%s",
+          mesh_comm_last_error(NULL));
+    free(x);
+}
+
 static void test_invalid_args(void)
 {
     int x[16] = {0}, y[16 * 64];
@@ -291,6 +328,7 @@ int main(int argc, char **argv)
     rank = mesh_comm_rank(comm);
     size = mesh_comm_size(comm);
     test_invalid_args();
+    test_lifetime();
     test_group_p2p(1);
     test_group_p2p(300000);
     test_nonblocking();

@@ -239,9 +239,8 @@ int main(void)
     check_bad_timeout();
     check_ranges();
 
-    char dir[] = "/tmp/mesh-test-config-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char logpath[256], cfgpath[256];
+    char dir[4096], logpath[4200], cfgpath[4200];
+    th_tmpdir(dir, sizeof(dir), "mesh-test-config");
     snprintf(logpath, sizeof(logpath), "%s/log", dir);
     snprintf(cfgpath, sizeof(cfgpath), "%s/mesh.conf", dir);
     FILE *f = fopen(cfgpath, "w");

@@ -379,8 +379,13 @@ int mesh_tl_shm_sweep(mesh_tl_shm_iface_t *si)
         /* a peer we wait for nothing from may have finished and left: that is no failure */
         if (ep && ep->failed == MESH_OK && ep->npending > 0 && ep->same_pidns &&
             !atomic_load_explicit(&ep->peer_hdr->aborted, memory_order_acquire) &&
-            mesh_context_pid_gone(ep->pid, mesh_context_pidns()))
-            n += mesh_tl_shm_ep_fail(ep, MESH_ERR_PEER_FAILED, "its process no longer exists");
+            mesh_context_pid_gone(ep->pid, mesh_context_pidns())) {
+            /* nor is a peer that sent what we wait for and left before we read it: the ring is
+             * ours, and whatever it holds was written before the process ended */
+            n += mesh_tl_shm_ep_drain(ep);
+            if (ep->failed == MESH_OK && ep->npending > 0)
+                n += mesh_tl_shm_ep_fail(ep, MESH_ERR_PEER_FAILED, "its process no longer exists");
+        }
     }
     for (int r = 0; r < si->super.size; r++) {
         mesh_tl_shm_ep_t *ep = si->eps[r];
