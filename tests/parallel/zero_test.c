@@ -322,6 +322,9 @@ static void check_bytes(int stage, uint64_t sent, const mesh_zero_memory_t *m, l
     CHECK(fabs((double)sent - raw) <= 0.02 * raw + pad + 256,
           "stage %d step %ld: sent %llu bytes on dp, formula %.0f +- 2%% + padding %.0f", stage,
           step, (unsigned long long)sent, raw, pad);
+    if (wrank == 0 && getenv("ZERO_TEST_VERBOSE"))
+        printf("bytes stage %d step %ld: sent %llu on dp, %.0f expected (raw formula %.0f)\n",
+               stage, step, (unsigned long long)sent, padded, raw);
 }
 
 static void check_memory(mesh_zero_h z, int stage, int after_step)
