@@ -11,5 +11,6 @@
 
 #include <mesh.h>
 #include <mesh/pipeline.h>
+#include <mesh/zero.h>
 
 #endif
