@@ -21,6 +21,7 @@ packages="$packages libibverbs-dev" # the verbs transport builds without a devic
 packages="$packages libucx-dev" # the ucx transport
 # libfabric for the ofi transport (fi_info for its tests)
 packages="$packages libfabric-dev libfabric-bin"
+packages="$packages libopenblas-dev" # sgemm for bench/mesh-train
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
