@@ -46,23 +46,21 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen)
     m->cfg.tp = tp;
     m->C = cfg->d_model, m->T = cfg->seq, m->V = cfg->vocab, m->L = cfg->layers;
     m->NH = cfg->heads;
+    if (m->C < 1 || m->T < 1 || m->V < 1 || m->L < 1 || m->NH < 1)
+        return snprintf(err, errlen, "every size must be positive"), -1;
+    if (m->C % m->NH)
+        return snprintf(err, errlen, "--d-model %d is not a multiple of --heads %d", m->C, m->NH),
+               -1;
     const char *bad = NULL;
     int val = 0;
-    if (m->C < 1 || m->T < 1 || m->V < 1 || m->L < 1 || m->NH < 1)
-        bad = "every size", val = 0;
-    else if (m->C % m->NH)
-        bad = "d-model (a multiple of heads)", val = m->C;
-    else if (m->NH % tp)
-        bad = "heads", val = m->NH;
+    if (m->NH % tp)
+        bad = "--heads", val = m->NH;
     else if (m->V % tp)
-        bad = "vocab", val = m->V;
+        bad = "--vocab", val = m->V;
     else if (cfg->sequence_parallel && m->T % tp)
-        bad = "seq (sequence parallelism)", val = m->T;
-    if (bad) {
-        snprintf(err, errlen, "%s=%d does not split across tp=%d", bad, val, tp);
-        if (val == 0) snprintf(err, errlen, "sizes must be positive");
-        return -1;
-    }
+        bad = "--seq (with --sequence-parallel)", val = m->T;
+    if (bad)
+        return snprintf(err, errlen, "%s %d does not split evenly across tp=%d", bad, val, tp), -1;
     m->hs = m->C / m->NH;
     m->Vl = m->V / tp, m->v0 = m->Vl * cfg->tp_rank;
     m->NHl = m->NH / tp, m->Cl = m->NHl * m->hs;
