@@ -87,9 +87,10 @@ int main(int argc, char **argv)
     train_opt_t *opt = NULL;
     memset(&m, 0, sizeof(m));
     rc = 1;
+    int agreed = 0; /* every rank found the same error: they leave together, none is killed */
     if (layout_create(&lo, world, &lp)) {
         if (say) fprintf(stderr, "mesh-train: %s\n", lo.err);
-        goto out;
+        goto out_agreed;
     }
     gpt_config_t cfg = {.vocab = o.vocab, .seq = o.seq, .d_model = o.d_model, .layers = o.layers,
                         .heads = o.heads, .tp = lo.tp_size, .tp_rank = lo.tp_rank,
@@ -97,14 +98,14 @@ int main(int argc, char **argv)
     char err[256];
     if (gpt_create(&m, &cfg, err, sizeof(err))) {
         if (say) fprintf(stderr, "mesh-train: %s\n", err);
-        goto out;
+        goto out_agreed;
     }
     int per_rank = o.batch / lo.dp_size;
     if (o.batch % lo.dp_size || per_rank % o.microbatches) {
         if (say)
             fprintf(stderr, "mesh-train: --batch %d does not split into dp=%d ranks x "
                     "--microbatches %d\n", o.batch, lo.dp_size, o.microbatches);
-        goto out;
+        goto out_agreed;
     }
     int b = per_rank / o.microbatches;
     if (gpt_alloc_acts(&m, b, o.microbatches)) {
@@ -190,15 +191,17 @@ int main(int argc, char **argv)
 out_loop:
     free(times), free(opt_times);
     if (csv && fclose(csv)) rc = 1;
+    goto out;
+out_agreed:
+    agreed = 1;
 out:
     train_opt_destroy(opt);
     gpt_destroy(&m);
     layout_destroy(&lo);
-    if (rc) {
+    if (rc && agreed)
+        mesh_barrier(world, NULL);
+    else if (rc)
         mesh_comm_abort(world); /* a failed rank must not leave its peers waiting */
-        mesh_comm_destroy(world);
-        return rc;
-    }
     mesh_comm_destroy(world);
-    return 0;
+    return rc;
 }
