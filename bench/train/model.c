@@ -78,7 +78,13 @@ static int attn_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *
     gpt_real *datty = m->wide_a, *dqkv = m->wide_b;
     gpt_matmul_backward(datty, g->attprojw, NULL, m->partial, atty, p->attprojw, N, Cl, C, 0);
     gpt_attention_backward(dqkv, m->datt, datty, qkv, att, m->b, m->T, m->NHl, m->hs);
-    gpt_matmul_backward(m->dinside, g->qkvw, g->qkvb, dqkv, in_l, p->qkvw, N, C, 3 * Cl, 0);
+    gpt_matmul_backward(m->dinside, g->qkvw, NULL, dqkv, in_l, p->qkvw, N, C, 3 * Cl, 0);
+    /* The key bias adds q.b to every score of a row, which the softmax ignores: its gradient is
+     * zero, given as such rather than as rounding noise (which Adam would scale up to a full
+     * step, differently for every order of summation). */
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < 3 * Cl; k++)
+            if (k < Cl || k >= 2 * Cl) g->qkvb[k] += dqkv[(size_t)i * 3 * Cl + k];
     return enter_bwd(m, m->dinside, din, C);
 }
 

@@ -117,16 +117,13 @@ if cmp -s "$tmp/bf16-dp2.csv" "$tmp/dp2-z0.csv" ||
 fi
 echo "ok: bf16"
 
-# checkpoints: saved at dp=4 stage 2 after 5 steps, resumed to step 10 elsewhere. The
-# parameters are compared within 1e-4, not 1e-6: steps 1-5 summed the gradients of 4 ranks, the
-# uninterrupted run those of 2 or 1, and Adam scales rounding noise up to a full step where the
-# gradient is zero in exact arithmetic (the key bias: softmax ignores a shift of all scores).
+# checkpoints: saved at dp=4 stage 2 after 5 steps, resumed to step 10 elsewhere
 ck="$tmp/ckpt"
 train ck-save 4 -- --mesh dp=4 --zero 2 --steps 5 --save "$ck"
 train ck-dp2z3 2 -- --mesh dp=2 --zero 3 --load "$ck" --dump-params "$tmp/ck-dp2z3.params" &&
-    same_loss ck-dp2z3 ref 1e-4 6 && same_params ck-dp2z3 dp2-z3 1e-4
+    same_loss ck-dp2z3 ref 1e-4 6 && same_params ck-dp2z3 dp2-z3 1e-6
 train ck-dp1z0 1 -- --zero 0 --load "$ck" --dump-params "$tmp/ck-dp1z0.params" &&
-    same_loss ck-dp1z0 ref 1e-4 6 && same_params ck-dp1z0 one-z0 1e-4
+    same_loss ck-dp1z0 ref 1e-4 6 && same_params ck-dp1z0 one-z0 1e-6
 grep -q '^6,' "$tmp/ck-dp1z0.csv" && ! grep -q '^5,' "$tmp/ck-dp1z0.csv" ||
     fail "the resumed run does not start at step 6"
 echo "ok: checkpoint dp=4 stage 2 -> dp=2 stage 3, dp=1 stage 0"
@@ -151,9 +148,10 @@ refused "batch 8 does not split into dp=3" 3 --mesh dp=3
 refused "seq (with --sequence-parallel) 10 does not split evenly across tp=4" 4 --mesh tp=4 \
     --sequence-parallel --seq 10 --heads 4
 refused "stages are 0, 1, 2 and 3" 1 --zero 4
-f=$(ls "$ck"/* | head -1)
+# the largest file of the checkpoint cut short: the error names it
+f=$(ls -S "$ck"/* | head -1)
 head -c 100 "$f" >"$f.cut" && mv "$f.cut" "$f"
-refused "truncated" 1 --load "$ck"
+refused "$(basename "$f")" 1 --load "$ck"
 echo "ok: refusals"
 [ $status = 0 ] && echo "all mesh-train checks passed"
 exit $status
