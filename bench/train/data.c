@@ -13,12 +13,14 @@ static uint64_t mix(uint64_t z)
 void train_data_sample(uint64_t seed, int64_t step, int64_t sample, int seq, int vocab,
                        int32_t *tokens, int32_t *targets)
 {
-    uint64_t state = mix(mix(seed ^ 0x5ca1ab1e0ddba11ull) + mix((uint64_t)step) * 31 +
-                         (uint64_t)sample);
+    uint64_t state =
+        mix(mix(seed ^ 0x5ca1ab1e0ddba11ull) + mix((uint64_t)step) * 31 + (uint64_t)sample);
     uint64_t x = state % (uint64_t)vocab;
     for (int t = 0; t <= seq; t++) {
-        if (t < seq) tokens[t] = (int32_t)x;
-        if (t > 0) targets[t - 1] = (int32_t)x;
+        if (t < seq)
+            tokens[t] = (int32_t)x;
+        if (t > 0)
+            targets[t - 1] = (int32_t)x;
         state = mix(state + 0x9e3779b97f4a7c15ull);
         /* four times in five the next token is 5 x + 3 + (t mod 4), else any */
         if (state % 5)

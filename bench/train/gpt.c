@@ -69,7 +69,8 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen)
     m->t0 = cfg->sequence_parallel ? m->tl * cfg->tp_rank : 0;
     m->layers = gpt_default_layers;
     m->tensors = calloc((size_t)(4 + N_BLOCK_FIELDS * m->L), sizeof(gpt_tensor_t));
-    if (!m->tensors) return snprintf(err, errlen, "out of memory"), -1;
+    if (!m->tensors)
+        return snprintf(err, errlen, "out of memory"), -1;
     int C = m->C;
     add(m, "wte", m->V, C, tp > 1 ? GPT_VOCAB : GPT_WHOLE, 0, offsetof(gpt_group_t, wte));
     add(m, "wpe", m->T, C, GPT_WHOLE, 0, offsetof(gpt_group_t, wpe));
@@ -94,7 +95,8 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen)
 int gpt_tensor_index(const gpt_t *m, const char *name)
 {
     for (int i = 0; i < m->n_tensors; i++)
-        if (!strcmp(m->tensors[i].name, name)) return i;
+        if (!strcmp(m->tensors[i].name, name))
+            return i;
     return -1;
 }
 
@@ -103,7 +105,8 @@ void gpt_group_pointers(const gpt_t *m, int group, gpt_real *flat, gpt_group_t *
     memset(out, 0, sizeof(*out));
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor_t *t = &m->tensors[i];
-        if (t->group == group) *(gpt_real **)((char *)out + t->field_off) = flat + t->offset;
+        if (t->group == group)
+            *(gpt_real **)((char *)out + t->field_off) = flat + t->offset;
     }
 }
 
@@ -111,14 +114,16 @@ int gpt_flat_acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_
 {
     gpt_flat_t *f = ctx;
     gpt_group_pointers(f->m, group, f->params, p);
-    if (g) gpt_group_pointers(f->m, group, f->grads, g);
+    if (g)
+        gpt_group_pointers(f->m, group, f->grads, g);
     (void)phase;
     return 0;
 }
 
-#define ALLOC(p, n)                                                                            \
-    do {                                                                                      \
-        if (!((p) = calloc((size_t)(n), sizeof(*(p))))) return -1;                            \
+#define ALLOC(p, n)                                                                                \
+    do {                                                                                           \
+        if (!((p) = calloc((size_t)(n), sizeof(*(p)))))                                            \
+            return -1;                                                                             \
     } while (0)
 
 int gpt_alloc_acts(gpt_t *m, int b, int n_mb)
@@ -169,11 +174,12 @@ void gpt_destroy(gpt_t *m)
 {
     for (int i = 0; m->acts && i < m->n_mb; i++) {
         gpt_acts_t *a = &m->acts[i];
-        gpt_real *f[] = {a->x,   a->xmid,  a->ln1,   a->ln2,      a->ln1_mean, a->ln1_rstd,
-                      a->ln2_mean, a->ln2_rstd, a->ln1_in, a->ln2_in, a->qkv, a->att, a->atty,
-                      a->fch, a->fch_gelu, a->lnf, a->lnf_mean, a->lnf_rstd, a->lnf_in,
-                      a->logits, a->lse, a->loss};
-        for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++) free(f[k]);
+        gpt_real *f[] = {a->x,        a->xmid,     a->ln1,      a->ln2,    a->ln1_mean, a->ln1_rstd,
+                         a->ln2_mean, a->ln2_rstd, a->ln1_in,   a->ln2_in, a->qkv,      a->att,
+                         a->atty,     a->fch,      a->fch_gelu, a->lnf,    a->lnf_mean, a->lnf_rstd,
+                         a->lnf_in,   a->logits,   a->lse,      a->loss};
+        for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
+            free(f[k]);
         free(a->tokens), free(a->targets);
     }
     free(m->acts), free(m->tensors), free(m->partial), free(m->dinside), free(m->wide_a);
@@ -192,7 +198,8 @@ static uint64_t mix(uint64_t z)
 static uint64_t name_hash(const char *s)
 {
     uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return h;
 }
 
@@ -211,12 +218,15 @@ void gpt_init_full(const gpt_t *m, const gpt_tensor_t *t, uint64_t seed, gpt_rea
     int is_ln = !strncmp(leaf, "ln", 2) || !strcmp(t->name, "lnf.w") || !strcmp(t->name, "lnf.b");
     if (is_ln || (t->cols == 1 && leaf[len - 1] == 'b')) {
         gpt_real v = (is_ln && leaf[len - 1] == 'w') ? 1.0f : 0.0f;
-        for (size_t i = 0; i < n; i++) full[i] = v;
+        for (size_t i = 0; i < n; i++)
+            full[i] = v;
         return;
     }
     double std = 0.02;
-    if (!strcmp(leaf, "attprojw") || !strcmp(leaf, "fcprojw")) std /= sqrt(2.0 * m->L);
-    if (!strcmp(t->name, "wpe")) std = 0.01;
+    if (!strcmp(leaf, "attprojw") || !strcmp(leaf, "fcprojw"))
+        std /= sqrt(2.0 * m->L);
+    if (!strcmp(t->name, "wpe"))
+        std = 0.01;
     uint64_t stream = name_hash(t->name);
     for (size_t i = 0; i < n; i++) {
         double u1 = unit(seed, stream, 2 * i), u2 = unit(seed, stream, 2 * i + 1);
@@ -247,7 +257,8 @@ static void shard_runs(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank,
     }
     case GPT_COLS: {
         size_t c = cols / (size_t)tp;
-        for (size_t i = 0; i < rows; i++) fn(ctx, i * c, i * cols + c * (size_t)rank, c);
+        for (size_t i = 0; i < rows; i++)
+            fn(ctx, i * c, i * cols + c * (size_t)rank, c);
         break;
     }
     }

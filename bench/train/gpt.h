@@ -21,13 +21,13 @@
 #ifdef GPT_DOUBLE
 typedef double gpt_real;
 #define GPT_GEMM cblas_dgemm
-#define GPT_EXP exp
+#define GPT_EXP  exp
 #define GPT_TANH tanh
 #define GPT_SQRT sqrt
 #else
 typedef float gpt_real;
 #define GPT_GEMM cblas_sgemm
-#define GPT_EXP expf
+#define GPT_EXP  expf
 #define GPT_TANH tanhf
 #define GPT_SQRT sqrtf
 #endif
@@ -61,10 +61,10 @@ typedef struct {
 
 /* Pointers of a group's tensors (parameters or gradients), local shapes. */
 typedef struct {
-    gpt_real *wte, *wpe;                           /* group 0 */
+    gpt_real *wte, *wpe; /* group 0 */
     gpt_real *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw,
-        *fcprojb;                               /* a block */
-    gpt_real *lnfw, *lnfb;                         /* group L + 1 */
+        *fcprojb;          /* a block */
+    gpt_real *lnfw, *lnfb; /* group L + 1 */
 } gpt_group_t;
 
 enum { GPT_FWD = 0, GPT_BWD = 1 };
@@ -110,15 +110,15 @@ typedef struct {
 
 /* Activations of one micro-batch, kept from its forward to its backward pass. */
 typedef struct {
-    gpt_real *x;       /* [L + 1][b, tl, C] block inputs; x[L] is the last block's output */
-    gpt_real *xmid;    /* [L][b, tl, C] after the attention residual */
+    gpt_real *x;    /* [L + 1][b, tl, C] block inputs; x[L] is the last block's output */
+    gpt_real *xmid; /* [L][b, tl, C] after the attention residual */
     gpt_real *ln1, *ln1_mean, *ln1_rstd, *ln2, *ln2_mean, *ln2_rstd; /* [L][b, tl, C], [L][b, tl] */
-    gpt_real *ln1_in, *ln2_in;   /* [L][b, T, C] normalised inputs inside the tp region */
-    gpt_real *qkv, *att, *atty;  /* [L][b, T, 3 Cl], [L][b, Hl, T, T], [L][b, T, Cl] */
-    gpt_real *fch, *fch_gelu;    /* [L][b, T, Fl] */
+    gpt_real *ln1_in, *ln2_in;  /* [L][b, T, C] normalised inputs inside the tp region */
+    gpt_real *qkv, *att, *atty; /* [L][b, T, 3 Cl], [L][b, Hl, T, T], [L][b, T, Cl] */
+    gpt_real *fch, *fch_gelu;   /* [L][b, T, Fl] */
     gpt_real *lnf, *lnf_mean, *lnf_rstd, *lnf_in; /* [b, tl, C], [b, tl], [b, T, C] */
-    gpt_real *logits, *lse, *loss; /* [b, T, Vl], [b, T], [b, T] */
-    int32_t *tokens, *targets;  /* [b, T] */
+    gpt_real *logits, *lse, *loss;                /* [b, T, Vl], [b, T], [b, T] */
+    int32_t *tokens, *targets;                    /* [b, T] */
 } gpt_acts_t;
 
 typedef struct gpt {
@@ -177,28 +177,30 @@ int gpt_backward(gpt_t *m, int mb);
 
 /* Layers (layers.c): _forward/_backward pairs over flat arrays. Backward ones add into the
  * parameter gradients and into din unless noted. */
-void gpt_matmul_forward(gpt_real *out, const gpt_real *in, const gpt_real *w, const gpt_real *bias, int n,
-                        int ic, int oc);
+void gpt_matmul_forward(gpt_real *out, const gpt_real *in, const gpt_real *w, const gpt_real *bias,
+                        int n, int ic, int oc);
 /* din = dout w (overwritten when accumulate is 0); dw += dout^T in; dbias += column sums */
-void gpt_matmul_backward(gpt_real *din, gpt_real *dw, gpt_real *dbias, const gpt_real *dout, const gpt_real *in,
-                         const gpt_real *w, int n, int ic, int oc, int accumulate);
-void gpt_layernorm_forward(gpt_real *out, gpt_real *mean, gpt_real *rstd, const gpt_real *in, const gpt_real *w,
-                           const gpt_real *b, int n, int c);
-void gpt_layernorm_backward(gpt_real *din, gpt_real *dw, gpt_real *db, const gpt_real *dout, const gpt_real *in,
-                            const gpt_real *w, const gpt_real *mean, const gpt_real *rstd, int n, int c);
+void gpt_matmul_backward(gpt_real *din, gpt_real *dw, gpt_real *dbias, const gpt_real *dout,
+                         const gpt_real *in, const gpt_real *w, int n, int ic, int oc,
+                         int accumulate);
+void gpt_layernorm_forward(gpt_real *out, gpt_real *mean, gpt_real *rstd, const gpt_real *in,
+                           const gpt_real *w, const gpt_real *b, int n, int c);
+void gpt_layernorm_backward(gpt_real *din, gpt_real *dw, gpt_real *db, const gpt_real *dout,
+                            const gpt_real *in, const gpt_real *w, const gpt_real *mean,
+                            const gpt_real *rstd, int n, int c);
 void gpt_gelu_forward(gpt_real *out, const gpt_real *in, int n);
 void gpt_gelu_backward(gpt_real *din, const gpt_real *in, const gpt_real *dout, int n);
 /* Causal attention over local heads: qkv [b, T, 3 Cl] -> out [b, T, Cl], att [b, Hl, T, T]. */
 void gpt_attention_forward(gpt_real *out, gpt_real *att, const gpt_real *qkv, int b, int t, int hl,
                            int hs);
 /* dqkv overwritten */
-void gpt_attention_backward(gpt_real *dqkv, gpt_real *datt_scratch, const gpt_real *dout, const gpt_real *qkv,
-                            const gpt_real *att, int b, int t, int hl, int hs);
+void gpt_attention_backward(gpt_real *dqkv, gpt_real *datt_scratch, const gpt_real *dout,
+                            const gpt_real *qkv, const gpt_real *att, int b, int t, int hl, int hs);
 /* Unsplit embedding and cross-entropy: the single-process paths. */
 void gpt_embed_forward(gpt_real *out, const int32_t *tokens, const gpt_real *wte, int n, int c);
 void gpt_embed_backward(gpt_real *dwte, const int32_t *tokens, const gpt_real *dout, int n, int c);
-void gpt_ce_forward(gpt_real *loss, gpt_real *lse, const gpt_real *logits, const int32_t *targets, int n,
-                    int v);
+void gpt_ce_forward(gpt_real *loss, gpt_real *lse, const gpt_real *logits, const int32_t *targets,
+                    int n, int v);
 void gpt_ce_backward(gpt_real *dlogits, const gpt_real *logits, const int32_t *targets,
                      const gpt_real *lse, const gpt_real *dloss, int n, int v);
 

@@ -9,7 +9,8 @@ static const char *const axis_names[MESH_AXIS_COUNT] = {"tp", "cp", "ep", "dp", 
 
 static int st(mesh_status_t s)
 {
-    if (s == MESH_OK) return 0;
+    if (s == MESH_OK)
+        return 0;
     fprintf(stderr, "mesh-train: %s: %s\n", mesh_status_string(s), mesh_comm_last_error(NULL));
     return -1;
 }
@@ -20,11 +21,12 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     lo->world = world;
     lo->bf16 = p->bf16;
     int prod = 1;
-    for (int a = 0; a < MESH_AXIS_COUNT; a++) prod *= p->size[a] > 0 ? p->size[a] : 1;
+    for (int a = 0; a < MESH_AXIS_COUNT; a++)
+        prod *= p->size[a] > 0 ? p->size[a] : 1;
     /* axes whose layers are not part of mesh-train yet: refused, never silently ignored */
-    static const char *const missing[MESH_AXIS_COUNT] = {
-        [MESH_AXIS_CP] = "context parallelism", [MESH_AXIS_EP] = "expert parallelism",
-        [MESH_AXIS_PP] = "pipeline parallelism"};
+    static const char *const missing[MESH_AXIS_COUNT] = {[MESH_AXIS_CP] = "context parallelism",
+                                                         [MESH_AXIS_EP] = "expert parallelism",
+                                                         [MESH_AXIS_PP] = "pipeline parallelism"};
     for (int a = 0; a < MESH_AXIS_COUNT; a++)
         if (missing[a] && p->size[a] > 1) {
             snprintf(lo->err, sizeof(lo->err),
@@ -39,17 +41,21 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
         return -1;
     }
     mesh_grid_params_t gp = {.field_mask = MESH_GRID_PARAM_FIELD_SIZES};
-    for (int a = 0; a < MESH_AXIS_COUNT; a++) gp.size[a] = p->size[a];
+    for (int a = 0; a < MESH_AXIS_COUNT; a++)
+        gp.size[a] = p->size[a];
     if (p->order) {
         gp.field_mask |= MESH_GRID_PARAM_FIELD_ORDER;
         gp.order = p->order;
     }
     mesh_status_t s = mesh_grid_create(world, &gp, &lo->grid);
-    if (s == MESH_OK) s = mesh_grid_comm(lo->grid, "tp", &lo->tp_comm);
-    if (s == MESH_OK) s = mesh_grid_comm(lo->grid, "dp", &lo->dp_comm);
+    if (s == MESH_OK)
+        s = mesh_grid_comm(lo->grid, "tp", &lo->tp_comm);
+    if (s == MESH_OK)
+        s = mesh_grid_comm(lo->grid, "dp", &lo->dp_comm);
     mesh_tp_params_t tpp = {.field_mask = MESH_TP_PARAM_FIELD_FLAGS,
                             .flags = p->sequence_parallel ? MESH_TP_SEQUENCE_PARALLEL : 0};
-    if (s == MESH_OK) s = mesh_tp_create(lo->tp_comm, &tpp, &lo->tp);
+    if (s == MESH_OK)
+        s = mesh_tp_create(lo->tp_comm, &tpp, &lo->tp);
     if (s != MESH_OK) {
         snprintf(lo->err, sizeof(lo->err), "--mesh: %s", mesh_comm_last_error(NULL));
         return -1;
@@ -88,19 +94,18 @@ static int exit_bwd(void *ctx, const float *dout, float *din, int b, int w)
 static int embed_fwd(void *ctx, const int32_t *tokens, const float *wte, float *out, int b)
 {
     layout_t *lo = ctx;
-    return st(mesh_tp_embedding_forward(lo->tp, tokens, b, lo->m->T, wte, lo->m->V, lo->m->C,
-                                        out));
+    return st(mesh_tp_embedding_forward(lo->tp, tokens, b, lo->m->T, wte, lo->m->V, lo->m->C, out));
 }
 
 static int embed_bwd(void *ctx, const int32_t *tokens, const float *dout, float *dwte, int b)
 {
     layout_t *lo = ctx;
-    return st(mesh_tp_embedding_backward(lo->tp, tokens, b, lo->m->T, dout, lo->m->V, lo->m->C,
-                                         dwte));
+    return st(
+        mesh_tp_embedding_backward(lo->tp, tokens, b, lo->m->T, dout, lo->m->V, lo->m->C, dwte));
 }
 
-static int loss_fwd(void *ctx, const float *logits, const int32_t *targets, float *loss,
-                    float *lse, int rows)
+static int loss_fwd(void *ctx, const float *logits, const int32_t *targets, float *loss, float *lse,
+                    int rows)
 {
     layout_t *lo = ctx;
     return st(mesh_tp_cross_entropy_forward(lo->tp, logits, rows, lo->m->V, targets, loss, lse));
@@ -139,28 +144,37 @@ static void set_field(gpt_group_t *grp, const gpt_tensor_t *t, float *ptr)
 static float *param_of(layout_t *lo, const gpt_tensor_t *t)
 {
     void *ptr;
-    if (train_opt_param(lo->opt, t->name, &ptr)) return NULL;
-    if (!lo->bf16) return ptr;
+    if (train_opt_param(lo->opt, t->name, &ptr))
+        return NULL;
+    if (!lo->bf16)
+        return ptr;
     float *w = lo->work_p + t->offset;
-    for (size_t i = 0; i < t->numel; i++) w[i] = from_bf16(((uint16_t *)ptr)[i]);
+    for (size_t i = 0; i < t->numel; i++)
+        w[i] = from_bf16(((uint16_t *)ptr)[i]);
     return w;
 }
 
 static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t *g)
 {
     layout_t *lo = ctx;
-    if (train_opt_gather(lo->opt, group)) return -1;
+    if (train_opt_gather(lo->opt, group))
+        return -1;
     memset(p, 0, sizeof(*p));
-    if (g) memset(g, 0, sizeof(*g));
+    if (g)
+        memset(g, 0, sizeof(*g));
     for (int i = 0; i < lo->m->n_tensors; i++) {
         const gpt_tensor_t *t = &lo->m->tensors[i];
-        if (t->group != group) continue;
+        if (t->group != group)
+            continue;
         float *w = param_of(lo, t);
-        if (!w) return -1;
+        if (!w)
+            return -1;
         set_field(p, t, w);
-        if (!g) continue;
+        if (!g)
+            continue;
         void *gp;
-        if (!lo->bf16 && train_opt_grad(lo->opt, t->name, &gp)) return -1;
+        if (!lo->bf16 && train_opt_grad(lo->opt, t->name, &gp))
+            return -1;
         set_field(g, t, lo->bf16 ? lo->work_g + t->offset : gp);
     }
     (void)phase;
@@ -174,18 +188,22 @@ static int release(void *ctx, int group, int phase)
     layout_t *lo = ctx;
     for (int i = 0; phase == GPT_BWD && lo->boundary && i < lo->m->n_tensors; i++) {
         const gpt_tensor_t *t = &lo->m->tensors[i];
-        if (t->group != group) continue;
+        if (t->group != group)
+            continue;
         void *gp;
-        if (train_opt_grad(lo->opt, t->name, &gp)) return -1;
+        if (train_opt_grad(lo->opt, t->name, &gp))
+            return -1;
         float *g32 = lo->bf16 ? lo->work_g + t->offset : gp;
         if (lo->tp_size > 1 && t->split == GPT_WHOLE &&
             st(mesh_tp_replicated_grad(lo->tp, g32, t->numel, MESH_FP32)))
             return -1;
         if (lo->bf16) {
-            for (size_t k = 0; k < t->numel; k++) ((uint16_t *)gp)[k] = to_bf16(g32[k]);
+            for (size_t k = 0; k < t->numel; k++)
+                ((uint16_t *)gp)[k] = to_bf16(g32[k]);
             memset(g32, 0, t->numel * sizeof(float));
         }
-        if (train_opt_grad_ready(lo->opt, t->name)) return -1;
+        if (train_opt_grad_ready(lo->opt, t->name))
+            return -1;
     }
     return train_opt_release(lo->opt, group);
 }
@@ -203,13 +221,16 @@ int layout_bind(layout_t *lo, gpt_t *m, train_opt_t *opt)
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor_t *t = &m->tensors[i];
         unsigned flags = t->split == GPT_WHOLE && lo->tp_size > 1 ? TRAIN_OPT_REPLICATED : 0;
-        if (train_opt_add(opt, t->name, t->numel, flags, t->group)) return -1;
+        if (train_opt_add(opt, t->name, t->numel, flags, t->group))
+            return -1;
     }
-    if (train_opt_finalize(opt)) return -1;
+    if (train_opt_finalize(opt))
+        return -1;
     if (lo->bf16) {
         lo->work_p = calloc(m->n_params, sizeof(float));
         lo->work_g = calloc(m->n_params, sizeof(float));
-        if (!lo->work_p || !lo->work_g) return -1;
+        if (!lo->work_p || !lo->work_g)
+            return -1;
     }
     return 0;
 }
@@ -221,12 +242,14 @@ int layout_init_params(layout_t *lo, uint64_t seed)
         const gpt_tensor_t *t = &m->tensors[i];
         float *full = malloc((size_t)t->rows * t->cols * sizeof(float));
         float *local = malloc(t->numel * sizeof(float));
-        if (!full || !local) return free(full), free(local), -1;
+        if (!full || !local)
+            return free(full), free(local), -1;
         gpt_init_full(m, t, seed, full);
         gpt_slice(m, t, lo->tp_size, lo->tp_rank, full, local);
         int rc = train_opt_set(lo->opt, t->name, local);
         free(full), free(local);
-        if (rc) return -1;
+        if (rc)
+            return -1;
     }
     return 0;
 }
@@ -253,14 +276,17 @@ int layout_dump_params(layout_t *lo, const char *path)
             rc = -1;
         for (int r = 0; rc == 0 && r < lo->tp_size; r++)
             gpt_unslice(m, t, lo->tp_size, r, parts + (size_t)r * t->numel, full);
-        if (rc == 0 && train_opt_release(lo->opt, t->group)) rc = -1;
+        if (rc == 0 && train_opt_release(lo->opt, t->group))
+            rc = -1;
         if (rc == 0 && f) {
             fprintf(f, "# %s %d %d\n", t->name, t->rows, t->cols);
-            for (size_t k = 0; k < n; k++) fprintf(f, "%.9g\n", full[k]);
+            for (size_t k = 0; k < n; k++)
+                fprintf(f, "%.9g\n", full[k]);
         }
         free(parts), free(full);
     }
-    if (f && fclose(f)) rc = -1;
+    if (f && fclose(f))
+        rc = -1;
     return rc;
 }
 

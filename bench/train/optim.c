@@ -40,8 +40,9 @@ static uint16_t to_bf16(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);                                          /* nearest even */
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);         /* nearest even */
     return (uint16_t)(u >> 16);
 }
 
@@ -53,12 +54,13 @@ static float from_bf16(uint16_t h)
     return f;
 }
 
-int train_opt_create(mesh_comm_h dp, mesh_comm_h tp, const train_opt_params_t *p,
-                     train_opt_t **out)
+int train_opt_create(mesh_comm_h dp, mesh_comm_h tp, const train_opt_params_t *p, train_opt_t **out)
 {
-    if (p->stage < 0 || p->stage > 3) return fail("--zero %s%s: stages are 0..3", "", "");
+    if (p->stage < 0 || p->stage > 3)
+        return fail("--zero %s%s: stages are 0..3", "", "");
     train_opt_t *o = calloc(1, sizeof(*o));
-    if (!o) return -1;
+    if (!o)
+        return -1;
     o->dp = dp, o->tp = tp, o->p = *p;
     *out = o;
     return 0;
@@ -69,7 +71,8 @@ int train_opt_add(train_opt_t *o, const char *name, size_t numel, unsigned flags
     if (o->n == o->cap) {
         int cap = o->cap ? 2 * o->cap : 64;
         opt_tensor_t *t = realloc(o->t, (size_t)cap * sizeof(*t));
-        if (!t) return -1;
+        if (!t)
+            return -1;
         o->t = t, o->cap = cap;
     }
     opt_tensor_t *t = &o->t[o->n++];
@@ -95,19 +98,30 @@ int train_opt_finalize(train_opt_t *o)
 static opt_tensor_t *find(train_opt_t *o, const char *name)
 {
     for (int i = 0; i < o->n; i++)
-        if (!strcmp(o->t[i].name, name)) return &o->t[i];
+        if (!strcmp(o->t[i].name, name))
+            return &o->t[i];
     fail("optimizer: no tensor %s%s", name, "");
     return NULL;
 }
 
-int train_opt_gather(train_opt_t *o, int group) { return (void)o, (void)group, 0; }
-int train_opt_release(train_opt_t *o, int group) { return (void)o, (void)group, 0; }
-int train_opt_grad_ready(train_opt_t *o, const char *name) { return (void)o, (void)name, 0; }
+int train_opt_gather(train_opt_t *o, int group)
+{
+    return (void)o, (void)group, 0;
+}
+int train_opt_release(train_opt_t *o, int group)
+{
+    return (void)o, (void)group, 0;
+}
+int train_opt_grad_ready(train_opt_t *o, const char *name)
+{
+    return (void)o, (void)name, 0;
+}
 
 int train_opt_param(train_opt_t *o, const char *name, void **ptr)
 {
     opt_tensor_t *t = find(o, name);
-    if (!t) return -1;
+    if (!t)
+        return -1;
     *ptr = o->p.bf16 ? (void *)(o->param16 + t->offset) : (void *)(o->master + t->offset);
     return 0;
 }
@@ -115,7 +129,8 @@ int train_opt_param(train_opt_t *o, const char *name, void **ptr)
 int train_opt_grad(train_opt_t *o, const char *name, void **ptr)
 {
     opt_tensor_t *t = find(o, name);
-    if (!t) return -1;
+    if (!t)
+        return -1;
     *ptr = o->p.bf16 ? (void *)(o->grad16 + t->offset) : (void *)(o->grad32 + t->offset);
     return 0;
 }
@@ -123,7 +138,8 @@ int train_opt_grad(train_opt_t *o, const char *name, void **ptr)
 int train_opt_set(train_opt_t *o, const char *name, const float *values)
 {
     opt_tensor_t *t = find(o, name);
-    if (!t) return -1;
+    if (!t)
+        return -1;
     memcpy(o->master + t->offset, values, t->numel * 4);
     if (o->p.bf16)
         for (size_t i = 0; i < t->numel; i++) {
@@ -146,13 +162,15 @@ int train_opt_step(train_opt_t *o, double *grad_norm)
         void *g = o->p.bf16 ? (void *)o->grad16 : (void *)o->grad32;
         st = mesh_allreduce(o->dp, g, g, o->total, o->p.bf16 ? MESH_BF16 : MESH_FP32, MESH_SUM,
                             NULL, NULL);
-        if (st != MESH_OK) return fail("gradient all-reduce over dp: %s%s", mesh_comm_last_error(o->dp), "");
+        if (st != MESH_OK)
+            return fail("gradient all-reduce over dp: %s%s", mesh_comm_last_error(o->dp), "");
     }
     int tp_rank = o->tp ? mesh_comm_rank(o->tp) : 0;
     double sq = 0;
     for (int i = 0; i < o->n; i++) {
         const opt_tensor_t *t = &o->t[i];
-        if ((t->flags & TRAIN_OPT_REPLICATED) && tp_rank != 0) continue;
+        if ((t->flags & TRAIN_OPT_REPLICATED) && tp_rank != 0)
+            continue;
         for (size_t k = 0; k < t->numel; k++) {
             double g = grad_at(o, t->offset + k);
             sq += g * g;
@@ -160,10 +178,12 @@ int train_opt_step(train_opt_t *o, double *grad_norm)
     }
     if (o->tp && mesh_comm_size(o->tp) > 1) {
         st = mesh_allreduce(o->tp, &sq, &sq, 1, MESH_FP64, MESH_SUM, NULL, NULL);
-        if (st != MESH_OK) return fail("gradient norm over tp: %s%s", mesh_comm_last_error(o->tp), "");
+        if (st != MESH_OK)
+            return fail("gradient norm over tp: %s%s", mesh_comm_last_error(o->tp), "");
     }
     double norm = sqrt(sq), coef = 1.0;
-    if (o->p.clip > 0 && norm > o->p.clip) coef = o->p.clip / (norm + 1e-6);
+    if (o->p.clip > 0 && norm > o->p.clip)
+        coef = o->p.clip / (norm + 1e-6);
     o->steps++;
     double b1 = o->p.beta1, b2 = o->p.beta2;
     double c1 = 1.0 - pow(b1, (double)o->steps), c2 = 1.0 - pow(b2, (double)o->steps);
@@ -173,7 +193,8 @@ int train_opt_step(train_opt_t *o, double *grad_norm)
         o->v[i] = (float)(b2 * o->v[i] + (1 - b2) * (double)g * g);
         double upd = (o->m[i] / c1) / (sqrt(o->v[i] / c2) + o->p.eps);
         o->master[i] -= (float)(o->p.lr * (upd + o->p.weight_decay * o->master[i]));
-        if (o->p.bf16) o->param16[i] = to_bf16(o->master[i]);
+        if (o->p.bf16)
+            o->param16[i] = to_bf16(o->master[i]);
     }
     if (o->p.bf16)
         memset(o->grad16, 0, o->total * 2);
@@ -197,10 +218,12 @@ int train_opt_save(train_opt_t *o, const char *dir, int64_t step)
 {
     char path[4096];
     if (mesh_comm_rank(o->dp) == 0) {
-        if (mkdir(dir, 0755) && errno != EEXIST) return fail("--save %s: %s", dir, strerror(errno));
+        if (mkdir(dir, 0755) && errno != EEXIST)
+            return fail("--save %s: %s", dir, strerror(errno));
         ckpt_path(o, dir, path, sizeof(path));
         FILE *f = fopen(path, "wb");
-        if (!f) return fail("--save: %s: %s", path, strerror(errno));
+        if (!f)
+            return fail("--save: %s: %s", path, strerror(errno));
         int32_t n = o->n;
         int ok = fwrite(CKPT_MAGIC, 8, 1, f) == 1 && fwrite(&step, 8, 1, f) == 1 &&
                  fwrite(&o->steps, 8, 1, f) == 1 && fwrite(&n, 4, 1, f) == 1;
@@ -209,8 +232,10 @@ int train_opt_save(train_opt_t *o, const char *dir, int64_t step)
             ok = fwrite(o->t[i].name, 32, 1, f) == 1 && fwrite(&numel, 8, 1, f) == 1;
         }
         float *arr[3] = {o->master, o->m, o->v};
-        for (int a = 0; ok && a < 3; a++) ok = fwrite(arr[a], 4, o->total, f) == o->total;
-        if (fclose(f) || !ok) return fail("--save: writing %s failed%s", path, "");
+        for (int a = 0; ok && a < 3; a++)
+            ok = fwrite(arr[a], 4, o->total, f) == o->total;
+        if (fclose(f) || !ok)
+            return fail("--save: writing %s failed%s", path, "");
     }
     /* the files are complete before any rank goes on (a load may follow) */
     return mesh_barrier(o->dp, NULL) == MESH_OK ? 0 : -1;
@@ -221,13 +246,16 @@ int train_opt_load(train_opt_t *o, const char *dir, int64_t *step)
     char path[4096], magic[8];
     ckpt_path(o, dir, path, sizeof(path));
     FILE *f = fopen(path, "rb");
-    if (!f) return fail("--load: %s: %s (saved with another tp size?)", path, strerror(errno));
+    if (!f)
+        return fail("--load: %s: %s (saved with another tp size?)", path, strerror(errno));
     int64_t s, steps;
     int32_t n;
     int ok = fread(magic, 8, 1, f) == 1 && !memcmp(magic, CKPT_MAGIC, 8) &&
              fread(&s, 8, 1, f) == 1 && fread(&steps, 8, 1, f) == 1 && fread(&n, 4, 1, f) == 1;
-    if (!ok) return fclose(f), fail("--load: %s: not a mesh-train checkpoint%s", path, "");
-    if (n != o->n) return fclose(f), fail("--load: %s holds another model%s", path, "");
+    if (!ok)
+        return fclose(f), fail("--load: %s: not a mesh-train checkpoint%s", path, "");
+    if (n != o->n)
+        return fclose(f), fail("--load: %s holds another model%s", path, "");
     for (int i = 0; i < o->n; i++) {
         char name[33] = {0};
         uint64_t numel;
@@ -235,9 +263,10 @@ int train_opt_load(train_opt_t *o, const char *dir, int64_t *step)
             return fclose(f), fail("--load: %s: truncated in the index at %s", path, o->t[i].name);
         if (strcmp(name, o->t[i].name) || numel != o->t[i].numel) {
             fclose(f);
-            fprintf(stderr, "mesh-train: --load: %s: tensor %d is %s of %llu elements, the model's "
-                    "is %s of %zu\n", path, i, name, (unsigned long long)numel, o->t[i].name,
-                    o->t[i].numel);
+            fprintf(stderr,
+                    "mesh-train: --load: %s: tensor %d is %s of %llu elements, the model's "
+                    "is %s of %zu\n",
+                    path, i, name, (unsigned long long)numel, o->t[i].name, o->t[i].numel);
             return -1;
         }
     }
@@ -254,7 +283,8 @@ int train_opt_load(train_opt_t *o, const char *dir, int64_t *step)
     memcpy(o->v, arr + 2 * o->total, o->total * 4);
     free(arr);
     if (o->p.bf16)
-        for (size_t i = 0; i < o->total; i++) o->param16[i] = to_bf16(o->master[i]);
+        for (size_t i = 0; i < o->total; i++)
+            o->param16[i] = to_bf16(o->master[i]);
     o->steps = steps;
     *step = s;
     return 0;
@@ -262,7 +292,8 @@ int train_opt_load(train_opt_t *o, const char *dir, int64_t *step)
 
 void train_opt_destroy(train_opt_t *o)
 {
-    if (!o) return;
+    if (!o)
+        return;
     free(o->t), free(o->master), free(o->m), free(o->v), free(o->param16), free(o->grad16);
     free(o->grad32), free(o);
 }

@@ -17,9 +17,9 @@ typedef struct train_opt train_opt_t;
 typedef struct {
     int stage; /* 0..3 */
     double lr, beta1, beta2, eps, weight_decay;
-    double clip;       /* global-norm clipping; 0: none */
-    int bf16;          /* parameters and gradients stored and reduced in bf16 */
-    int overlap;       /* start reductions as gradients become ready */
+    double clip; /* global-norm clipping; 0: none */
+    int bf16;    /* parameters and gradients stored and reduced in bf16 */
+    int overlap; /* start reductions as gradients become ready */
     size_t bucket_bytes;
 } train_opt_params_t;
 

@@ -41,7 +41,8 @@ static int cmp_double(const void *a, const void *b)
 
 static double median(double *v, int n)
 {
-    if (n <= 0) return 0;
+    if (n <= 0)
+        return 0;
     qsort(v, (size_t)n, sizeof(double), cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
@@ -54,8 +55,8 @@ static void describe(char *buf, size_t len, const train_opts_t *o, const layout_
              "overlap=%d layers=%d d_model=%d heads=%d seq=%d vocab=%d batch=%d microbatches=%d "
              "lr=%g seed=%llu params=%zu ranks=%d nodes=%d",
              lo->tp_size, lo->dp_size, o->order ? o->order : "tp-cp-ep-dp-pp", o->zero,
-             o->bf16 ? "bf16" : "fp32", o->sequence_parallel, o->overlap, m->L, m->C, m->NH,
-             m->T, m->V, o->batch, o->microbatches, o->lr, (unsigned long long)o->seed, params,
+             o->bf16 ? "bf16" : "fp32", o->sequence_parallel, o->overlap, m->L, m->C, m->NH, m->T,
+             m->V, o->batch, o->microbatches, o->lr, (unsigned long long)o->seed, params,
              mesh_comm_size(world), mesh_comm_node_count(world));
 }
 
@@ -65,7 +66,8 @@ int main(int argc, char **argv)
     const char *env_rank = getenv("MESH_RANK");
     int first = env_rank == NULL || atoi(env_rank) == 0;
     int rc = train_opts_parse(&o, argc, argv, first);
-    if (rc) return rc > 0 ? 0 : 2;
+    if (rc)
+        return rc > 0 ? 0 : 2;
     openblas_set_num_threads(1); /* one core per rank: the ranks share the machine */
     mesh_comm_h world;
     if (init_world(&world) != MESH_OK) {
@@ -74,12 +76,13 @@ int main(int argc, char **argv)
     }
     int wrank = mesh_comm_rank(world), wsize = mesh_comm_size(world);
     int say = wrank == 0;
-    layout_params_t lp = {.order = o.order, .sequence_parallel = o.sequence_parallel,
-                          .bf16 = o.bf16};
+    layout_params_t lp = {
+        .order = o.order, .sequence_parallel = o.sequence_parallel, .bf16 = o.bf16};
     memcpy(lp.size, o.size, sizeof(lp.size));
     if (lp.size[MESH_AXIS_DP] == 0) { /* dp takes the ranks the other axes leave */
         int other = 1;
-        for (int a = 0; a < MESH_AXIS_COUNT; a++) other *= lp.size[a] ? lp.size[a] : 1;
+        for (int a = 0; a < MESH_AXIS_COUNT; a++)
+            other *= lp.size[a] ? lp.size[a] : 1;
         lp.size[MESH_AXIS_DP] = wsize % other ? 1 : wsize / other;
     }
     layout_t lo;
@@ -89,22 +92,31 @@ int main(int argc, char **argv)
     rc = 1;
     int agreed = 0; /* every rank found the same error: they leave together, none is killed */
     if (layout_create(&lo, world, &lp)) {
-        if (say) fprintf(stderr, "mesh-train: %s\n", lo.err);
+        if (say)
+            fprintf(stderr, "mesh-train: %s\n", lo.err);
         goto out_agreed;
     }
-    gpt_config_t cfg = {.vocab = o.vocab, .seq = o.seq, .d_model = o.d_model, .layers = o.layers,
-                        .heads = o.heads, .tp = lo.tp_size, .tp_rank = lo.tp_rank,
+    gpt_config_t cfg = {.vocab = o.vocab,
+                        .seq = o.seq,
+                        .d_model = o.d_model,
+                        .layers = o.layers,
+                        .heads = o.heads,
+                        .tp = lo.tp_size,
+                        .tp_rank = lo.tp_rank,
                         .sequence_parallel = o.sequence_parallel};
     char err[256];
     if (gpt_create(&m, &cfg, err, sizeof(err))) {
-        if (say) fprintf(stderr, "mesh-train: %s\n", err);
+        if (say)
+            fprintf(stderr, "mesh-train: %s\n", err);
         goto out_agreed;
     }
     int per_rank = o.batch / lo.dp_size;
     if (o.batch % lo.dp_size || per_rank % o.microbatches) {
         if (say)
-            fprintf(stderr, "mesh-train: --batch %d does not split into dp=%d ranks x "
-                    "--microbatches %d\n", o.batch, lo.dp_size, o.microbatches);
+            fprintf(stderr,
+                    "mesh-train: --batch %d does not split into dp=%d ranks x "
+                    "--microbatches %d\n",
+                    o.batch, lo.dp_size, o.microbatches);
         goto out_agreed;
     }
     int b = per_rank / o.microbatches;
@@ -113,14 +125,22 @@ int main(int argc, char **argv)
         goto out;
     }
     m.dloss_scale = 1.0f / ((float)o.batch * o.seq);
-    train_opt_params_t op = {.stage = o.zero, .lr = o.lr, .beta1 = 0.9, .beta2 = 0.95,
-                             .eps = 1e-8, .weight_decay = o.weight_decay, .clip = o.clip,
-                             .bf16 = o.bf16, .overlap = o.overlap,
+    train_opt_params_t op = {.stage = o.zero,
+                             .lr = o.lr,
+                             .beta1 = 0.9,
+                             .beta2 = 0.95,
+                             .eps = 1e-8,
+                             .weight_decay = o.weight_decay,
+                             .clip = o.clip,
+                             .bf16 = o.bf16,
+                             .overlap = o.overlap,
                              .bucket_bytes = (size_t)(o.bucket_mb * 1048576.0)};
-    if (train_opt_create(lo.dp_comm, lo.tp_comm, &op, &opt) || layout_bind(&lo, &m, opt)) goto out;
+    if (train_opt_create(lo.dp_comm, lo.tp_comm, &op, &opt) || layout_bind(&lo, &m, opt))
+        goto out;
     int64_t start = 0;
     if (o.load) {
-        if (train_opt_load(opt, o.load, &start)) goto out;
+        if (train_opt_load(opt, o.load, &start))
+            goto out;
     } else if (layout_init_params(&lo, o.seed)) {
         goto out;
     }
@@ -137,7 +157,8 @@ int main(int argc, char **argv)
             perror(o.csv);
             goto out;
         }
-        if (csv) fprintf(csv, "# %s\nstep,loss,grad_norm,time_ms,tokens_per_s\n", desc);
+        if (csv)
+            fprintf(csv, "# %s\nstep,loss,grad_norm,time_ms,tokens_per_s\n", desc);
     }
     int steps_run = 0;
     double *times = calloc((size_t)o.steps + 1, sizeof(double));
@@ -153,11 +174,13 @@ int main(int argc, char **argv)
                                   a->targets + s * m.T);
             double ls;
             lo.boundary = mb == o.microbatches - 1;
-            if (gpt_forward(&m, mb, &ls) || gpt_backward(&m, mb)) goto out_loop;
+            if (gpt_forward(&m, mb, &ls) || gpt_backward(&m, mb))
+                goto out_loop;
             loss += ls;
         }
         double t1 = now_ms(), norm;
-        if (train_opt_step(opt, &norm)) goto out_loop;
+        if (train_opt_step(opt, &norm))
+            goto out_loop;
         double t2 = now_ms();
         /* every tp rank holds the same rows' losses; the dp ranks hold different samples */
         if (lo.dp_size > 1 &&
@@ -185,12 +208,15 @@ int main(int argc, char **argv)
         printf("# median over %d steps: step %.1f ms, tokens/s %.0f, optimizer step (exposed "
                "communication) %.1f ms\n",
                steps_run - skip, med, tokens / (med / 1e3), med_opt);
-    if (o.save && train_opt_save(opt, o.save, o.steps)) goto out_loop;
-    if (o.dump && layout_dump_params(&lo, o.dump)) goto out_loop;
+    if (o.save && train_opt_save(opt, o.save, o.steps))
+        goto out_loop;
+    if (o.dump && layout_dump_params(&lo, o.dump))
+        goto out_loop;
     rc = 0;
 out_loop:
     free(times), free(opt_times);
-    if (csv && fclose(csv)) rc = 1;
+    if (csv && fclose(csv))
+        rc = 1;
     goto out;
 out_agreed:
     agreed = 1;

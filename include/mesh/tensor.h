@@ -90,8 +90,8 @@ MESH_API mesh_status_t mesh_tp_copy_backward(mesh_tp_h tp, const void *grad_in, 
                                              size_t count, mesh_dtype_t dtype);
 /* g: the output of a row-parallel layer. Forward sums the partial outputs (all-reduce);
  * backward is the identity. */
-MESH_API mesh_status_t mesh_tp_reduce_forward(mesh_tp_h tp, const void *in, void *out,
-                                              size_t count, mesh_dtype_t dtype);
+MESH_API mesh_status_t mesh_tp_reduce_forward(mesh_tp_h tp, const void *in, void *out, size_t count,
+                                              mesh_dtype_t dtype);
 MESH_API mesh_status_t mesh_tp_reduce_backward(mesh_tp_h tp, const void *grad_in, void *grad_out,
                                                size_t count, mesh_dtype_t dtype);
 
@@ -141,30 +141,28 @@ MESH_API mesh_status_t mesh_tp_replicated_grad(mesh_tp_h tp, void *grad, size_t 
  * [vocab / tp, width] of the full [vocab, width] table. tokens [batch, seq] (every tp rank passes
  * all of them, each in 0..vocab-1) give out, the outside tensor of the tp mode (see enter/exit):
  * each rank looks up the tokens of its range and the exit sums the parts. fp32. */
-MESH_API mesh_status_t mesh_tp_embedding_forward(mesh_tp_h tp, const int32_t *tokens,
-                                                 size_t batch, size_t seq, const float *weight,
-                                                 size_t vocab, size_t width, float *out);
+MESH_API mesh_status_t mesh_tp_embedding_forward(mesh_tp_h tp, const int32_t *tokens, size_t batch,
+                                                 size_t seq, const float *weight, size_t vocab,
+                                                 size_t width, float *out);
 /* Adds the gradient of this rank's rows to grad_weight [vocab / tp, width]; grad_out is the
  * gradient of out. */
-MESH_API mesh_status_t mesh_tp_embedding_backward(mesh_tp_h tp, const int32_t *tokens,
-                                                  size_t batch, size_t seq, const float *grad_out,
-                                                  size_t vocab, size_t width, float *grad_weight);
+MESH_API mesh_status_t mesh_tp_embedding_backward(mesh_tp_h tp, const int32_t *tokens, size_t batch,
+                                                  size_t seq, const float *grad_out, size_t vocab,
+                                                  size_t width, float *grad_weight);
 
 /* Cross-entropy over logits split by vocabulary: logits [rows, vocab / tp] hold this rank's
  * columns; targets [rows] are global ids. Gives loss[rows] = logsumexp - logit[target] on every
  * rank and lse[rows] (the log-sum-exp, kept for the backward pass). The row maximum is
  * all-reduced (max), then the sums of exponentials and the target logits (sum). fp32. */
-MESH_API mesh_status_t mesh_tp_cross_entropy_forward(mesh_tp_h tp, const float *logits,
-                                                     size_t rows, size_t vocab,
-                                                     const int32_t *targets, float *loss,
-                                                     float *lse);
+MESH_API mesh_status_t mesh_tp_cross_entropy_forward(mesh_tp_h tp, const float *logits, size_t rows,
+                                                     size_t vocab, const int32_t *targets,
+                                                     float *loss, float *lse);
 /* grad_logits = (softmax - onehot(target)) * grad_loss[row], this rank's columns; no
  * communication (local). grad_logits may be logits itself. */
 MESH_API mesh_status_t mesh_tp_cross_entropy_backward(mesh_tp_h tp, const float *logits,
                                                       size_t rows, size_t vocab,
                                                       const int32_t *targets, const float *lse,
-                                                      const float *grad_loss,
-                                                      float *grad_logits);
+                                                      const float *grad_loss, float *grad_logits);
 
 #ifdef __cplusplus
 }

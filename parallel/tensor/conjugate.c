@@ -12,7 +12,8 @@ static mesh_status_t tp_allreduce(mesh_tp_h tp, const void *in, void *out, size_
     if (tp->size == 1 || count == 0) {
         size_t e;
         MESH_PAR_CHECK(mesh_tp_elem(dtype, fn, &e));
-        if (in != out && count) memmove(out, in, count * e);
+        if (in != out && count)
+            memmove(out, in, count * e);
         return MESH_OK;
     }
     mesh_status_t st = mesh_allreduce(tp->comm, in, out, count, dtype, MESH_SUM, NULL, NULL);
@@ -26,7 +27,8 @@ static mesh_status_t tp_copy(const void *in, void *out, size_t count, mesh_dtype
     MESH_PAR_CHECK(mesh_tp_elem(dtype, fn, &e));
     if (count && (in == NULL || out == NULL))
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: NULL buffer for %zu elements", fn, count);
-    if (in != out && count) memmove(out, in, count * e);
+    if (in != out && count)
+        memmove(out, in, count * e);
     return MESH_OK;
 }
 
@@ -37,8 +39,8 @@ mesh_status_t mesh_tp_copy_forward(mesh_tp_h tp, const void *in, void *out, size
     return tp_copy(in, out, count, dtype, "mesh_tp_copy_forward");
 }
 
-mesh_status_t mesh_tp_copy_backward(mesh_tp_h tp, const void *grad_in, void *grad_out,
-                                    size_t count, mesh_dtype_t dtype)
+mesh_status_t mesh_tp_copy_backward(mesh_tp_h tp, const void *grad_in, void *grad_out, size_t count,
+                                    mesh_dtype_t dtype)
 {
     MESH_PAR_CHECK(mesh_tp_check(tp, "mesh_tp_copy_backward"));
     return tp_allreduce(tp, grad_in, grad_out, count, dtype, "mesh_tp_copy_backward");
@@ -98,27 +100,31 @@ static mesh_status_t sp_allgather(mesh_tp_h tp, const void *local, void *full, s
     size_t e, sl;
     MESH_PAR_CHECK(sp_shape(tp, local, full, batch, seq, width, dtype, fn, &e, &sl));
     size_t count = batch * sl * width;
-    if (count == 0) return MESH_OK;
+    if (count == 0)
+        return MESH_OK;
     if (tp->size == 1) {
         memmove(full, local, count * e);
         return MESH_OK;
     }
     void *dst = full;
-    if (batch > 1) MESH_PAR_CHECK(mesh_tp_scratch(tp, 0, count * e * (size_t)tp->size, &dst));
+    if (batch > 1)
+        MESH_PAR_CHECK(mesh_tp_scratch(tp, 0, count * e * (size_t)tp->size, &dst));
     mesh_status_t st = mesh_allgather(tp->comm, local, dst, count, dtype, NULL, NULL);
-    if (st != MESH_OK) return mesh_par_fail(tp->comm, st, fn);
-    if (batch > 1) sp_permute(dst, full, batch, tp->size, sl * width * e, 0);
+    if (st != MESH_OK)
+        return mesh_par_fail(tp->comm, st, fn);
+    if (batch > 1)
+        sp_permute(dst, full, batch, tp->size, sl * width * e, 0);
     return MESH_OK;
 }
 
 static mesh_status_t sp_reduce_scatter(mesh_tp_h tp, const void *full, void *local, size_t batch,
-                                       size_t seq, size_t width, mesh_dtype_t dtype,
-                                       const char *fn)
+                                       size_t seq, size_t width, mesh_dtype_t dtype, const char *fn)
 {
     size_t e, sl;
     MESH_PAR_CHECK(sp_shape(tp, full, local, batch, seq, width, dtype, fn, &e, &sl));
     size_t count = batch * sl * width;
-    if (count == 0) return MESH_OK;
+    if (count == 0)
+        return MESH_OK;
     if (tp->size == 1) {
         memmove(local, full, count * e);
         return MESH_OK;
@@ -130,7 +136,8 @@ static mesh_status_t sp_reduce_scatter(mesh_tp_h tp, const void *full, void *loc
         sp_permute(full, s, batch, tp->size, sl * width * e, 1);
         src = s;
     }
-    mesh_status_t st = mesh_reduce_scatter(tp->comm, src, local, count, dtype, MESH_SUM, NULL, NULL);
+    mesh_status_t st =
+        mesh_reduce_scatter(tp->comm, src, local, count, dtype, MESH_SUM, NULL, NULL);
     return st == MESH_OK ? MESH_OK : mesh_par_fail(tp->comm, st, fn);
 }
 
@@ -141,8 +148,7 @@ mesh_status_t mesh_tp_sp_gather_forward(mesh_tp_h tp, const void *local, void *f
 }
 
 mesh_status_t mesh_tp_sp_gather_backward(mesh_tp_h tp, const void *grad_full, void *grad_local,
-                                         size_t batch, size_t seq, size_t width,
-                                         mesh_dtype_t dtype)
+                                         size_t batch, size_t seq, size_t width, mesh_dtype_t dtype)
 {
     return sp_reduce_scatter(tp, grad_full, grad_local, batch, seq, width, dtype,
                              "mesh_tp_sp_gather_backward");
@@ -168,7 +174,8 @@ mesh_status_t mesh_tp_sp_scatter_backward(mesh_tp_h tp, const void *grad_local, 
 mesh_status_t mesh_tp_enter_forward(mesh_tp_h tp, const void *outside, void *inside, size_t batch,
                                     size_t seq, size_t width, mesh_dtype_t dtype)
 {
-    if (TP_SP(tp)) return mesh_tp_sp_gather_forward(tp, outside, inside, batch, seq, width, dtype);
+    if (TP_SP(tp))
+        return mesh_tp_sp_gather_forward(tp, outside, inside, batch, seq, width, dtype);
     return mesh_tp_copy_forward(tp, outside, inside, batch * seq * width, dtype);
 }
 
@@ -183,7 +190,8 @@ mesh_status_t mesh_tp_enter_backward(mesh_tp_h tp, const void *grad_inside, void
 mesh_status_t mesh_tp_exit_forward(mesh_tp_h tp, const void *inside, void *outside, size_t batch,
                                    size_t seq, size_t width, mesh_dtype_t dtype)
 {
-    if (TP_SP(tp)) return mesh_tp_sp_scatter_forward(tp, inside, outside, batch, seq, width, dtype);
+    if (TP_SP(tp))
+        return mesh_tp_sp_scatter_forward(tp, inside, outside, batch, seq, width, dtype);
     return mesh_tp_reduce_forward(tp, inside, outside, batch * seq * width, dtype);
 }
 
@@ -198,6 +206,7 @@ mesh_status_t mesh_tp_exit_backward(mesh_tp_h tp, const void *grad_outside, void
 mesh_status_t mesh_tp_replicated_grad(mesh_tp_h tp, void *grad, size_t count, mesh_dtype_t dtype)
 {
     MESH_PAR_CHECK(mesh_tp_check(tp, "mesh_tp_replicated_grad"));
-    if (!TP_SP(tp)) return MESH_OK;
+    if (!TP_SP(tp))
+        return MESH_OK;
     return tp_allreduce(tp, grad, grad, count, dtype, "mesh_tp_replicated_grad");
 }

@@ -17,7 +17,8 @@ mesh_status_t mesh_tp_create(mesh_comm_h comm, const mesh_tp_params_t *params, m
         flags = params->flags;
     }
     struct mesh_tp *t = calloc(1, sizeof(*t));
-    if (t == NULL) return mesh_par_error(MESH_ERR_NO_MEMORY, "mesh_tp_create: out of memory");
+    if (t == NULL)
+        return mesh_par_error(MESH_ERR_NO_MEMORY, "mesh_tp_create: out of memory");
     t->comm = comm;
     t->size = mesh_comm_size(comm);
     t->rank = mesh_comm_rank(comm);
@@ -28,14 +29,21 @@ mesh_status_t mesh_tp_create(mesh_comm_h comm, const mesh_tp_params_t *params, m
 
 void mesh_tp_destroy(mesh_tp_h tp)
 {
-    if (tp == NULL) return;
+    if (tp == NULL)
+        return;
     free(tp->scratch[0]);
     free(tp->scratch[1]);
     free(tp);
 }
 
-int mesh_tp_size(mesh_tp_h tp) { return tp ? tp->size : 0; }
-int mesh_tp_rank(mesh_tp_h tp) { return tp ? tp->rank : -1; }
+int mesh_tp_size(mesh_tp_h tp)
+{
+    return tp ? tp->size : 0;
+}
+int mesh_tp_rank(mesh_tp_h tp)
+{
+    return tp ? tp->rank : -1;
+}
 int mesh_tp_sequence_parallel(mesh_tp_h tp)
 {
     return tp ? !!(tp->flags & MESH_TP_SEQUENCE_PARALLEL) : 0;
@@ -63,7 +71,8 @@ mesh_status_t mesh_tp_scratch(mesh_tp_h tp, int slot, size_t bytes, void **buf)
 mesh_status_t mesh_tp_elem(mesh_dtype_t dtype, const char *fn, size_t *elem)
 {
     size_t e = mesh_dtype_size(dtype);
-    if (e == 0) return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: unknown dtype %d", fn, (int)dtype);
+    if (e == 0)
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: unknown dtype %d", fn, (int)dtype);
     *elem = e;
     return MESH_OK;
 }
@@ -72,7 +81,8 @@ mesh_status_t mesh_tp_split(size_t n, int parts, int index, const char *what,
                             mesh_tp_range_t *range)
 {
     const char *name = what ? what : "size";
-    if (range == NULL) return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_tp_split: range is NULL");
+    if (range == NULL)
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_tp_split: range is NULL");
     if (parts < 1 || index < 0 || index >= parts)
         return mesh_par_error(MESH_ERR_INVALID_ARG,
                               "mesh_tp_split: part %d of %d is not a part (%s)", index, parts,
@@ -101,8 +111,10 @@ mesh_status_t mesh_tp_heads(mesh_tp_h tp, int heads, size_t head_dim, mesh_tp_ra
                               head_dim);
     mesh_tp_range_t h;
     MESH_PAR_CHECK(mesh_tp_split((size_t)heads, tp->size, tp->rank, "heads", &h));
-    if (head_range) *head_range = h;
-    if (columns) *columns = (mesh_tp_range_t){h.start * head_dim, h.count * head_dim};
+    if (head_range)
+        *head_range = h;
+    if (columns)
+        *columns = (mesh_tp_range_t){h.start * head_dim, h.count * head_dim};
     return MESH_OK;
 }
 

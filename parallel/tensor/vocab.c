@@ -9,7 +9,8 @@
 static mesh_status_t vocab_range(mesh_tp_h tp, size_t vocab, const char *fn, mesh_tp_range_t *r)
 {
     MESH_PAR_CHECK(mesh_tp_check(tp, fn));
-    if (vocab == 0) return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: vocab is 0", fn);
+    if (vocab == 0)
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: vocab is 0", fn);
     if (mesh_tp_split(vocab, tp->size, tp->rank, "vocab", r) != MESH_OK)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: %s", fn, mesh_comm_last_error(NULL));
     return MESH_OK;
@@ -18,7 +19,8 @@ static mesh_status_t vocab_range(mesh_tp_h tp, size_t vocab, const char *fn, mes
 static mesh_status_t check_tokens(const int32_t *tokens, size_t n, size_t vocab, const char *fn,
                                   const char *what)
 {
-    if (n && tokens == NULL) return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: %s is NULL", fn, what);
+    if (n && tokens == NULL)
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: %s is NULL", fn, what);
     for (size_t i = 0; i < n; i++)
         if (tokens[i] < 0 || (size_t)tokens[i] >= vocab)
             return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: %s[%zu]=%d is outside vocab 0..%zu",
@@ -27,8 +29,8 @@ static mesh_status_t check_tokens(const int32_t *tokens, size_t n, size_t vocab,
 }
 
 mesh_status_t mesh_tp_embedding_forward(mesh_tp_h tp, const int32_t *tokens, size_t batch,
-                                        size_t seq, const float *weight, size_t vocab,
-                                        size_t width, float *out)
+                                        size_t seq, const float *weight, size_t vocab, size_t width,
+                                        float *out)
 {
     static const char fn[] = "mesh_tp_embedding_forward";
     mesh_tp_range_t r, sr;
@@ -69,10 +71,12 @@ mesh_status_t mesh_tp_embedding_backward(mesh_tp_h tp, const int32_t *tokens, si
     MESH_PAR_CHECK(mesh_tp_exit_backward(tp, grad_out, rows, batch, seq, width, MESH_FP32));
     for (size_t i = 0; i < n; i++) {
         size_t t = (size_t)tokens[i];
-        if (t < r.start || t >= r.start + r.count) continue;
+        if (t < r.start || t >= r.start + r.count)
+            continue;
         float *g = grad_weight + (t - r.start) * width;
         const float *d = rows + i * width;
-        for (size_t c = 0; c < width; c++) g[c] += d[c];
+        for (size_t c = 0; c < width; c++)
+            g[c] += d[c];
     }
     return MESH_OK;
 }
@@ -87,7 +91,8 @@ mesh_status_t mesh_tp_cross_entropy_forward(mesh_tp_h tp, const float *logits, s
     MESH_PAR_CHECK(check_tokens(targets, rows, vocab, fn, "targets"));
     if (rows && (logits == NULL || loss == NULL || lse == NULL))
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: NULL logits, loss or lse", fn);
-    if (rows == 0) return MESH_OK;
+    if (rows == 0)
+        return MESH_OK;
     /* [0, rows): row maxima, then the sums of exponentials; [rows, 2 rows): target logits */
     float *buf;
     MESH_PAR_CHECK(mesh_tp_scratch(tp, 1, 2 * rows * sizeof(float), (void **)&buf));
@@ -95,16 +100,20 @@ mesh_status_t mesh_tp_cross_entropy_forward(mesh_tp_h tp, const float *logits, s
     for (size_t i = 0; i < rows; i++) {
         const float *l = logits + i * vl;
         float m = -FLT_MAX;
-        for (size_t v = 0; v < vl; v++) m = l[v] > m ? l[v] : m;
+        for (size_t v = 0; v < vl; v++)
+            m = l[v] > m ? l[v] : m;
         buf[i] = m;
     }
     mesh_status_t st = MESH_OK;
-    if (tp->size > 1) st = mesh_allreduce(tp->comm, buf, buf, rows, MESH_FP32, MESH_MAX, NULL, NULL);
-    if (st != MESH_OK) return mesh_par_fail(tp->comm, st, fn);
+    if (tp->size > 1)
+        st = mesh_allreduce(tp->comm, buf, buf, rows, MESH_FP32, MESH_MAX, NULL, NULL);
+    if (st != MESH_OK)
+        return mesh_par_fail(tp->comm, st, fn);
     for (size_t i = 0; i < rows; i++) {
         const float *l = logits + i * vl;
         double s = 0;
-        for (size_t v = 0; v < vl; v++) s += exp((double)l[v] - buf[i]);
+        for (size_t v = 0; v < vl; v++)
+            s += exp((double)l[v] - buf[i]);
         size_t t = (size_t)targets[i];
         buf[rows + i] = (t >= r.start && t < r.start + vl) ? l[t - r.start] : 0.0f;
         lse[i] = buf[i]; /* the maximum, until the sums arrive */
@@ -112,7 +121,8 @@ mesh_status_t mesh_tp_cross_entropy_forward(mesh_tp_h tp, const float *logits, s
     }
     if (tp->size > 1)
         st = mesh_allreduce(tp->comm, buf, buf, 2 * rows, MESH_FP32, MESH_SUM, NULL, NULL);
-    if (st != MESH_OK) return mesh_par_fail(tp->comm, st, fn);
+    if (st != MESH_OK)
+        return mesh_par_fail(tp->comm, st, fn);
     for (size_t i = 0; i < rows; i++) {
         lse[i] = (float)((double)lse[i] + log((double)buf[i]));
         loss[i] = lse[i] - buf[rows + i];
@@ -121,17 +131,16 @@ mesh_status_t mesh_tp_cross_entropy_forward(mesh_tp_h tp, const float *logits, s
 }
 
 mesh_status_t mesh_tp_cross_entropy_backward(mesh_tp_h tp, const float *logits, size_t rows,
-                                             size_t vocab, const int32_t *targets,
-                                             const float *lse, const float *grad_loss,
-                                             float *grad_logits)
+                                             size_t vocab, const int32_t *targets, const float *lse,
+                                             const float *grad_loss, float *grad_logits)
 {
     static const char fn[] = "mesh_tp_cross_entropy_backward";
     mesh_tp_range_t r;
     MESH_PAR_CHECK(vocab_range(tp, vocab, fn, &r));
     MESH_PAR_CHECK(check_tokens(targets, rows, vocab, fn, "targets"));
     if (rows && (logits == NULL || lse == NULL || grad_loss == NULL || grad_logits == NULL))
-        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: NULL logits, lse, grad_loss or grad_logits",
-                              fn);
+        return mesh_par_error(MESH_ERR_INVALID_ARG,
+                              "%s: NULL logits, lse, grad_loss or grad_logits", fn);
     size_t vl = r.count;
     for (size_t i = 0; i < rows; i++) {
         const float *l = logits + i * vl;

@@ -35,7 +35,8 @@ static float uniform(uint64_t seed, uint64_t i)
 static float *rnd(uint64_t seed, size_t n)
 {
     float *a = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) a[i] = uniform(seed, i);
+    for (size_t i = 0; i < n; i++)
+        a[i] = uniform(seed, i);
     return a;
 }
 
@@ -46,7 +47,8 @@ static void mm(const float *a, size_t n, size_t k, const float *b, size_t ldb_m,
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < m; j++) {
             double s = 0;
-            for (size_t x = 0; x < k; x++) s += (double)a[i * k + x] * b[j * ldb_m + x * ldb_k];
+            for (size_t x = 0; x < k; x++)
+                s += (double)a[i * k + x] * b[j * ldb_m + x * ldb_k];
             out[i * m + j] = (float)s;
         }
 }
@@ -54,14 +56,16 @@ static void mm(const float *a, size_t n, size_t k, const float *b, size_t ldb_m,
 static void transpose(const float *a, size_t rows, size_t cols, float *out)
 {
     for (size_t i = 0; i < rows; i++)
-        for (size_t j = 0; j < cols; j++) out[j * rows + i] = a[i * cols + j];
+        for (size_t j = 0; j < cols; j++)
+            out[j * rows + i] = a[i * cols + j];
 }
 
 /* columns [c0, c0 + cn) of a [rows, cols] matrix */
 static float *cols_of(const float *a, size_t rows, size_t cols, size_t c0, size_t cn)
 {
     float *o = malloc(rows * cn * sizeof(float) + 1);
-    for (size_t i = 0; i < rows; i++) memcpy(o + i * cn, a + i * cols + c0, cn * sizeof(float));
+    for (size_t i = 0; i < rows; i++)
+        memcpy(o + i * cn, a + i * cols + c0, cn * sizeof(float));
     return o;
 }
 
@@ -79,7 +83,8 @@ static void near(const char *what, const float *got, const float *want, size_t n
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < n; i++)
         if (!(fabs((double)got[i] - want[i]) <= tol * (1.0 + fabs((double)want[i]))))
-            if (bad++ == 0) first = i;
+            if (bad++ == 0)
+                first = i;
     CHECK(bad == 0, "%s: %zu of %zu differ, first [%zu] %.9g want %.9g", what, bad, n, first,
           bad ? got[first] : 0.0, bad ? want[first] : 0.0);
 }
@@ -109,8 +114,10 @@ static void shard_arithmetic(mesh_tp_h tp, int n)
     CHECK(h.count == (size_t)(HEADS / n) && h.start == h.count * mesh_tp_rank(tp) &&
               c.start == h.start * HD && c.count == h.count * HD,
           "heads %zu+%zu columns %zu+%zu", h.start, h.count, c.start, c.count);
-    if (n > 1) refused(mesh_tp_heads(tp, n + 1, HD, &h, &c), "heads n+1", "heads=");
-    if (n > 1) refused(mesh_tp_shard(tp, (size_t)V + 1, "vocab", &r), "vocab+1", "across tp=");
+    if (n > 1)
+        refused(mesh_tp_heads(tp, n + 1, HD, &h, &c), "heads n+1", "heads=");
+    if (n > 1)
+        refused(mesh_tp_shard(tp, (size_t)V + 1, "vocab", &r), "vocab+1", "across tp=");
     refused(mesh_tp_copy_backward(NULL, &r, &r, 1, MESH_FP32), "NULL tp", "tp is NULL");
 }
 
@@ -222,7 +229,9 @@ static void heads(mesh_tp_h tp)
             memcpy(want + i * cl, qkv + i * 3 * C + part * C + cr.start, cl * 4);
             memcpy(got + i * cl, ql + i * 3 * cl + part * cl, cl * 4);
         }
-        near(part == 0 ? "q of local heads" : part == 1 ? "k of local heads" : "v of local heads",
+        near(part == 0   ? "q of local heads"
+             : part == 1 ? "k of local heads"
+                         : "v of local heads",
              got, want, BT * cl, 1e-6);
         free(want), free(got);
     }
@@ -252,7 +261,8 @@ static void bf16_and_replicated(mesh_tp_h tp, int sp)
     ok(mesh_tp_seq_shard(tp, T, &ss), "seq shard");
     const size_t W = 8, full = B * T * W, out = B * ss.count * W;
     uint16_t *in = malloc(full * 2), *o = malloc(full * 2);
-    for (size_t i = 0; i < full; i++) in[i] = bf16((float)((i % 7) * (r + 1)));
+    for (size_t i = 0; i < full; i++)
+        in[i] = bf16((float)((i % 7) * (r + 1)));
     ok(mesh_tp_exit_forward(tp, in, o, B, T, W, MESH_BF16), "bf16 exit");
     size_t bad = 0;
     for (size_t b = 0; b < B; b++)
@@ -264,7 +274,8 @@ static void bf16_and_replicated(mesh_tp_h tp, int sp)
             }
     CHECK(bad == 0, "bf16 exit: %zu of %zu wrong", bad, out);
     float g[5];
-    for (int i = 0; i < 5; i++) g[i] = (float)(r + 1 + i);
+    for (int i = 0; i < 5; i++)
+        g[i] = (float)(r + 1 + i);
     ok(mesh_tp_replicated_grad(tp, g, 5, MESH_FP32), "replicated grad");
     for (int i = 0; i < 5; i++) {
         float want = sp ? (float)(n * (n + 1) / 2 + n * i) : (float)(r + 1 + i);
@@ -277,13 +288,15 @@ static void embedding(mesh_tp_h tp)
 {
     const size_t BT = B * T;
     int32_t tok[B * T];
-    for (size_t i = 0; i < BT; i++) tok[i] = (int32_t)((uniform(7, i) + 1.0f) * 0.5f * V) % V;
+    for (size_t i = 0; i < BT; i++)
+        tok[i] = (int32_t)((uniform(7, i) + 1.0f) * 0.5f * V) % V;
     tok[3] = V - 1, tok[4] = 0;
     float *w = rnd(8, V * C), *x = malloc(BT * C * 4), *dout = rnd(9, BT * C);
     float *dw = calloc(V * C, 4);
     for (size_t i = 0; i < BT; i++) {
         memcpy(x + i * C, w + (size_t)tok[i] * C, C * 4);
-        for (size_t c = 0; c < C; c++) dw[(size_t)tok[i] * C + c] += dout[i * C + c];
+        for (size_t c = 0; c < C; c++)
+            dw[(size_t)tok[i] * C + c] += dout[i * C + c];
     }
     mesh_tp_range_t vr, ss;
     ok(mesh_tp_shard(tp, V, "vocab", &vr), "vocab shard");
@@ -305,18 +318,22 @@ static void cross_entropy(mesh_tp_h tp)
     const size_t R = B * T;
     float *logits = rnd(10, R * V), *gl = rnd(11, R);
     int32_t tgt[B * T];
-    for (size_t i = 0; i < R * V; i++) logits[i] *= 6.0f;
-    for (size_t i = 0; i < R; i++) tgt[i] = (int32_t)((uniform(12, i) + 1.0f) * 0.5f * V) % V;
+    for (size_t i = 0; i < R * V; i++)
+        logits[i] *= 6.0f;
+    for (size_t i = 0; i < R; i++)
+        tgt[i] = (int32_t)((uniform(12, i) + 1.0f) * 0.5f * V) % V;
     float loss_ref[B * T], lse_ref[B * T], *dref = malloc(R * V * 4);
     for (size_t i = 0; i < R; i++) {
         double m = -1e30, s = 0;
-        for (size_t v = 0; v < V; v++) m = fmax(m, logits[i * V + v]);
-        for (size_t v = 0; v < V; v++) s += exp(logits[i * V + v] - m);
+        for (size_t v = 0; v < V; v++)
+            m = fmax(m, logits[i * V + v]);
+        for (size_t v = 0; v < V; v++)
+            s += exp(logits[i * V + v] - m);
         lse_ref[i] = (float)(m + log(s));
         loss_ref[i] = (float)(m + log(s) - logits[i * V + (size_t)tgt[i]]);
         for (size_t v = 0; v < V; v++)
-            dref[i * V + v] = (float)((exp(logits[i * V + v] - m) / s - (v == (size_t)tgt[i])) *
-                                      gl[i]);
+            dref[i * V + v] =
+                (float)((exp(logits[i * V + v] - m) / s - (v == (size_t)tgt[i])) * gl[i]);
     }
     mesh_tp_range_t vr;
     ok(mesh_tp_shard(tp, V, "vocab", &vr), "vocab shard");
@@ -381,8 +398,8 @@ int main(int argc, char **argv)
     /* every rank reports, so a failure on one is seen by all before they leave */
     int64_t f = failures;
     mesh_allreduce(world, &f, &f, 1, MESH_INT64, MESH_SUM, NULL, NULL);
-    if (wrank == 0) printf("tp_test tp=%d sp=%d ranks=%d: %lld failures\n", tpn, sp, wsize,
-                           (long long)f);
+    if (wrank == 0)
+        printf("tp_test tp=%d sp=%d ranks=%d: %lld failures\n", tpn, sp, wsize, (long long)f);
     mesh_tp_destroy(tp);
     mesh_grid_destroy(grid);
     mesh_comm_destroy(world);

@@ -44,8 +44,10 @@ int main(void)
     gpt_flat_t flat = {&m, params, grads};
     m.ops.ctx = &flat;
     m.ops.acquire = gpt_flat_acquire;
-    for (int i = 0; i < m.n_tensors; i++) gpt_init_full(&m, &m.tensors[i], 7, params + m.tensors[i].offset);
-    for (size_t i = 0; i < m.n_params; i++) params[i] += 0.2 * uniform(i);
+    for (int i = 0; i < m.n_tensors; i++)
+        gpt_init_full(&m, &m.tensors[i], 7, params + m.tensors[i].offset);
+    for (size_t i = 0; i < m.n_params; i++)
+        params[i] += 0.2 * uniform(i);
     int N = m.b * m.T;
     for (int i = 0; i < N; i++) {
         m.acts[0].tokens[i] = (int32_t)((uniform(1000 + i) + 1) * 0.5 * m.V) % m.V;
@@ -53,7 +55,8 @@ int main(void)
     }
     m.dloss_scale = (gpt_real)(1.0 / N);
     double l0 = loss_of(&m);
-    if (gpt_backward(&m, 0)) return 1;
+    if (gpt_backward(&m, 0))
+        return 1;
     int failures = 0;
     size_t checked = 0, zero = 0;
     const double h = 1e-5;
@@ -70,7 +73,8 @@ int main(void)
             *p = keep;
             double fd = (up - down) / (2 * h), g = grads[t->offset + k];
             double excess = fabs(g - fd) - (1e-7 + 1e-5 * fabs(fd));
-            if (excess > worst) worst = excess, worst_i = k;
+            if (excess > worst)
+                worst = excess, worst_i = k;
             zero += g == 0.0;
             checked++;
         }
@@ -84,7 +88,8 @@ int main(void)
            "%d tensors failed\n",
            l0, checked, m.n_tensors, zero, failures);
     /* a gradient that is zero everywhere would pass against a flat loss: none may be */
-    if (zero > checked / 100) failures++;
+    if (zero > checked / 100)
+        failures++;
     gpt_destroy(&m);
     free(params), free(grads);
     return failures ? 1 : 0;
