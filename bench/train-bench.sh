@@ -93,14 +93,17 @@ awk -F, -v steps="$steps" '
     NR == 1 { next }
     { key = $1 "," $2 "," $3; ms[key] = $6; tps[key] = $7; opt[key] = $8; lay[$1] = 1 }
     END {
-        printf "| layout | ZeRO stage | step ms | tokens/s | optimizer step ms |\n|---|---|---|---|---|\n"
+        printf "| layout | ZeRO stage | step ms | tokens/s | optimizer step ms |\n"
+        printf "|---|---|---|---|---|\n"
         split("one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp dp2nodes", order, " ")
         for (i = 1; i <= 8; i++) for (z = 0; z <= 3; z++) {
             k = order[i] "," z ",on"
-            if (k in ms) printf "| %s | %d | %.0f | %.0f | %.0f |\n", order[i], z, ms[k], tps[k], opt[k]
+            if (k in ms)
+                printf "| %s | %d | %.0f | %.0f | %.0f |\n", order[i], z, ms[k], tps[k], opt[k]
         }
         base = opt["one,0,on"]
-        printf "\n| layout | ZeRO stage | step ms on / off | exposed comm ms on / off | hidden |\n|---|---|---|---|---|\n"
+        printf "\n| layout | ZeRO stage | step ms on / off | exposed comm ms on / off | hidden |\n"
+        printf "|---|---|---|---|---|\n"
         for (i = 1; i <= 2; i++) {
             l = i == 1 ? "dp2" : "dp2nodes"
             for (z = 0; z <= 3; z++) {
@@ -111,7 +114,8 @@ awk -F, -v steps="$steps" '
                 eon = opt[on] - b; eoff = opt[off] - b
                 if (eon < 0) eon = 0
                 h = eoff > 0 ? 1 - eon / eoff : 0
-                printf "| %s | %d | %.0f / %.0f | %.0f / %.0f | %.0f%% |\n", l, z, ms[on], ms[off], eon, eoff, 100 * h
+                printf "| %s | %d | %.0f / %.0f | %.0f / %.0f | %.0f%% |\n", l, z, ms[on], ms[off],
+                    eon, eoff, 100 * h
             }
         }
     }' "$csv" | tee "$out/train-bench.md"
