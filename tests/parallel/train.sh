@@ -2,7 +2,8 @@
 # mesh-train on every layout against one process: the same tiny GPT (2 layers, d_model 32,
 # 4 heads, seq 16, vocab 64, global batch 8, 10 steps, fp32) on 1 rank, dp=2, dp=4, tp=2, tp=4,
 # tp=2 dp=2, tp=2 dp=2 with sequence parallelism (and with 2 micro-batches), dp=2 across 2
-# simulated nodes, each under every ZeRO stage:
+# simulated nodes, tp=2 dp=2 with each tp pair in one of 2 nodes and dp across them, and tp=2
+# dp=2 with dp innermost in the rank order, each under every ZeRO stage:
 #   - the loss of each step equals the 1-rank run within 1e-4 relative;
 #   - the parameters after the last step under stages 1-3 equal stage 0's on the same layout
 #     within 1e-6 (--dump-params writes them whole, in a layout-independent order);
@@ -79,7 +80,7 @@ same_params() {
 }
 
 stages="0 1 2 3"
-layouts="one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp tp2dp2sp_mb2 dp2nodes"
+layouts="one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp tp2dp2sp_mb2 dp2nodes tp2dp2nodes tp2dp2order"
 if [ "${MESH_TEST_SANITIZED:-0}" = 1 ]; then
     stages="0 3"
     layouts="one dp2 tp2dp2sp dp2nodes"
@@ -98,6 +99,8 @@ run_layout() {
     tp2dp2sp_mb2) train "$lay-z$z" 4 -- --mesh tp=2,dp=2 --sequence-parallel \
         --microbatches 2 --zero "$z" "$@" ;;
     dp2nodes) train "$lay-z$z" 2 --nodes 2 -- --mesh dp=2 --zero "$z" "$@" ;;
+    tp2dp2nodes) train "$lay-z$z" 4 --nodes 2 -- --mesh tp=2,dp=2 --zero "$z" "$@" ;;
+    tp2dp2order) train "$lay-z$z" 4 -- --mesh tp=2,dp=2 --order dp-tp-cp-ep-pp --zero "$z" "$@" ;;
     esac
 }
 
@@ -143,7 +146,13 @@ echo "ok: checkpoint dp=4 stage 2 -> dp=2 stage 3, dp=1 stage 0"
 refused() {
     want=$1 n=$2
     shift 2
-    if "$b/tools/meshrun" -n "$n" --timeout 60 "$prog" $model "$@" >"$tmp/refused.out" 2>&1; then
+    mr=""
+    case " $* " in *" -- "*)
+        while [ "$1" != "--" ]; do mr="$mr $1"; shift; done
+        shift ;;
+    esac
+    # shellcheck disable=SC2086
+    if "$b/tools/meshrun" -n "$n" $mr --timeout 60 "$prog" $model "$@" >"$tmp/refused.out" 2>&1; then
         fail "mesh-train $* succeeded"
     elif ! grep -q -- "$want" "$tmp/refused.out"; then
         fail "mesh-train $*: no '$want' in:"
@@ -159,6 +168,7 @@ refused "batch 8 does not split into dp=3" 3 --mesh dp=3
 refused "seq (with --sequence-parallel) 10 does not split evenly across tp=4" 4 --mesh tp=4 \
     --sequence-parallel --seq 10 --heads 4
 refused "stages are 0, 1, 2 and 3" 1 --zero 4
+refused "tp=2 does not fit in a node" 2 --nodes 2 -- --mesh tp=2
 # the largest file of the checkpoint cut short: the error names it
 f=$(ls -S "$ck"/* | head -1)
 head -c 100 "$f" >"$f.cut" && mv "$f.cut" "$f"
