@@ -81,6 +81,8 @@ typedef struct {
     /* parameters (and in the backward pass gradients) of a group, valid until release */
     int (*acquire)(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t *g);
     int (*release)(void *ctx, int group, int phase);
+    /* the group that will be acquired next: its parameters may be fetched meanwhile */
+    int (*prefetch)(void *ctx, int group);
     int (*enter_fwd)(void *ctx, const gpt_real *outside, gpt_real *inside, int b, int width);
     int (*enter_bwd)(void *ctx, const gpt_real *dinside, gpt_real *doutside, int b, int width);
     int (*exit_fwd)(void *ctx, const gpt_real *inside, gpt_real *outside, int b, int width);
@@ -174,6 +176,20 @@ void gpt_unslice(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, const 
  * its rows' losses. Backward accumulates gradients (acquire's g) scaled by dloss_scale. */
 int gpt_forward(gpt_t *m, int mb, double *loss_sum);
 int gpt_backward(gpt_t *m, int mb);
+/*
+ * The same in the parts a pipeline stage runs: the embedding (first stage), blocks [l0, l1),
+ * the final layernorm, head and loss (last stage). Activations: tokens -> x[0] -> ... -> x[L]
+ * -> loss; between stages x[l0] comes in and x[l1] goes out (acts->x of micro-batch mb), and in
+ * the backward pass the gradient of x[l1] comes in and that of x[l0] goes out in m->dx.
+ * A hook's release in the backward pass hands a group's gradient over once the group's
+ * acquisitions are all released (gpt_backward holds the token table across head and embedding).
+ */
+int gpt_embed_fwd(gpt_t *m, int mb);
+int gpt_blocks_fwd(gpt_t *m, int mb, int l0, int l1);
+int gpt_head_fwd(gpt_t *m, int mb, double *loss_sum);
+int gpt_head_bwd(gpt_t *m, int mb);
+int gpt_blocks_bwd(gpt_t *m, int mb, int l0, int l1);
+int gpt_embed_bwd(gpt_t *m, int mb);
 
 /* Layers (layers.c): _forward/_backward pairs over flat arrays. Backward ones add into the
  * parameter gradients and into din unless noted. */

@@ -159,6 +159,7 @@ static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t 
     layout_t *lo = ctx;
     if (train_opt_gather(lo->opt, group))
         return -1;
+    lo->held[group]++;
     memset(p, 0, sizeof(*p));
     if (g)
         memset(g, 0, sizeof(*g));
@@ -186,7 +187,10 @@ static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t 
 static int release(void *ctx, int group, int phase)
 {
     layout_t *lo = ctx;
-    for (int i = 0; phase == GPT_BWD && lo->boundary && i < lo->m->n_tensors; i++) {
+    /* nested acquisitions (the token table serves head and embedding): the outermost hands
+     * the gradient over */
+    int last = --lo->held[group] == 0;
+    for (int i = 0; phase == GPT_BWD && last && lo->boundary && i < lo->m->n_tensors; i++) {
         const gpt_tensor_t *t = &lo->m->tensors[i];
         if (t->group != group)
             continue;
@@ -225,6 +229,9 @@ int layout_bind(layout_t *lo, gpt_t *m, train_opt_t *opt)
             return -1;
     }
     if (train_opt_finalize(opt))
+        return -1;
+    lo->held = calloc((size_t)m->L + 2, sizeof(int));
+    if (!lo->held)
         return -1;
     if (lo->bf16) {
         lo->work_p = calloc(m->n_params, sizeof(float));
@@ -294,6 +301,6 @@ void layout_destroy(layout_t *lo)
 {
     mesh_tp_destroy(lo->tp);
     mesh_grid_destroy(lo->grid);
-    free(lo->work_p), free(lo->work_g);
+    free(lo->work_p), free(lo->work_g), free(lo->held);
     memset(lo, 0, sizeof(*lo));
 }

@@ -27,6 +27,7 @@ typedef struct {
     train_opt_t *opt;
     int bf16;
     float *work_p, *work_g; /* fp32 copies the model works on when storage is bf16 */
+    int *held;              /* per group: acquisitions not yet released */
     int boundary;           /* the micro-batch being run is the last before a step */
     char err[512];
 } layout_t;

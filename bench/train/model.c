@@ -142,19 +142,19 @@ static int acquire(gpt_t *m, int group, int phase, gpt_group_t *p, gpt_group_t *
     return m->ops.acquire ? m->ops.acquire(m->ops.ctx, group, phase, p, g) : -1;
 }
 
-int gpt_forward(gpt_t *m, int mb, double *loss_sum)
+int gpt_embed_fwd(gpt_t *m, int mb)
 {
     gpt_acts_t *a = &m->acts[mb];
-    int b = m->b, N = b * m->T, No = b * m->tl, C = m->C, L = m->L;
-    gpt_group_t p0, p;
-    if (acquire(m, 0, GPT_FWD, &p0, NULL))
+    int b = m->b, C = m->C;
+    gpt_group_t p0;
+    if (acquire(m, 0, GPT_FWD, &p0, NULL) || HOOK(m, prefetch, 1))
         return -1;
     gpt_real *x = a->x;
     if (m->ops.embed_fwd) {
         if (m->ops.embed_fwd(m->ops.ctx, a->tokens, p0.wte, x, b))
             return -1;
     } else {
-        gpt_embed_forward(x, a->tokens, p0.wte, N, C);
+        gpt_embed_forward(x, a->tokens, p0.wte, b * m->T, C);
     }
     for (int s = 0; s < b; s++)
         for (int t = 0; t < m->tl; t++) {
@@ -163,11 +163,22 @@ int gpt_forward(gpt_t *m, int mb, double *loss_sum)
             for (int k = 0; k < C; k++)
                 row[k] += pos[k];
         }
-    for (int l = 0; l < L; l++) {
+    return HOOK(m, release, 0, GPT_FWD);
+}
+
+int gpt_blocks_fwd(gpt_t *m, int mb, int l0, int l1)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int No = m->b * m->tl, C = m->C;
+    gpt_group_t p;
+    for (int l = l0; l < l1; l++) {
         size_t o = (size_t)l * No * C;
         gpt_real *xl = a->x + o, *xmid = a->xmid + o, *xn = a->x + o + (size_t)No * C;
         gpt_real *ln1 = a->ln1 + o, *ln2 = a->ln2 + o;
         if (acquire(m, l + 1, GPT_FWD, &p, NULL))
+            return -1;
+        /* the next block's group, or the final layernorm's after the last block */
+        if ((l + 1 < l1 || l1 == m->L) && HOOK(m, prefetch, l + 2))
             return -1;
         gpt_layernorm_forward(ln1, a->ln1_mean + (size_t)l * No, a->ln1_rstd + (size_t)l * No, xl,
                               p.ln1w, p.ln1b, No, C);
@@ -184,6 +195,14 @@ int gpt_forward(gpt_t *m, int mb, double *loss_sum)
         if (HOOK(m, release, l + 1, GPT_FWD))
             return -1;
     }
+    return 0;
+}
+
+int gpt_head_fwd(gpt_t *m, int mb, double *loss_sum)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int N = m->b * m->T, No = m->b * m->tl, C = m->C, L = m->L;
+    gpt_group_t p0, p;
     if (acquire(m, L + 1, GPT_FWD, &p, NULL))
         return -1;
     gpt_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->x + (size_t)L * No * C, p.lnfw,
@@ -191,6 +210,8 @@ int gpt_forward(gpt_t *m, int mb, double *loss_sum)
     if (HOOK(m, release, L + 1, GPT_FWD))
         return -1;
     /* the head, tied to the token table: logits of this rank's vocabulary range */
+    if (acquire(m, 0, GPT_FWD, &p0, NULL))
+        return -1;
     if (enter_fwd(m, a->lnf, a->lnf_in, C))
         return -1;
     gpt_matmul_forward(a->logits, a->lnf_in, p0.wte, NULL, N, C, m->Vl);
@@ -209,12 +230,12 @@ int gpt_forward(gpt_t *m, int mb, double *loss_sum)
     return 0;
 }
 
-int gpt_backward(gpt_t *m, int mb)
+int gpt_head_bwd(gpt_t *m, int mb)
 {
     gpt_acts_t *a = &m->acts[mb];
-    int b = m->b, N = b * m->T, No = b * m->tl, C = m->C, L = m->L;
+    int N = m->b * m->T, No = m->b * m->tl, C = m->C, L = m->L;
     gpt_group_t p0, g0, p, g;
-    if (acquire(m, 0, GPT_BWD, &p0, &g0))
+    if (acquire(m, 0, GPT_BWD, &p0, &g0) || HOOK(m, prefetch, L + 1))
         return -1;
     for (int i = 0; i < N; i++)
         m->dloss[i] = m->dloss_scale;
@@ -228,16 +249,24 @@ int gpt_backward(gpt_t *m, int mb)
     gpt_matmul_backward(m->dinside, g0.wte, NULL, dlogits, a->lnf_in, p0.wte, N, C, m->Vl, 0);
     if (enter_bwd(m, m->dinside, m->dtmp, C))
         return -1;
+    if (HOOK(m, release, 0, GPT_BWD))
+        return -1;
     memset(m->dx, 0, sizeof(gpt_real) * No * C);
-    if (acquire(m, L + 1, GPT_BWD, &p, &g))
+    if (acquire(m, L + 1, GPT_BWD, &p, &g) || HOOK(m, prefetch, L))
         return -1;
     gpt_layernorm_backward(m->dx, g.lnfw, g.lnfb, m->dtmp, a->x + (size_t)L * No * C, p.lnfw,
                            a->lnf_mean, a->lnf_rstd, No, C);
-    if (HOOK(m, release, L + 1, GPT_BWD))
-        return -1;
-    for (int l = L - 1; l >= 0; l--) {
+    return HOOK(m, release, L + 1, GPT_BWD);
+}
+
+int gpt_blocks_bwd(gpt_t *m, int mb, int l0, int l1)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int No = m->b * m->tl, C = m->C;
+    gpt_group_t p, g;
+    for (int l = l1 - 1; l >= l0; l--) {
         size_t o = (size_t)l * No * C;
-        if (acquire(m, l + 1, GPT_BWD, &p, &g))
+        if (acquire(m, l + 1, GPT_BWD, &p, &g) || (l > l0 && HOOK(m, prefetch, l)))
             return -1;
         /* dx holds d(block output); the residual passes it through to xmid and x */
         if (m->layers.mlp_bwd(m, mb, l, &p, &g, m->dx, m->dtmp))
@@ -251,6 +280,16 @@ int gpt_backward(gpt_t *m, int mb)
         if (HOOK(m, release, l + 1, GPT_BWD))
             return -1;
     }
+    return 0;
+}
+
+int gpt_embed_bwd(gpt_t *m, int mb)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int b = m->b, C = m->C;
+    gpt_group_t p0, g0;
+    if (acquire(m, 0, GPT_BWD, &p0, &g0))
+        return -1;
     for (int s = 0; s < b; s++)
         for (int t = 0; t < m->tl; t++) {
             const gpt_real *row = m->dx + ((size_t)s * m->tl + t) * C;
@@ -262,7 +301,26 @@ int gpt_backward(gpt_t *m, int mb)
         if (m->ops.embed_bwd(m->ops.ctx, a->tokens, m->dx, g0.wte, b))
             return -1;
     } else {
-        gpt_embed_backward(g0.wte, a->tokens, m->dx, N, C);
+        gpt_embed_backward(g0.wte, a->tokens, m->dx, b * m->T, C);
     }
+    return HOOK(m, release, 0, GPT_BWD);
+}
+
+int gpt_forward(gpt_t *m, int mb, double *loss_sum)
+{
+    if (gpt_embed_fwd(m, mb) || gpt_blocks_fwd(m, mb, 0, m->L))
+        return -1;
+    return gpt_head_fwd(m, mb, loss_sum);
+}
+
+int gpt_backward(gpt_t *m, int mb)
+{
+    /* the token table serves the head and the embedding: held across both, so that its
+     * gradient is complete when the outer release hands it over */
+    gpt_group_t p0, g0;
+    if (acquire(m, 0, GPT_BWD, &p0, &g0))
+        return -1;
+    if (gpt_head_bwd(m, mb) || gpt_blocks_bwd(m, mb, 0, m->L) || gpt_embed_bwd(m, mb))
+        return -1;
     return HOOK(m, release, 0, GPT_BWD);
 }
