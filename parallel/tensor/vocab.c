@@ -93,30 +93,31 @@ mesh_status_t mesh_tp_cross_entropy_forward(mesh_tp_h tp, const float *logits, s
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: NULL logits, loss or lse", fn);
     if (rows == 0)
         return MESH_OK;
-    /* [0, rows): row maxima, then the sums of exponentials; [rows, 2 rows): target logits */
-    float *buf;
-    MESH_PAR_CHECK(mesh_tp_scratch(tp, 1, 2 * rows * sizeof(float), (void **)&buf));
+    /* [0, rows): the sums of exponentials, [rows, 2 rows): target logits (reduced together),
+     * [2 rows, 3 rows): row maxima */
+    float *buf, *mx;
+    MESH_PAR_CHECK(mesh_tp_scratch(tp, 1, 3 * rows * sizeof(float), (void **)&buf));
+    mx = buf + 2 * rows;
     size_t vl = r.count;
     for (size_t i = 0; i < rows; i++) {
         const float *l = logits + i * vl;
         float m = -FLT_MAX;
         for (size_t v = 0; v < vl; v++)
             m = l[v] > m ? l[v] : m;
-        buf[i] = m;
+        mx[i] = m;
     }
     mesh_status_t st = MESH_OK;
     if (tp->size > 1)
-        st = mesh_allreduce(tp->comm, buf, buf, rows, MESH_FP32, MESH_MAX, NULL, NULL);
+        st = mesh_allreduce(tp->comm, mx, mx, rows, MESH_FP32, MESH_MAX, NULL, NULL);
     if (st != MESH_OK)
         return mesh_par_fail(tp->comm, st, fn);
     for (size_t i = 0; i < rows; i++) {
         const float *l = logits + i * vl;
         double s = 0;
         for (size_t v = 0; v < vl; v++)
-            s += exp((double)l[v] - buf[i]);
+            s += exp((double)l[v] - mx[i]);
         size_t t = (size_t)targets[i];
         buf[rows + i] = (t >= r.start && t < r.start + vl) ? l[t - r.start] : 0.0f;
-        lse[i] = buf[i]; /* the maximum, until the sums arrive */
         buf[i] = (float)s;
     }
     if (tp->size > 1)
@@ -124,7 +125,7 @@ mesh_status_t mesh_tp_cross_entropy_forward(mesh_tp_h tp, const float *logits, s
     if (st != MESH_OK)
         return mesh_par_fail(tp->comm, st, fn);
     for (size_t i = 0; i < rows; i++) {
-        lse[i] = (float)((double)lse[i] + log((double)buf[i]));
+        lse[i] = (float)((double)mx[i] + log((double)buf[i]));
         loss[i] = lse[i] - buf[rows + i];
     }
     return MESH_OK;
