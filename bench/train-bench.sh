@@ -1,5 +1,5 @@
 #!/bin/sh
-# Step time and tokens/s of mesh-train's ~12M-parameter GPT (6 layers, d_model 384, 6 heads,
+# Step time and tokens/s of mesh-train's ~12M-parameter GPT (6 layers, d_model 384, 8 heads,
 # seq 128, vocab 4096, global batch 8) on every layout and ZeRO stage of this machine, then the
 # share of the data-parallel communication hidden under the backward pass, overlap on against
 # off, at dp=2 on one node and across 2 simulated nodes. Medians over the steps after the first.
@@ -22,7 +22,7 @@ top=$(cd "$here/.." && pwd)
 steps=6
 layouts="one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp dp2nodes"
 stages="0 1 2 3"
-model="--layers 6 --d-model 384 --heads 6 --seq 128 --vocab 4096 --batch 8"
+model="--layers 6 --d-model 384 --heads 8 --seq 128 --vocab 4096 --batch 8"
 out=train-bench
 while [ $# -gt 0 ]; do
     case $1 in
@@ -64,8 +64,12 @@ one() {
     flag=""
     [ "$ov" = off ] && flag="--no-overlap"
     # shellcheck disable=SC2086
-    res=$("$meshrun" -n $n $nodes --timeout 3000 "$prog" $model $mesh --zero "$z" $flag \
-        --steps "$steps" --quiet | grep '^# median')
+    if ! res=$("$meshrun" -n $n $nodes --timeout 3000 "$prog" $model $mesh --zero "$z" $flag \
+        --steps "$steps" --quiet 2>"$out/last-error.txt" | grep '^# median'); then
+        echo "train-bench: $lay stage $z overlap $ov failed:" >&2
+        head -3 "$out/last-error.txt" >&2
+        return 0
+    fi
     # "# median over K steps: step X ms, tokens/s Y, optimizer step (exposed communication) Z ms"
     echo "$res" | awk -v l="$lay" -v z="$z" -v o="$ov" -v n="$n" -v nd="${nodes:+2}" '{
         for (i = 1; i <= NF; i++) {
