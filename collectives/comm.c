@@ -1,5 +1,6 @@
 /* Communicator creation: identity exchange, node map, transport routing and wire-up. */
 #define MESH_LOG_SUBSYSTEM "comm"
+#include "collectives/algo.h"
 #include "collectives/comm.h"
 #include "collectives/route.h"
 #include "collectives/sched.h"
@@ -62,8 +63,8 @@ static const mesh_config_entry_t mesh_coll_config_entries[] = {
      "Forces algorithms: comma-separated rules [coll:]algo[@min-max] (bytes, k/m/g suffixes, "
      "inf), e.g. 'allreduce:ring@1m-inf,bruck'; the last matching rule wins, and a forced "
      "algorithm that cannot serve a call falls back to the default choice. mesh-info -A lists "
-     "the algorithms.",
-     NULL},
+     "the algorithms. A rule naming an unknown collective or algorithm is refused.",
+     NULL, NULL, mesh_coll_tune_check},
     {"REPLAY", "1", MESH_CFG_BOOL,
      "Runs a collective called again with the same arguments (buffers, counts, type, op, root) "
      "on the schedule built for the last such call, skipping algorithm selection and the "
@@ -73,7 +74,7 @@ static const mesh_config_entry_t mesh_coll_config_entries[] = {
      "Seconds a rank that sees a peer fail first listens for another rank's verdict before "
      "naming that peer itself: a survivor that left after seeing a failure looks failed to the "
      "ranks it leaves behind, and its verdict names the rank that really failed.",
-     NULL},
+     NULL, "0..60"},
     {NULL, NULL, 0, NULL, NULL}};
 
 static const mesh_config_table_t mesh_coll_config = {"coll", mesh_coll_config_entries};
@@ -202,9 +203,10 @@ static mesh_status_t route_peers(mesh_comm_t *c, const mesh_route_t *route,
     return MESH_OK;
 }
 
-static void comm_free(mesh_comm_t *c)
+/* Everything but the structure itself, which requests still alive may read (their status); the
+ * transports are closed, so nothing completes any more. */
+static void comm_release_resources(mesh_comm_t *c)
 {
-    if (c == NULL) return;
     if (c->peers) {
         for (int p = 0; p < c->size; p++) {
             mesh_comm_peer_t *peer = &c->peers[p];
@@ -213,7 +215,8 @@ static void comm_free(mesh_comm_t *c)
     }
     for (int t = 0; t < c->ntls; t++)
         if (c->tls[t].iface) c->tls[t].ops->close(c->tls[t].iface);
-    mesh_sched_cache_free(c);
+    mesh_sched_cache_free(c->sched_cache);
+    mesh_coll_map_free(c->coll_map);
     mesh_p2p_seq_fini(&c->p2p);
     free(c->active);
     if (c->node_names)
@@ -228,6 +231,24 @@ static void comm_free(mesh_comm_t *c)
     free(c->peers);
     free(c->verdict_in);
     free(c->verdict_rops);
+    c->ntls = 0;
+    c->nactive = c->cap_active = 0;
+    c->nnodes = 0;
+    c->active = NULL;
+    c->sched_cache = NULL;
+    c->coll_map = NULL;
+    c->peers = NULL;
+    c->node_names = NULL;
+    c->node_of = c->local_rank = c->node_size = c->node_first = c->node_ranks = NULL;
+    c->summary = NULL;
+    c->verdict_in = NULL;
+    c->verdict_rops = c->verdict_sops = NULL;
+}
+
+static void comm_free(mesh_comm_t *c)
+{
+    if (c == NULL) return;
+    comm_release_resources(c);
     free(c);
 }
 
@@ -245,9 +266,9 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     c->size = bs->size;
     c->timeout_s = timeout_s;
     c->verdict_wait_s = mesh_config_double("VERDICT_WAIT");
-    c->tune = mesh_config_str("TUNE");
     c->replay = mesh_config_bool("REPLAY");
     atomic_init(&c->aborted, 0);
+    atomic_init(&c->refs, 1);
     c->peers = calloc((size_t)c->size, sizeof(mesh_comm_peer_t));
     c->culprit = -1;
     c->verdict_in = calloc((size_t)c->size, sizeof(int32_t));
@@ -261,7 +282,10 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
         goto out;
     }
     MESH_CHECK_GOTO(mesh_p2p_seq_init(&c->p2p, c->size), st, out);
-    MESH_CHECK_GOTO(mesh_sched_cache_init(c), st, out);
+    if ((c->sched_cache = mesh_sched_cache_create()) == NULL) {
+        st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule cache");
+        goto out;
+    }
 
     mesh_comm_rec_id_t me = {.pid = (int32_t)getpid(), .pidns = mesh_context_pidns()};
     snprintf(me.node, sizeof(me.node), "%s", node);
@@ -270,6 +294,7 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     MESH_CHECK_GOTO(mesh_bootstrap_allgather(bs, &me, ids, sizeof(me)), st, out);
     c->uid = ids[0].uid;
     MESH_CHECK_GOTO(build_node_map(c, ids), st, out);
+    MESH_CHECK_GOTO(mesh_coll_map_build(c, mesh_config_str("TUNE"), &c->coll_map), st, out);
     const char *net = mesh_config_str("NET");
     MESH_CHECK_GOTO(mesh_route_parse_net(net, net && strcmp(net, MESH_NET_DEFAULT) != 0, &route),
                     st, out);
@@ -334,7 +359,11 @@ void mesh_comm_release(mesh_comm_t *c)
     mesh_comm_unregister(c);
     mesh_comm_lock(c);
     mesh_comm_fail_active(c, MESH_ERR_ABORTED);
-    comm_free(c);
+    comm_release_resources(c);
+    c->released = 1;
+    mesh_comm_unlock(c);
+    /* the structure goes with the last request that refers to it */
+    mesh_comm_unref(c);
 }
 
 mesh_status_t mesh_comm_fail(mesh_comm_t *c, mesh_status_t status)

@@ -4,13 +4,14 @@
 
 #include "mesh.h"
 #include "collectives/p2p_seq.h"
+#include "libmesh/dtype.h"
 #include "transports/tl.h"
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
 #define MESH_COMM_MAX_TLS 8
-#define MESH_COMM_MAX_PREMUL 32
+#define MESH_COMM_MAX_PREMUL MESH_OP_PREMUL_MAX
 
 typedef struct mesh_sched mesh_sched_t;
 struct mesh_sched_cache; /* finished schedules kept for reuse; owned by sched.c */
@@ -86,11 +87,15 @@ typedef struct mesh_comm {
     } premul[MESH_COMM_MAX_PREMUL];
 
     int replay;       /* MESH_REPLAY */
-    const char *tune; /* MESH_TUNE, resolved once: config values are fixed after registration */
+    struct mesh_coll_map *coll_map; /* algorithm per collective and size (select.c) */
     const char *last_algo;
     char last_error[512];
     atomic_int aborted;
     mesh_status_t failed; /* sticky: set once a peer failed or a wait timed out */
+    /* the user's handle, plus one per request alive: a destroyed communicator keeps its
+     * structure (released set, every resource gone) until its last request is freed */
+    atomic_int refs;
+    int released;
 } mesh_comm_t;
 
 static inline int mesh_comm_trylock(mesh_comm_t *c)
@@ -155,6 +160,9 @@ void mesh_comm_deactivate(mesh_comm_t *comm, mesh_sched_t *s);
 /* A schedule failed: the communicator is unusable from now on (sticky status, and the message
  * this thread recorded for it). */
 void mesh_comm_set_failed(mesh_comm_t *comm, mesh_status_t status);
+/* References of requests to their communicator (see refs). */
+void mesh_comm_ref(mesh_comm_t *comm);
+void mesh_comm_unref(mesh_comm_t *comm);
 /* Fails every active schedule with status. */
 void mesh_comm_fail_active(mesh_comm_t *comm, mesh_status_t status);
 /* Into and out of the process's registry of communicators that waits progress. */

@@ -138,12 +138,9 @@ static void sched_reset(mesh_sched_t *s)
     memset(s->send_count, 0, 2 * (size_t)s->comm->size * sizeof(uint32_t));
 }
 
-mesh_status_t mesh_sched_cache_init(mesh_comm_t *comm)
+struct mesh_sched_cache *mesh_sched_cache_create(void)
 {
-    comm->sched_cache = calloc(1, sizeof(*comm->sched_cache));
-    if (comm->sched_cache == NULL)
-        return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule cache");
-    return MESH_OK;
+    return calloc(1, sizeof(struct mesh_sched_cache));
 }
 
 mesh_status_t mesh_sched_create(mesh_comm_t *comm, mesh_dtype_t dtype, mesh_op_t op,
@@ -234,6 +231,11 @@ void mesh_sched_destroy(mesh_sched_t *s)
     if (s == NULL) return;
     if (s->started && s->status == MESH_INPROGRESS) mesh_sched_fail(s, MESH_ERR_ABORTED);
     struct mesh_sched_cache *cache = s->comm->sched_cache;
+    if (cache == NULL) {
+        /* its communicator was destroyed: transports are closed, nothing holds our tasks */
+        sched_free(s);
+        return;
+    }
     for (int i = 0; i < s->ninflight; i++) {
         if (s->tasks[s->inflight[i]].op.status == MESH_INPROGRESS) {
             /* a transport still holds one of our operations: keep the memory until the
@@ -257,9 +259,8 @@ void mesh_sched_destroy(mesh_sched_t *s)
     sched_free(s);
 }
 
-void mesh_sched_cache_free(mesh_comm_t *comm)
+void mesh_sched_cache_free(struct mesh_sched_cache *cache)
 {
-    struct mesh_sched_cache *cache = comm->sched_cache;
     if (cache == NULL) return;
     mesh_sched_t *lists[2] = {cache->zombies, cache->pool};
     for (int i = 0; i < 2; i++) {
@@ -270,7 +271,6 @@ void mesh_sched_cache_free(mesh_comm_t *comm)
         }
     }
     free(cache);
-    comm->sched_cache = NULL;
 }
 
 static void sched_free(mesh_sched_t *s)

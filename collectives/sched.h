@@ -81,9 +81,9 @@ mesh_status_t mesh_sched_state(const mesh_sched_t *s);
 /* Fails every pending task of a started schedule with status (abort, timeout). */
 void mesh_sched_fail(mesh_sched_t *s, mesh_status_t status);
 mesh_comm_t *mesh_sched_comm(const mesh_sched_t *s);
-/* The store of finished schedules of a new communicator. */
-mesh_status_t mesh_sched_cache_init(mesh_comm_t *comm);
-/* Frees the schedules a communicator whose transports are closed still keeps. */
-void mesh_sched_cache_free(mesh_comm_t *comm);
+/* The store of finished schedules of a communicator (NULL when out of memory); freed, with the
+ * schedules it still keeps, once the communicator's transports are closed. */
+struct mesh_sched_cache *mesh_sched_cache_create(void);
+void mesh_sched_cache_free(struct mesh_sched_cache *cache);
 
 #endif
