@@ -11,5 +11,6 @@
 
 #include <mesh.h>
 #include <mesh/tensor.h>
+#include <mesh/zero.h>
 
 #endif
