@@ -20,6 +20,7 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     memset(lo, 0, sizeof(*lo));
     lo->world = world;
     lo->bf16 = p->bf16;
+    lo->stage = p->stage;
     int prod = 1;
     for (int a = 0; a < MESH_AXIS_COUNT; a++)
         prod *= p->size[a] > 0 ? p->size[a] : 1;
@@ -67,15 +68,23 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
 
 /* ---------------------------------------------------------------- the model's hooks */
 
+/* The sharded optimizer's communication advances inside its calls: the tp hooks, which run
+ * between the layers' matrix products, give it a turn. */
+#define PROGRESS(lo) ((lo)->z ? mesh_zero_progress((lo)->z) : MESH_OK)
+
 static int enter_fwd(void *ctx, const float *out, float *in, int b, int w)
 {
     layout_t *lo = ctx;
+    if (st(PROGRESS(lo)))
+        return -1;
     return st(mesh_tp_enter_forward(lo->tp, out, in, b, lo->m->T, w, MESH_FP32));
 }
 
 static int enter_bwd(void *ctx, const float *din, float *dout, int b, int w)
 {
     layout_t *lo = ctx;
+    if (st(PROGRESS(lo)))
+        return -1;
     return st(mesh_tp_enter_backward(lo->tp, din, dout, b, lo->m->T, w, MESH_FP32));
 }
 
@@ -88,6 +97,8 @@ static int exit_fwd(void *ctx, const float *in, float *out, int b, int w)
 static int exit_bwd(void *ctx, const float *dout, float *din, int b, int w)
 {
     layout_t *lo = ctx;
+    if (st(PROGRESS(lo)))
+        return -1;
     return st(mesh_tp_exit_backward(lo->tp, dout, din, b, lo->m->T, w, MESH_FP32));
 }
 
@@ -140,11 +151,16 @@ static void set_field(gpt_group_t *grp, const gpt_tensor_t *t, float *ptr)
     *(float **)((char *)grp + t->field_off) = ptr;
 }
 
+static int zst(mesh_status_t s)
+{
+    return st(s);
+}
+
 /* fp32 parameters of a tensor: the optimizer's own, or a copy of its bf16 ones */
 static float *param_of(layout_t *lo, const gpt_tensor_t *t)
 {
     void *ptr;
-    if (train_opt_param(lo->opt, t->name, &ptr))
+    if (zst(mesh_zero_param(lo->z, t->name, &ptr)))
         return NULL;
     if (!lo->bf16)
         return ptr;
@@ -154,10 +170,34 @@ static float *param_of(layout_t *lo, const gpt_tensor_t *t)
     return w;
 }
 
+/* Stage 3: the next group's all-gather starts under this group's computation. */
+static int prefetch(void *ctx, int group)
+{
+    layout_t *lo = ctx;
+    if (lo->stage != 3 || lo->prefetched[group])
+        return 0;
+    if (zst(mesh_zero_gather(lo->z, group)))
+        return -1;
+    lo->prefetched[group] = 1;
+    return 0;
+}
+
+/* Stage 3: a group's parameters gathered (or their prefetch finished); a no-op otherwise. */
+static int gather(layout_t *lo, int group)
+{
+    if (lo->stage != 3)
+        return 0;
+    if (lo->prefetched[group])
+        lo->prefetched[group] = 0;
+    else if (zst(mesh_zero_gather(lo->z, group)))
+        return -1;
+    return zst(mesh_zero_wait_params(lo->z, group));
+}
+
 static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t *g)
 {
     layout_t *lo = ctx;
-    if (train_opt_gather(lo->opt, group))
+    if (gather(lo, group))
         return -1;
     lo->held[group]++;
     memset(p, 0, sizeof(*p));
@@ -174,28 +214,31 @@ static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t 
         if (!g)
             continue;
         void *gp;
-        if (!lo->bf16 && train_opt_grad(lo->opt, t->name, &gp))
+        if (!lo->bf16 && zst(mesh_zero_grad(lo->z, t->name, &gp)))
             return -1;
         set_field(g, t, lo->bf16 ? lo->work_g + t->offset : gp);
     }
     (void)phase;
-    return 0;
+    return zst(mesh_zero_progress(lo->z));
 }
 
-/* At the end of a group's last backward pass before a step: tp-replicated gradients summed
- * under sequence parallelism, bf16 ones stored, each handed to the optimizer. */
+/* At the end of a group's backward pass in a micro-batch whose gradients the optimizer takes
+ * (the last before a step; every one in stages 2 and 3, which reduce each micro-batch):
+ * tp-replicated gradients summed under sequence parallelism, bf16 ones stored, each marked
+ * ready so that its bucket's reduction starts under the rest of the backward pass. */
 static int release(void *ctx, int group, int phase)
 {
     layout_t *lo = ctx;
     /* nested acquisitions (the token table serves head and embedding): the outermost hands
      * the gradient over */
     int last = --lo->held[group] == 0;
-    for (int i = 0; phase == GPT_BWD && last && lo->boundary && i < lo->m->n_tensors; i++) {
+    int taken = last && (lo->boundary || lo->stage >= 2);
+    for (int i = 0; phase == GPT_BWD && taken && i < lo->m->n_tensors; i++) {
         const gpt_tensor_t *t = &lo->m->tensors[i];
         if (t->group != group)
             continue;
         void *gp;
-        if (train_opt_grad(lo->opt, t->name, &gp))
+        if (zst(mesh_zero_grad(lo->z, t->name, &gp)))
             return -1;
         float *g32 = lo->bf16 ? lo->work_g + t->offset : gp;
         if (lo->tp_size > 1 && t->split == GPT_WHOLE &&
@@ -206,32 +249,52 @@ static int release(void *ctx, int group, int phase)
                 ((uint16_t *)gp)[k] = to_bf16(g32[k]);
             memset(g32, 0, t->numel * sizeof(float));
         }
-        if (train_opt_grad_ready(lo->opt, t->name))
+        if (zst(mesh_zero_grad_ready(lo->z, t->name)))
             return -1;
     }
-    return train_opt_release(lo->opt, group);
+    if (lo->stage == 3 && zst(mesh_zero_release(lo->z, group)))
+        return -1;
+    return 0;
 }
 
-int layout_bind(layout_t *lo, gpt_t *m, train_opt_t *opt)
+int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
 {
-    lo->m = m, lo->opt = opt;
-    m->ops = (gpt_ops_t){.ctx = lo, .acquire = acquire, .release = release};
+    lo->m = m;
+    m->ops = (gpt_ops_t){.ctx = lo, .acquire = acquire, .release = release, .prefetch = prefetch};
     if (lo->tp_size > 1) {
         m->ops.enter_fwd = enter_fwd, m->ops.enter_bwd = enter_bwd;
         m->ops.exit_fwd = exit_fwd, m->ops.exit_bwd = exit_bwd;
         m->ops.embed_fwd = embed_fwd, m->ops.embed_bwd = embed_bwd;
         m->ops.loss_fwd = loss_fwd, m->ops.loss_bwd = loss_bwd;
     }
+    mesh_zero_params_t p = *zp;
+    p.field_mask |= MESH_ZERO_PARAM_FIELD_STAGE | MESH_ZERO_PARAM_FIELD_DTYPE |
+                    MESH_ZERO_PARAM_FIELD_GRAD_SCALE;
+    p.stage = lo->stage;
+    p.dtype = lo->bf16 ? MESH_BF16 : MESH_FP32;
+    p.grad_scale = 1.0; /* the model's loss is already the mean over the global batch */
+    if (lo->tp_size > 1) {
+        p.field_mask |= MESH_ZERO_PARAM_FIELD_MP_COMM;
+        p.mp_comm = lo->tp_comm;
+    }
+    if (zst(mesh_zero_create(lo->dp_comm, &p, &lo->z)))
+        return -1;
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor_t *t = &m->tensors[i];
-        unsigned flags = t->split == GPT_WHOLE && lo->tp_size > 1 ? TRAIN_OPT_REPLICATED : 0;
-        if (train_opt_add(opt, t->name, t->numel, flags, t->group))
+        unsigned flags = t->split == GPT_WHOLE && lo->tp_size > 1 ? MESH_ZERO_REPLICATED : 0;
+        if (t->cols == 1)
+            flags |= MESH_ZERO_NO_DECAY; /* biases and layernorms */
+        size_t shape[2] = {t->numel / (size_t)t->cols, (size_t)t->cols};
+        if (t->split == GPT_COLS)
+            shape[0] = (size_t)t->rows, shape[1] = t->numel / t->rows;
+        if (zst(mesh_zero_add(lo->z, t->name, t->numel, 2, shape, flags, t->group)))
             return -1;
     }
-    if (train_opt_finalize(opt))
+    if (zst(mesh_zero_finalize(lo->z)))
         return -1;
+    lo->prefetched = calloc((size_t)m->L + 2, sizeof(int));
     lo->held = calloc((size_t)m->L + 2, sizeof(int));
-    if (!lo->held)
+    if (!lo->prefetched || !lo->held)
         return -1;
     if (lo->bf16) {
         lo->work_p = calloc(m->n_params, sizeof(float));
@@ -253,7 +316,7 @@ int layout_init_params(layout_t *lo, uint64_t seed)
             return free(full), free(local), -1;
         gpt_init_full(m, t, seed, full);
         gpt_slice(m, t, lo->tp_size, lo->tp_rank, full, local);
-        int rc = train_opt_set(lo->opt, t->name, local);
+        int rc = zst(mesh_zero_init_param(lo->z, t->name, local));
         free(full), free(local);
         if (rc)
             return -1;
@@ -277,13 +340,19 @@ int layout_dump_params(layout_t *lo, const char *path)
         float *parts = malloc(t->numel * lo->tp_size * sizeof(float) + 4);
         float *full = malloc(n * sizeof(float));
         float *w = NULL;
-        if (!parts || !full || train_opt_gather(lo->opt, t->group) || !(w = param_of(lo, t)))
+        if (!parts || !full)
+            rc = -1;
+        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_gather(lo->z, t->group)))
+            rc = -1;
+        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_wait_params(lo->z, t->group)))
+            rc = -1;
+        if (rc == 0 && !(w = param_of(lo, t)))
             rc = -1;
         if (rc == 0 && st(mesh_allgather(lo->tp_comm, w, parts, t->numel, MESH_FP32, NULL, NULL)))
             rc = -1;
         for (int r = 0; rc == 0 && r < lo->tp_size; r++)
             gpt_unslice(m, t, lo->tp_size, r, parts + (size_t)r * t->numel, full);
-        if (rc == 0 && train_opt_release(lo->opt, t->group))
+        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_release(lo->z, t->group)))
             rc = -1;
         if (rc == 0 && f) {
             fprintf(f, "# %s %d %d\n", t->name, t->rows, t->cols);
@@ -297,10 +366,64 @@ int layout_dump_params(layout_t *lo, const char *path)
     return rc;
 }
 
+/* The model and the step a checkpoint belongs to, beside the optimizer's files. */
+static void describe_model(const gpt_t *m, char *buf, size_t len)
+{
+    snprintf(buf, len, "layers=%d d_model=%d heads=%d seq=%d vocab=%d", m->L, m->C, m->NH, m->T,
+             m->V);
+}
+
+int layout_save(layout_t *lo, const char *dir, int64_t step)
+{
+    if (zst(mesh_zero_save(lo->z, dir)))
+        return -1;
+    int rc = 0;
+    if (mesh_comm_rank(lo->world) == 0) {
+        char path[4096], model[128];
+        snprintf(path, sizeof(path), "%s/mesh-train.txt", dir);
+        describe_model(lo->m, model, sizeof(model));
+        FILE *f = fopen(path, "w");
+        if (!f || fprintf(f, "%s\nstep=%lld\n", model, (long long)step) < 0 || fclose(f)) {
+            perror(path);
+            rc = -1;
+        }
+    }
+    /* the checkpoint is whole before any rank goes on */
+    return st(mesh_barrier(lo->world, NULL)) || rc ? -1 : 0;
+}
+
+int layout_load(layout_t *lo, const char *dir, int64_t *step)
+{
+    char path[4096], model[128], line[256], want[128];
+    snprintf(path, sizeof(path), "%s/mesh-train.txt", dir);
+    describe_model(lo->m, want, sizeof(want));
+    FILE *f = fopen(path, "r");
+    long long s = -1;
+    int ok = f && fgets(model, sizeof(model), f) && fgets(line, sizeof(line), f) &&
+             sscanf(line, "step=%lld", &s) == 1 && s >= 0;
+    if (f)
+        fclose(f);
+    model[strcspn(model, "\n")] = 0;
+    if (!ok) {
+        fprintf(stderr, "mesh-train: --load: %s is missing or not a mesh-train checkpoint\n", path);
+        return -1;
+    }
+    if (strcmp(model, want)) {
+        fprintf(stderr, "mesh-train: --load: %s holds %s, this run is %s\n", path, model, want);
+        return -1;
+    }
+    if (zst(mesh_zero_load(lo->z, dir)))
+        return -1;
+    *step = s;
+    return 0;
+}
+
 void layout_destroy(layout_t *lo)
 {
+    mesh_zero_destroy(lo->z);
+    free(lo->prefetched), free(lo->held);
     mesh_tp_destroy(lo->tp);
     mesh_grid_destroy(lo->grid);
-    free(lo->work_p), free(lo->work_g), free(lo->held);
+    free(lo->work_p), free(lo->work_g);
     memset(lo, 0, sizeof(*lo));
 }

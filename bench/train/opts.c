@@ -24,7 +24,7 @@ static const char usage[] =
     "  --sequence-parallel    split activations outside tp regions along the sequence\n"
     "  --zero S               ZeRO stage 0..3 over dp (default 0)\n"
     "  --no-overlap           reduce gradients after the backward pass, not under it\n"
-    "  --bucket-mb X          gradient bucket size in MiB (default 25)\n"
+    "  --bucket-mb X          gradient bucket size in MiB (default 4)\n"
     "model:\n"
     "  --layers L (2)  --d-model C (64)  --heads H (4)  --seq T (16)  --vocab V (128)\n"
     "  --dtype fp32|bf16      parameters and gradients (default fp32; fp32 master weights)\n"
@@ -91,7 +91,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                         .clip = 1.0,
                         .seed = 1,
                         .overlap = 1,
-                        .bucket_mb = 25};
+                        .bucket_mb = 4};
     enum {
         MESH = 256,
         ORDER,

@@ -7,7 +7,6 @@
 #include "gpt.h"
 #include "layout.h"
 #include "opts.h"
-#include "optim.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -76,8 +75,10 @@ int main(int argc, char **argv)
     }
     int wrank = mesh_comm_rank(world), wsize = mesh_comm_size(world);
     int say = wrank == 0;
-    layout_params_t lp = {
-        .order = o.order, .sequence_parallel = o.sequence_parallel, .bf16 = o.bf16};
+    layout_params_t lp = {.order = o.order,
+                          .sequence_parallel = o.sequence_parallel,
+                          .bf16 = o.bf16,
+                          .stage = o.zero};
     memcpy(lp.size, o.size, sizeof(lp.size));
     if (lp.size[MESH_AXIS_DP] == 0) { /* dp takes the ranks the other axes leave */
         int other = 1;
@@ -87,7 +88,6 @@ int main(int argc, char **argv)
     }
     layout_t lo;
     gpt_t m;
-    train_opt_t *opt = NULL;
     memset(&m, 0, sizeof(m));
     rc = 1;
     int agreed = 0; /* every rank found the same error: they leave together, none is killed */
@@ -125,25 +125,32 @@ int main(int argc, char **argv)
         goto out;
     }
     m.dloss_scale = 1.0f / ((float)o.batch * o.seq);
-    train_opt_params_t op = {.stage = o.zero,
-                             .lr = o.lr,
-                             .beta1 = 0.9,
-                             .beta2 = 0.95,
-                             .eps = 1e-8,
-                             .weight_decay = o.weight_decay,
-                             .clip = o.clip,
-                             .bf16 = o.bf16,
-                             .overlap = o.overlap,
-                             .bucket_bytes = (size_t)(o.bucket_mb * 1048576.0)};
-    if (train_opt_create(lo.dp_comm, lo.tp_comm, &op, &opt) || layout_bind(&lo, &m, opt))
+    mesh_zero_params_t zp = {
+        .field_mask = MESH_ZERO_PARAM_FIELD_OPTIMIZER | MESH_ZERO_PARAM_FIELD_LR |
+                      MESH_ZERO_PARAM_FIELD_BETAS | MESH_ZERO_PARAM_FIELD_EPS |
+                      MESH_ZERO_PARAM_FIELD_WEIGHT_DECAY | MESH_ZERO_PARAM_FIELD_MAX_GRAD_NORM |
+                      MESH_ZERO_PARAM_FIELD_OVERLAP | MESH_ZERO_PARAM_FIELD_BUCKET_BYTES,
+        .optimizer = MESH_ZERO_ADAMW,
+        .lr = o.lr,
+        .beta1 = 0.9,
+        .beta2 = 0.95,
+        .eps = 1e-8,
+        .weight_decay = o.weight_decay,
+        .max_grad_norm = o.clip,
+        .overlap = o.overlap,
+        .bucket_bytes = (size_t)(o.bucket_mb * 1048576.0)};
+    if (layout_bind(&lo, &m, &zp))
         goto out;
     int64_t start = 0;
     if (o.load) {
-        if (train_opt_load(opt, o.load, &start))
+        if (layout_load(&lo, o.load, &start))
             goto out;
     } else if (layout_init_params(&lo, o.seed)) {
         goto out;
     }
+    mesh_zero_memory_t mem;
+    if (mesh_zero_memory(lo.z, &mem) != MESH_OK)
+        goto out;
     /* the full parameter count: every tensor once */
     size_t full_params = 0;
     for (int i = 0; i < m.n_tensors; i++)
@@ -153,6 +160,10 @@ int main(int argc, char **argv)
     FILE *csv = NULL;
     if (say) {
         printf("# %s\n", desc);
+        printf("# model state per rank (MiB): parameters %.3f, gradients %.3f, master %.3f, "
+               "optimizer %.3f, buffers %.3f\n",
+               mem.params / 1048576.0, mem.grads / 1048576.0, mem.master / 1048576.0,
+               mem.optimizer / 1048576.0, mem.buffers / 1048576.0);
         if (o.csv && !(csv = fopen(o.csv, "w"))) {
             perror(o.csv);
             goto out;
@@ -174,13 +185,21 @@ int main(int argc, char **argv)
                                   a->targets + s * m.T);
             double ls;
             lo.boundary = mb == o.microbatches - 1;
+            if (mesh_zero_micro_begin(lo.z, lo.boundary) != MESH_OK) {
+                fprintf(stderr, "mesh-train: %s\n", mesh_comm_last_error(NULL));
+                goto out_loop;
+            }
             if (gpt_forward(&m, mb, &ls) || gpt_backward(&m, mb))
                 goto out_loop;
             loss += ls;
         }
-        double t1 = now_ms(), norm;
-        if (train_opt_step(opt, &norm))
+        double t1 = now_ms();
+        mesh_zero_step_info_t info;
+        if (mesh_zero_step(lo.z, &info) != MESH_OK) {
+            fprintf(stderr, "mesh-train: %s\n", mesh_comm_last_error(NULL));
             goto out_loop;
+        }
+        double norm = info.grad_norm;
         double t2 = now_ms();
         /* every tp rank holds the same rows' losses; the dp ranks hold different samples */
         if (lo.dp_size > 1 &&
@@ -208,7 +227,7 @@ int main(int argc, char **argv)
         printf("# median over %d steps: step %.1f ms, tokens/s %.0f, optimizer step (exposed "
                "communication) %.1f ms\n",
                steps_run - skip, med, tokens / (med / 1e3), med_opt);
-    if (o.save && train_opt_save(opt, o.save, o.steps))
+    if (o.save && layout_save(&lo, o.save, o.steps))
         goto out_loop;
     if (o.dump && layout_dump_params(&lo, o.dump))
         goto out_loop;
@@ -221,7 +240,6 @@ out_loop:
 out_agreed:
     agreed = 1;
 out:
-    train_opt_destroy(opt);
     gpt_destroy(&m);
     layout_destroy(&lo);
     if (rc && agreed)

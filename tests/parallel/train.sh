@@ -7,6 +7,7 @@
 #   - the loss of each step equals the 1-rank run within 1e-4 relative;
 #   - the parameters after the last step under stages 1-3 equal stage 0's on the same layout
 #     within 1e-6 (--dump-params writes them whole, in a layout-independent order);
+# at dp=2 stage 3 each rank holds half the parameters and optimizer state of stage 0;
 # bf16 parameters and gradients end within 2% of the fp32 loss; a checkpoint saved at dp=4
 # stage 2 after 5 steps and loaded at dp=2 stage 3 and at dp=1 stage 0 continues as the
 # uninterrupted run; axes without a layer, uneven splits and a truncated checkpoint are refused.
@@ -115,6 +116,14 @@ for lay in $layouts; do
     echo "ok: $lay, stages $stages"
 done
 grep -q 'nodes=2' "$tmp/dp2nodes-z0.out" || fail "dp2nodes did not span 2 nodes"
+
+# the state is sharded: at dp=2, stage 3 holds half of stage 0's parameters and optimizer state
+state() { sed -n "s/.*model state per rank.* $2 \([0-9.]*\),*.*/\1/p" "$tmp/$1.out"; }
+for what in parameters optimizer; do
+    z0=$(state dp2-z0 "$what") z3=$(state dp2-z3 "$what")
+    awk -v a="$z0" -v b="$z3" 'BEGIN { exit !(a > 0 && b * 2 > a * 0.9 && b * 2 < a * 1.1) }' ||
+        fail "dp=2 stage 3 $what per rank $z3 MiB, stage 0 $z0 MiB: not half"
+done
 
 # the loss falls: the model learns the rule of the data
 awk -F, '/^[0-9]/ { if (!first) first = $2; last = $2 }
