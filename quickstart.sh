@@ -23,6 +23,7 @@ packages="$packages libucx-dev" # the ucx transport
 packages="$packages libfabric-dev libfabric-bin"
 # a static busybox: the guest of make check-softroce, whose image make check prepares
 packages="$packages busybox-static"
+packages="$packages libopenblas-dev" # sgemm for bench/mesh-train
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

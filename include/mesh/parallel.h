@@ -11,6 +11,7 @@
 
 #include <mesh.h>
 #include <mesh/pipeline.h>
+#include <mesh/tensor.h>
 #include <mesh/zero.h>
 
 #endif

@@ -1,0 +1,295 @@
+/* The GPT's parameter table, shards, initialisation and activation buffers. */
+#include "gpt.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name; /* per block, after "h<l>." */
+    size_t field_off;
+} block_fields[] = {
+    {"ln1w", offsetof(gpt_group_t, ln1w)},         {"ln1b", offsetof(gpt_group_t, ln1b)},
+    {"qkvw", offsetof(gpt_group_t, qkvw)},         {"qkvb", offsetof(gpt_group_t, qkvb)},
+    {"attprojw", offsetof(gpt_group_t, attprojw)}, {"attprojb", offsetof(gpt_group_t, attprojb)},
+    {"ln2w", offsetof(gpt_group_t, ln2w)},         {"ln2b", offsetof(gpt_group_t, ln2b)},
+    {"fcw", offsetof(gpt_group_t, fcw)},           {"fcb", offsetof(gpt_group_t, fcb)},
+    {"fcprojw", offsetof(gpt_group_t, fcprojw)},   {"fcprojb", offsetof(gpt_group_t, fcprojb)},
+};
+#define N_BLOCK_FIELDS (int)(sizeof(block_fields) / sizeof(block_fields[0]))
+
+static size_t local_numel(const gpt_tensor_t *t, int tp)
+{
+    size_t n = (size_t)t->rows * t->cols;
+    return t->split == GPT_WHOLE ? n : n / (size_t)tp;
+}
+
+static void add(gpt_t *m, const char *name, int rows, int cols, gpt_split_t split, int group,
+                size_t field_off)
+{
+    gpt_tensor_t *t = &m->tensors[m->n_tensors++];
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    t->rows = rows, t->cols = cols, t->split = split, t->group = group;
+    t->field_off = field_off;
+    t->numel = local_numel(t, m->cfg.tp);
+    t->offset = m->n_params;
+    m->n_params += t->numel;
+}
+
+int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof(*m));
+    m->cfg = *cfg;
+    int tp = cfg->tp < 1 ? 1 : cfg->tp;
+    m->cfg.tp = tp;
+    m->C = cfg->d_model, m->T = cfg->seq, m->V = cfg->vocab, m->L = cfg->layers;
+    m->NH = cfg->heads;
+    if (m->C < 1 || m->T < 1 || m->V < 1 || m->L < 1 || m->NH < 1)
+        return snprintf(err, errlen, "every size must be positive"), -1;
+    if (m->C % m->NH)
+        return snprintf(err, errlen, "--d-model %d is not a multiple of --heads %d", m->C, m->NH),
+               -1;
+    const char *bad = NULL;
+    int val = 0;
+    if (m->NH % tp)
+        bad = "--heads", val = m->NH;
+    else if (m->V % tp)
+        bad = "--vocab", val = m->V;
+    else if (cfg->sequence_parallel && m->T % tp)
+        bad = "--seq (with --sequence-parallel)", val = m->T;
+    if (bad)
+        return snprintf(err, errlen, "%s %d does not split evenly across tp=%d", bad, val, tp), -1;
+    m->hs = m->C / m->NH;
+    m->Vl = m->V / tp, m->v0 = m->Vl * cfg->tp_rank;
+    m->NHl = m->NH / tp, m->Cl = m->NHl * m->hs;
+    m->Fl = 4 * m->C / tp;
+    m->tl = cfg->sequence_parallel ? m->T / tp : m->T;
+    m->t0 = cfg->sequence_parallel ? m->tl * cfg->tp_rank : 0;
+    m->layers = gpt_default_layers;
+    m->tensors = calloc((size_t)(4 + N_BLOCK_FIELDS * m->L), sizeof(gpt_tensor_t));
+    if (!m->tensors)
+        return snprintf(err, errlen, "out of memory"), -1;
+    int C = m->C;
+    add(m, "wte", m->V, C, tp > 1 ? GPT_VOCAB : GPT_WHOLE, 0, offsetof(gpt_group_t, wte));
+    add(m, "wpe", m->T, C, GPT_WHOLE, 0, offsetof(gpt_group_t, wpe));
+    for (int l = 0; l < m->L; l++) {
+        static const int rows[] = {1, 1, 3, 3, 1, 1, 1, 1, 4, 4, 1, 1}; /* x C */
+        static const int cols[] = {0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 0}; /* x C; 0: a vector */
+        static const gpt_split_t split[] = {GPT_WHOLE, GPT_WHOLE, GPT_ROWS_QKV, GPT_ROWS_QKV,
+                                            GPT_COLS,  GPT_WHOLE, GPT_WHOLE,    GPT_WHOLE,
+                                            GPT_ROWS,  GPT_ROWS,  GPT_COLS,     GPT_WHOLE};
+        for (int f = 0; f < N_BLOCK_FIELDS; f++) {
+            char name[32];
+            snprintf(name, sizeof(name), "h%d.%s", l, block_fields[f].name);
+            int r = rows[f] * C, c = cols[f] ? cols[f] * C : 1;
+            add(m, name, r, c, tp > 1 ? split[f] : GPT_WHOLE, l + 1, block_fields[f].field_off);
+        }
+    }
+    add(m, "lnf.w", C, 1, GPT_WHOLE, m->L + 1, offsetof(gpt_group_t, lnfw));
+    add(m, "lnf.b", C, 1, GPT_WHOLE, m->L + 1, offsetof(gpt_group_t, lnfb));
+    return 0;
+}
+
+int gpt_tensor_index(const gpt_t *m, const char *name)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name))
+            return i;
+    return -1;
+}
+
+void gpt_group_pointers(const gpt_t *m, int group, gpt_real *flat, gpt_group_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (int i = 0; i < m->n_tensors; i++) {
+        const gpt_tensor_t *t = &m->tensors[i];
+        if (t->group == group)
+            *(gpt_real **)((char *)out + t->field_off) = flat + t->offset;
+    }
+}
+
+int gpt_flat_acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t *g)
+{
+    gpt_flat_t *f = ctx;
+    gpt_group_pointers(f->m, group, f->params, p);
+    if (g)
+        gpt_group_pointers(f->m, group, f->grads, g);
+    (void)phase;
+    return 0;
+}
+
+#define ALLOC(p, n)                                                                                \
+    do {                                                                                           \
+        if (!((p) = calloc((size_t)(n), sizeof(*(p)))))                                            \
+            return -1;                                                                             \
+    } while (0)
+
+int gpt_alloc_acts(gpt_t *m, int b, int n_mb)
+{
+    m->b = b, m->n_mb = n_mb;
+    ALLOC(m->acts, n_mb);
+    size_t L = m->L, C = m->C, N = (size_t)b * m->T, No = (size_t)b * m->tl;
+    size_t wide = 3 * (size_t)m->Cl > (size_t)m->Fl ? 3 * (size_t)m->Cl : (size_t)m->Fl;
+    for (int i = 0; i < n_mb; i++) {
+        gpt_acts_t *a = &m->acts[i];
+        ALLOC(a->x, (L + 1) * No * C);
+        ALLOC(a->xmid, L * No * C);
+        ALLOC(a->ln1, L * No * C);
+        ALLOC(a->ln2, L * No * C);
+        ALLOC(a->ln1_mean, L * No);
+        ALLOC(a->ln1_rstd, L * No);
+        ALLOC(a->ln2_mean, L * No);
+        ALLOC(a->ln2_rstd, L * No);
+        ALLOC(a->ln1_in, L * N * C);
+        ALLOC(a->ln2_in, L * N * C);
+        ALLOC(a->qkv, L * N * 3 * m->Cl);
+        ALLOC(a->att, L * b * m->NHl * (size_t)m->T * m->T);
+        ALLOC(a->atty, L * N * m->Cl);
+        ALLOC(a->fch, L * N * m->Fl);
+        ALLOC(a->fch_gelu, L * N * m->Fl);
+        ALLOC(a->lnf, No * C);
+        ALLOC(a->lnf_mean, No);
+        ALLOC(a->lnf_rstd, No);
+        ALLOC(a->lnf_in, N * C);
+        ALLOC(a->logits, N * m->Vl);
+        ALLOC(a->lse, N);
+        ALLOC(a->loss, N);
+        ALLOC(a->tokens, N);
+        ALLOC(a->targets, N);
+    }
+    ALLOC(m->partial, N * C);
+    ALLOC(m->dinside, N * C);
+    ALLOC(m->wide_a, N * wide);
+    ALLOC(m->wide_b, N * wide);
+    ALLOC(m->datt, m->T);
+    ALLOC(m->dx, No * C);
+    ALLOC(m->dtmp, No * C);
+    ALLOC(m->dloss, N);
+    return 0;
+}
+
+void gpt_destroy(gpt_t *m)
+{
+    for (int i = 0; m->acts && i < m->n_mb; i++) {
+        gpt_acts_t *a = &m->acts[i];
+        gpt_real *f[] = {a->x,        a->xmid,     a->ln1,      a->ln2,    a->ln1_mean, a->ln1_rstd,
+                         a->ln2_mean, a->ln2_rstd, a->ln1_in,   a->ln2_in, a->qkv,      a->att,
+                         a->atty,     a->fch,      a->fch_gelu, a->lnf,    a->lnf_mean, a->lnf_rstd,
+                         a->lnf_in,   a->logits,   a->lse,      a->loss};
+        for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
+            free(f[k]);
+        free(a->tokens), free(a->targets);
+    }
+    free(m->acts), free(m->tensors), free(m->partial), free(m->dinside), free(m->wide_a);
+    free(m->wide_b), free(m->datt), free(m->dx), free(m->dtmp), free(m->dloss);
+    memset(m, 0, sizeof(*m));
+}
+
+/* Counter-based: value i of a stream depends on (seed, stream, i) only. */
+static uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static double unit(uint64_t seed, uint64_t stream, uint64_t i)
+{
+    return ((double)(mix(mix(seed + 0x9e3779b97f4a7c15ull * (stream + 1)) + i) >> 11) + 0.5) /
+           9007199254740992.0;
+}
+
+void gpt_init_full(const gpt_t *m, const gpt_tensor_t *t, uint64_t seed, gpt_real *full)
+{
+    size_t n = (size_t)t->rows * t->cols;
+    const char *leaf = strrchr(t->name, '.');
+    leaf = leaf ? leaf + 1 : t->name;
+    size_t len = strlen(leaf);
+    int is_ln = !strncmp(leaf, "ln", 2) || !strcmp(t->name, "lnf.w") || !strcmp(t->name, "lnf.b");
+    if (is_ln || (t->cols == 1 && leaf[len - 1] == 'b')) {
+        gpt_real v = (is_ln && leaf[len - 1] == 'w') ? 1.0f : 0.0f;
+        for (size_t i = 0; i < n; i++)
+            full[i] = v;
+        return;
+    }
+    double std = 0.02;
+    if (!strcmp(leaf, "attprojw") || !strcmp(leaf, "fcprojw"))
+        std /= sqrt(2.0 * m->L);
+    if (!strcmp(t->name, "wpe"))
+        std = 0.01;
+    uint64_t stream = name_hash(t->name);
+    for (size_t i = 0; i < n; i++) {
+        double u1 = unit(seed, stream, 2 * i), u2 = unit(seed, stream, 2 * i + 1);
+        full[i] = (gpt_real)(std * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+    }
+}
+
+/* Calls fn(local index, full index, count) for the runs of a shard. */
+static void shard_runs(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank,
+                       void (*fn)(void *, size_t, size_t, size_t), void *ctx)
+{
+    size_t rows = (size_t)t->rows, cols = (size_t)t->cols;
+    switch (tp > 1 ? t->split : GPT_WHOLE) {
+    case GPT_WHOLE:
+        fn(ctx, 0, 0, rows * cols);
+        break;
+    case GPT_ROWS:
+    case GPT_VOCAB: {
+        size_t r = rows / (size_t)tp;
+        fn(ctx, 0, r * (size_t)rank * cols, r * cols);
+        break;
+    }
+    case GPT_ROWS_QKV: {
+        size_t part = rows / 3, r = part / (size_t)tp;
+        for (size_t p = 0; p < 3; p++)
+            fn(ctx, p * r * cols, (p * part + r * (size_t)rank) * cols, r * cols);
+        break;
+    }
+    case GPT_COLS: {
+        size_t c = cols / (size_t)tp;
+        for (size_t i = 0; i < rows; i++)
+            fn(ctx, i * c, i * cols + c * (size_t)rank, c);
+        break;
+    }
+    }
+    (void)m;
+}
+
+typedef struct {
+    gpt_real *dst;
+    const gpt_real *src;
+    int to_local;
+} copy_ctx_t;
+
+static void copy_run(void *p, size_t local, size_t full, size_t n)
+{
+    copy_ctx_t *c = p;
+    if (c->to_local)
+        memcpy(c->dst + local, c->src + full, n * sizeof(gpt_real));
+    else
+        memcpy(c->dst + full, c->src + local, n * sizeof(gpt_real));
+}
+
+void gpt_slice(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, const gpt_real *full,
+               gpt_real *local)
+{
+    copy_ctx_t c = {local, full, 1};
+    shard_runs(m, t, tp, rank, copy_run, &c);
+}
+
+void gpt_unslice(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, const gpt_real *local,
+                 gpt_real *full)
+{
+    copy_ctx_t c = {full, local, 0};
+    shard_runs(m, t, tp, rank, copy_run, &c);
+}

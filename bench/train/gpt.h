@@ -1,0 +1,223 @@
+/*
+ * The GPT of mesh-train: token and position embeddings, L blocks (layernorm, causal multi-head
+ * self-attention, layernorm, GELU MLP, residuals), a final layernorm and an LM head tied to the
+ * token embedding, trained with cross-entropy. Pure math over flat fp32 arrays: nothing here
+ * calls mesh. What is split, and the communication at the edges of split regions, come from
+ * the hooks (gpt_ops_t) that the layout fills in; with no hooks the model is the single-process
+ * reference.
+ *
+ * Shapes are row-major, weights [out, in] as in GPT-2. With tp ranks the model holds its shard:
+ * vocab / tp rows of the token table (which is also the head), heads / tp heads (their q, k, v
+ * rows of the qkv weight, their columns of the attention projection), 4C / tp MLP features;
+ * layernorms, position embeddings and the biases of row-parallel layers are whole.
+ */
+#ifndef MESH_TRAIN_GPT_H
+#define MESH_TRAIN_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* fp32; the gradient check builds the same sources in double (GPT_DOUBLE). */
+#ifdef GPT_DOUBLE
+typedef double gpt_real;
+#define GPT_GEMM cblas_dgemm
+#define GPT_EXP  exp
+#define GPT_TANH tanh
+#define GPT_SQRT sqrt
+#else
+typedef float gpt_real;
+#define GPT_GEMM cblas_sgemm
+#define GPT_EXP  expf
+#define GPT_TANH tanhf
+#define GPT_SQRT sqrtf
+#endif
+
+typedef struct {
+    int vocab, seq, d_model, layers, heads; /* the full model */
+    int tp, tp_rank;                        /* this rank's shard (1, 0: the whole model) */
+    int sequence_parallel;                  /* activations between tp regions split along seq */
+} gpt_config_t;
+
+/* How a tensor is split across tp. */
+typedef enum {
+    GPT_WHOLE = 0, /* every tp rank holds it */
+    GPT_ROWS,      /* output features of a column-parallel weight (or bias) */
+    GPT_ROWS_QKV,  /* the same within each of q, k and v */
+    GPT_COLS,      /* input features of a row-parallel weight */
+    GPT_VOCAB      /* rows of the token table: a vocabulary range */
+} gpt_split_t;
+
+/* One parameter tensor: name, full shape and split. Group: 0 embeddings (and the tied head),
+ * 1..L blocks, L + 1 final layernorm. */
+typedef struct {
+    char name[32];
+    int rows, cols; /* full shape; vectors have rows = 1 */
+    gpt_split_t split;
+    int group;
+    size_t numel;     /* this rank's elements */
+    size_t offset;    /* in a flat local buffer laid out in table order */
+    size_t field_off; /* its pointer's place in gpt_group_t */
+} gpt_tensor_t;
+
+/* Pointers of a group's tensors (parameters or gradients), local shapes. */
+typedef struct {
+    gpt_real *wte, *wpe; /* group 0 */
+    gpt_real *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw,
+        *fcprojb;          /* a block */
+    gpt_real *lnfw, *lnfb; /* group L + 1 */
+} gpt_group_t;
+
+enum { GPT_FWD = 0, GPT_BWD = 1 };
+
+struct gpt;
+
+/*
+ * The layout's hooks. Every hook returns 0 or -1 (then the model stops and returns -1). Region
+ * hooks move activations across the edge of a tp region ([b, seq, width] inside, the local
+ * positions of them outside, see mesh/tensor.h); NULL hooks mean one process (identity).
+ */
+typedef struct {
+    void *ctx;
+    /* parameters (and in the backward pass gradients) of a group, valid until release */
+    int (*acquire)(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t *g);
+    int (*release)(void *ctx, int group, int phase);
+    /* the group that will be acquired next: its parameters may be fetched meanwhile */
+    int (*prefetch)(void *ctx, int group);
+    int (*enter_fwd)(void *ctx, const gpt_real *outside, gpt_real *inside, int b, int width);
+    int (*enter_bwd)(void *ctx, const gpt_real *dinside, gpt_real *doutside, int b, int width);
+    int (*exit_fwd)(void *ctx, const gpt_real *inside, gpt_real *outside, int b, int width);
+    int (*exit_bwd)(void *ctx, const gpt_real *doutside, gpt_real *dinside, int b, int width);
+    /* vocabulary-parallel embedding (into the outside tensor) and loss; NULL: unsplit */
+    int (*embed_fwd)(void *ctx, const int32_t *tokens, const gpt_real *wte, gpt_real *out, int b);
+    int (*embed_bwd)(void *ctx, const int32_t *tokens, const gpt_real *dout, gpt_real *dwte, int b);
+    int (*loss_fwd)(void *ctx, const gpt_real *logits, const int32_t *targets, gpt_real *loss,
+                    gpt_real *lse, int rows);
+    int (*loss_bwd)(void *ctx, const gpt_real *logits, const int32_t *targets, const gpt_real *lse,
+                    const gpt_real *dloss, gpt_real *dlogits, int rows);
+} gpt_ops_t;
+
+/* Replaceable layers: attention (context parallelism swaps it) and the MLP (an expert layer
+ * swaps it). Each maps the block's normalised input (outside) to its output (outside, before
+ * the residual add) for micro-batch mb, and back. */
+typedef struct {
+    int (*attn_fwd)(struct gpt *m, int mb, int layer, const gpt_group_t *p, const gpt_real *in,
+                    gpt_real *out);
+    int (*attn_bwd)(struct gpt *m, int mb, int layer, const gpt_group_t *p, gpt_group_t *g,
+                    const gpt_real *dout, gpt_real *din);
+    int (*mlp_fwd)(struct gpt *m, int mb, int layer, const gpt_group_t *p, const gpt_real *in,
+                   gpt_real *out);
+    int (*mlp_bwd)(struct gpt *m, int mb, int layer, const gpt_group_t *p, gpt_group_t *g,
+                   const gpt_real *dout, gpt_real *din);
+} gpt_layers_t;
+
+/* Activations of one micro-batch, kept from its forward to its backward pass. */
+typedef struct {
+    gpt_real *x;    /* [L + 1][b, tl, C] block inputs; x[L] is the last block's output */
+    gpt_real *xmid; /* [L][b, tl, C] after the attention residual */
+    gpt_real *ln1, *ln1_mean, *ln1_rstd, *ln2, *ln2_mean, *ln2_rstd; /* [L][b, tl, C], [L][b, tl] */
+    gpt_real *ln1_in, *ln2_in;  /* [L][b, T, C] normalised inputs inside the tp region */
+    gpt_real *qkv, *att, *atty; /* [L][b, T, 3 Cl], [L][b, Hl, T, T], [L][b, T, Cl] */
+    gpt_real *fch, *fch_gelu;   /* [L][b, T, Fl] */
+    gpt_real *lnf, *lnf_mean, *lnf_rstd, *lnf_in; /* [b, tl, C], [b, tl], [b, T, C] */
+    gpt_real *logits, *lse, *loss;                /* [b, T, Vl], [b, T], [b, T] */
+    int32_t *tokens, *targets;                    /* [b, T] */
+} gpt_acts_t;
+
+typedef struct gpt {
+    gpt_config_t cfg;
+    int C, T, V, L, NH, hs;  /* full sizes; hs = C / NH */
+    int Vl, v0, NHl, Cl, Fl; /* this rank's vocabulary range, heads, attention and MLP width */
+    int tl, t0;              /* sequence positions held outside tp regions */
+    int b;                   /* samples per micro-batch */
+    int n_tensors;
+    gpt_tensor_t *tensors;
+    size_t n_params; /* local */
+    gpt_ops_t ops;
+    gpt_layers_t layers;
+    int n_mb;
+    gpt_acts_t *acts; /* one per micro-batch */
+    /* temporaries shared by the micro-batches: [b, T, C] partial sums and gradients inside a
+     * tp region, [b, T, max(3 Cl, Fl)] twice, [T], [b, tl, C] twice outside, [b, T] */
+    gpt_real *partial, *dinside, *wide_a, *wide_b, *datt, *dx, *dtmp, *dloss;
+    gpt_real dloss_scale; /* d(mean loss)/d(row loss): 1 / (global batch x seq) */
+} gpt_t;
+
+extern const gpt_layers_t gpt_default_layers;
+
+/* Parameters and gradients in two flat buffers laid out in table order: the hooks of one
+ * process (acquire hands out the group's pointers, nothing else happens). */
+typedef struct {
+    gpt_t *m;
+    gpt_real *params, *grads;
+} gpt_flat_t;
+int gpt_flat_acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t *g);
+
+/* Builds the tensor table and local sizes; refuses splits tp does not divide (-1 and a message
+ * in err). */
+int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen);
+/* Activation buffers for n_mb micro-batches of b samples. */
+int gpt_alloc_acts(gpt_t *m, int b, int n_mb);
+void gpt_destroy(gpt_t *m);
+/* Index of a tensor by name, -1 if none. */
+int gpt_tensor_index(const gpt_t *m, const char *name);
+/* The group's tensor pointers into flat local buffers laid out in table order. */
+void gpt_group_pointers(const gpt_t *m, int group, gpt_real *flat, gpt_group_t *out);
+
+/* The full tensor t (rows x cols) filled from (seed, name): normal(0, 0.02) weights, the
+ * residual projections scaled by 1/sqrt(2L), zero biases, unit layernorm weights. */
+void gpt_init_full(const gpt_t *m, const gpt_tensor_t *t, uint64_t seed, gpt_real *full);
+/* This rank's shard of a full tensor, and back (scatter of a shard into a full tensor). */
+void gpt_slice(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, const gpt_real *full,
+               gpt_real *local);
+void gpt_unslice(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, const gpt_real *local,
+                 gpt_real *full);
+
+/* Forward of micro-batch mb (tokens and targets [b, T] in acts); sets *loss_sum to the sum of
+ * its rows' losses. Backward accumulates gradients (acquire's g) scaled by dloss_scale. */
+int gpt_forward(gpt_t *m, int mb, double *loss_sum);
+int gpt_backward(gpt_t *m, int mb);
+/*
+ * The same in the parts a pipeline stage runs: the embedding (first stage), blocks [l0, l1),
+ * the final layernorm, head and loss (last stage). Activations: tokens -> x[0] -> ... -> x[L]
+ * -> loss; between stages x[l0] comes in and x[l1] goes out (acts->x of micro-batch mb), and in
+ * the backward pass the gradient of x[l1] comes in and that of x[l0] goes out in m->dx.
+ * A hook's release in the backward pass hands a group's gradient over once the group's
+ * acquisitions are all released (gpt_backward holds the token table across head and embedding).
+ */
+int gpt_embed_fwd(gpt_t *m, int mb);
+int gpt_blocks_fwd(gpt_t *m, int mb, int l0, int l1);
+int gpt_head_fwd(gpt_t *m, int mb, double *loss_sum);
+int gpt_head_bwd(gpt_t *m, int mb);
+int gpt_blocks_bwd(gpt_t *m, int mb, int l0, int l1);
+int gpt_embed_bwd(gpt_t *m, int mb);
+
+/* Layers (layers.c): _forward/_backward pairs over flat arrays. Backward ones add into the
+ * parameter gradients and into din unless noted. */
+void gpt_matmul_forward(gpt_real *out, const gpt_real *in, const gpt_real *w, const gpt_real *bias,
+                        int n, int ic, int oc);
+/* din = dout w (overwritten when accumulate is 0); dw += dout^T in; dbias += column sums */
+void gpt_matmul_backward(gpt_real *din, gpt_real *dw, gpt_real *dbias, const gpt_real *dout,
+                         const gpt_real *in, const gpt_real *w, int n, int ic, int oc,
+                         int accumulate);
+void gpt_layernorm_forward(gpt_real *out, gpt_real *mean, gpt_real *rstd, const gpt_real *in,
+                           const gpt_real *w, const gpt_real *b, int n, int c);
+void gpt_layernorm_backward(gpt_real *din, gpt_real *dw, gpt_real *db, const gpt_real *dout,
+                            const gpt_real *in, const gpt_real *w, const gpt_real *mean,
+                            const gpt_real *rstd, int n, int c);
+void gpt_gelu_forward(gpt_real *out, const gpt_real *in, int n);
+void gpt_gelu_backward(gpt_real *din, const gpt_real *in, const gpt_real *dout, int n);
+/* Causal attention over local heads: qkv [b, T, 3 Cl] -> out [b, T, Cl], att [b, Hl, T, T]. */
+void gpt_attention_forward(gpt_real *out, gpt_real *att, const gpt_real *qkv, int b, int t, int hl,
+                           int hs);
+/* dqkv overwritten */
+void gpt_attention_backward(gpt_real *dqkv, gpt_real *datt_scratch, const gpt_real *dout,
+                            const gpt_real *qkv, const gpt_real *att, int b, int t, int hl, int hs);
+/* Unsplit embedding and cross-entropy: the single-process paths. */
+void gpt_embed_forward(gpt_real *out, const int32_t *tokens, const gpt_real *wte, int n, int c);
+void gpt_embed_backward(gpt_real *dwte, const int32_t *tokens, const gpt_real *dout, int n, int c);
+void gpt_ce_forward(gpt_real *loss, gpt_real *lse, const gpt_real *logits, const int32_t *targets,
+                    int n, int v);
+void gpt_ce_backward(gpt_real *dlogits, const gpt_real *logits, const int32_t *targets,
+                     const gpt_real *lse, const gpt_real *dloss, int n, int v);
+
+#endif

@@ -1,0 +1,429 @@
+/* mesh-train's layout: the grid, the tp handle and the model's hooks. */
+#include "layout.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const axis_names[MESH_AXIS_COUNT] = {"tp", "cp", "ep", "dp", "pp"};
+
+static int st(mesh_status_t s)
+{
+    if (s == MESH_OK)
+        return 0;
+    fprintf(stderr, "mesh-train: %s: %s\n", mesh_status_string(s), mesh_comm_last_error(NULL));
+    return -1;
+}
+
+int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
+{
+    memset(lo, 0, sizeof(*lo));
+    lo->world = world;
+    lo->bf16 = p->bf16;
+    lo->stage = p->stage;
+    int prod = 1;
+    for (int a = 0; a < MESH_AXIS_COUNT; a++)
+        prod *= p->size[a] > 0 ? p->size[a] : 1;
+    /* axes whose layers are not part of mesh-train yet: refused, never silently ignored */
+    static const char *const missing[MESH_AXIS_COUNT] = {[MESH_AXIS_CP] = "context parallelism",
+                                                         [MESH_AXIS_EP] = "expert parallelism",
+                                                         [MESH_AXIS_PP] = "pipeline parallelism"};
+    for (int a = 0; a < MESH_AXIS_COUNT; a++)
+        if (missing[a] && p->size[a] > 1) {
+            snprintf(lo->err, sizeof(lo->err),
+                     "--mesh %s=%d: %s is not available in mesh-train yet (tp and dp are)",
+                     axis_names[a], p->size[a], missing[a]);
+            return -1;
+        }
+    if (prod != mesh_comm_size(world)) {
+        snprintf(lo->err, sizeof(lo->err),
+                 "--mesh: the axis sizes multiply to %d, but %d ranks run (meshrun -n %d)", prod,
+                 mesh_comm_size(world), prod);
+        return -1;
+    }
+    mesh_grid_params_t gp = {.field_mask = MESH_GRID_PARAM_FIELD_SIZES};
+    for (int a = 0; a < MESH_AXIS_COUNT; a++)
+        gp.size[a] = p->size[a];
+    if (p->order) {
+        gp.field_mask |= MESH_GRID_PARAM_FIELD_ORDER;
+        gp.order = p->order;
+    }
+    mesh_status_t s = mesh_grid_create(world, &gp, &lo->grid);
+    if (s == MESH_OK)
+        s = mesh_grid_comm(lo->grid, "tp", &lo->tp_comm);
+    if (s == MESH_OK)
+        s = mesh_grid_comm(lo->grid, "dp", &lo->dp_comm);
+    mesh_tp_params_t tpp = {.field_mask = MESH_TP_PARAM_FIELD_FLAGS,
+                            .flags = p->sequence_parallel ? MESH_TP_SEQUENCE_PARALLEL : 0};
+    if (s == MESH_OK)
+        s = mesh_tp_create(lo->tp_comm, &tpp, &lo->tp);
+    if (s != MESH_OK) {
+        snprintf(lo->err, sizeof(lo->err), "--mesh: %s", mesh_comm_last_error(NULL));
+        return -1;
+    }
+    lo->tp_size = mesh_comm_size(lo->tp_comm), lo->tp_rank = mesh_comm_rank(lo->tp_comm);
+    lo->dp_size = mesh_comm_size(lo->dp_comm), lo->dp_rank = mesh_comm_rank(lo->dp_comm);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the model's hooks */
+
+/* The sharded optimizer's communication advances inside its calls: the tp hooks, which run
+ * between the layers' matrix products, give it a turn. */
+#define PROGRESS(lo) ((lo)->z ? mesh_zero_progress((lo)->z) : MESH_OK)
+
+static int enter_fwd(void *ctx, const float *out, float *in, int b, int w)
+{
+    layout_t *lo = ctx;
+    if (st(PROGRESS(lo)))
+        return -1;
+    return st(mesh_tp_enter_forward(lo->tp, out, in, b, lo->m->T, w, MESH_FP32));
+}
+
+static int enter_bwd(void *ctx, const float *din, float *dout, int b, int w)
+{
+    layout_t *lo = ctx;
+    if (st(PROGRESS(lo)))
+        return -1;
+    return st(mesh_tp_enter_backward(lo->tp, din, dout, b, lo->m->T, w, MESH_FP32));
+}
+
+static int exit_fwd(void *ctx, const float *in, float *out, int b, int w)
+{
+    layout_t *lo = ctx;
+    return st(mesh_tp_exit_forward(lo->tp, in, out, b, lo->m->T, w, MESH_FP32));
+}
+
+static int exit_bwd(void *ctx, const float *dout, float *din, int b, int w)
+{
+    layout_t *lo = ctx;
+    if (st(PROGRESS(lo)))
+        return -1;
+    return st(mesh_tp_exit_backward(lo->tp, dout, din, b, lo->m->T, w, MESH_FP32));
+}
+
+static int embed_fwd(void *ctx, const int32_t *tokens, const float *wte, float *out, int b)
+{
+    layout_t *lo = ctx;
+    return st(mesh_tp_embedding_forward(lo->tp, tokens, b, lo->m->T, wte, lo->m->V, lo->m->C, out));
+}
+
+static int embed_bwd(void *ctx, const int32_t *tokens, const float *dout, float *dwte, int b)
+{
+    layout_t *lo = ctx;
+    return st(
+        mesh_tp_embedding_backward(lo->tp, tokens, b, lo->m->T, dout, lo->m->V, lo->m->C, dwte));
+}
+
+static int loss_fwd(void *ctx, const float *logits, const int32_t *targets, float *loss, float *lse,
+                    int rows)
+{
+    layout_t *lo = ctx;
+    return st(mesh_tp_cross_entropy_forward(lo->tp, logits, rows, lo->m->V, targets, loss, lse));
+}
+
+static int loss_bwd(void *ctx, const float *logits, const int32_t *targets, const float *lse,
+                    const float *dloss, float *dlogits, int rows)
+{
+    layout_t *lo = ctx;
+    return st(mesh_tp_cross_entropy_backward(lo->tp, logits, rows, lo->m->V, targets, lse, dloss,
+                                             dlogits));
+}
+
+static float from_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint16_t to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static void set_field(gpt_group_t *grp, const gpt_tensor_t *t, float *ptr)
+{
+    *(float **)((char *)grp + t->field_off) = ptr;
+}
+
+static int zst(mesh_status_t s)
+{
+    return st(s);
+}
+
+/* fp32 parameters of a tensor: the optimizer's own, or a copy of its bf16 ones */
+static float *param_of(layout_t *lo, const gpt_tensor_t *t)
+{
+    void *ptr;
+    if (zst(mesh_zero_param(lo->z, t->name, &ptr)))
+        return NULL;
+    if (!lo->bf16)
+        return ptr;
+    float *w = lo->work_p + t->offset;
+    for (size_t i = 0; i < t->numel; i++)
+        w[i] = from_bf16(((uint16_t *)ptr)[i]);
+    return w;
+}
+
+/* Stage 3: the next group's all-gather starts under this group's computation. */
+static int prefetch(void *ctx, int group)
+{
+    layout_t *lo = ctx;
+    if (lo->stage != 3 || lo->prefetched[group])
+        return 0;
+    if (zst(mesh_zero_gather(lo->z, group)))
+        return -1;
+    lo->prefetched[group] = 1;
+    return 0;
+}
+
+/* Stage 3: a group's parameters gathered (or their prefetch finished); a no-op otherwise. */
+static int gather(layout_t *lo, int group)
+{
+    if (lo->stage != 3)
+        return 0;
+    if (lo->prefetched[group])
+        lo->prefetched[group] = 0;
+    else if (zst(mesh_zero_gather(lo->z, group)))
+        return -1;
+    return zst(mesh_zero_wait_params(lo->z, group));
+}
+
+static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t *g)
+{
+    layout_t *lo = ctx;
+    if (gather(lo, group))
+        return -1;
+    lo->held[group]++;
+    memset(p, 0, sizeof(*p));
+    if (g)
+        memset(g, 0, sizeof(*g));
+    for (int i = 0; i < lo->m->n_tensors; i++) {
+        const gpt_tensor_t *t = &lo->m->tensors[i];
+        if (t->group != group)
+            continue;
+        float *w = param_of(lo, t);
+        if (!w)
+            return -1;
+        set_field(p, t, w);
+        if (!g)
+            continue;
+        void *gp;
+        if (!lo->bf16 && zst(mesh_zero_grad(lo->z, t->name, &gp)))
+            return -1;
+        set_field(g, t, lo->bf16 ? lo->work_g + t->offset : gp);
+    }
+    (void)phase;
+    return zst(mesh_zero_progress(lo->z));
+}
+
+/* At the end of a group's backward pass in a micro-batch whose gradients the optimizer takes
+ * (the last before a step; every one in stages 2 and 3, which reduce each micro-batch):
+ * tp-replicated gradients summed under sequence parallelism, bf16 ones stored, each marked
+ * ready so that its bucket's reduction starts under the rest of the backward pass. */
+static int release(void *ctx, int group, int phase)
+{
+    layout_t *lo = ctx;
+    /* nested acquisitions (the token table serves head and embedding): the outermost hands
+     * the gradient over */
+    int last = --lo->held[group] == 0;
+    int taken = last && (lo->boundary || lo->stage >= 2);
+    for (int i = 0; phase == GPT_BWD && taken && i < lo->m->n_tensors; i++) {
+        const gpt_tensor_t *t = &lo->m->tensors[i];
+        if (t->group != group)
+            continue;
+        void *gp;
+        if (zst(mesh_zero_grad(lo->z, t->name, &gp)))
+            return -1;
+        float *g32 = lo->bf16 ? lo->work_g + t->offset : gp;
+        if (lo->tp_size > 1 && t->split == GPT_WHOLE &&
+            st(mesh_tp_replicated_grad(lo->tp, g32, t->numel, MESH_FP32)))
+            return -1;
+        if (lo->bf16) {
+            for (size_t k = 0; k < t->numel; k++)
+                ((uint16_t *)gp)[k] = to_bf16(g32[k]);
+            memset(g32, 0, t->numel * sizeof(float));
+        }
+        if (zst(mesh_zero_grad_ready(lo->z, t->name)))
+            return -1;
+    }
+    if (lo->stage == 3 && zst(mesh_zero_release(lo->z, group)))
+        return -1;
+    return 0;
+}
+
+int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
+{
+    lo->m = m;
+    m->ops = (gpt_ops_t){.ctx = lo, .acquire = acquire, .release = release, .prefetch = prefetch};
+    if (lo->tp_size > 1) {
+        m->ops.enter_fwd = enter_fwd, m->ops.enter_bwd = enter_bwd;
+        m->ops.exit_fwd = exit_fwd, m->ops.exit_bwd = exit_bwd;
+        m->ops.embed_fwd = embed_fwd, m->ops.embed_bwd = embed_bwd;
+        m->ops.loss_fwd = loss_fwd, m->ops.loss_bwd = loss_bwd;
+    }
+    mesh_zero_params_t p = *zp;
+    p.field_mask |= MESH_ZERO_PARAM_FIELD_STAGE | MESH_ZERO_PARAM_FIELD_DTYPE |
+                    MESH_ZERO_PARAM_FIELD_GRAD_SCALE;
+    p.stage = lo->stage;
+    p.dtype = lo->bf16 ? MESH_BF16 : MESH_FP32;
+    p.grad_scale = 1.0; /* the model's loss is already the mean over the global batch */
+    if (lo->tp_size > 1) {
+        p.field_mask |= MESH_ZERO_PARAM_FIELD_MP_COMM;
+        p.mp_comm = lo->tp_comm;
+    }
+    if (zst(mesh_zero_create(lo->dp_comm, &p, &lo->z)))
+        return -1;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const gpt_tensor_t *t = &m->tensors[i];
+        unsigned flags = t->split == GPT_WHOLE && lo->tp_size > 1 ? MESH_ZERO_REPLICATED : 0;
+        if (t->cols == 1)
+            flags |= MESH_ZERO_NO_DECAY; /* biases and layernorms */
+        size_t shape[2] = {t->numel / (size_t)t->cols, (size_t)t->cols};
+        if (t->split == GPT_COLS)
+            shape[0] = (size_t)t->rows, shape[1] = t->numel / t->rows;
+        if (zst(mesh_zero_add(lo->z, t->name, t->numel, 2, shape, flags, t->group)))
+            return -1;
+    }
+    if (zst(mesh_zero_finalize(lo->z)))
+        return -1;
+    lo->prefetched = calloc((size_t)m->L + 2, sizeof(int));
+    lo->held = calloc((size_t)m->L + 2, sizeof(int));
+    if (!lo->prefetched || !lo->held)
+        return -1;
+    if (lo->bf16) {
+        lo->work_p = calloc(m->n_params, sizeof(float));
+        lo->work_g = calloc(m->n_params, sizeof(float));
+        if (!lo->work_p || !lo->work_g)
+            return -1;
+    }
+    return 0;
+}
+
+int layout_init_params(layout_t *lo, uint64_t seed)
+{
+    gpt_t *m = lo->m;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const gpt_tensor_t *t = &m->tensors[i];
+        float *full = malloc((size_t)t->rows * t->cols * sizeof(float));
+        float *local = malloc(t->numel * sizeof(float));
+        if (!full || !local)
+            return free(full), free(local), -1;
+        gpt_init_full(m, t, seed, full);
+        gpt_slice(m, t, lo->tp_size, lo->tp_rank, full, local);
+        int rc = zst(mesh_zero_init_param(lo->z, t->name, local));
+        free(full), free(local);
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
+int layout_dump_params(layout_t *lo, const char *path)
+{
+    gpt_t *m = lo->m;
+    int me = mesh_comm_rank(lo->world) == 0;
+    FILE *f = NULL;
+    if (me && !(f = fopen(path, "w"))) {
+        perror(path);
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < m->n_tensors && rc == 0; i++) {
+        const gpt_tensor_t *t = &m->tensors[i];
+        size_t n = (size_t)t->rows * t->cols;
+        float *parts = malloc(t->numel * lo->tp_size * sizeof(float) + 4);
+        float *full = malloc(n * sizeof(float));
+        float *w = NULL;
+        if (!parts || !full)
+            rc = -1;
+        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_gather(lo->z, t->group)))
+            rc = -1;
+        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_wait_params(lo->z, t->group)))
+            rc = -1;
+        if (rc == 0 && !(w = param_of(lo, t)))
+            rc = -1;
+        if (rc == 0 && st(mesh_allgather(lo->tp_comm, w, parts, t->numel, MESH_FP32, NULL, NULL)))
+            rc = -1;
+        for (int r = 0; rc == 0 && r < lo->tp_size; r++)
+            gpt_unslice(m, t, lo->tp_size, r, parts + (size_t)r * t->numel, full);
+        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_release(lo->z, t->group)))
+            rc = -1;
+        if (rc == 0 && f) {
+            fprintf(f, "# %s %d %d\n", t->name, t->rows, t->cols);
+            for (size_t k = 0; k < n; k++)
+                fprintf(f, "%.9g\n", full[k]);
+        }
+        free(parts), free(full);
+    }
+    if (f && fclose(f))
+        rc = -1;
+    return rc;
+}
+
+/* The model and the step a checkpoint belongs to, beside the optimizer's files. */
+static void describe_model(const gpt_t *m, char *buf, size_t len)
+{
+    snprintf(buf, len, "layers=%d d_model=%d heads=%d seq=%d vocab=%d", m->L, m->C, m->NH, m->T,
+             m->V);
+}
+
+int layout_save(layout_t *lo, const char *dir, int64_t step)
+{
+    if (zst(mesh_zero_save(lo->z, dir)))
+        return -1;
+    int rc = 0;
+    if (mesh_comm_rank(lo->world) == 0) {
+        char path[4096], model[128];
+        snprintf(path, sizeof(path), "%s/mesh-train.txt", dir);
+        describe_model(lo->m, model, sizeof(model));
+        FILE *f = fopen(path, "w");
+        if (!f || fprintf(f, "%s\nstep=%lld\n", model, (long long)step) < 0 || fclose(f)) {
+            perror(path);
+            rc = -1;
+        }
+    }
+    /* the checkpoint is whole before any rank goes on */
+    return st(mesh_barrier(lo->world, NULL)) || rc ? -1 : 0;
+}
+
+int layout_load(layout_t *lo, const char *dir, int64_t *step)
+{
+    char path[4096], model[128], line[256], want[128];
+    snprintf(path, sizeof(path), "%s/mesh-train.txt", dir);
+    describe_model(lo->m, want, sizeof(want));
+    FILE *f = fopen(path, "r");
+    long long s = -1;
+    int ok = f && fgets(model, sizeof(model), f) && fgets(line, sizeof(line), f) &&
+             sscanf(line, "step=%lld", &s) == 1 && s >= 0;
+    if (f)
+        fclose(f);
+    model[strcspn(model, "\n")] = 0;
+    if (!ok) {
+        fprintf(stderr, "mesh-train: --load: %s is missing or not a mesh-train checkpoint\n", path);
+        return -1;
+    }
+    if (strcmp(model, want)) {
+        fprintf(stderr, "mesh-train: --load: %s holds %s, this run is %s\n", path, model, want);
+        return -1;
+    }
+    if (zst(mesh_zero_load(lo->z, dir)))
+        return -1;
+    *step = s;
+    return 0;
+}
+
+void layout_destroy(layout_t *lo)
+{
+    mesh_zero_destroy(lo->z);
+    free(lo->prefetched), free(lo->held);
+    mesh_tp_destroy(lo->tp);
+    mesh_grid_destroy(lo->grid);
+    free(lo->work_p), free(lo->work_g);
+    memset(lo, 0, sizeof(*lo));
+}

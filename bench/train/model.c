@@ -1,0 +1,326 @@
+/* The GPT's forward and backward passes per micro-batch, composed from layers.c; communication
+ * only through the layout's hooks. */
+#include "gpt.h"
+
+#include <string.h>
+
+#define HOOK(m, name, ...) ((m)->ops.name ? (m)->ops.name((m)->ops.ctx, __VA_ARGS__) : 0)
+
+/* Without hooks a tp region's inside is its outside. */
+static int enter_fwd(gpt_t *m, const gpt_real *out, gpt_real *in, int width)
+{
+    if (m->ops.enter_fwd)
+        return m->ops.enter_fwd(m->ops.ctx, out, in, m->b, width);
+    memcpy(in, out, sizeof(gpt_real) * m->b * m->T * width);
+    return 0;
+}
+
+static int enter_bwd(gpt_t *m, const gpt_real *din, gpt_real *dout, int width)
+{
+    if (m->ops.enter_bwd)
+        return m->ops.enter_bwd(m->ops.ctx, din, dout, m->b, width);
+    memcpy(dout, din, sizeof(gpt_real) * m->b * m->T * width);
+    return 0;
+}
+
+static int exit_fwd(gpt_t *m, const gpt_real *in, gpt_real *out, int width)
+{
+    if (m->ops.exit_fwd)
+        return m->ops.exit_fwd(m->ops.ctx, in, out, m->b, width);
+    memcpy(out, in, sizeof(gpt_real) * m->b * m->T * width);
+    return 0;
+}
+
+static int exit_bwd(gpt_t *m, const gpt_real *dout, gpt_real *din, int width)
+{
+    if (m->ops.exit_bwd)
+        return m->ops.exit_bwd(m->ops.ctx, dout, din, m->b, width);
+    memcpy(din, dout, sizeof(gpt_real) * m->b * m->T * width);
+    return 0;
+}
+
+static void add_rows_bias(gpt_real *out, const gpt_real *bias, int n, int c)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < c; k++)
+            out[(size_t)i * c + k] += bias[k];
+}
+
+static void colsum(gpt_real *dbias, const gpt_real *d, int n, int c)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < c; k++)
+            dbias[k] += d[(size_t)i * c + k];
+}
+
+/* ---------------------------------------------------------------- attention and MLP */
+
+static int attn_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_real *in,
+                    gpt_real *out)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int N = m->b * m->T, No = m->b * m->tl, C = m->C, Cl = m->Cl;
+    gpt_real *in_l = a->ln1_in + (size_t)l * N * C, *qkv = a->qkv + (size_t)l * N * 3 * Cl;
+    gpt_real *att = a->att + (size_t)l * m->b * m->NHl * m->T * m->T;
+    gpt_real *atty = a->atty + (size_t)l * N * Cl;
+    if (enter_fwd(m, in, in_l, C))
+        return -1;
+    gpt_matmul_forward(qkv, in_l, p->qkvw, p->qkvb, N, C, 3 * Cl);
+    gpt_attention_forward(atty, att, qkv, m->b, m->T, m->NHl, m->hs);
+    gpt_matmul_forward(m->partial, atty, p->attprojw, NULL, N, Cl, C);
+    if (exit_fwd(m, m->partial, out, C))
+        return -1;
+    add_rows_bias(out, p->attprojb, No, C);
+    return 0;
+}
+
+static int attn_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g,
+                    const gpt_real *dout, gpt_real *din)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int N = m->b * m->T, No = m->b * m->tl, C = m->C, Cl = m->Cl;
+    gpt_real *in_l = a->ln1_in + (size_t)l * N * C, *qkv = a->qkv + (size_t)l * N * 3 * Cl;
+    gpt_real *att = a->att + (size_t)l * m->b * m->NHl * m->T * m->T;
+    gpt_real *atty = a->atty + (size_t)l * N * Cl;
+    colsum(g->attprojb, dout, No, C);
+    if (exit_bwd(m, dout, m->partial, C))
+        return -1;
+    gpt_real *datty = m->wide_a, *dqkv = m->wide_b;
+    gpt_matmul_backward(datty, g->attprojw, NULL, m->partial, atty, p->attprojw, N, Cl, C, 0);
+    gpt_attention_backward(dqkv, m->datt, datty, qkv, att, m->b, m->T, m->NHl, m->hs);
+    gpt_matmul_backward(m->dinside, g->qkvw, NULL, dqkv, in_l, p->qkvw, N, C, 3 * Cl, 0);
+    /* The key bias adds q.b to every score of a row, which the softmax ignores: its gradient is
+     * zero, given as such rather than as rounding noise (which Adam would scale up to a full
+     * step, differently for every order of summation). */
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < 3 * Cl; k++)
+            if (k < Cl || k >= 2 * Cl)
+                g->qkvb[k] += dqkv[(size_t)i * 3 * Cl + k];
+    return enter_bwd(m, m->dinside, din, C);
+}
+
+static int mlp_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_real *in, gpt_real *out)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int N = m->b * m->T, No = m->b * m->tl, C = m->C, F = m->Fl;
+    gpt_real *in_l = a->ln2_in + (size_t)l * N * C, *fch = a->fch + (size_t)l * N * F;
+    gpt_real *gel = a->fch_gelu + (size_t)l * N * F;
+    if (enter_fwd(m, in, in_l, C))
+        return -1;
+    gpt_matmul_forward(fch, in_l, p->fcw, p->fcb, N, C, F);
+    gpt_gelu_forward(gel, fch, N * F);
+    gpt_matmul_forward(m->partial, gel, p->fcprojw, NULL, N, F, C);
+    if (exit_fwd(m, m->partial, out, C))
+        return -1;
+    add_rows_bias(out, p->fcprojb, No, C);
+    return 0;
+}
+
+static int mlp_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g,
+                   const gpt_real *dout, gpt_real *din)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int N = m->b * m->T, No = m->b * m->tl, C = m->C, F = m->Fl;
+    gpt_real *in_l = a->ln2_in + (size_t)l * N * C, *fch = a->fch + (size_t)l * N * F;
+    gpt_real *gel = a->fch_gelu + (size_t)l * N * F;
+    colsum(g->fcprojb, dout, No, C);
+    if (exit_bwd(m, dout, m->partial, C))
+        return -1;
+    gpt_real *dgel = m->wide_a, *dfch = m->wide_b;
+    gpt_matmul_backward(dgel, g->fcprojw, NULL, m->partial, gel, p->fcprojw, N, F, C, 0);
+    gpt_gelu_backward(dfch, fch, dgel, N * F);
+    gpt_matmul_backward(m->dinside, g->fcw, g->fcb, dfch, in_l, p->fcw, N, C, F, 0);
+    return enter_bwd(m, m->dinside, din, C);
+}
+
+const gpt_layers_t gpt_default_layers = {attn_fwd, attn_bwd, mlp_fwd, mlp_bwd};
+
+/* ---------------------------------------------------------------- the whole model */
+
+static int acquire(gpt_t *m, int group, int phase, gpt_group_t *p, gpt_group_t *g)
+{
+    return m->ops.acquire ? m->ops.acquire(m->ops.ctx, group, phase, p, g) : -1;
+}
+
+int gpt_embed_fwd(gpt_t *m, int mb)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int b = m->b, C = m->C;
+    gpt_group_t p0;
+    if (acquire(m, 0, GPT_FWD, &p0, NULL) || HOOK(m, prefetch, 1))
+        return -1;
+    gpt_real *x = a->x;
+    if (m->ops.embed_fwd) {
+        if (m->ops.embed_fwd(m->ops.ctx, a->tokens, p0.wte, x, b))
+            return -1;
+    } else {
+        gpt_embed_forward(x, a->tokens, p0.wte, b * m->T, C);
+    }
+    for (int s = 0; s < b; s++)
+        for (int t = 0; t < m->tl; t++) {
+            gpt_real *row = x + ((size_t)s * m->tl + t) * C;
+            const gpt_real *pos = p0.wpe + (size_t)(m->t0 + t) * C;
+            for (int k = 0; k < C; k++)
+                row[k] += pos[k];
+        }
+    return HOOK(m, release, 0, GPT_FWD);
+}
+
+int gpt_blocks_fwd(gpt_t *m, int mb, int l0, int l1)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int No = m->b * m->tl, C = m->C;
+    gpt_group_t p;
+    for (int l = l0; l < l1; l++) {
+        size_t o = (size_t)l * No * C;
+        gpt_real *xl = a->x + o, *xmid = a->xmid + o, *xn = a->x + o + (size_t)No * C;
+        gpt_real *ln1 = a->ln1 + o, *ln2 = a->ln2 + o;
+        if (acquire(m, l + 1, GPT_FWD, &p, NULL))
+            return -1;
+        /* the next block's group, or the final layernorm's after the last block */
+        if ((l + 1 < l1 || l1 == m->L) && HOOK(m, prefetch, l + 2))
+            return -1;
+        gpt_layernorm_forward(ln1, a->ln1_mean + (size_t)l * No, a->ln1_rstd + (size_t)l * No, xl,
+                              p.ln1w, p.ln1b, No, C);
+        if (m->layers.attn_fwd(m, mb, l, &p, ln1, m->dtmp))
+            return -1;
+        for (size_t i = 0; i < (size_t)No * C; i++)
+            xmid[i] = xl[i] + m->dtmp[i];
+        gpt_layernorm_forward(ln2, a->ln2_mean + (size_t)l * No, a->ln2_rstd + (size_t)l * No, xmid,
+                              p.ln2w, p.ln2b, No, C);
+        if (m->layers.mlp_fwd(m, mb, l, &p, ln2, m->dtmp))
+            return -1;
+        for (size_t i = 0; i < (size_t)No * C; i++)
+            xn[i] = xmid[i] + m->dtmp[i];
+        if (HOOK(m, release, l + 1, GPT_FWD))
+            return -1;
+    }
+    return 0;
+}
+
+int gpt_head_fwd(gpt_t *m, int mb, double *loss_sum)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int N = m->b * m->T, No = m->b * m->tl, C = m->C, L = m->L;
+    gpt_group_t p0, p;
+    if (acquire(m, L + 1, GPT_FWD, &p, NULL))
+        return -1;
+    gpt_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->x + (size_t)L * No * C, p.lnfw,
+                          p.lnfb, No, C);
+    if (HOOK(m, release, L + 1, GPT_FWD))
+        return -1;
+    /* the head, tied to the token table: logits of this rank's vocabulary range */
+    if (acquire(m, 0, GPT_FWD, &p0, NULL))
+        return -1;
+    if (enter_fwd(m, a->lnf, a->lnf_in, C))
+        return -1;
+    gpt_matmul_forward(a->logits, a->lnf_in, p0.wte, NULL, N, C, m->Vl);
+    if (m->ops.loss_fwd) {
+        if (m->ops.loss_fwd(m->ops.ctx, a->logits, a->targets, a->loss, a->lse, N))
+            return -1;
+    } else {
+        gpt_ce_forward(a->loss, a->lse, a->logits, a->targets, N, m->V);
+    }
+    if (HOOK(m, release, 0, GPT_FWD))
+        return -1;
+    double s = 0;
+    for (int i = 0; i < N; i++)
+        s += a->loss[i];
+    *loss_sum = s;
+    return 0;
+}
+
+int gpt_head_bwd(gpt_t *m, int mb)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int N = m->b * m->T, No = m->b * m->tl, C = m->C, L = m->L;
+    gpt_group_t p0, g0, p, g;
+    if (acquire(m, 0, GPT_BWD, &p0, &g0) || HOOK(m, prefetch, L + 1))
+        return -1;
+    for (int i = 0; i < N; i++)
+        m->dloss[i] = m->dloss_scale;
+    gpt_real *dlogits = a->logits; /* in place: the logits are not needed after this */
+    if (m->ops.loss_bwd) {
+        if (m->ops.loss_bwd(m->ops.ctx, a->logits, a->targets, a->lse, m->dloss, dlogits, N))
+            return -1;
+    } else {
+        gpt_ce_backward(dlogits, a->logits, a->targets, a->lse, m->dloss, N, m->V);
+    }
+    gpt_matmul_backward(m->dinside, g0.wte, NULL, dlogits, a->lnf_in, p0.wte, N, C, m->Vl, 0);
+    if (enter_bwd(m, m->dinside, m->dtmp, C))
+        return -1;
+    if (HOOK(m, release, 0, GPT_BWD))
+        return -1;
+    memset(m->dx, 0, sizeof(gpt_real) * No * C);
+    if (acquire(m, L + 1, GPT_BWD, &p, &g) || HOOK(m, prefetch, L))
+        return -1;
+    gpt_layernorm_backward(m->dx, g.lnfw, g.lnfb, m->dtmp, a->x + (size_t)L * No * C, p.lnfw,
+                           a->lnf_mean, a->lnf_rstd, No, C);
+    return HOOK(m, release, L + 1, GPT_BWD);
+}
+
+int gpt_blocks_bwd(gpt_t *m, int mb, int l0, int l1)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int No = m->b * m->tl, C = m->C;
+    gpt_group_t p, g;
+    for (int l = l1 - 1; l >= l0; l--) {
+        size_t o = (size_t)l * No * C;
+        if (acquire(m, l + 1, GPT_BWD, &p, &g) || (l > l0 && HOOK(m, prefetch, l)))
+            return -1;
+        /* dx holds d(block output); the residual passes it through to xmid and x */
+        if (m->layers.mlp_bwd(m, mb, l, &p, &g, m->dx, m->dtmp))
+            return -1;
+        gpt_layernorm_backward(m->dx, g.ln2w, g.ln2b, m->dtmp, a->xmid + o, p.ln2w,
+                               a->ln2_mean + (size_t)l * No, a->ln2_rstd + (size_t)l * No, No, C);
+        if (m->layers.attn_bwd(m, mb, l, &p, &g, m->dx, m->dtmp))
+            return -1;
+        gpt_layernorm_backward(m->dx, g.ln1w, g.ln1b, m->dtmp, a->x + o, p.ln1w,
+                               a->ln1_mean + (size_t)l * No, a->ln1_rstd + (size_t)l * No, No, C);
+        if (HOOK(m, release, l + 1, GPT_BWD))
+            return -1;
+    }
+    return 0;
+}
+
+int gpt_embed_bwd(gpt_t *m, int mb)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int b = m->b, C = m->C;
+    gpt_group_t p0, g0;
+    if (acquire(m, 0, GPT_BWD, &p0, &g0))
+        return -1;
+    for (int s = 0; s < b; s++)
+        for (int t = 0; t < m->tl; t++) {
+            const gpt_real *row = m->dx + ((size_t)s * m->tl + t) * C;
+            gpt_real *pos = g0.wpe + (size_t)(m->t0 + t) * C;
+            for (int k = 0; k < C; k++)
+                pos[k] += row[k];
+        }
+    if (m->ops.embed_bwd) {
+        if (m->ops.embed_bwd(m->ops.ctx, a->tokens, m->dx, g0.wte, b))
+            return -1;
+    } else {
+        gpt_embed_backward(g0.wte, a->tokens, m->dx, b * m->T, C);
+    }
+    return HOOK(m, release, 0, GPT_BWD);
+}
+
+int gpt_forward(gpt_t *m, int mb, double *loss_sum)
+{
+    if (gpt_embed_fwd(m, mb) || gpt_blocks_fwd(m, mb, 0, m->L))
+        return -1;
+    return gpt_head_fwd(m, mb, loss_sum);
+}
+
+int gpt_backward(gpt_t *m, int mb)
+{
+    /* the token table serves the head and the embedding: held across both, so that its
+     * gradient is complete when the outer release hands it over */
+    gpt_group_t p0, g0;
+    if (acquire(m, 0, GPT_BWD, &p0, &g0))
+        return -1;
+    if (gpt_head_bwd(m, mb) || gpt_blocks_bwd(m, mb, 0, m->L) || gpt_embed_bwd(m, mb))
+        return -1;
+    return HOOK(m, release, 0, GPT_BWD);
+}

@@ -1,0 +1,249 @@
+/* mesh-train's options and --help. */
+#include "opts.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* only the first rank reports a bad option: every rank parses the same line */
+#define SAY(...) (say ? fprintf(stderr, __VA_ARGS__) : 0)
+
+static const char usage[] =
+    "usage: meshrun -n N mesh-train [options]\n"
+    "A small GPT (token and position embeddings, L blocks of layernorm, causal multi-head\n"
+    "self-attention, layernorm and GELU MLP with residuals, final layernorm, LM head tied to the\n"
+    "token embedding, cross-entropy) trained on a 5D mesh; the loss curve is the same on every\n"
+    "layout.\n"
+    "\n"
+    "layout:\n"
+    "  --mesh tp=A,dp=B,...   axis sizes (tp, dp; pp, cp and ep are refused until their layers\n"
+    "                         come); they multiply to the number of ranks, dp by default takes\n"
+    "                         what the others leave (default: dp = all ranks)\n"
+    "  --order O              rank order of the axes, innermost first (default tp-cp-ep-dp-pp)\n"
+    "  --sequence-parallel    split activations outside tp regions along the sequence\n"
+    "  --zero S               ZeRO stage 0..3 over dp (default 0)\n"
+    "  --no-overlap           reduce gradients after the backward pass, not under it\n"
+    "  --bucket-mb X          gradient bucket size in MiB (default 4)\n"
+    "model:\n"
+    "  --layers L (2)  --d-model C (64)  --heads H (4)  --seq T (16)  --vocab V (128)\n"
+    "  --dtype fp32|bf16      parameters and gradients (default fp32; fp32 master weights)\n"
+    "training:\n"
+    "  --batch B              global batch in samples (default 8); dp rank r takes samples\n"
+    "                         r B/dp .. (r+1) B/dp - 1 of every step\n"
+    "  --microbatches M       micro-batches per rank and step (default 1)\n"
+    "  --steps S (10)  --lr X (1e-3)  --seed N (1)  --clip X (1.0, 0: none)\n"
+    "  --weight-decay X (0)\n"
+    "output:\n"
+    "  --csv FILE             step,loss,grad_norm,time_ms,tokens_per_s (layout in a # header)\n"
+    "  --save DIR / --load DIR  checkpoint after the last step / resume from one\n"
+    "  --dump-params FILE     every parameter whole after the last step, in a fixed order\n"
+    "  --quiet                no per-step lines\n";
+
+static int sizes(train_opts_t *o, const char *arg, int say)
+{
+    static const char *const names[MESH_AXIS_COUNT] = {"tp", "cp", "ep", "dp", "pp"};
+    char *copy = strdup(arg), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        int a = -1;
+        for (int i = 0; eq && i < MESH_AXIS_COUNT; i++)
+            if ((size_t)(eq - tok) == strlen(names[i]) && !strncmp(tok, names[i], eq - tok))
+                a = i;
+        int v = eq ? atoi(eq + 1) : 0;
+        if (a < 0 || v < 1) {
+            SAY("mesh-train: --mesh %s: '%s' is not AXIS=SIZE with AXIS one of "
+                "tp, dp, pp, cp, ep\n",
+                arg, tok);
+            free(copy);
+            return -1;
+        }
+        o->size[a] = v;
+    }
+    free(copy);
+    return 0;
+}
+
+static int positive(const char *opt, const char *arg, int *out, int say)
+{
+    char *end;
+    long v = strtol(arg, &end, 10);
+    if (*end || v < 1 || v > 1 << 24) {
+        SAY("mesh-train: %s %s: a positive integer is needed\n", opt, arg);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
+{
+    int say = print;
+    *o = (train_opts_t){.layers = 2,
+                        .d_model = 64,
+                        .heads = 4,
+                        .seq = 16,
+                        .vocab = 128,
+                        .batch = 8,
+                        .microbatches = 1,
+                        .steps = 10,
+                        .lr = 1e-3,
+                        .clip = 1.0,
+                        .seed = 1,
+                        .overlap = 1,
+                        .bucket_mb = 4};
+    enum {
+        MESH = 256,
+        ORDER,
+        ZERO,
+        LAYERS,
+        DMODEL,
+        HEADS,
+        SEQ,
+        VOCAB,
+        BATCH,
+        MB,
+        STEPS,
+        LR,
+        SEED,
+        DTYPE,
+        SP,
+        CSV,
+        SAVE,
+        LOAD,
+        NOOVERLAP,
+        DUMP,
+        CLIP,
+        WD,
+        BUCKET,
+        QUIET,
+        HELP
+    };
+    static const struct option longs[] = {{"mesh", 1, 0, MESH},
+                                          {"order", 1, 0, ORDER},
+                                          {"zero", 1, 0, ZERO},
+                                          {"layers", 1, 0, LAYERS},
+                                          {"d-model", 1, 0, DMODEL},
+                                          {"heads", 1, 0, HEADS},
+                                          {"seq", 1, 0, SEQ},
+                                          {"vocab", 1, 0, VOCAB},
+                                          {"batch", 1, 0, BATCH},
+                                          {"microbatches", 1, 0, MB},
+                                          {"steps", 1, 0, STEPS},
+                                          {"lr", 1, 0, LR},
+                                          {"seed", 1, 0, SEED},
+                                          {"dtype", 1, 0, DTYPE},
+                                          {"sequence-parallel", 0, 0, SP},
+                                          {"csv", 1, 0, CSV},
+                                          {"save", 1, 0, SAVE},
+                                          {"load", 1, 0, LOAD},
+                                          {"no-overlap", 0, 0, NOOVERLAP},
+                                          {"dump-params", 1, 0, DUMP},
+                                          {"clip", 1, 0, CLIP},
+                                          {"weight-decay", 1, 0, WD},
+                                          {"bucket-mb", 1, 0, BUCKET},
+                                          {"quiet", 0, 0, QUIET},
+                                          {"help", 0, 0, HELP},
+                                          {0, 0, 0, 0}};
+    opterr = print;
+    optind = 1;
+    int c, rc = 0;
+    while (rc == 0 && (c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+        switch (c) {
+        case MESH:
+            rc = sizes(o, optarg, say);
+            break;
+        case ORDER:
+            o->order = optarg;
+            break;
+        case ZERO:
+            if (strlen(optarg) != 1 || optarg[0] < '0' || optarg[0] > '3') {
+                SAY("mesh-train: --zero %s: stages are 0, 1, 2 and 3\n", optarg);
+                rc = -1;
+            }
+            o->zero = atoi(optarg);
+            break;
+        case LAYERS:
+            rc = positive("--layers", optarg, &o->layers, say);
+            break;
+        case DMODEL:
+            rc = positive("--d-model", optarg, &o->d_model, say);
+            break;
+        case HEADS:
+            rc = positive("--heads", optarg, &o->heads, say);
+            break;
+        case SEQ:
+            rc = positive("--seq", optarg, &o->seq, say);
+            break;
+        case VOCAB:
+            rc = positive("--vocab", optarg, &o->vocab, say);
+            break;
+        case BATCH:
+            rc = positive("--batch", optarg, &o->batch, say);
+            break;
+        case MB:
+            rc = positive("--microbatches", optarg, &o->microbatches, say);
+            break;
+        case STEPS:
+            rc = positive("--steps", optarg, &o->steps, say);
+            break;
+        case LR:
+            o->lr = atof(optarg);
+            break;
+        case CLIP:
+            o->clip = atof(optarg);
+            break;
+        case WD:
+            o->weight_decay = atof(optarg);
+            break;
+        case BUCKET:
+            o->bucket_mb = atof(optarg);
+            break;
+        case SEED:
+            o->seed = strtoull(optarg, NULL, 0);
+            break;
+        case DTYPE:
+            if (strcmp(optarg, "fp32") && strcmp(optarg, "bf16")) {
+                SAY("mesh-train: --dtype %s: fp32 or bf16\n", optarg);
+                rc = -1;
+            }
+            o->bf16 = !strcmp(optarg, "bf16");
+            break;
+        case SP:
+            o->sequence_parallel = 1;
+            break;
+        case CSV:
+            o->csv = optarg;
+            break;
+        case SAVE:
+            o->save = optarg;
+            break;
+        case LOAD:
+            o->load = optarg;
+            break;
+        case NOOVERLAP:
+            o->overlap = 0;
+            break;
+        case DUMP:
+            o->dump = optarg;
+            break;
+        case QUIET:
+            o->quiet = 1;
+            break;
+        case HELP:
+        case 'h':
+            if (print)
+                fputs(usage, stdout);
+            return 1;
+        default:
+            if (print)
+                fputs(usage, stderr);
+            rc = -1;
+        }
+    }
+    if (rc == 0 && optind < argc) {
+        SAY("mesh-train: unexpected argument '%s' (see --help)\n", argv[optind]);
+        rc = -1;
+    }
+    return rc;
+}

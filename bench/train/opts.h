@@ -1,0 +1,26 @@
+#ifndef MESH_TRAIN_OPTS_H
+#define MESH_TRAIN_OPTS_H
+
+#include <mesh.h>
+#include <stdint.h>
+
+typedef struct {
+    int size[MESH_AXIS_COUNT]; /* 0: not given */
+    const char *order;
+    int zero;
+    int layers, d_model, heads, seq, vocab;
+    int batch, microbatches, steps;
+    double lr, clip, weight_decay;
+    uint64_t seed;
+    int bf16;
+    int sequence_parallel;
+    int overlap;
+    double bucket_mb;
+    const char *csv, *save, *load, *dump;
+    int quiet;
+} train_opts_t;
+
+/* 0: run; 1: --help was printed; -1: bad option (message printed). */
+int train_opts_parse(train_opts_t *o, int argc, char **argv, int print);
+
+#endif

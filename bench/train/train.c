@@ -1,0 +1,251 @@
+/*
+ * mesh-train: a small GPT trained on a 5D mesh through mesh's parallel layers. Every layout of
+ * the same model, seed and global batch follows the single-process loss curve; see --help and
+ * the README.
+ */
+#include "data.h"
+#include "gpt.h"
+#include "layout.h"
+#include "opts.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Under a launcher, or one rank on a fresh id without one. */
+static mesh_status_t init_world(mesh_comm_h *world)
+{
+    if (!getenv("MESH_RANK") && !getenv("RANK") && !getenv("PMIX_RANK")) {
+        mesh_unique_id_t id;
+        mesh_status_t st = mesh_unique_id(&id);
+        return st != MESH_OK ? st : mesh_comm_init_rank(world, 1, &id, 0);
+    }
+    return mesh_comm_init_env(world);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    if (n <= 0)
+        return 0;
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void describe(char *buf, size_t len, const train_opts_t *o, const layout_t *lo,
+                     const gpt_t *m, size_t params, mesh_comm_h world)
+{
+    snprintf(buf, len,
+             "mesh-train tp=%d dp=%d pp=1 cp=1 ep=1 order=%s zero=%d dtype=%s sp=%d "
+             "overlap=%d layers=%d d_model=%d heads=%d seq=%d vocab=%d batch=%d microbatches=%d "
+             "lr=%g seed=%llu params=%zu ranks=%d nodes=%d",
+             lo->tp_size, lo->dp_size, o->order ? o->order : "tp-cp-ep-dp-pp", o->zero,
+             o->bf16 ? "bf16" : "fp32", o->sequence_parallel, o->overlap, m->L, m->C, m->NH, m->T,
+             m->V, o->batch, o->microbatches, o->lr, (unsigned long long)o->seed, params,
+             mesh_comm_size(world), mesh_comm_node_count(world));
+}
+
+int main(int argc, char **argv)
+{
+    train_opts_t o;
+    const char *env_rank = getenv("MESH_RANK");
+    int first = env_rank == NULL || atoi(env_rank) == 0;
+    int rc = train_opts_parse(&o, argc, argv, first);
+    if (rc)
+        return rc > 0 ? 0 : 2;
+    openblas_set_num_threads(1); /* one core per rank: the ranks share the machine */
+    mesh_comm_h world;
+    if (init_world(&world) != MESH_OK) {
+        fprintf(stderr, "mesh-train: %s\n", mesh_comm_last_error(NULL));
+        return 1;
+    }
+    int wrank = mesh_comm_rank(world), wsize = mesh_comm_size(world);
+    int say = wrank == 0;
+    layout_params_t lp = {.order = o.order,
+                          .sequence_parallel = o.sequence_parallel,
+                          .bf16 = o.bf16,
+                          .stage = o.zero};
+    memcpy(lp.size, o.size, sizeof(lp.size));
+    if (lp.size[MESH_AXIS_DP] == 0) { /* dp takes the ranks the other axes leave */
+        int other = 1;
+        for (int a = 0; a < MESH_AXIS_COUNT; a++)
+            other *= lp.size[a] ? lp.size[a] : 1;
+        lp.size[MESH_AXIS_DP] = wsize % other ? 1 : wsize / other;
+    }
+    layout_t lo;
+    gpt_t m;
+    memset(&m, 0, sizeof(m));
+    rc = 1;
+    int agreed = 0; /* every rank found the same error: they leave together, none is killed */
+    if (layout_create(&lo, world, &lp)) {
+        if (say)
+            fprintf(stderr, "mesh-train: %s\n", lo.err);
+        goto out_agreed;
+    }
+    gpt_config_t cfg = {.vocab = o.vocab,
+                        .seq = o.seq,
+                        .d_model = o.d_model,
+                        .layers = o.layers,
+                        .heads = o.heads,
+                        .tp = lo.tp_size,
+                        .tp_rank = lo.tp_rank,
+                        .sequence_parallel = o.sequence_parallel};
+    char err[256];
+    if (gpt_create(&m, &cfg, err, sizeof(err))) {
+        if (say)
+            fprintf(stderr, "mesh-train: %s\n", err);
+        goto out_agreed;
+    }
+    int per_rank = o.batch / lo.dp_size;
+    if (o.batch % lo.dp_size || per_rank % o.microbatches) {
+        if (say)
+            fprintf(stderr,
+                    "mesh-train: --batch %d does not split into dp=%d ranks x "
+                    "--microbatches %d\n",
+                    o.batch, lo.dp_size, o.microbatches);
+        goto out_agreed;
+    }
+    int b = per_rank / o.microbatches;
+    if (gpt_alloc_acts(&m, b, o.microbatches)) {
+        fprintf(stderr, "mesh-train: out of memory for activations\n");
+        goto out;
+    }
+    m.dloss_scale = 1.0f / ((float)o.batch * o.seq);
+    mesh_zero_params_t zp = {
+        .field_mask = MESH_ZERO_PARAM_FIELD_OPTIMIZER | MESH_ZERO_PARAM_FIELD_LR |
+                      MESH_ZERO_PARAM_FIELD_BETAS | MESH_ZERO_PARAM_FIELD_EPS |
+                      MESH_ZERO_PARAM_FIELD_WEIGHT_DECAY | MESH_ZERO_PARAM_FIELD_MAX_GRAD_NORM |
+                      MESH_ZERO_PARAM_FIELD_OVERLAP | MESH_ZERO_PARAM_FIELD_BUCKET_BYTES,
+        .optimizer = MESH_ZERO_ADAMW,
+        .lr = o.lr,
+        .beta1 = 0.9,
+        .beta2 = 0.95,
+        .eps = 1e-8,
+        .weight_decay = o.weight_decay,
+        .max_grad_norm = o.clip,
+        .overlap = o.overlap,
+        .bucket_bytes = (size_t)(o.bucket_mb * 1048576.0)};
+    if (layout_bind(&lo, &m, &zp))
+        goto out;
+    int64_t start = 0;
+    if (o.load) {
+        if (layout_load(&lo, o.load, &start))
+            goto out;
+    } else if (layout_init_params(&lo, o.seed)) {
+        goto out;
+    }
+    mesh_zero_memory_t mem;
+    if (mesh_zero_memory(lo.z, &mem) != MESH_OK)
+        goto out;
+    /* the full parameter count: every tensor once */
+    size_t full_params = 0;
+    for (int i = 0; i < m.n_tensors; i++)
+        full_params += (size_t)m.tensors[i].rows * m.tensors[i].cols;
+    char desc[512];
+    describe(desc, sizeof(desc), &o, &lo, &m, full_params, world);
+    FILE *csv = NULL;
+    if (say) {
+        printf("# %s\n", desc);
+        printf("# model state per rank (MiB): parameters %.3f, gradients %.3f, master %.3f, "
+               "optimizer %.3f, buffers %.3f\n",
+               mem.params / 1048576.0, mem.grads / 1048576.0, mem.master / 1048576.0,
+               mem.optimizer / 1048576.0, mem.buffers / 1048576.0);
+        if (o.csv && !(csv = fopen(o.csv, "w"))) {
+            perror(o.csv);
+            goto out;
+        }
+        if (csv)
+            fprintf(csv, "# %s\nstep,loss,grad_norm,time_ms,tokens_per_s\n", desc);
+    }
+    int steps_run = 0;
+    double *times = calloc((size_t)o.steps + 1, sizeof(double));
+    double *opt_times = calloc((size_t)o.steps + 1, sizeof(double));
+    double tokens = (double)o.batch * o.seq;
+    for (int64_t step = start + 1; step <= o.steps; step++) {
+        double t0 = now_ms(), loss = 0;
+        for (int mb = 0; mb < o.microbatches; mb++) {
+            gpt_acts_t *a = &m.acts[mb];
+            int64_t first_sample = (int64_t)lo.dp_rank * per_rank + (int64_t)mb * b;
+            for (int s = 0; s < b; s++)
+                train_data_sample(o.seed, step, first_sample + s, m.T, m.V, a->tokens + s * m.T,
+                                  a->targets + s * m.T);
+            double ls;
+            lo.boundary = mb == o.microbatches - 1;
+            if (mesh_zero_micro_begin(lo.z, lo.boundary) != MESH_OK) {
+                fprintf(stderr, "mesh-train: %s\n", mesh_comm_last_error(NULL));
+                goto out_loop;
+            }
+            if (gpt_forward(&m, mb, &ls) || gpt_backward(&m, mb))
+                goto out_loop;
+            loss += ls;
+        }
+        double t1 = now_ms();
+        mesh_zero_step_info_t info;
+        if (mesh_zero_step(lo.z, &info) != MESH_OK) {
+            fprintf(stderr, "mesh-train: %s\n", mesh_comm_last_error(NULL));
+            goto out_loop;
+        }
+        double norm = info.grad_norm;
+        double t2 = now_ms();
+        /* every tp rank holds the same rows' losses; the dp ranks hold different samples */
+        if (lo.dp_size > 1 &&
+            mesh_allreduce(lo.dp_comm, &loss, &loss, 1, MESH_FP64, MESH_SUM, NULL, NULL)) {
+            fprintf(stderr, "mesh-train: loss all-reduce: %s\n", mesh_comm_last_error(NULL));
+            goto out_loop;
+        }
+        loss /= tokens;
+        double ms = t2 - t0;
+        times[steps_run] = ms, opt_times[steps_run] = t2 - t1;
+        steps_run++;
+        if (say && !o.quiet)
+            printf("step %4lld  loss %.6f  grad_norm %.6f  time %8.1f ms  tokens/s %.0f\n",
+                   (long long)step, loss, norm, ms, tokens / (ms / 1e3));
+        if (csv)
+            fprintf(csv, "%lld,%.9g,%.9g,%.3f,%.1f\n", (long long)step, loss, norm, ms,
+                    tokens / (ms / 1e3));
+        fflush(stdout);
+    }
+    /* the first step warms caches and connections: medians over the rest when there are any */
+    int skip = steps_run > 1;
+    double med = median(times + skip, steps_run - skip);
+    double med_opt = median(opt_times + skip, steps_run - skip);
+    if (say && steps_run)
+        printf("# median over %d steps: step %.1f ms, tokens/s %.0f, optimizer step (exposed "
+               "communication) %.1f ms\n",
+               steps_run - skip, med, tokens / (med / 1e3), med_opt);
+    if (o.save && layout_save(&lo, o.save, o.steps))
+        goto out_loop;
+    if (o.dump && layout_dump_params(&lo, o.dump))
+        goto out_loop;
+    rc = 0;
+out_loop:
+    free(times), free(opt_times);
+    if (csv && fclose(csv))
+        rc = 1;
+    goto out;
+out_agreed:
+    agreed = 1;
+out:
+    gpt_destroy(&m);
+    layout_destroy(&lo);
+    if (rc && agreed)
+        mesh_barrier(world, NULL);
+    else if (rc)
+        mesh_comm_abort(world); /* a failed rank must not leave its peers waiting */
+    mesh_comm_destroy(world);
+    return rc;
+}
