@@ -1,12 +1,12 @@
 /*
  * Ring all-gather: in step i every rank forwards to its right neighbour the block it received
  * in step i-1 (its own in step 0). Handles per-rank counts and displacements. It is the ring
- * all-gather phase shared with the all-reduces (patterns/ring_sched.h), segmented so that a
+ * all-gather phase shared with the all-reduces (collectives/phases.h), segmented so that a
  * segment is forwarded as soon as it arrives.
  */
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/algo.h"
-#include "collectives/patterns/ring_sched.h"
+#include "collectives/phases.h"
 #include "libmesh/log.h"
 
 static int score(const mesh_comm_t *comm, size_t bytes)

@@ -15,7 +15,7 @@
 #include "collectives/algo.h"
 #include "collectives/patterns/hier.h"
 #include "collectives/patterns/ring.h"
-#include "collectives/patterns/ring_sched.h"
+#include "collectives/phases.h"
 #include "libmesh/log.h"
 
 /* Rail blocks above this size take the ring, below it recursive doubling. */

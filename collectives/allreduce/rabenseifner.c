@@ -8,7 +8,7 @@
 #include "collectives/algo.h"
 #include "collectives/patterns/rd.h"
 #include "collectives/patterns/ring.h"
-#include "collectives/patterns/ring_sched.h"
+#include "collectives/phases.h"
 #include "libmesh/log.h"
 
 mesh_status_t mesh_coll_rh_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll_group_t *g,

@@ -7,7 +7,7 @@
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/algo.h"
 #include "collectives/patterns/rd.h"
-#include "collectives/patterns/ring_sched.h"
+#include "collectives/phases.h"
 #include "libmesh/log.h"
 
 mesh_status_t mesh_coll_rd_allreduce_phase(mesh_sched_t *s, const mesh_coll_group_t *g,

@@ -10,7 +10,7 @@
 #include "collectives/patterns/binomial.h"
 #include "collectives/patterns/rd.h"
 #include "collectives/patterns/ring.h"
-#include "collectives/patterns/ring_sched.h"
+#include "collectives/phases.h"
 #include "libmesh/log.h"
 
 static int score(const mesh_comm_t *comm, size_t bytes)

@@ -9,8 +9,8 @@
  * all-gather with (see patterns/ring.h); blocks are split into segments of
  * MESH_COLL_RING_SEG_BYTES so that the reduction of one segment overlaps the transfer of the next.
  */
-#ifndef MESH_COLL_RING_SCHED_H
-#define MESH_COLL_RING_SCHED_H
+#ifndef MESH_COLL_PHASES_H
+#define MESH_COLL_PHASES_H
 
 #include "collectives/sched.h"
 #include "libmesh/log.h"
