@@ -1,20 +1,80 @@
 /*
- * Schedule phases shared by the collectives: ring reduce-scatter and ring all-gather over
- * arbitrary block layouts, and recursive-doubling all-reduce, each over a group of ranks (the
- * whole communicator, the ranks of one node, or one rail across nodes). Each phase waits for
- * `deps` before touching user-visible memory and returns in *done one task that completes after
- * every task of the phase, so phases compose by chaining done into the next phase's deps.
+ * Schedule phases: the pieces the collectives are composed of. Each is a whole collective over a
+ * group of ranks (the communicator, the ranks of one node, or one rail across nodes) and lives
+ * with the collective it performs:
  *
- * Ring phases: block i is the block that member i ends the reduce-scatter with and starts the
- * all-gather with (see patterns/ring.h); blocks are split into segments of
- * MESH_COLL_RING_SEG_BYTES so that the reduction of one segment overlaps the transfer of the next.
+ *   ring reduce-scatter                reduce_scatter/ring.c
+ *   recursive-halving reduce-scatter   reduce_scatter/rh.c
+ *   ring all-gather                    allgather/ring.c
+ *   recursive-doubling all-gather      allgather/rd.c (the halving walked back)
+ *   ring all-reduce                    allreduce/ring.c (ring reduce-scatter + ring all-gather)
+ *   recursive-doubling all-reduce      allreduce/rd.c
+ *
+ * Each phase waits for `deps` before touching user-visible memory and returns in *done one task
+ * that completes after every task of the phase, so phases compose by chaining done into the
+ * next phase's deps. The groups and block layouts they run over are set up in phases.c.
  */
 #ifndef MESH_COLL_PHASES_H
 #define MESH_COLL_PHASES_H
 
-#include "collectives/sched.h"
+#include "collectives/algo.h"
 #include "libmesh/log.h"
 #include <stdlib.h>
+
+/* ---- groups */
+
+/* A group of ranks: member i is comm rank ranks[i] (rank i when ranks is NULL). */
+typedef struct {
+    int me;
+    int n;
+    const int *ranks;
+} mesh_coll_group_t;
+
+static inline int mesh_coll_group_rank(const mesh_coll_group_t *g, int i)
+{
+    return g->ranks ? g->ranks[i] : i;
+}
+
+/* The whole communicator. */
+static inline mesh_coll_group_t mesh_coll_group_all(const mesh_comm_t *comm)
+{
+    return (mesh_coll_group_t){.me = comm->rank, .n = comm->size, .ranks = NULL};
+}
+
+/*
+ * This rank in the node map (patterns/hier.h): local rank lr of the L ranks on node `node` of
+ * nnodes. local: the ranks of this node (member lr); rail: (0, lr) .. (nnodes - 1, lr) (member
+ * node), set only by mesh_coll_hier_rails.
+ */
+typedef struct {
+    int node, nnodes, L, lr;
+    mesh_coll_group_t local, rail;
+} mesh_coll_hier_t;
+
+/* Any node sizes. */
+void mesh_coll_hier_node(const mesh_comm_t *comm, mesh_coll_hier_t *h);
+/* With the rail, which lines up only when every node has the same number of ranks: otherwise
+ * MESH_ERR_UNSUPPORTED, naming `what`. The rail's ranks live in s's scratch. */
+mesh_status_t mesh_coll_hier_rails(const mesh_comm_t *comm, mesh_sched_t *s, const char *what,
+                                   mesh_coll_hier_t *h);
+
+/* Blocks of a collective with a block per rank (counts, displs) as the hierarchical phases see
+ * them: rail_off/rail_len[k] for block (k, lr) of the rail, node_off/node_len + k * L for the
+ * blocks of (k, 0 .. L-1). */
+typedef struct {
+    size_t *rail_off, *rail_len, *node_off, *node_len;
+} mesh_coll_hier_blocks_t;
+/* In s's scratch; needs h from mesh_coll_hier_rails. */
+mesh_status_t mesh_coll_hier_blocks(const mesh_comm_t *comm, mesh_sched_t *s,
+                                    const mesh_coll_hier_t *h, const size_t *counts,
+                                    const size_t *displs, mesh_coll_hier_blocks_t *b);
+
+/* ---- ring phases
+ *
+ * Block i is the block that member i ends the reduce-scatter with and starts the all-gather with
+ * (see patterns/ring.h); blocks are split into segments of MESH_COLL_RING_SEG_BYTES so that the
+ * reduction of one segment overlaps the transfer of the next.
+ */
 
 /* Pipelining unit of the ring phases. A fixed size for now: large enough that per-message costs
  * vanish, small enough that a block of a large message gives the pipeline several stages. */
@@ -40,24 +100,12 @@
 _Static_assert(MESH_COLL_RING_WINDOW_BYTES <= MESH_SCHED_SCRATCH_KEEP_BYTES,
                "the ring's receive window must fit in the scratch a pooled schedule keeps");
 
-/* A group of ranks: member i is comm rank ranks[i] (rank i when ranks is NULL). */
-typedef struct {
-    int me;
-    int n;
-    const int *ranks;
-} mesh_coll_group_t;
-
-static inline int mesh_coll_group_rank(const mesh_coll_group_t *g, int i)
-{
-    return g->ranks ? g->ranks[i] : i;
-}
-
 typedef struct {
     mesh_coll_group_t g;
     size_t dsize;
     /* reduce-scatter: block i is read from src + src_off[i] elements. all-gather: when src is
-     * not NULL, the own block is sent from src + src_off[me] instead of acc (the caller places it
-     * into acc itself, if it wants it there). */
+     * not NULL, the own block is sent from src instead of acc (the caller places it into acc
+     * itself, if it wants it there); src_off is not read. */
     const void *src;
     const size_t *src_off;
     /* reduce-scatter: partial results of block i go to acc + acc_off[i] (never the own block);
@@ -75,31 +123,59 @@ typedef struct {
 /* In reduce_scatter/ring.c. */
 mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll_ring_phase_t *p,
                                                   int *done);
-/* In allreduce/ring.c. */
+/* In allgather/ring.c. */
 mesh_status_t mesh_coll_ring_allgather_phase(mesh_sched_t *s, const mesh_coll_ring_phase_t *p,
                                              int *done);
-/* In allreduce/ring.c: dst = reduction of every member's src (count elements; src may equal
- * dst) by the two ring phases over n element-aligned blocks. */
+
+/* What both ring phases derive from p: the neighbours (comm ranks), the segment in elements and
+ * the longest block. */
+typedef struct {
+    int left, right;
+    size_t segel, maxlen;
+} mesh_coll_ring_walk_t;
+mesh_coll_ring_walk_t mesh_coll_ring_walk(const mesh_coll_ring_phase_t *p);
+/* Elements of the segment at element off of a block of len elements. */
+static inline size_t mesh_coll_ring_seg(size_t len, size_t off, size_t segel)
+{
+    return len - off < segel ? len - off : segel;
+}
+
+/* count elements split evenly over n ring members, member i holding block (i - first) mod n
+ * (patterns/ring.h): element offsets and lengths, in s's scratch. */
+mesh_status_t mesh_coll_ring_split(mesh_sched_t *s, size_t count, int n, int first, size_t **off,
+                                   size_t **len);
+
+/* ---- all-reduce phases: dst = reduction of every member's src (count elements; src may equal
+ * dst) */
+
+/* In allreduce/ring.c: the ring phase over g that both halves of a ring all-reduce share, blocks
+ * split evenly; the reduce-scatter leaves member i's block reduced in dst, the all-gather (with
+ * src set to NULL) spreads them. */
+mesh_status_t mesh_coll_ring_allreduce_setup(mesh_sched_t *s, const mesh_coll_group_t *g,
+                                             const void *src, void *dst, size_t count, size_t dsize,
+                                             const int *deps, int ndeps, mesh_coll_ring_phase_t *p);
+/* In allreduce/ring.c: the two ring phases in turn. */
 mesh_status_t mesh_coll_ring_allreduce_phase(mesh_sched_t *s, const mesh_coll_group_t *g,
                                              const void *src, void *dst, size_t count, size_t dsize,
                                              const int *deps, int ndeps, int *done);
-/* In allreduce/rd.c: dst = reduction of every member's src (count elements; src may equal dst),
- * identical bits on every member. */
+/* In allreduce/rd.c: identical bits on every member. */
 mesh_status_t mesh_coll_rd_allreduce_phase(mesh_sched_t *s, const mesh_coll_group_t *g,
                                            const void *src, void *dst, size_t count, size_t dsize,
                                            const int *deps, int ndeps, int *done);
 
+/* ---- recursive halving and doubling (patterns/rd.h) */
+
 /*
- * In allreduce/rabenseifner.c. Recursive-halving reduce-scatter of a packed vector split into
- * pof2 core blocks, core block i being elements [bnd[i], bnd[i + 1]) (pof2 + 1 entries). Extra
- * ranks fold first: they send src to their partner and are done. Core ranks are renumbered
- * relative to core rank `shift` (relative core rank (c - shift) mod pof2 ends with block of that
- * index, which lets a binomial gather to core rank `shift` move contiguous ranges). acc is a
- * whole-vector workspace (may equal src) where the own windows accumulate. deps: when src and
- * acc are ready.
+ * In reduce_scatter/rh.c. Recursive-halving reduce-scatter of a packed vector split into pof2
+ * core blocks, core block i being elements [bnd[i], bnd[i + 1]) (pof2 + 1 entries). Extra ranks
+ * fold first: they send src to their partner and are done. Core ranks are renumbered relative to
+ * core rank `shift` (relative core rank (c - shift) mod pof2 ends with block of that index, which
+ * lets a binomial gather to core rank `shift` move contiguous ranges). acc is a whole-vector
+ * workspace (may equal src) where the own windows accumulate. deps: when src and acc are ready.
  */
 typedef struct {
     int core;     /* relative core rank, -1 on an extra rank */
+    int shift;    /* as given */
     int last;     /* acc's own block is final after this task (extra: its send) */
     int done;     /* every task of the phase */
     int sent[32]; /* the send at each halving level (-1: none), for a following all-gather */
@@ -109,6 +185,15 @@ mesh_status_t mesh_coll_rh_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll
                                                 const size_t *bnd, size_t count, size_t dsize,
                                                 const int *deps, int ndeps,
                                                 mesh_coll_rh_result_t *res);
+/* In allgather/rd.c: the rh phase walked back. Every core rank starts with its reduced block in
+ * buf (the rh phase's acc) and doubles the windows of the halving until it holds the whole
+ * vector, each receive waiting for the halving's send from the same memory; extra ranks receive
+ * the vector from their partner into buf. */
+mesh_status_t mesh_coll_rd_allgather_phase(mesh_sched_t *s, const mesh_coll_group_t *g, void *buf,
+                                           const size_t *bnd, size_t count, size_t dsize,
+                                           const mesh_coll_rh_result_t *rh, int *done);
+
+/* ---- task lists */
 
 /* A growable list of task ids, joined by one nop at the end of a phase. */
 typedef struct {
