@@ -9,6 +9,7 @@
  *   recursive-doubling all-gather      allgather/rd.c (the halving walked back)
  *   ring all-reduce                    allreduce/ring.c (ring reduce-scatter + ring all-gather)
  *   recursive-doubling all-reduce      allreduce/rd.c
+ *   linear gather and scatter          gather/linear.c (and the binomial ones' score)
  *
  * Each phase waits for `deps` before touching user-visible memory and returns in *done one task
  * that completes after every task of the phase, so phases compose by chaining done into the
@@ -192,6 +193,17 @@ mesh_status_t mesh_coll_rh_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll
 mesh_status_t mesh_coll_rd_allgather_phase(mesh_sched_t *s, const mesh_coll_group_t *g, void *buf,
                                            const size_t *bnd, size_t count, size_t dsize,
                                            const mesh_coll_rh_result_t *rh, int *done);
+
+/* ---- rooted exchanges */
+
+/* In gather/linear.c, the build and score of both linear gather and linear scatter (by
+ * a->type): every rank's block moves straight between it and the root, which posts all its
+ * transfers at once. The same bytes cross the same links either way, so both score alike. */
+mesh_status_t mesh_coll_linear_build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s);
+int mesh_coll_linear_score(const mesh_comm_t *comm, size_t bytes);
+/* In gather/binomial.c: the score of the binomial gather and scatter, mirror images over one
+ * tree. */
+int mesh_coll_binomial_blocks_score(const mesh_comm_t *comm, size_t bytes);
 
 /* ---- task lists */
 
