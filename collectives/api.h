@@ -24,11 +24,14 @@ mesh_status_t mesh_api_check_overlap(mesh_comm_t *comm, const char *fn, const vo
                                      size_t alen, const void *b, size_t blen, int in_place);
 /* size * arrays size_t values (counts, displs, ...), freed with the request. */
 mesh_status_t mesh_api_alloc_blocks(mesh_comm_t *comm, const char *fn, int arrays, size_t **out);
-/* counts[] and displs[] for the block collectives (2 * size values, freed with the request): a
- * copy of the caller's counts (v-variants, counts != NULL) or `fill` for every rank; *uniform
- * tells whether all counts are equal. */
-mesh_status_t mesh_api_blocks_from(mesh_comm_t *comm, const char *fn, const size_t *counts,
-                                   size_t fill, size_t **blocks, int *uniform);
+/* The opening of the entry points with a block per rank (all-gather, reduce-scatter and their
+ * v-variants): checks the communicator and the dtype, then fills counts[] and displs[] (2 * size
+ * values, freed with the request) with a copy of the caller's recvcounts (v: not NULL) or `fill`
+ * for every rank (fill * size elements must be addressable); *uniform tells whether all counts
+ * are equal. */
+mesh_status_t mesh_api_open_blocks(mesh_comm_t *comm, const char *fn, void *stream,
+                                   mesh_dtype_t dtype, int v, const size_t *counts, size_t fill,
+                                   size_t **blocks, int *uniform);
 /* Fills displacements (given, or back to back); returns the total count and the extent. */
 size_t mesh_api_pack_displs(int n, const size_t *counts, const size_t *given, size_t *displs,
                             size_t *extent);

@@ -111,9 +111,17 @@ size_t mesh_api_pack_displs(int n, const size_t *counts, const size_t *given, si
 
 /* counts[] and displs[] for the block collectives: a copy of the caller's counts (v-variants) or
  * `fill` for every rank; *uniform tells whether all counts are equal. */
-mesh_status_t mesh_api_blocks_from(mesh_comm_t *comm, const char *fn, const size_t *counts,
-                                 size_t fill, size_t **blocks, int *uniform)
+mesh_status_t mesh_api_open_blocks(mesh_comm_t *comm, const char *fn, void *stream,
+                                   mesh_dtype_t dtype, int v, const size_t *counts, size_t fill,
+                                   size_t **blocks, int *uniform)
 {
+    MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
+    MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
+    if (v)
+        CHECK_ARG(counts != NULL, "%s: recvcounts is NULL", fn);
+    else
+        MESH_CHECK(
+            mesh_api_check_count(comm, fn, fill, mesh_dtype_size(dtype), (size_t)comm->size));
     MESH_CHECK(mesh_api_alloc_blocks(comm, fn, 2, blocks));
     *uniform = 1;
     for (int i = 0; i < comm->size; i++) {

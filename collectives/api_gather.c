@@ -56,11 +56,9 @@ mesh_status_t mesh_allgather(mesh_comm_h comm, const void *sbuf, void *rbuf, siz
 {
     static const char fn[] = "mesh_allgather";
     size_t *blocks = NULL;
-    MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
-    MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
-    MESH_CHECK(mesh_api_check_count(comm, fn, sendcount, mesh_dtype_size(dtype), (size_t)comm->size));
     int uniform;
-    MESH_CHECK(mesh_api_blocks_from(comm, fn, NULL, sendcount, &blocks, &uniform));
+    MESH_CHECK(
+        mesh_api_open_blocks(comm, fn, stream, dtype, 0, NULL, sendcount, &blocks, &uniform));
     return allgather_common(comm, fn, sbuf, rbuf, blocks, NULL, uniform, dtype, req);
 }
 
@@ -70,11 +68,8 @@ mesh_status_t mesh_allgatherv(mesh_comm_h comm, const void *sbuf, void *rbuf,
 {
     static const char fn[] = "mesh_allgatherv";
     size_t *blocks = NULL;
-    MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
-    MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
-    CHECK_ARG(recvcounts != NULL, "%s: recvcounts is NULL", fn);
     int uniform;
-    MESH_CHECK(mesh_api_blocks_from(comm, fn, recvcounts, 0, &blocks, &uniform));
+    MESH_CHECK(mesh_api_open_blocks(comm, fn, stream, dtype, 1, recvcounts, 0, &blocks, &uniform));
     return allgather_common(comm, fn, sbuf, rbuf, blocks, displs, uniform, dtype, req);
 }
 

@@ -90,11 +90,9 @@ mesh_status_t mesh_reduce_scatter(mesh_comm_h comm, const void *sbuf, void *rbuf
 {
     static const char fn[] = "mesh_reduce_scatter";
     size_t *blocks = NULL;
-    MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
-    MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
-    MESH_CHECK(mesh_api_check_count(comm, fn, recvcount, mesh_dtype_size(dtype), (size_t)comm->size));
     int uniform;
-    MESH_CHECK(mesh_api_blocks_from(comm, fn, NULL, recvcount, &blocks, &uniform));
+    MESH_CHECK(
+        mesh_api_open_blocks(comm, fn, stream, dtype, 0, NULL, recvcount, &blocks, &uniform));
     return reduce_scatter_common(comm, fn, sbuf, rbuf, blocks, uniform, dtype, op, stream, req);
 }
 
@@ -104,10 +102,7 @@ mesh_status_t mesh_reduce_scatterv(mesh_comm_h comm, const void *sbuf, void *rbu
 {
     static const char fn[] = "mesh_reduce_scatterv";
     size_t *blocks = NULL;
-    MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
-    MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
-    CHECK_ARG(recvcounts != NULL, "%s: recvcounts is NULL", fn);
     int uniform;
-    MESH_CHECK(mesh_api_blocks_from(comm, fn, recvcounts, 0, &blocks, &uniform));
+    MESH_CHECK(mesh_api_open_blocks(comm, fn, stream, dtype, 1, recvcounts, 0, &blocks, &uniform));
     return reduce_scatter_common(comm, fn, sbuf, rbuf, blocks, uniform, dtype, op, stream, req);
 }
