@@ -17,14 +17,17 @@ usage: $0 [-o ops] [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r roun
   -n/-w         timed and warm-up iterations per size (default 10 / 3)
   -r rounds     runs of each transport, taking turns; medians are shown (default 3)
   --nets LIST   transports to compare (default: those of tcp,ucx,ofi usable here)
-  --out DIR     where the CSV files and logs go (default: a new folder under /tmp)
-  --builddir    build tree holding tools/ and bench/ (default: this script's ..)
+  --out DIR     where the CSV files and logs go (default: a new folder in \$TMPDIR or /tmp)
+  --builddir    build tree holding tools/ and bench/ (default: this script's .. when
+                built there, else the current folder)
 EOF
 }
 
 ops=allreduce,allgather
 minb=1m maxb=256m factor=4 iters=10 warmup=3 rounds=3 nets="" out="" skip_iperf=0
+# a build in the source tree, else (sources and build apart) the folder it is run from
 builddir=$(cd "$(dirname "$0")/.." && pwd)
+[ -x "$builddir/tools/meshrun" ] || builddir=$(pwd)
 . "$(dirname "$0")/compare_lib.sh"
 extra_arg() {
     case $1 in
@@ -40,7 +43,7 @@ MESHINFO=$builddir/tools/mesh-info
 for f in "$MESHRUN" "$MESHBENCH" "$MESHINFO"; do
     [ -x "$f" ] || { echo "compare-net.sh: $f not built (make first, or --builddir)" >&2; exit 2; }
 done
-[ -n "$out" ] || out=$(mktemp -d /tmp/mesh-compare-net.XXXXXX)
+[ -n "$out" ] || out=$(mktemp -d "${TMPDIR:-/tmp}/mesh-compare-net.XXXXXX")
 mkdir -p "$out" || exit 2
 status=0
 export UCX_TLS=${UCX_TLS:-tcp} FI_PROVIDER=${FI_PROVIDER:-tcp}

@@ -24,14 +24,17 @@ usage: $0 [-o ops] [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r roun
   -b/-e/-f      sizes as in mesh-bench (default 8 / 8m / 4)
   -n/-w         timed and warm-up iterations per size (default 20 / 5)
   -r rounds     runs of each side, taking turns; medians are shown (default 3)
-  --out DIR     where the CSV files and logs go (default: a new folder under /tmp)
-  --builddir    build tree holding tools/meshrun and bench/ (default: this script's ..)
+  --out DIR     where the CSV files and logs go (default: a new folder in \$TMPDIR or /tmp)
+  --builddir    build tree holding tools/meshrun and bench/ (default: this script's .. when
+                built there, else the current folder)
 EOF
 }
 
 ops=allreduce,reduce_scatter,allgather,alltoall,broadcast
 minb=8 maxb=8m factor=4 iters=20 warmup=5 rounds=3 out="" skip_iperf=0
+# a build in the source tree, else (sources and build apart) the folder it is run from
 builddir=$(cd "$(dirname "$0")/.." && pwd)
+[ -x "$builddir/tools/meshrun" ] || builddir=$(pwd)
 . "$(dirname "$0")/compare_lib.sh"
 extra_arg() { return 1; }
 parse_args "$@"
@@ -42,7 +45,7 @@ MPIBENCH=$builddir/bench/mpi/mpi-bench
 for f in "$MESHRUN" "$MESHBENCH"; do
     [ -x "$f" ] || { echo "compare.sh: $f not built (make first, or --builddir)" >&2; exit 2; }
 done
-[ -n "$out" ] || out=$(mktemp -d /tmp/mesh-compare.XXXXXX)
+[ -n "$out" ] || out=$(mktemp -d "${TMPDIR:-/tmp}/mesh-compare.XXXXXX")
 mkdir -p "$out" || exit 2
 have_mpi=1
 if [ ! -x "$MPIBENCH" ] || ! command -v mpirun >/dev/null; then

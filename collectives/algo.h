@@ -87,6 +87,8 @@ typedef struct mesh_coll_map mesh_coll_map_t; /* comm->coll_map */
 mesh_status_t mesh_coll_map_build(const mesh_comm_t *comm, const char *tune,
                                   mesh_coll_map_t **map);
 void mesh_coll_map_free(mesh_coll_map_t *map);
+/* MESH_TUNE's check in the config table (mesh_config_check_fn). */
+int mesh_coll_tune_check(const char *value, char *why, size_t len);
 /* Visits the ranges of one collective in increasing size: bytes lo..hi (inclusive), the
  * candidates in order and whether the first is forced by MESH_TUNE. */
 typedef void (*mesh_coll_map_visit_fn)(size_t lo, size_t hi, const mesh_coll_algo_t *const *cand,

@@ -63,18 +63,24 @@ static const mesh_config_entry_t mesh_coll_config_entries[] = {
      "Forces algorithms: comma-separated rules [coll:]algo[@min-max] (bytes, k/m/g suffixes, "
      "inf), e.g. 'allreduce:ring@1m-inf,bruck'; the last matching rule wins, and a forced "
      "algorithm that cannot serve a call falls back to the default choice. mesh-info -A lists "
-     "the algorithms.",
-     NULL},
+     "the algorithms. A rule naming an unknown collective or algorithm is refused.",
+     NULL, NULL, mesh_coll_tune_check},
     {"REPLAY", "1", MESH_CFG_BOOL,
      "Runs a collective called again with the same arguments (buffers, counts, type, op, root) "
      "on the schedule built for the last such call, skipping algorithm selection and the "
      "build: a communicator keeps up to 4 finished schedules. 0 selects and builds every call.",
      NULL},
+    {"HANG_PROBE", "0.25", MESH_CFG_DOUBLE,
+     "Seconds a rank whose wait timed out (MESH_TIMEOUT) waits for every other rank to answer a "
+     "probe: a rank that does not answer is named, to every survivor, as the one that stopped; "
+     "ranks waiting in mesh answer within milliseconds. 0: no probe; the timeout names the ranks "
+     "this one waited on.",
+     NULL, "0..60"},
     {"VERDICT_WAIT", "0.1", MESH_CFG_DOUBLE,
      "Seconds a rank that sees a peer fail first listens for another rank's verdict before "
      "naming that peer itself: a survivor that left after seeing a failure looks failed to the "
      "ranks it leaves behind, and its verdict names the rank that really failed.",
-     NULL},
+     NULL, "0..60"},
     {NULL, NULL, 0, NULL, NULL}};
 
 static const mesh_config_table_t mesh_coll_config = {"coll", mesh_coll_config_entries};
@@ -203,9 +209,10 @@ static mesh_status_t route_peers(mesh_comm_t *c, const mesh_route_t *route,
     return MESH_OK;
 }
 
-static void comm_free(mesh_comm_t *c)
+/* Everything but the structure itself, which requests still alive may read (their status); the
+ * transports are closed, so nothing completes any more. */
+static void comm_release_resources(mesh_comm_t *c)
 {
-    if (c == NULL) return;
     if (c->peers) {
         for (int p = 0; p < c->size; p++) {
             mesh_comm_peer_t *peer = &c->peers[p];
@@ -228,8 +235,29 @@ static void comm_free(mesh_comm_t *c)
     free(c->node_ranks);
     free(c->summary);
     free(c->peers);
-    free(c->verdict_in);
-    free(c->verdict_rops);
+    free(c->ctl_in);
+    free(c->ctl_rops);
+    free(c->ctl_sops);
+    free(c->alive);
+    c->ntls = 0;
+    c->nactive = c->cap_active = 0;
+    c->nnodes = 0;
+    c->active = NULL;
+    c->sched_cache = NULL;
+    c->coll_map = NULL;
+    c->peers = NULL;
+    c->node_names = NULL;
+    c->node_of = c->local_rank = c->node_size = c->node_first = c->node_ranks = NULL;
+    c->summary = NULL;
+    c->ctl_in = NULL;
+    c->ctl_rops = c->verdict_sops = c->ctl_sops = NULL;
+    c->alive = NULL;
+}
+
+static void comm_free(mesh_comm_t *c)
+{
+    if (c == NULL) return;
+    comm_release_resources(c);
     free(c);
 }
 
@@ -249,15 +277,17 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     c->verdict_wait_s = mesh_config_double("VERDICT_WAIT");
     c->replay = mesh_config_bool("REPLAY");
     atomic_init(&c->aborted, 0);
+    atomic_init(&c->refs, 1);
     c->peers = calloc((size_t)c->size, sizeof(mesh_comm_peer_t));
     c->culprit = -1;
-    c->verdict_in = calloc((size_t)c->size, sizeof(int32_t));
-    c->verdict_rops = calloc(2 * (size_t)c->size, sizeof(mesh_tl_op_t));
-    c->verdict_sops = c->verdict_rops ? c->verdict_rops + c->size : NULL;
+    c->probe_wait_s = mesh_config_double("HANG_PROBE");
+    c->ctl_in = calloc((size_t)c->size, sizeof(mesh_comm_ctl_t));
+    c->ctl_rops = calloc(2 * (size_t)c->size, sizeof(mesh_tl_op_t));
+    c->verdict_sops = c->ctl_rops ? c->ctl_rops + c->size : NULL;
     ids = calloc((size_t)c->size, sizeof(*ids));
     addrs = calloc((size_t)c->size, sizeof(*addrs));
     mine = calloc(1, sizeof(*mine));
-    if (!c->peers || !ids || !addrs || !mine || !c->verdict_in || !c->verdict_rops) {
+    if (!c->peers || !ids || !addrs || !mine || !c->ctl_in || !c->ctl_rops) {
         st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a communicator of %d ranks", c->size);
         goto out;
     }
@@ -297,15 +327,9 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     MESH_CHECK_GOTO(route_peers(c, &route, ids, addrs), st, out);
     mesh_route_report(c, &route);
 
-    /* one preposted receive per peer for failure verdicts */
-    for (int p = 0; p < c->size; p++) {
-        if (p == c->rank) continue;
-        /* straight to the transport: control traffic is not counted as user bytes */
-        c->verdict_rops[p].flags = MESH_TL_OP_STANDING;
-        MESH_CHECK_GOTO(mesh_tl_irecv(c->peers[p].ep, MESH_TAG_VERDICT, &c->verdict_in[p],
-                                      sizeof(int32_t), &c->verdict_rops[p]),
-                        st, out);
-    }
+    /* one preposted receive per peer for control messages */
+    for (int p = 0; p < c->size; p++)
+        if (p != c->rank) MESH_CHECK_GOTO(mesh_comm_post_ctl(c, p), st, out);
     mesh_comm_register(c);
     mesh_log_info("communicator %016llx: rank %d of %d, %d node(s)", (unsigned long long)c->uid,
                   c->rank, c->size, c->nnodes);
@@ -339,7 +363,11 @@ void mesh_comm_release(mesh_comm_t *c)
     mesh_comm_unregister(c);
     mesh_comm_lock(c);
     mesh_comm_fail_active(c, MESH_ERR_ABORTED);
-    comm_free(c);
+    comm_release_resources(c);
+    c->released = 1;
+    mesh_comm_unlock(c);
+    /* the structure goes with the last request that refers to it */
+    mesh_comm_unref(c);
 }
 
 mesh_status_t mesh_comm_fail(mesh_comm_t *c, mesh_status_t status)

@@ -4,15 +4,23 @@
 
 #include "mesh.h"
 #include "collectives/p2p_seq.h"
+#include "libmesh/dtype.h"
 #include "transports/tl.h"
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
 #define MESH_COMM_MAX_TLS 8
-#define MESH_COMM_MAX_PREMUL 32
+#define MESH_COMM_MAX_PREMUL MESH_OP_PREMUL_MAX
 
 typedef struct mesh_sched mesh_sched_t;
+
+/* A control message: what kind, and the rank a verdict names. */
+enum { MESH_CTL_FAILED = 1, MESH_CTL_HUNG, MESH_CTL_PROBE, MESH_CTL_ALIVE };
+typedef struct {
+    int32_t kind;
+    int32_t rank;
+} mesh_comm_ctl_t;
 struct mesh_sched_cache; /* finished schedules kept for reuse; owned by sched.c */
 
 /* One open transport interface of a communicator plus its byte counters. */
@@ -64,14 +72,20 @@ typedef struct mesh_comm {
     uint64_t replays; /* collectives that ran a schedule built for an identical earlier call */
     mesh_p2p_seq_t p2p;
 
-    /* failure verdicts: a rank that sees a peer fail tells every other rank which one */
-    int32_t culprit;             /* rank known to have failed, -1 if none */
-    int32_t verdict_out;         /* what we sent */
-    int32_t *verdict_in;         /* [size] received from each peer */
-    mesh_tl_op_t *verdict_rops;  /* [size] preposted receives */
-    mesh_tl_op_t *verdict_sops;  /* [size] sends */
+    /* the control channel (comm_verdict.c): a rank that sees a peer fail tells every other rank
+     * which one (a verdict); a rank whose wait timed out probes every rank and names the one
+     * that does not answer, so that every survivor names the rank that stopped */
+    int32_t culprit;             /* rank known to have failed or stopped, -1 if none */
+    int culprit_hung;            /* it stopped answering (timeout) rather than died */
+    mesh_comm_ctl_t verdict_out; /* what we sent */
+    mesh_comm_ctl_t *ctl_in;     /* [size] the last control message from each peer */
+    mesh_tl_op_t *ctl_rops;      /* [size] standing receives, posted again after probes */
+    mesh_tl_op_t *verdict_sops;  /* [size] verdicts sent */
+    mesh_tl_op_t *ctl_sops;      /* [size] probes and answers sent; allocated by the first */
+    uint8_t *alive;              /* [size] answered this rank's probe */
     int verdict_sent;
-    double verdict_wait_s;
+    double verdict_wait_s;       /* MESH_VERDICT_WAIT */
+    double probe_wait_s;         /* MESH_HANG_PROBE */
 
     /* schedules started and not yet completed, progressed together (mesh_comm_activate) */
     mesh_sched_t **active;
@@ -91,6 +105,10 @@ typedef struct mesh_comm {
     char last_error[512];
     atomic_int aborted;
     mesh_status_t failed; /* sticky: set once a peer failed or a wait timed out */
+    /* the user's handle, plus one per request alive: a destroyed communicator keeps its
+     * structure (released set, every resource gone) until its last request is freed */
+    atomic_int refs;
+    int released;
 } mesh_comm_t;
 
 static inline int mesh_comm_trylock(mesh_comm_t *c)
@@ -155,12 +173,16 @@ void mesh_comm_deactivate(mesh_comm_t *comm, mesh_sched_t *s);
 /* A schedule failed: the communicator is unusable from now on (sticky status, and the message
  * this thread recorded for it). */
 void mesh_comm_set_failed(mesh_comm_t *comm, mesh_status_t status);
+/* References of requests to their communicator (see refs). */
+void mesh_comm_ref(mesh_comm_t *comm);
+void mesh_comm_unref(mesh_comm_t *comm);
 /* Fails every active schedule with status. */
 void mesh_comm_fail_active(mesh_comm_t *comm, mesh_status_t status);
 /* Into and out of the process's registry of communicators that waits progress. */
 void mesh_comm_register(mesh_comm_t *comm);
 void mesh_comm_unregister(mesh_comm_t *comm);
-/* Fails what runs once a verdict from a peer arrived. */
+/* Handles the control messages that arrived: answers probes, and fails what runs once a verdict
+ * came. */
 void mesh_comm_check_verdicts(mesh_comm_t *comm);
 /* This rank saw peer fail: returns the rank every survivor names (another rank's verdict, if one
  * arrives within MESH_VERDICT_WAIT, else peer, which it then tells the others). */
@@ -171,9 +193,15 @@ mesh_status_t mesh_comm_isend(mesh_comm_t *comm, int peer, uint64_t tag, const v
                               size_t len, mesh_tl_op_t *op);
 mesh_status_t mesh_comm_irecv(mesh_comm_t *comm, int peer, uint64_t tag, void *buf, size_t len,
                               mesh_tl_op_t *op);
-/* After a peer failure: records the culprit and tells every other live rank, flushing for a
- * bounded moment so the notice leaves before the caller aborts. */
-void mesh_comm_publish_verdict(mesh_comm_t *comm, int culprit);
+/* After a peer failure (hung: it stopped answering): records the culprit and tells every other
+ * live rank, flushing for a bounded moment so the notice leaves before the caller aborts. */
+void mesh_comm_publish_verdict(mesh_comm_t *comm, int culprit, int hung);
+/* A wait timed out on peers waits[0..nwaits): probes every rank for MESH_HANG_PROBE seconds and
+ * returns the rank to name (one waited on that did not answer, else any that did not, or the
+ * culprit another rank's verdict named meanwhile), or -1 when every rank answered. */
+int mesh_comm_find_hung(mesh_comm_t *comm, const int *waits, int nwaits);
+/* Posts the standing receive of peer's control messages. */
+mesh_status_t mesh_comm_post_ctl(mesh_comm_t *comm, int peer);
 /* After seeing a peer fail, listens for another rank's verdict for MESH_VERDICT_WAIT seconds
  * (progressing transports only); returns the culprit known by then, or -1. */
 int mesh_comm_await_verdict(mesh_comm_t *comm);

@@ -4,7 +4,7 @@
 #define MESH_LOG_SUBSYSTEM "comm"
 #include "collectives/comm.h"
 #include "collectives/sched.h"
-#include "libmesh/context.h"
+#include "libmesh/progress.h"
 #include "libmesh/log.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@ mesh_status_t mesh_comm_activate(mesh_comm_t *c, mesh_sched_t *s)
     }
     c->active[c->nactive] = s;
     atomic_store_explicit(&c->nactive_hint, c->nactive + 1, memory_order_relaxed);
-    if (c->nactive++ == 0) mesh_context_active_add(1);
+    if (c->nactive++ == 0) mesh_progress_active_add(1);
     return MESH_OK;
 }
 
@@ -34,7 +34,7 @@ void mesh_comm_deactivate(mesh_comm_t *c, mesh_sched_t *s)
          * visited already in a pass that removes s */
         c->active[i] = c->active[--c->nactive];
         atomic_store_explicit(&c->nactive_hint, c->nactive, memory_order_relaxed);
-        if (c->nactive == 0) mesh_context_active_add(-1);
+        if (c->nactive == 0) mesh_progress_active_add(-1);
         return;
     }
 }
@@ -67,11 +67,13 @@ int mesh_comm_progress(mesh_comm_t *c)
     return events;
 }
 
-/* The registry's callback: a communicator with work under way and a free lock. */
-static int comm_progress_try(void *obj)
+/* The registry's callback: a communicator with work under way (or any, idle_too) and a free
+ * lock. */
+static int comm_progress_try(void *obj, int idle_too)
 {
     mesh_comm_t *c = obj;
-    if (atomic_load_explicit(&c->nactive_hint, memory_order_relaxed) == 0 || !mesh_comm_trylock(c))
+    if ((!idle_too && atomic_load_explicit(&c->nactive_hint, memory_order_relaxed) == 0) ||
+        !mesh_comm_trylock(c))
         return 0;
     int events = mesh_comm_progress(c);
     mesh_comm_unlock(c);
@@ -81,9 +83,16 @@ static int comm_progress_try(void *obj)
 int mesh_comm_progress_others(mesh_comm_t *self)
 {
     int mine = self != NULL && atomic_load_explicit(&self->nactive_hint, memory_order_relaxed) > 0;
-    if (mesh_context_active_count() <= mine) return 0;
-    return mesh_context_progress_others(self);
+    if (mesh_progress_active_count() <= mine) return 0;
+    return mesh_progress_others(self);
 }
 
-void mesh_comm_register(mesh_comm_t *c) { mesh_context_add_progress(c, comm_progress_try); }
-void mesh_comm_unregister(mesh_comm_t *c) { mesh_context_remove_progress(c); }
+void mesh_comm_ref(mesh_comm_t *c) { atomic_fetch_add(&c->refs, 1); }
+
+void mesh_comm_unref(mesh_comm_t *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) == 1) free(c);
+}
+
+void mesh_comm_register(mesh_comm_t *c) { mesh_progress_add(c, comm_progress_try); }
+void mesh_comm_unregister(mesh_comm_t *c) { mesh_progress_remove(c); }

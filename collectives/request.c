@@ -3,14 +3,54 @@
  * it as soon as any thread (a progress thread, another communicator's wait) progressed it. */
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/request.h"
-#include "libmesh/context.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
+#include <pthread.h>
 #include <stdlib.h>
 
 /* Group state is per thread, like NCCL's. */
 static __thread int mesh_group_depth;
 static __thread mesh_request_h mesh_group_head, mesh_group_tail;
+
+/* Requests come from a process-wide pool and their memory is never given back, so that a handle
+ * used after mesh_request_free still points at a request: one freed and not yet reused is
+ * recognised (live == 0) and refused; one reused since is a newer request (documented). */
+#define REQUEST_SLAB 64
+static pthread_mutex_t mesh_request_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static mesh_request_h mesh_request_pool;
+
+static mesh_request_h request_alloc(void)
+{
+    pthread_mutex_lock(&mesh_request_pool_lock);
+    if (mesh_request_pool == NULL) {
+        mesh_request_h slab = calloc(REQUEST_SLAB, sizeof(*slab));
+        for (int i = 0; slab != NULL && i < REQUEST_SLAB; i++) {
+            slab[i].group_next = mesh_request_pool;
+            mesh_request_pool = &slab[i];
+        }
+    }
+    mesh_request_h r = mesh_request_pool;
+    if (r != NULL) mesh_request_pool = r->group_next;
+    pthread_mutex_unlock(&mesh_request_pool_lock);
+    return r;
+}
+
+static void request_put(mesh_request_h r)
+{
+    pthread_mutex_lock(&mesh_request_pool_lock);
+    r->live = 0;
+    r->group_next = mesh_request_pool;
+    mesh_request_pool = r;
+    pthread_mutex_unlock(&mesh_request_pool_lock);
+}
+
+static mesh_status_t request_check(mesh_request_h req, const char *fn)
+{
+    if (req == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: req is NULL", fn);
+    if (!req->live)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s: the request was freed already", fn);
+    return MESH_OK;
+}
 
 int mesh_group_active(void) { return mesh_group_depth > 0; }
 
@@ -24,10 +64,12 @@ static void request_drop(mesh_request_h r)
 
 static void request_release(mesh_request_h r)
 {
-    mesh_comm_lock(r->comm);
+    mesh_comm_t *c = r->comm;
+    mesh_comm_lock(c);
     request_drop(r);
-    mesh_comm_unlock(r->comm);
-    free(r);
+    mesh_comm_unlock(c);
+    request_put(r);
+    mesh_comm_unref(c);
 }
 
 /* The communicator is locked. */
@@ -59,6 +101,13 @@ static int request_poll(mesh_request_h r)
     return 1;
 }
 
+/* Nothing moved: back off, and now and then let idle communicators answer control messages. */
+static void request_idle(unsigned *idle)
+{
+    mesh_backoff(idle);
+    if ((*idle & 255) == 0) mesh_progress_idle();
+}
+
 /* One round for r's communicator (if its lock is free) and then the others; returns events. */
 static int request_round(mesh_request_h r)
 {
@@ -73,9 +122,8 @@ static int request_round(mesh_request_h r)
 
 mesh_status_t mesh_test(mesh_request_h req, int *done)
 {
-    if (req == NULL || done == NULL)
-        return mesh_error(MESH_ERR_INVALID_ARG, "mesh_test: %s is NULL",
-                          req == NULL ? "req" : "done");
+    MESH_CHECK(request_check(req, "mesh_test"));
+    if (done == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_test: done is NULL");
     if (!req->started) {
         *done = 0;
         return MESH_OK;
@@ -91,14 +139,14 @@ static mesh_status_t request_wait(mesh_request_h req)
     /* each schedule enforces MESH_TIMEOUT and peer liveness, so this loop ends */
     while (!request_poll(req)) {
         if (request_round(req) > 0) idle = 0;
-        else mesh_backoff(&idle);
+        else request_idle(&idle);
     }
     return req->status;
 }
 
 mesh_status_t mesh_wait(mesh_request_h req)
 {
-    if (req == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_wait: req is NULL");
+    MESH_CHECK(request_check(req, "mesh_wait"));
     if (!req->started)
         return mesh_error(MESH_ERR_INVALID_ARG,
                           "mesh_wait: the request belongs to a group that has not ended yet");
@@ -109,10 +157,14 @@ mesh_status_t mesh_waitall(int n, mesh_request_h *reqs)
 {
     if (n < 0) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: n %d is negative", n);
     if (n > 0 && reqs == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: reqs is NULL");
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        if (reqs[i] != NULL && !reqs[i]->live)
+            return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: request %d was freed already",
+                              i);
         if (reqs[i] != NULL && !reqs[i]->started)
             return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: request %d belongs to a group "
                               "that has not ended yet", i);
+    }
     unsigned idle = 0;
     for (;;) {
         int pending = 0, events = 0;
@@ -123,7 +175,7 @@ mesh_status_t mesh_waitall(int n, mesh_request_h *reqs)
         }
         if (!pending) break;
         if (events > 0) idle = 0;
-        else mesh_backoff(&idle);
+        else request_idle(&idle);
     }
     for (int i = 0; i < n; i++) {
         if (reqs[i] != NULL && reqs[i]->status < 0) {
@@ -143,6 +195,9 @@ mesh_status_t mesh_testany(int n, mesh_request_h *reqs, int *index)
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < n; i++) {
             mesh_request_h r = reqs[i];
+            if (r != NULL && !r->live)
+                return mesh_error(MESH_ERR_INVALID_ARG, "mesh_testany: request %d was freed "
+                                  "already", i);
             if (r == NULL || !r->started) continue;
             if (request_poll(r)) {
                 *index = i;
@@ -157,15 +212,21 @@ mesh_status_t mesh_testany(int n, mesh_request_h *reqs, int *index)
 void mesh_request_free(mesh_request_h req)
 {
     if (req == NULL) return;
-    mesh_comm_lock(req->comm);
-    if (req->started && mesh_sched_state(req->sched) == MESH_INPROGRESS)
-        mesh_sched_fail(req->sched, MESH_ERR_ABORTED);
-    request_drop(req);
-    mesh_comm_unlock(req->comm);
-    free(req);
+    if (!req->live) {
+        mesh_error(MESH_ERR_INVALID_ARG, "mesh_request_free: the request was freed already");
+        return;
+    }
+    mesh_comm_t *c = req->comm;
+    if (req->started && req->sched != NULL && mesh_sched_state(req->sched) == MESH_INPROGRESS) {
+        mesh_comm_lock(c);
+        if (mesh_sched_state(req->sched) == MESH_INPROGRESS)
+            mesh_sched_fail(req->sched, MESH_ERR_ABORTED);
+        mesh_comm_unlock(c);
+    }
+    request_release(req);
 }
 
-int mesh_progress(void) { return mesh_context_progress_all(); }
+int mesh_progress(void) { return mesh_progress_all(); }
 
 mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *owned0,
                                   void *owned1, mesh_request_h *user_req)
@@ -183,13 +244,15 @@ mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *
         mesh_comm_unlock(comm);
         return st;
     }
-    mesh_request_h r = malloc(sizeof(*r));
+    mesh_request_h r = request_alloc();
     if (r == NULL) {
         request_drop(&tmpl);
         mesh_comm_unlock(comm);
         return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a request");
     }
     *r = tmpl;
+    r->live = 1;
+    mesh_comm_ref(comm);
     if (mesh_group_depth > 0) {
         /* started at mesh_group_end */
         mesh_comm_unlock(comm);
@@ -203,7 +266,8 @@ mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *
     if (st < 0) {
         request_drop(r);
         mesh_comm_unlock(comm);
-        free(r);
+        request_put(r);
+        mesh_comm_unref(comm);
         return st;
     }
     mesh_comm_unlock(comm);
@@ -243,7 +307,7 @@ mesh_status_t mesh_group_end(void)
         }
         if (!pending) break;
         if (events > 0) idle = 0;
-        else mesh_backoff(&idle);
+        else request_idle(&idle);
     }
     for (mesh_request_h r = head; r != NULL; r = r->group_next)
         if (r->internal && r->status < 0 && result == MESH_OK) result = r->status;

@@ -5,6 +5,7 @@
 #include "collectives/sched.h"
 
 struct mesh_request {
+    int live;             /* allocated from the pool and not freed */
     mesh_comm_t *comm;
     mesh_sched_t *sched;
     mesh_status_t status; /* MESH_INPROGRESS until the schedule ends */

@@ -231,6 +231,11 @@ void mesh_sched_destroy(mesh_sched_t *s)
     if (s == NULL) return;
     if (s->started && s->status == MESH_INPROGRESS) mesh_sched_fail(s, MESH_ERR_ABORTED);
     struct mesh_sched_cache *cache = s->comm->sched_cache;
+    if (cache == NULL) {
+        /* its communicator was destroyed: transports are closed, nothing holds our tasks */
+        sched_free(s);
+        return;
+    }
     for (int i = 0; i < s->ninflight; i++) {
         if (s->tasks[s->inflight[i]].op.status == MESH_INPROGRESS) {
             /* a transport still holds one of our operations: keep the memory until the
@@ -557,10 +562,20 @@ static void describe_waits(const mesh_sched_t *s, char *buf, size_t len)
 static mesh_status_t op_failure(mesh_sched_t *s, const mesh_task_t *t, mesh_status_t st)
 {
     const char *dir = t->kind == TASK_SEND ? "to" : "from";
+    if (st == MESH_ERR_TRUNCATED && t->op.length > t->n)
+        return mesh_error(st, "receive from rank %d: its %zu-byte message is longer than the "
+                          "%zu-byte receive", t->peer, t->op.length, t->n);
+    if (st == MESH_ERR_TRUNCATED)
+        return mesh_error(st, "receive from rank %d: its message is longer than the %zu-byte "
+                          "receive", t->peer, t->n);
     if (st != MESH_ERR_PEER_FAILED)
         return mesh_error(st, "%s %s rank %d failed: %s", task_kind_names[t->kind], dir, t->peer,
                           mesh_status_string(st));
     int culprit = mesh_comm_blame(s->comm, t->peer);
+    if (culprit != t->peer && s->comm->culprit_hung)
+        return mesh_error(MESH_ERR_TIMEOUT, "rank %d stopped answering (reported by another "
+                          "rank); rank %d closed its connection during a %s %s it",
+                          culprit, t->peer, task_kind_names[t->kind], dir);
     if (culprit != t->peer)
         return mesh_error(st, "rank %d failed (reported by another rank); rank %d closed its "
                           "connection during a %s %s it",
@@ -580,9 +595,14 @@ static mesh_status_t check_peers(mesh_sched_t *s)
         if ((t->kind != TASK_SEND && t->kind != TASK_RECV) || t->state == TASK_DONE) continue;
         int p = t->peer;
         if (p == comm->rank || mesh_comm_check_peer(comm, p) != MESH_ERR_PEER_FAILED) continue;
+        int culprit = mesh_comm_blame(comm, p);
+        if (culprit != p && comm->culprit_hung)
+            return mesh_error(MESH_ERR_TIMEOUT, "rank %d of the communicator stopped answering "
+                              "(reported by another rank; rank %d of %d saw rank %d leave)",
+                              culprit, comm->rank, comm->size, p);
         return mesh_error(MESH_ERR_PEER_FAILED,
-                          "rank %d of the communicator failed (rank %d of %d saw it)",
-                          mesh_comm_blame(comm, p), comm->rank, comm->size);
+                          "rank %d of the communicator failed (rank %d of %d saw it)", culprit,
+                          comm->rank, comm->size);
     }
     return MESH_OK;
 }
@@ -677,6 +697,24 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
     if (now > s->deadline) {
         char waits[256];
         describe_waits(s, waits, sizeof(waits));
+        /* name the rank that stopped answering, as every survivor will */
+        int peers[8], npeers = 0;
+        for (int i = 0; i < s->ninflight && npeers < 8; i++)
+            peers[npeers++] = s->tasks[s->inflight[i]].peer;
+        int hung = mesh_comm_find_hung(comm, peers, npeers);
+        if (hung >= 0 && comm->culprit == hung && !comm->culprit_hung)
+            return fail_with(s, mesh_error(MESH_ERR_PEER_FAILED, "rank %d failed (reported by "
+                                           "another rank) while rank %d waited on: %s", hung,
+                                           comm->rank, waits));
+        if (hung >= 0) {
+            mesh_comm_publish_verdict(comm, hung, 1);
+            return fail_with(s, mesh_error(MESH_ERR_TIMEOUT,
+                                           "rank %d stopped answering: rank %d waited %.1f s "
+                                           "(MESH_TIMEOUT) on: %s, and rank %d did not answer "
+                                           "a probe within %.2f s (MESH_HANG_PROBE)",
+                                           hung, comm->rank, comm->timeout_s, waits, hung,
+                                           comm->probe_wait_s));
+        }
         return fail_with(s, mesh_error(MESH_ERR_TIMEOUT,
                                        "rank %d waited %.1f s (MESH_TIMEOUT) on: %s",
                                        comm->rank, comm->timeout_s, waits));

@@ -119,6 +119,21 @@ static mesh_status_t tune_parse(const char *text, tune_t *t)
     return MESH_OK;
 }
 
+int mesh_coll_tune_check(const char *value, char *why, size_t len)
+{
+    tune_t t;
+    char saved[512];
+    snprintf(saved, sizeof(saved), "%s", mesh_error_last());
+    mesh_status_t st = tune_parse(value, &t);
+    if (st == MESH_OK) {
+        free(t.rules);
+        return 0;
+    }
+    snprintf(why, len, "%s", mesh_error_last());
+    mesh_error_restore(saved);
+    return -1;
+}
+
 /* The forced algorithm for (type, bytes): the last rule that applies wins. */
 static const mesh_coll_algo_t *tune_pick(const tune_t *t, mesh_coll_type_t type, size_t bytes)
 {

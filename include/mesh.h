@@ -144,7 +144,9 @@ MESH_API mesh_status_t mesh_comm_init(mesh_comm_h *comm, const mesh_comm_params_
 #define MESH_COLOR_NONE (-1)
 MESH_API mesh_status_t mesh_comm_split(mesh_comm_h comm, int color, int key, mesh_comm_h *newcomm);
 MESH_API mesh_status_t mesh_comm_dup(mesh_comm_h comm, mesh_comm_h *newcomm);
-/* Releases the communicator; pending requests complete with MESH_ERR_ABORTED. */
+/* Releases the communicator; pending requests complete with MESH_ERR_ABORTED. The handles of its
+ * requests stay valid: wait, test and free them as usual. The communicator's own handle must not
+ * be used afterwards (while requests of it are alive, calls on it are refused). */
 MESH_API void mesh_comm_destroy(mesh_comm_h comm);
 /* Never blocks: marks the communicator failed, wakes every waiter with MESH_ERR_ABORTED and
  * closes its connections so peers notice. Safe from another thread. Destroy afterwards. */
@@ -232,7 +234,10 @@ MESH_API mesh_status_t mesh_waitall(int n, mesh_request_h *reqs);
  * -1 when none is; returns that request's status, MESH_OK when none completed. Completed
  * requests stay in the array until freed: free it (or drop it from reqs) before calling again. */
 MESH_API mesh_status_t mesh_testany(int n, mesh_request_h *reqs, int *index);
-/* Frees a completed request (or cancels and frees an incomplete one after an abort). */
+/* Frees a completed request (or cancels and frees an incomplete one after an abort). A request
+ * must not be used once freed: freeing, waiting or testing it again is refused (logged, or
+ * MESH_ERR_INVALID_ARG) for as long as mesh has not reused its memory for a later request, and is
+ * always memory-safe, since request memory goes back to mesh's pool, never to the system. */
 MESH_API void mesh_request_free(mesh_request_h req);
 /* Drives all communicators of this process once; returns the number of events. */
 MESH_API int mesh_progress(void);

@@ -1,5 +1,6 @@
-/* The process-wide context: core knobs, node identity and the registry of objects that
- * mesh_progress() drives. */
+/* The process-wide context: it registers the base services' tables and knows this host's
+ * identity (node label, pid namespace). The services below it (configuration, log, progress,
+ * reductions, sockets) never call up into it. */
 #include "libmesh/context.h"
 #include "libmesh/progress.h"
 #include <errno.h>
@@ -7,6 +8,8 @@
 #include <fcntl.h>
 #include "libmesh/config.h"
 #include "libmesh/log.h"
+#include "libmesh/reduce.h"
+#include "libmesh/sock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,35 +18,8 @@
 #include <unistd.h>
 
 static const mesh_config_entry_t mesh_context_entries[] = {
-    {.name = "LOG_LEVEL", .dflt = "warn", .type = MESH_CFG_ENUM,
-     .choices = "error|warn|info|debug|trace",
-     .doc = "Least severe level of the messages printed."},
-    {.name = "LOG_SUBSYS", .dflt = "", .type = MESH_CFG_STRING,
-     .doc = "Comma-separated subsystems whose messages are printed (core, tcp, shm, coll, ...); "
-            "empty: all. Errors are always printed."},
-    {.name = "LOG_FILE", .dflt = "", .type = MESH_CFG_STRING,
-     .doc = "File that receives the log instead of stderr; %h expands to the host name, %p to "
-            "the process id."},
-    {.name = "CONFIG_FILE", .dflt = "", .type = MESH_CFG_STRING,
-     .doc = "File of NAME=value lines read for knobs not set in the environment (only the "
-            "environment sets this one)."},
-    {.name = "TIMEOUT", .dflt = "300", .type = MESH_CFG_DOUBLE,
-     .doc = "Seconds a blocking operation may go without progress before it fails with a "
-            "timeout that names the ranks it waits for."},
     {.name = "NODE_ID", .dflt = "", .type = MESH_CFG_STRING,
      .doc = "Label of this node; ranks with the same label share memory. Empty: the host name."},
-    {.name = "PROGRESS_SPIN", .dflt = "auto", .type = MESH_CFG_STRING,
-     .doc = "Idle polls a waiting rank spins before it yields the core to others. auto: 20000 "
-            "(about a millisecond) while the ranks on this machine (simulated nodes included) do "
-            "not outnumber the CPUs a rank may run on, 200 when they do or before a communicator "
-            "says. A longer spin yields once every 16384 polls."},
-    {.name = "PROGRESS_THREAD", .dflt = "0", .type = MESH_CFG_BOOL,
-     .doc = "Runs one thread per process that progresses every communicator with operations "
-            "under way, so that operations started nonblocking complete while the caller "
-            "computes without calling mesh_test or mesh_wait. It spins while operations wait "
-            "for peers: for callers that compute for long between calls, with a core to spare."},
-    {.name = "REDUCE_AVX2", .dflt = "yes", .type = MESH_CFG_BOOL,
-     .doc = "Use the AVX2 loops for fp16 and bf16 reductions when the CPU has AVX2 and F16C."},
     {.name = NULL},
 };
 
@@ -54,31 +30,18 @@ static const mesh_config_table_t mesh_context_table = {
 
 static pthread_once_t mesh_context_once = PTHREAD_ONCE_INIT;
 static mesh_status_t mesh_context_status;
-static __thread int mesh_context_initialising;
 static char mesh_context_node[256];
 static unsigned long long mesh_context_ns;
 
-static mesh_status_t mesh_context_check_values(void)
-{
-    double timeout = mesh_config_double("TIMEOUT");
-    if (!(timeout > 0))
-        return mesh_error(MESH_ERR_INVALID_ARG, "MESH_TIMEOUT='%s' must be a positive number of "
-                          "seconds", mesh_config_str("TIMEOUT"));
-    if (mesh_progress_spin_parse(mesh_config_str("PROGRESS_SPIN"), NULL) != 0)
-        return mesh_error(MESH_ERR_INVALID_ARG,
-                          "MESH_PROGRESS_SPIN='%s' must be auto or a non-negative number of polls",
-                          mesh_config_str("PROGRESS_SPIN"));
-    return MESH_OK;
-}
-
 static void mesh_context_do_init(void)
 {
-    mesh_context_initialising = 1;
-    mesh_status_t st = mesh_config_register(&mesh_context_table);
-    /* Logging uses the table when it registered, its defaults otherwise. */
-    mesh_log_configure();
-    if (st == MESH_OK)
-        st = mesh_context_check_values();
+    /* the base services, each with its own table; the first invalid value wins */
+    mesh_status_t st = mesh_config_self_register();
+    if (st == MESH_OK) st = mesh_log_config_register();
+    if (st == MESH_OK) st = mesh_config_register(&mesh_context_table);
+    if (st == MESH_OK) st = mesh_progress_config_register();
+    if (st == MESH_OK) st = mesh_reduce_config_register();
+    if (st == MESH_OK) st = mesh_sock_config_register();
 
     const char *node = st == MESH_OK ? mesh_config_str("NODE_ID") : "";
     if (node != NULL && node[0] != '\0') {
@@ -102,15 +65,10 @@ static void mesh_context_do_init(void)
     for (const char *c = boot; ns && *c; c++) ns = (ns ^ (unsigned char)*c) * 0x100000001b3ull;
     mesh_context_ns = ns;
     mesh_context_status = st;
-    mesh_context_initialising = 0;
 }
 
 mesh_status_t mesh_context_init(void)
 {
-    /* Registration and logging below call back here; the inner calls must not wait on the
-     * once-control their own thread holds. */
-    if (mesh_context_initialising)
-        return MESH_OK;
     pthread_once(&mesh_context_once, mesh_context_do_init);
     return mesh_context_status;
 }

@@ -15,6 +15,7 @@
 #include "transports/tl.h"
 #include "tools/mesh-info-algo.h"
 #include "tools/mesh-info-grid.h"
+#include "tools/mesh-info-pp.h"
 
 #include <getopt.h>
 #include <stdint.h>
@@ -34,6 +35,8 @@ static const char info_usage[] =
     "  -t, --transports   the transports built, whether they can run here, their capabilities\n"
     "  -a, --all          all of the above\n"
     "  --grid SIZES ...   a 5D mesh grid's groups and fit (mesh-info --grid --help)\n"
+    "  --pp SCHEDULE ...  a pipeline schedule's timeline, bubble and stored activations\n"
+    "                     (mesh-info --pp 1f1b --help)\n"
     "  -T, --topo         this node: packages, NUMA, cores, GPUs with nearest NIC and CPUs, NICs\n"
     "      --dump FILE    with --topo: also write the node's hwloc XML to FILE\n"
     "  -h, --help         this text\n";
@@ -107,6 +110,7 @@ static void info_config_entry(const char *module, const mesh_config_entry_t *e, 
     printf("      %s, default '%s', from %s", info_type_name(e->type), e->dflt ? e->dflt : "",
            source ? source : "default");
     if (e->type == MESH_CFG_ENUM && e->choices) printf(", one of %s", e->choices);
+    if (e->range) printf(", range %s", e->range);
     printf("\n");
     if (e->doc) info_wrap(e->doc, 6, 96);
 }
@@ -214,6 +218,7 @@ int main(int argc, char **argv)
     int config = 0, algos = 0, tls = 0, c;
 
     if (mesh_info_grid_wanted(argc, argv)) return mesh_info_grid(argc, argv);
+    if (mesh_info_pp_wanted(argc, argv)) return mesh_info_pp(argc, argv);
 
     while ((c = getopt_long(argc, argv, "cAtahT", longopts, NULL)) != -1) {
         switch (c) {
@@ -244,10 +249,7 @@ int main(int argc, char **argv)
         return 2;
     }
     /* every table registers here, so that -c shows all of them with their values */
-    mesh_status_t st = mesh_context_init();
-    if (st == MESH_OK) st = mesh_bootstrap_config_register();
-    if (st == MESH_OK) st = mesh_tl_global_init();
-    if (st == MESH_OK) st = mesh_coll_global_init();
+    mesh_status_t st = mesh_coll_global_init();
     if (st != MESH_OK) {
         fprintf(stderr, "mesh-info: initialisation failed: %s: %s\n", mesh_status_string(st),
                 mesh_error_last());

@@ -26,7 +26,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MESHRUN_NETNS_DIR "/run/netns"
+/* Where `ip netns add` keeps its namespaces: iproute2 builds name /var/run/netns or /run/netns,
+ * the same folder where /var/run links to /run, two where a system keeps them apart. */
+static const char *const meshrun_netns_dirs[] = {"/run/netns", "/var/run/netns"};
+#define MESHRUN_NETNS_NDIRS ((int)(sizeof(meshrun_netns_dirs) / sizeof(meshrun_netns_dirs[0])))
+
+/* The path of namespace name in the folder that holds it (the first one when none does). */
+static void meshrun_netns_path(const char *name, char *path, size_t len)
+{
+    for (int i = 0; i < MESHRUN_NETNS_NDIRS; i++) {
+        snprintf(path, len, "%s/%s", meshrun_netns_dirs[i], name);
+        if (access(path, F_OK) == 0) return;
+    }
+    snprintf(path, len, "%s/%s", meshrun_netns_dirs[0], name);
+}
 
 static const char *meshrun_ip_path(void)
 {
@@ -96,7 +109,7 @@ static void meshrun_netns_name(const meshrun_netns_t *ns, int node, char *buf, s
 static void meshrun_netns_delete(const char *name)
 {
     char path[128];
-    snprintf(path, sizeof(path), MESHRUN_NETNS_DIR "/%s", name);
+    meshrun_netns_path(name, path, sizeof(path));
     if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
         meshrun_err("warning: cannot unmount %s: %m", path);
     if (unlink(path) < 0 && errno != ENOENT) meshrun_err("warning: cannot remove %s: %m", path);
@@ -104,16 +117,18 @@ static void meshrun_netns_delete(const char *name)
 
 void meshrun_netns_reap_stale(void)
 {
-    DIR *d = opendir(MESHRUN_NETNS_DIR);
-    struct dirent *e;
-    if (!d) return;
-    while ((e = readdir(d)) != NULL) {
-        int pid, used = 0;
-        if (sscanf(e->d_name, "mesh-%d-%*[ns]%n", &pid, &used) != 1 || used == 0) continue;
-        if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;
-        meshrun_netns_delete(e->d_name);
+    for (int i = 0; i < MESHRUN_NETNS_NDIRS; i++) {
+        DIR *d = opendir(meshrun_netns_dirs[i]);
+        struct dirent *e;
+        if (!d) continue;
+        while ((e = readdir(d)) != NULL) {
+            int pid, used = 0;
+            if (sscanf(e->d_name, "mesh-%d-%*[ns]%n", &pid, &used) != 1 || used == 0) continue;
+            if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;
+            meshrun_netns_delete(e->d_name);
+        }
+        closedir(d);
     }
-    closedir(d);
 }
 
 void meshrun_netns_addr(const meshrun_netns_t *ns, int node, char *buf, size_t len)
@@ -167,7 +182,7 @@ int meshrun_netns_setup(meshrun_netns_t *ns, int nnodes)
             return -1;
 
         char path[128];
-        snprintf(path, sizeof(path), MESHRUN_NETNS_DIR "/%s", name);
+        meshrun_netns_path(name, path, sizeof(path));
         ns->fd[k] = open(path, O_RDONLY | O_CLOEXEC);
         if (ns->fd[k] < 0) {
             meshrun_err("error: cannot open %s: %m", path);

@@ -135,6 +135,9 @@ struct mesh_tl_ops {
 
     mesh_status_t (*isend)(mesh_tl_ep_t *ep, uint64_t tag, const void *buf, size_t len,
                            mesh_tl_op_t *op);
+    /* A message longer than len fails the receive with MESH_ERR_TRUNCATED (length: the
+     * message's, where the transport knows it) and writes nothing past buf + len; the sender
+     * completes as usual and the next messages on the endpoint are not disturbed. */
     mesh_status_t (*irecv)(mesh_tl_ep_t *ep, uint64_t tag, void *buf, size_t len,
                            mesh_tl_op_t *op);
     /* Makes progress on every endpoint; returns the number of completions, plus one when bytes
@@ -200,6 +203,10 @@ mesh_status_t mesh_tl_stub_get(mesh_tl_ep_t *ep, void *buf, size_t len, uint64_t
 mesh_status_t mesh_tl_stub_flush(mesh_tl_ep_t *ep, mesh_tl_op_t *op);
 mesh_status_t mesh_tl_stub_wireup(mesh_tl_iface_t *iface, double deadline);
 int mesh_tl_stub_usable(void);
+
+/* Records why a receive of cap bytes from ep's peer cannot take a message of len bytes (0:
+ * unknown) and returns MESH_ERR_TRUNCATED, for the transport to complete the receive with. */
+mesh_status_t mesh_tl_truncated(const mesh_tl_ep_t *ep, size_t len, size_t cap);
 
 /* Why the last usable() call of this thread returned 0 ("no active port"); "" when it did not
  * say. The caller reads it right after usable(). */

@@ -1,4 +1,4 @@
-/* Shared stubs for the operations a transport does not offer. */
+/* Shared stubs for the operations a transport does not offer, and helpers every transport uses. */
 #include "config.h"
 #define MESH_LOG_SUBSYSTEM "tl"
 #include "transports/tl.h"
@@ -42,4 +42,15 @@ mesh_status_t mesh_tl_stub_wireup(mesh_tl_iface_t *iface, double deadline)
 int mesh_tl_stub_usable(void)
 {
     return 1;
+}
+
+mesh_status_t mesh_tl_truncated(const mesh_tl_ep_t *ep, size_t len, size_t cap)
+{
+    if (len == 0)
+        return mesh_error(MESH_ERR_TRUNCATED,
+                          "%s: a message from rank %d is longer than the %zu-byte receive",
+                          ep->iface->ops.name, ep->peer, cap);
+    return mesh_error(MESH_ERR_TRUNCATED,
+                      "%s: a %zu-byte message from rank %d is longer than the %zu-byte receive",
+                      ep->iface->ops.name, len, ep->peer, cap);
 }

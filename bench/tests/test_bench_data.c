@@ -139,19 +139,25 @@ static void one(bench_op_t op, bench_dtype_t d, bench_redop_t redop, int n, size
               bench_op_name(op), bench_dtype_name(d), vr);
 }
 
-static int parse(const char *args)
+/* mesh-bench's options from ARGS split at spaces, then the NEXTRA words of EXTRA as they are
+ * (paths, which may hold spaces). */
+static int parse_with(const char *args, int nextra, char **extra)
 {
     static char buf[512]; /* opts point into it */
     char *argv[32];
     int argc = 0;
     snprintf(buf, sizeof(buf), "mesh-bench %s", args);
-    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok && argc < 31;
+    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok && argc < 31 - nextra;
          tok = strtok_r(NULL, " ", &save))
         argv[argc++] = tok;
+    for (int i = 0; i < nextra; i++)
+        argv[argc++] = extra[i];
     argv[argc] = NULL;
     optind = 0; /* glibc: start a new scan */
     return bench_parse(argc, argv, "mesh-bench", &opts);
 }
+
+static int parse(const char *args) { return parse_with(args, 0, NULL); }
 
 /* --mesh, --axes and the ops of each axis. */
 static void test_mesh_options(void)
@@ -191,7 +197,7 @@ static void no_describe(FILE *out) { (void)out; }
 /* The CSV and JSON rows of two axes, exactly. */
 static void test_out_files(void)
 {
-    char dir[] = "/tmp/bench_out_XXXXXX", csv[64], json[64], args[256];
+    static char dir[4096], csv[4200], json[4200];
     bench_backend_t b = {.name = "mesh", .rank = 0, .size = 8, .nnodes = 2,
                          .describe = no_describe};
     bench_axis_t tp = {.name = "tp", .rank = 1, .size = 2, .groups = 4, .nnodes = 1};
@@ -202,11 +208,11 @@ static void test_out_files(void)
                         .algo = "ring"};
     int err;
 
-    CHECK(mkdtemp(dir) != NULL);
+    th_tmpdir(dir, sizeof(dir), "bench_out");
     snprintf(csv, sizeof(csv), "%s/r.csv", dir);
     snprintf(json, sizeof(json), "%s/r.json", dir);
-    snprintf(args, sizeof(args), "--mesh tp=2,dp=2,pp=2 --csv %s --json %s", csv, json);
-    CHECK(parse(args) == 0);
+    char *files[] = {"--csv", csv, "--json", json};
+    CHECK(parse_with("--mesh tp=2,dp=2,pp=2", 4, files) == 0);
     bench_out_t *out = bench_out_open(&opts, &b, &err);
     CHECK(out != NULL && err == 0);
     bench_out_row(out, &tp, &c, &sz, &r);

@@ -26,6 +26,98 @@ static mesh_comm_h comm;
         CHECK(strstr(msg_, word) != NULL, "message '%s' does not name '%s'", msg_, word);     \
     } while (0)
 
+/* Counts and displacements whose sums wrap around size_t, impossible sizes and overlapping
+ * receive blocks are refused on every v-collective, naming the argument; nothing is sent. */
+static void test_layouts(void)
+{
+    int x[16] = {0}, y[16] = {0};
+    size_t n = (size_t)size;
+    size_t *wrap = calloc(n, sizeof(size_t)), *ones = calloc(n, sizeof(size_t));
+    size_t *far = calloc(n, sizeof(size_t)), *zero = calloc(n, sizeof(size_t));
+    for (size_t i = 0; i < n; i++) {
+        ones[i] = 1;
+        zero[i] = 0;
+        /* two halves of the address space each: their sum wraps to a small number */
+        wrap[i] = i % 2 ? SIZE_MAX / 2 + 2 : SIZE_MAX / 2;
+        far[i] = SIZE_MAX - 1; /* a displacement whose end wraps */
+    }
+    if (n == 1) wrap[0] = SIZE_MAX; /* one rank: one count beyond any buffer */
+    EXPECT_INVALID(mesh_allgatherv(comm, x, y, wrap, NULL, MESH_INT32, NULL, NULL), "recvcounts");
+    EXPECT_INVALID(mesh_allgatherv(comm, x, y, ones, far, MESH_INT32, NULL, NULL), "displs");
+    EXPECT_INVALID(mesh_reduce_scatterv(comm, x, y, wrap, MESH_INT32, MESH_SUM, NULL, NULL),
+                   "recvcounts");
+    EXPECT_INVALID(mesh_alltoallv(comm, x, wrap, NULL, y, ones, NULL, MESH_INT32, NULL, NULL),
+                   "sendcounts");
+    EXPECT_INVALID(mesh_alltoallv(comm, x, ones, NULL, y, wrap, NULL, MESH_INT32, NULL, NULL),
+                   "recvcounts");
+    EXPECT_INVALID(mesh_alltoallv(comm, x, ones, far, y, ones, NULL, MESH_INT32, NULL, NULL),
+                   "sdispls");
+    EXPECT_INVALID(mesh_alltoallv(comm, x, ones, NULL, y, ones, far, MESH_INT32, NULL, NULL),
+                   "rdispls");
+    /* a count beyond any memory is called too large, not an overlap or a failed allocation */
+    EXPECT_INVALID(mesh_allreduce(comm, x, y, (size_t)1 << 60, MESH_INT32, MESH_SUM, NULL, NULL),
+                   "too large");
+    EXPECT_INVALID(mesh_allgather(comm, x, y, (size_t)1 << 50, MESH_INT32, NULL, NULL),
+                   "sendcount");
+    EXPECT_INVALID(mesh_alltoall(comm, x, y, (size_t)1 << 47, MESH_FP64, NULL, NULL), "count");
+    EXPECT_INVALID(mesh_reduce_scatter(comm, x, y, (size_t)1 << 62, MESH_INT32, MESH_SUM, NULL,
+                                       NULL), "recvcount");
+    if (n >= 2) {
+        /* two ranks' blocks written over each other */
+        size_t *same = calloc(n, sizeof(size_t));
+        for (size_t i = 0; i < n; i++) same[i] = i < 2 ? 0 : 2 * i;
+        EXPECT_INVALID(mesh_allgatherv(comm, x, y, ones, same, MESH_INT32, NULL, NULL), "overlap");
+        EXPECT_INVALID(mesh_alltoallv(comm, x, ones, NULL, y, ones, same, MESH_INT32, NULL, NULL),
+                       "overlap");
+        /* reading one block twice is fine: sends may share their source */
+        free(same);
+    }
+    /* empty blocks overlap nothing: all at displacement 0 is a valid (empty) all-gather-v */
+    CHECK(mesh_allgatherv(comm, x, y, zero, zero, MESH_INT32, NULL, NULL) == MESH_OK, "%s",
+          mesh_comm_last_error(comm));
+    free(wrap);
+    free(ones);
+    free(far);
+    free(zero);
+}
+
+/* A communicator destroyed with a request pending: the request completes with
+ * MESH_ERR_ABORTED and stays usable until freed; a second free or a wait after the free is
+ * refused, not a crash. */
+static void test_lifetime(void)
+{
+    mesh_comm_h dup;
+    CHECK(mesh_comm_dup(comm, &dup) == MESH_OK, "dup: %s", mesh_comm_last_error(comm));
+    size_t n = (size_t)1 << 20;
+    float *x = calloc(n, sizeof(float));
+    mesh_request_h r = NULL, done = NULL;
+    int one = 1, sum = 0;
+    CHECK(mesh_allreduce(dup, &one, &sum, 1, MESH_INT32, MESH_SUM, NULL, &done) == MESH_OK, "%s",
+          mesh_comm_last_error(dup));
+    CHECK(mesh_wait(done) == MESH_OK && sum == size, "small all-reduce on the copy");
+    /* a receive nobody answers stays pending on every rank until the destroy */
+    CHECK(mesh_recv_tagged(dup, x, n, MESH_FP32, (rank + 1) % size, 99, NULL, &r) == MESH_OK,
+          "%s", mesh_comm_last_error(dup));
+    CHECK(mesh_barrier(comm, NULL) == MESH_OK, "barrier");
+    mesh_comm_destroy(dup);
+    int flag = 0;
+    mesh_status_t st = mesh_test(r, &flag);
+    CHECK(flag && st == MESH_ERR_ABORTED, "test after destroy: %s, done %d",
+          mesh_status_string(st), flag);
+    st = mesh_wait(r);
+    CHECK(st == MESH_ERR_ABORTED, "wait after destroy: %s", mesh_status_string(st));
+    CHECK(mesh_wait(done) == MESH_OK, "a request completed before the destroy keeps its status");
+    mesh_request_free(r);
+    mesh_request_free(done);
+    mesh_request_free(r); /* refused, not a crash */
+    CHECK(strstr(mesh_comm_last_error(NULL), "freed already") != NULL, "second free: '%s'",
+          mesh_comm_last_error(NULL));
+    CHECK(mesh_wait(r) == MESH_ERR_INVALID_ARG, "wait after free accepted");
+    CHECK(strstr(mesh_comm_last_error(NULL), "freed already") != NULL, "%s",
+          mesh_comm_last_error(NULL));
+    free(x);
+}
+
 static void test_invalid_args(void)
 {
     int x[16] = {0}, y[16 * 64];
@@ -75,6 +167,7 @@ static void test_invalid_args(void)
     CHECK(mesh_group_end() == MESH_ERR_INVALID_ARG, "unbalanced group end");
     CHECK(mesh_comm_tl_bytes(comm, "nosuch", NULL, NULL) == MESH_ERR_NOT_FOUND, "tl bytes");
     (void)req;
+    test_layouts();
     /* the communicator still works after all of that */
     int one = 1, sum = 0;
     CHECK(mesh_allreduce(comm, &one, &sum, 1, MESH_INT32, MESH_SUM, NULL, NULL) == MESH_OK, "%s",
@@ -235,6 +328,7 @@ int main(int argc, char **argv)
     rank = mesh_comm_rank(comm);
     size = mesh_comm_size(comm);
     test_invalid_args();
+    test_lifetime();
     test_group_p2p(1);
     test_group_p2p(300000);
     test_nonblocking();

@@ -1,7 +1,10 @@
 /*
  * Collective conformance, run under meshrun: every dtype x op x size, in place and out of
- * place, exact expected values. The algorithm is forced by MESH_TUNE (set by the driver); the
- * program reports how many calls used it so the driver can check it was exercised.
+ * place, exact expected values; the v-collectives also with caller-chosen layouts (gaps, blocks
+ * out of order, zero and uneven counts: conformance_v.c). Every buffer has guard bytes around
+ * it: nothing outside a buffer may change, nor a send buffer, nor a gap between blocks. The
+ * algorithm is forced by MESH_TUNE (set by the driver); the program reports how many calls used
+ * it so the driver can check it was exercised.
  *
  *   conformance --list                 lists "collective algorithm" pairs of the registry
  *   conformance -o COLL [-a ALGO] [-q] [-d DTYPES] [-r REPS]
@@ -10,21 +13,21 @@
  *                                      REPS times on the same buffers with new data each time,
  *                                      so that repeated calls replay their schedule)
  */
-#include "mesh.h"
-#include "collectives/algo.h"
+#include "tests/mp/conformance.h"
 #include "collectives/comm.h"
 #include "libmesh/dtype.h"
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
-static int rank, size, verbose = 1, failures, calls, used;
-static int reps = 1, rep; /* -r, and the repetition running: every input depends on it */
-static const char *algo = "";
+int rank, size, failures, calls, used;
+static int verbose = 1;
+int reps = 1, rep; /* -r, and the repetition running: every input depends on it */
+const char *algo = "";
 static const char *only_dtypes; /* -d: comma-separated dtype names, NULL for all */
 
-static int dtype_selected(mesh_dtype_t d)
+int dtype_selected(mesh_dtype_t d)
 {
     if (only_dtypes == NULL) return 1;
     const char *name = mesh_dtype_name(d);
@@ -38,18 +41,10 @@ static int dtype_selected(mesh_dtype_t d)
     return 0;
 }
 
-static mesh_comm_h comm;
-
-#define FAIL(...)                                                                              \
-    do {                                                                                      \
-        fprintf(stderr, "[rank %d] FAIL: ", rank);                                            \
-        fprintf(stderr, __VA_ARGS__);                                                         \
-        fputc('\n', stderr);                                                                  \
-        if (++failures > 20) exit(1);                                                         \
-    } while (0)
+mesh_comm_h comm;
 
 /* Largest M such that every integer in [0, M) is exact in the dtype. */
-static double exact_range(mesh_dtype_t d)
+double exact_range(mesh_dtype_t d)
 {
     switch (d) {
     case MESH_INT8: return 127;
@@ -64,10 +59,10 @@ static double exact_range(mesh_dtype_t d)
 
 /* Values per element of a sum: fp8 holds every integer only up to 8 (e5m2) or 16 (e4m3), so
  * sums over 8 ranks of 0/1 inputs stay exact in every partial order. */
-static size_t sum_mod = 3;
+size_t sum_mod = 3;
 
 /* Input of rank r at element i for a reduction with op; every result stays exact. */
-static double red_input(mesh_op_t op, int r, size_t i)
+double red_input(mesh_op_t op, int r, size_t i)
 {
     switch (op) {
     case MESH_SUM: return (double)((r + i + (size_t)rep) % sum_mod);
@@ -82,7 +77,7 @@ static double red_input(mesh_op_t op, int r, size_t i)
     }
 }
 
-static double red_expect(mesh_op_t op, size_t i, double premul)
+double red_expect(mesh_op_t op, size_t i, double premul)
 {
     double acc = red_input(op, 0, i);
     for (int r = 1; r < size; r++) {
@@ -103,39 +98,91 @@ static double red_expect(mesh_op_t op, size_t i, double premul)
 }
 
 /* Data of rank r's block element i for moving collectives. */
-static double move_value(mesh_dtype_t d, int r, size_t i)
+double move_value(mesh_dtype_t d, int r, size_t i)
 {
     return (double)(((size_t)r * 131 + i * 7 + (size_t)rep * 3) % (size_t)exact_range(d));
 }
 
-static void fill(mesh_dtype_t d, void *buf, size_t off, size_t n, double (*f)(mesh_dtype_t, int, size_t),
-                 int r)
+void fill(mesh_dtype_t d, void *buf, size_t off, size_t n, double (*f)(mesh_dtype_t, int, size_t),
+          int r)
 {
     for (size_t i = 0; i < n; i++) mesh_dtype_set(d, buf, off + i, f(d, r, i));
 }
 
-static void *xalloc(size_t bytes)
+void *xalloc(size_t bytes)
 {
-    /* odd offset: algorithms must not assume aligned buffers */
-    char *p = malloc(bytes + 64);
+    char *p = malloc(ALLOC_BYTES(bytes));
     if (p == NULL) {
         fprintf(stderr, "out of memory\n");
         exit(2);
     }
-    memset(p, 0xa5, bytes + 64);
+    POISON(p, bytes);
     return p;
 }
-#define BUF(p) ((void *)((char *)(p) + 1))
-/* Back to the poison xalloc wrote, so that a repetition cannot pass on the last one's result. */
-#define POISON(p, bytes) memset((p), 0xa5, (bytes) + 64)
 
-static void note_call(void)
+unsigned char *snapshot(const void *p, size_t bytes)
+{
+    unsigned char *c = xalloc(bytes);
+    memcpy(c, p, ALLOC_BYTES(bytes));
+    return c;
+}
+
+/* Where byte k of an allocation is, for messages. */
+static void where(size_t bytes, size_t k, char *buf, size_t len)
+{
+    if (k < GUARD + 1)
+        snprintf(buf, len, "%zu bytes before the buffer", GUARD + 1 - k);
+    else if (k - GUARD - 1 >= bytes)
+        snprintf(buf, len, "%zu bytes after the buffer's end", k - GUARD - 1 - bytes);
+    else
+        snprintf(buf, len, "byte %zu of the buffer", k - GUARD - 1);
+}
+
+void check_same(const void *p, const unsigned char *copy, size_t bytes, const char *what,
+                const char *name)
+{
+    const unsigned char *b = p;
+    if (memcmp(b, copy, ALLOC_BYTES(bytes)) == 0) return;
+    size_t k = 0;
+    while (b[k] == copy[k]) k++;
+    char at[64];
+    where(bytes, k, at, sizeof(at));
+    FAIL("%s: %s changed at %s (0x%02x, was 0x%02x)", what, name, at, b[k], copy[k]);
+}
+
+void check_outside(const void *p, size_t bytes, int n, const size_t *off, const size_t *len,
+                   const char *what, const char *name)
+{
+    const unsigned char *b = p;
+    size_t total = ALLOC_BYTES(bytes), k = 0;
+    while (k < total) {
+        /* skip a block that starts at or covers k */
+        int in = 0;
+        for (int j = 0; j < n && !in; j++) {
+            size_t lo = GUARD + 1 + off[j], hi = lo + len[j];
+            if (k >= lo && k < hi) {
+                k = hi;
+                in = 1;
+            }
+        }
+        if (in) continue;
+        if (b[k] != POISON_BYTE) {
+            char at[64];
+            where(bytes, k, at, sizeof(at));
+            FAIL("%s: %s: %s, outside the data written, changed to 0x%02x", what, name, at, b[k]);
+            return;
+        }
+        k++;
+    }
+}
+
+void note_call(void)
 {
     calls++;
     if (strcmp(mesh_comm_last_algorithm(comm), algo) == 0) used++;
 }
 
-static int check_status(mesh_status_t st, const char *what, mesh_dtype_t d, size_t n, int inplace)
+int check_status(mesh_status_t st, const char *what, mesh_dtype_t d, size_t n, int inplace)
 {
     if (st == MESH_OK) return 0;
     FAIL("%s %s count=%zu %s: %s (%s)", what, mesh_dtype_name(d), n, inplace ? "in-place" : "",
@@ -143,8 +190,8 @@ static int check_status(mesh_status_t st, const char *what, mesh_dtype_t d, size
     return 1;
 }
 
-static void compare(const char *what, mesh_dtype_t d, mesh_op_t op, size_t n, int inplace,
-                    const void *buf, size_t off, size_t i, double want)
+void compare(const char *what, mesh_dtype_t d, mesh_op_t op, size_t n, int inplace,
+             const void *buf, size_t off, size_t i, double want)
 {
     double got = mesh_dtype_get(d, buf, off + i);
     if (got != want && !(got != got && want != want))
@@ -156,18 +203,30 @@ static void compare(const char *what, mesh_dtype_t d, mesh_op_t op, size_t n, in
 static mesh_op_t cur_op;
 static double red_input_d(mesh_dtype_t d, int r, size_t i) { (void)d; return red_input(cur_op, r, i); }
 
+/* What a check reports: the call, its dtype, count and op, in place or not. */
+static const char *call_name(const char *coll, mesh_dtype_t d, mesh_op_t op, size_t n,
+                             int inplace)
+{
+    static char buf[160];
+    snprintf(buf, sizeof(buf), "%s %s op=%s count=%zu%s (algo %s)", coll, mesh_dtype_name(d),
+             (int)op >= MESH_OP_COUNT ? "premul" : mesh_op_name(op), n,
+             inplace ? " in-place" : "", mesh_comm_last_algorithm(comm));
+    return buf;
+}
+
 static void run_reduction(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_t user_op, mesh_op_t op,
                           size_t n, int inplace, int root, double premul)
 {
     size_t ds = mesh_dtype_size(d), total = type == MESH_COLL_REDUCE_SCATTER ? n * size : n;
     void *s = xalloc(total * ds), *r = xalloc(total * ds);
+    const char *what = mesh_coll_type_name(type);
     cur_op = user_op;
     sum_mod = d == MESH_FP8_E4M3 || d == MESH_FP8_E5M2 ? 2 : 3;
     for (rep = 0; rep < reps; rep++) {
         POISON(r, total * ds);
         fill(d, BUF(s), 0, total, red_input_d, rank);
+        unsigned char *orig = inplace ? NULL : snapshot(s, total * ds);
         mesh_status_t st;
-        const char *what = mesh_coll_type_name(type);
         if (type == MESH_COLL_ALLREDUCE) {
             st = mesh_allreduce(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, op, NULL, NULL);
         } else if (type == MESH_COLL_REDUCE) {
@@ -177,6 +236,7 @@ static void run_reduction(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_t user_
             st = mesh_reduce_scatter(comm, BUF(s), rb, n, d, op, NULL, NULL);
         }
         note_call();
+        const char *call = call_name(what, d, user_op, n, inplace);
         if (!check_status(st, what, d, n, inplace)) {
             const void *out = inplace ? BUF(s) : BUF(r);
             if (type == MESH_COLL_ALLREDUCE || (type == MESH_COLL_REDUCE && rank == root)) {
@@ -190,6 +250,18 @@ static void run_reduction(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_t user_
                             red_expect(user_op, (size_t)rank * n + i, premul));
             }
         }
+        /* the send buffer is read only; a receive buffer is written within its count only, and
+         * not at all by a rank that receives nothing */
+        if (orig) check_same(s, orig, total * ds, call, "sbuf");
+        else CHECK_GUARDS(s, total * ds, call, "sbuf (in place)");
+        if (!inplace) {
+            size_t rbytes = type == MESH_COLL_REDUCE_SCATTER ? n * ds
+                            : type == MESH_COLL_REDUCE && rank != root ? 0
+                                                                        : n * ds;
+            size_t zero = 0;
+            check_outside(r, total * ds, 1, &zero, &rbytes, call, "rbuf");
+        }
+        free(orig);
     }
     free(s);
     free(r);
@@ -201,47 +273,52 @@ static void run_bcast(mesh_dtype_t d, size_t n, int inplace, int root)
     void *s = xalloc(n * ds), *r = xalloc(n * ds);
     for (rep = 0; rep < reps; rep++) {
         POISON(r, n * ds);
-        if (inplace && rank != root) POISON(s, n * ds);
+        POISON(s, n * ds);
         if (rank == root) fill(d, BUF(s), 0, n, move_value, root);
+        unsigned char *orig = snapshot(s, n * ds);
         mesh_status_t st = mesh_broadcast(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, root, NULL,
                                           NULL);
         note_call();
+        const char *call = call_name("broadcast", d, MESH_SUM, n, inplace);
         if (!check_status(st, "broadcast", d, n, inplace))
             for (size_t i = 0; i < n; i++)
                 compare("broadcast", d, MESH_SUM, n, inplace, inplace ? BUF(s) : BUF(r), 0, i,
                         move_value(d, root, i));
+        if (inplace) {
+            CHECK_GUARDS(s, n * ds, call, "buffer");
+        } else {
+            check_same(s, orig, n * ds, call, "sbuf");
+            CHECK_GUARDS(r, n * ds, call, "rbuf");
+        }
+        free(orig);
     }
     free(s);
     free(r);
 }
 
-static void run_allgather(mesh_dtype_t d, size_t n, int inplace, int vary)
+static void run_allgather(mesh_dtype_t d, size_t n, int inplace)
 {
-    size_t ds = mesh_dtype_size(d);
-    size_t *counts = malloc(sizeof(size_t) * size), *displs = malloc(sizeof(size_t) * size), tot = 0;
-    for (int i = 0; i < size; i++) {
-        counts[i] = vary ? n + (size_t)(i % 3) : n;
-        displs[i] = tot + (vary ? 1 : 0); /* gaps between blocks when varying */
-        tot = displs[i] + counts[i];
-    }
-    void *r = xalloc(tot * ds), *s = xalloc(counts[rank] * ds);
-    void *sb = inplace ? (char *)BUF(r) + displs[rank] * ds : BUF(s);
+    size_t ds = mesh_dtype_size(d), tot = n * (size_t)size;
+    void *r = xalloc(tot * ds), *s = xalloc(n * ds);
+    void *sb = inplace ? (char *)BUF(r) + (size_t)rank * n * ds : BUF(s);
     for (rep = 0; rep < reps; rep++) {
         POISON(r, tot * ds);
-        fill(d, sb, 0, counts[rank], move_value, rank);
-        mesh_status_t st = vary ? mesh_allgatherv(comm, sb, BUF(r), counts, displs, d, NULL, NULL)
-                                : mesh_allgather(comm, sb, BUF(r), n, d, NULL, NULL);
+        fill(d, sb, 0, n, move_value, rank);
+        unsigned char *orig = snapshot(s, n * ds);
+        mesh_status_t st = mesh_allgather(comm, sb, BUF(r), n, d, NULL, NULL);
         note_call();
-        if (!check_status(st, vary ? "allgatherv" : "allgather", d, n, inplace))
+        const char *call = call_name("allgather", d, MESH_SUM, n, inplace);
+        if (!check_status(st, "allgather", d, n, inplace))
             for (int p = 0; p < size; p++)
-                for (size_t i = 0; i < counts[p]; i++)
-                    compare(vary ? "allgatherv" : "allgather", d, MESH_SUM, n, inplace, BUF(r),
-                            displs[p], i, move_value(d, p, i));
+                for (size_t i = 0; i < n; i++)
+                    compare("allgather", d, MESH_SUM, n, inplace, BUF(r), (size_t)p * n, i,
+                            move_value(d, p, i));
+        check_same(s, orig, n * ds, call, "sbuf");
+        CHECK_GUARDS(r, tot * ds, call, "rbuf");
+        free(orig);
     }
     free(r);
     free(s);
-    free(counts);
-    free(displs);
 }
 
 static double a2a_value(mesh_dtype_t d, int from, int to, size_t i)
@@ -249,36 +326,28 @@ static double a2a_value(mesh_dtype_t d, int from, int to, size_t i)
     return move_value(d, from * 5 + to, i);
 }
 
-static void run_alltoall(mesh_dtype_t d, size_t n, int inplace, int vary)
+static void run_alltoall(mesh_dtype_t d, size_t n, int inplace)
 {
-    size_t ds = mesh_dtype_size(d);
-    size_t sc[64], sd[64], rc[64], rd[64], stot = 0, rtot = 0;
-    for (int p = 0; p < size; p++) {
-        /* rank a sends n + (a + b) % 3 elements to rank b */
-        sc[p] = vary ? n + (size_t)((rank + p) % 3) : n;
-        rc[p] = vary ? n + (size_t)((p + rank) % 3) : n;
-        sd[p] = stot;
-        rd[p] = rtot;
-        stot += sc[p];
-        rtot += rc[p];
-    }
-    if (inplace && vary) return;
-    void *s = xalloc(stot * ds), *r = xalloc(rtot * ds);
+    size_t ds = mesh_dtype_size(d), tot = n * (size_t)size;
+    void *s = xalloc(tot * ds), *r = xalloc(tot * ds);
     for (rep = 0; rep < reps; rep++) {
-        POISON(r, rtot * ds);
+        POISON(r, tot * ds);
         for (int p = 0; p < size; p++)
-            for (size_t i = 0; i < sc[p]; i++)
-                mesh_dtype_set(d, BUF(s), sd[p] + i, a2a_value(d, rank, p, i));
-        mesh_status_t st;
-        if (vary) st = mesh_alltoallv(comm, BUF(s), sc, sd, BUF(r), rc, rd, d, NULL, NULL);
-        else st = mesh_alltoall(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, NULL, NULL);
+            for (size_t i = 0; i < n; i++)
+                mesh_dtype_set(d, BUF(s), (size_t)p * n + i, a2a_value(d, rank, p, i));
+        unsigned char *orig = inplace ? NULL : snapshot(s, tot * ds);
+        mesh_status_t st = mesh_alltoall(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, NULL, NULL);
         note_call();
+        const char *call = call_name("alltoall", d, MESH_SUM, n, inplace);
         const void *out = inplace ? BUF(s) : BUF(r);
-        if (!check_status(st, vary ? "alltoallv" : "alltoall", d, n, inplace))
+        if (!check_status(st, "alltoall", d, n, inplace))
             for (int p = 0; p < size; p++)
-                for (size_t i = 0; i < rc[p]; i++)
-                    compare(vary ? "alltoallv" : "alltoall", d, MESH_SUM, n, inplace, out, rd[p], i,
+                for (size_t i = 0; i < n; i++)
+                    compare("alltoall", d, MESH_SUM, n, inplace, out, (size_t)p * n, i,
                             a2a_value(d, p, rank, i));
+        if (orig) check_same(s, orig, tot * ds, call, "sbuf");
+        CHECK_GUARDS(inplace ? s : r, tot * ds, call, "rbuf");
+        free(orig);
     }
     free(s);
     free(r);
@@ -291,33 +360,114 @@ static void run_gather_scatter(mesh_coll_type_t type, mesh_dtype_t d, size_t n, 
     void *big = xalloc(all * ds), *small = xalloc(n * ds);
     mesh_status_t st;
     /* the root's own block, in place */
-    void *own = inplace && rank == root ? (char *)BUF(big) + (size_t)root * n * ds : BUF(small);
+    int own_in_big = inplace && rank == root;
+    void *own = own_in_big ? (char *)BUF(big) + (size_t)root * n * ds : BUF(small);
+    const char *what = mesh_coll_type_name(type);
     for (rep = 0; rep < reps; rep++) {
+        unsigned char *orig;
         if (type == MESH_COLL_GATHER) {
             POISON(big, all * ds);
-            void *sb = own;
-            fill(d, sb, 0, n, move_value, rank);
-            st = mesh_gather(comm, sb, BUF(big), n, d, root, NULL, NULL);
+            fill(d, own, 0, n, move_value, rank);
+            orig = snapshot(small, n * ds);
+            st = mesh_gather(comm, own, BUF(big), n, d, root, NULL, NULL);
             note_call();
             if (!check_status(st, "gather", d, n, inplace) && rank == root)
                 for (int p = 0; p < size; p++)
                     for (size_t i = 0; i < n; i++)
                         compare("gather", d, MESH_SUM, n, inplace, BUF(big), (size_t)p * n, i,
                                 move_value(d, p, i));
+            /* only the root's receive buffer is written */
+            const char *call = call_name(what, d, MESH_SUM, n, inplace);
+            size_t zero = 0, len = rank == root ? all * ds : 0;
+            check_outside(big, all * ds, 1, &zero, &len, call, "rbuf");
+            check_same(small, orig, n * ds, call, "sbuf");
         } else {
             POISON(small, n * ds);
+            POISON(big, all * ds);
             if (rank == root)
                 for (int p = 0; p < size; p++) fill(d, BUF(big), (size_t)p * n, n, move_value, p);
-            void *rb = own;
-            st = mesh_scatter(comm, BUF(big), rb, n, d, root, NULL, NULL);
+            orig = snapshot(big, all * ds);
+            st = mesh_scatter(comm, BUF(big), own, n, d, root, NULL, NULL);
             note_call();
             if (!check_status(st, "scatter", d, n, inplace))
                 for (size_t i = 0; i < n; i++)
-                    compare("scatter", d, MESH_SUM, n, inplace, rb, 0, i, move_value(d, rank, i));
+                    compare("scatter", d, MESH_SUM, n, inplace, own, 0, i, move_value(d, rank, i));
+            const char *call = call_name(what, d, MESH_SUM, n, inplace);
+            check_same(big, orig, all * ds, call, "sbuf");
+            size_t zero = 0, len = own_in_big ? 0 : n * ds;
+            check_outside(small, n * ds, 1, &zero, &len, call, "rbuf");
         }
+        free(orig);
     }
     free(big);
     free(small);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* The last rank enters each barrier 50 ms after the others; no rank may leave before it
+ * entered (the clock is the machine's, shared by every rank, simulated nodes included). The
+ * entry times are exchanged after the last repetition, so that repeated barriers replay. */
+static void run_barriers(void)
+{
+    double *in = calloc((size_t)reps, sizeof(double)), *out = calloc((size_t)reps, sizeof(double));
+    double *all = calloc((size_t)reps * (size_t)size, sizeof(double));
+    int ok = 1;
+    if (in == NULL || out == NULL || all == NULL) exit(2);
+    for (rep = 0; rep < reps; rep++) {
+        if (size > 1 && rank == size - 1) usleep(50000);
+        in[rep] = now_s();
+        mesh_status_t st = mesh_barrier(comm, NULL);
+        out[rep] = now_s();
+        note_call();
+        if (check_status(st, "barrier", MESH_UINT8, 0, 0)) ok = 0;
+    }
+    mesh_status_t st = ok ? mesh_allgather(comm, in, all, (size_t)reps, MESH_FP64, NULL, NULL)
+                          : MESH_ERR_INTERNAL;
+    if (ok && st != MESH_OK) FAIL("allgather of the entry times: %s", mesh_comm_last_error(comm));
+    for (int p = 0; p < size && st == MESH_OK; p++)
+        for (int k = 0; k < reps; k++)
+            if (out[k] < all[(size_t)p * (size_t)reps + (size_t)k])
+                FAIL("barrier %d (algo %s): left %.1f ms before rank %d entered", k, algo,
+                     (all[(size_t)p * (size_t)reps + (size_t)k] - out[k]) * 1e3, p);
+    free(in);
+    free(out);
+    free(all);
+}
+
+void for_each_op(mesh_coll_type_t type, mesh_dtype_t d,
+                 void (*fn)(mesh_coll_type_t, mesh_dtype_t, mesh_op_t, mesh_op_t, double, void *),
+                 void *arg)
+{
+    for (int op = 0; op < MESH_OP_COUNT; op++)
+        fn(type, d, (mesh_op_t)op, (mesh_op_t)op, 1.0, arg);
+    /* pre-multiplied sum with scalar 2 */
+    unsigned char scalar[8];
+    mesh_op_t pm;
+    mesh_dtype_set(d, scalar, 0, 2.0);
+    if (mesh_op_create_premul(comm, scalar, d, &pm) != MESH_OK) {
+        FAIL("premul create: %s", mesh_comm_last_error(comm));
+        return;
+    }
+    fn(type, d, (mesh_op_t)MESH_OP_COUNT, pm, 2.0, arg);
+    mesh_op_destroy(comm, pm);
+}
+
+struct red_case {
+    size_t n;
+    int inplace, root;
+};
+
+static void reduction_case(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_t user_op, mesh_op_t op,
+                           double premul, void *arg)
+{
+    struct red_case *c = arg;
+    run_reduction(type, d, user_op, op, c->n, c->inplace, c->root, premul);
 }
 
 static const size_t small_sizes[] = {0, 1, 7, 63, 1023, 1025};
@@ -330,45 +480,23 @@ static void run_type(mesh_coll_type_t type, mesh_dtype_t d, size_t n)
         switch (type) {
         case MESH_COLL_ALLREDUCE:
         case MESH_COLL_REDUCE:
-        case MESH_COLL_REDUCE_SCATTER:
-            for (int op = 0; op <= MESH_OP_COUNT; op++) {
-                if (op == MESH_OP_COUNT) {
-                    /* pre-multiplied sum with scalar 2 */
-                    unsigned char scalar[8];
-                    mesh_op_t pm;
-                    mesh_dtype_set(d, scalar, 0, 2.0);
-                    if (mesh_op_create_premul(comm, scalar, d, &pm) != MESH_OK) {
-                        FAIL("premul create: %s", mesh_comm_last_error(comm));
-                        continue;
-                    }
-                    run_reduction(type, d, (mesh_op_t)MESH_OP_COUNT, pm, n, inplace, root, 2.0);
-                    mesh_op_destroy(comm, pm);
-                } else {
-                    run_reduction(type, d, (mesh_op_t)op, (mesh_op_t)op, n, inplace, root, 1.0);
-                }
-            }
+        case MESH_COLL_REDUCE_SCATTER: {
+            struct red_case c = {n, inplace, root};
+            for_each_op(type, d, reduction_case, &c);
             break;
+        }
         case MESH_COLL_BROADCAST: run_bcast(d, n, inplace, root); break;
-        case MESH_COLL_ALLGATHER:
-            run_allgather(d, n, inplace, 0);
-            run_allgather(d, n, inplace, 1);
-            break;
-        case MESH_COLL_ALLTOALL:
-            run_alltoall(d, n, inplace, 0);
-            run_alltoall(d, n, inplace, 1);
-            break;
+        case MESH_COLL_ALLGATHER: run_allgather(d, n, inplace); break;
+        case MESH_COLL_ALLTOALL: run_alltoall(d, n, inplace); break;
         case MESH_COLL_GATHER:
         case MESH_COLL_SCATTER: run_gather_scatter(type, d, n, inplace, root); break;
         case MESH_COLL_BARRIER:
-            for (rep = 0; rep < reps && inplace == 0 && n == 0; rep++) {
-                mesh_status_t st = mesh_barrier(comm, NULL);
-                note_call();
-                check_status(st, "barrier", MESH_UINT8, 0, 0);
-            }
+            if (inplace == 0 && n == 0) run_barriers();
             break;
         default: break;
         }
     }
+    run_v(type, d, n);
 }
 
 int main(int argc, char **argv)

@@ -1,9 +1,11 @@
 /*
  * Peer failure: N ranks run all-reduces; the last rank kills itself with SIGKILL in the middle
  * of one. Every survivor must return an error that names the dead rank within the timeout, and
- * never hang. The program launches its own ranks (so that the survivors are not killed by a
- * launcher) and checks them.
- *   fault [NRANKS] [MESH_TLS value]
+ * never hang. With "stop", the last rank stops itself (SIGSTOP) instead, alive but silent, and
+ * the survivors have unequal timeouts (rank r waits MESH_TIMEOUT * (r + 1)): every survivor must
+ * name the stopped rank, not the survivor that timed out first. The program launches its own
+ * ranks (so that the survivors are not killed by a launcher) and checks them.
+ *   fault [NRANKS] [MESH_TLS value or ""] [stop]
  */
 #include "mesh.h"
 #include <signal.h>
@@ -22,10 +24,16 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static int stop_mode;
+
 static int rank_main(void)
 {
     mesh_comm_h comm;
-    mesh_status_t st = mesh_comm_init_env(&comm);
+    int my_rank = atoi(getenv("MESH_RANK"));
+    /* unequal timeouts: the first survivor to give up must not be taken for the culprit */
+    mesh_comm_params_t params = {.field_mask = MESH_COMM_PARAM_FIELD_TIMEOUT,
+                                 .timeout_s = atof(getenv("MESH_TIMEOUT")) * (my_rank + 1)};
+    mesh_status_t st = mesh_comm_init(&comm, stop_mode ? &params : NULL);
     if (st != MESH_OK) {
         fprintf(stderr, "init: %s\n", mesh_comm_last_error(NULL));
         return 3;
@@ -38,9 +46,9 @@ static int rank_main(void)
         st = mesh_allreduce(comm, a, b, n, MESH_FP32, MESH_SUM, NULL, &req);
         if (st == MESH_OK) {
             if (rank == victim && it == 3) {
-                /* die with the collective half done */
+                /* die (or stop) with the collective half done */
                 for (int k = 0; k < 50; k++) mesh_progress();
-                raise(SIGKILL);
+                raise(stop_mode ? SIGSTOP : SIGKILL);
             }
             double t0 = now();
             st = mesh_wait(req);
@@ -53,6 +61,9 @@ static int rank_main(void)
                 printf("rank %d: %s after %.2f s: %s\n", rank, mesh_status_string(st), waited, msg);
                 int ok = (st == MESH_ERR_PEER_FAILED || st == MESH_ERR_TIMEOUT) &&
                          strstr(msg, want) != NULL;
+                if (stop_mode)
+                    ok = ok && st == MESH_ERR_TIMEOUT && strstr(msg, "stopped answering") &&
+                         waited < atof(getenv("MESH_TIMEOUT")) + 3;
                 /* every later call fails fast too */
                 int x = 0;
                 mesh_status_t again = mesh_allreduce(comm, &x, &x, 1, MESH_INT32, MESH_SUM, NULL, NULL);
@@ -70,9 +81,10 @@ static int rank_main(void)
 
 int main(int argc, char **argv)
 {
+    stop_mode = argc > 3 && strcmp(argv[3], "stop") == 0;
     if (getenv("MESH_RANK")) return rank_main();
     int n = argc > 1 ? atoi(argv[1]) : 3;
-    if (argc > 2) setenv("MESH_TLS", argv[2], 1);
+    if (argc > 2 && argv[2][0]) setenv("MESH_TLS", argv[2], 1);
     unsigned short port;
     getrandom(&port, sizeof(port), 0);
     port = 20000 + port % 40000;
@@ -98,6 +110,7 @@ int main(int argc, char **argv)
     int bad = 0;
     for (int r = 0; r < n; r++) {
         int status;
+        if (stop_mode && r == n - 1) kill(pids[r], SIGKILL); /* the survivors are done */
         waitpid(pids[r], &status, 0);
         if (r == n - 1) {
             if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
@@ -112,8 +125,9 @@ int main(int argc, char **argv)
         }
     }
     double took = now() - t0;
-    printf("fault: %d ranks, %s, all survivors reported the failure in %.1f s (timeout %.0f s)\n", n,
-           getenv("MESH_TLS") ? getenv("MESH_TLS") : "default transports", took, timeout);
+    printf("fault: %d ranks, %s, %s: all survivors reported it in %.1f s (timeout %.0f s)\n", n,
+           getenv("MESH_TLS") ? getenv("MESH_TLS") : "default transports",
+           stop_mode ? "a stopped rank, unequal timeouts" : "a killed rank", took, timeout);
     if (took > timeout + 20) {
         fprintf(stderr, "took longer than the timeout allows\n");
         bad = 1;

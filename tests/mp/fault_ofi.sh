@@ -9,6 +9,7 @@ command -v fi_info >/dev/null 2>&1 || { echo "fi_info not found"; exit 77; }
 fi_info -p tcp -t FI_EP_RDM >/dev/null 2>&1 || { echo "libfabric provider tcp absent"; exit 77; }
 export MESH_TIMEOUT=10
 FI_PROVIDER=tcp "$b/tests/mp/fault" 4 self,ofi
+FI_PROVIDER=tcp MESH_TIMEOUT=2 "$b/tests/mp/fault" 3 self,ofi stop
 if fi_info -p shm -t FI_EP_RDM >/dev/null 2>&1; then
     FI_PROVIDER=shm "$b/tests/mp/fault" 3 self,ofi
 fi

@@ -22,3 +22,4 @@ for m in peer none; do
 done
 MESH_UCX_ERR_MODE=peer "$b/tests/mp/fault" 4 self,ucx
 MESH_UCX_ERR_MODE=none "$b/tests/mp/fault" 3 self,ucx
+MESH_UCX_ERR_MODE=none MESH_TIMEOUT=2 "$b/tests/mp/fault" 3 self,ucx stop

@@ -8,9 +8,17 @@ export MESH_TIMEOUT=${MESH_TIMEOUT:-20}
 export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
 "$b/tests/nccl/nccl_abi" || exit 1
 if [ -x "$b/tests/nccl/nccl_abi_preload" ]; then
-    lib=$(cd "$b/nccl/.libs" && pwd)/libnccl.so.2
+    dir=$(cd "$b/nccl/.libs" && pwd)
+    lib=$dir/libnccl.so.2 path=${LD_LIBRARY_PATH:-}
+    case $dir in
+    *" "*)
+        # LD_PRELOAD splits at spaces: name the library and let LD_LIBRARY_PATH, which does
+        # not, find it (the program checks which one it got)
+        lib=libnccl.so.2 path=$dir${path:+:$path} ;;
+    esac
     echo "linked to NVIDIA's libnccl.so.2, with LD_PRELOAD=$lib:"
     # a sanitized build needs its runtime first in the preload list
     asan=$(ldd "$b/tests/nccl/nccl_abi_preload" 2>/dev/null | awk '/libasan/ {print $3}')
-    LD_PRELOAD="${asan:+$asan }$lib" "$b/tests/nccl/nccl_abi_preload" || exit 1
+    LD_LIBRARY_PATH=$path LD_PRELOAD="${asan:+$asan }$lib" "$b/tests/nccl/nccl_abi_preload" ||
+        exit 1
 fi

@@ -104,8 +104,9 @@ static int errors_rank(int rank, int size, void *arg)
         CHECK(setenv("MESH_RANK", "2", 1) == 0 && setenv("MESH_SIZE", "2", 1) == 0);
         CHECK(setenv("MESH_ADDR", "127.0.0.1:1", 1) == 0);
         st = mesh_bootstrap_env_create(1, &bs);
-        CHECK_MSG(st == MESH_ERR_INVALID_ARG && strstr(mesh_error_last(), "rank 2"), "%s: %s",
-                  mesh_status_string(st), mesh_error_last());
+        CHECK_MSG(st == MESH_ERR_INVALID_ARG &&
+                      strstr(mesh_error_last(), "MESH_RANK=2 is not below MESH_SIZE=2"),
+                  "%s: %s", mesh_status_string(st), mesh_error_last());
         break;
     case 3:
         CHECK(setenv("RANK", "0", 1) == 0 && setenv("WORLD_SIZE", "2", 1) == 0);
@@ -131,6 +132,30 @@ static int errors_rank(int rank, int size, void *arg)
                   mesh_error_last());
         break;
     }
+    case 6:
+        /* set, but to a bad value: said so, never "not set" */
+        CHECK(setenv("MESH_RANK", "0", 1) == 0 && setenv("MESH_SIZE", "0", 1) == 0);
+        CHECK(setenv("MESH_ADDR", "127.0.0.1:1", 1) == 0);
+        st = mesh_bootstrap_env_create(1, &bs);
+        CHECK_MSG(st == MESH_ERR_INVALID_ARG &&
+                      strstr(mesh_error_last(), "MESH_SIZE=0 must be at least 1"),
+                  "%s: %s", mesh_status_string(st), mesh_error_last());
+        break;
+    case 7:
+        CHECK(setenv("RANK", "two", 1) == 0 && setenv("WORLD_SIZE", "2", 1) == 0);
+        CHECK(setenv("MASTER_ADDR", "127.0.0.1", 1) == 0 && setenv("MASTER_PORT", "1", 1) == 0);
+        st = mesh_bootstrap_env_create(1, &bs);
+        CHECK_MSG(st == MESH_ERR_INVALID_ARG && strstr(mesh_error_last(), "RANK=two is not a rank"),
+                  "%s: %s", mesh_status_string(st), mesh_error_last());
+        break;
+    case 8:
+        CHECK(setenv("RANK", "0", 1) == 0 && setenv("WORLD_SIZE", "2", 1) == 0);
+        CHECK(setenv("MASTER_ADDR", "127.0.0.1", 1) == 0 && setenv("MASTER_PORT", "x", 1) == 0);
+        st = mesh_bootstrap_env_create(1, &bs);
+        CHECK_MSG(st == MESH_ERR_INVALID_ARG &&
+                      strstr(mesh_error_last(), "MASTER_PORT=x is not a port"),
+                  "%s: %s", mesh_status_string(st), mesh_error_last());
+        break;
     }
     CHECK(bs == NULL);
     return 0;
@@ -141,7 +166,7 @@ int main(void)
     static const int sizes[] = {1, 2, 3, 5, 8};
     alarm(2 * TB_WATCHDOG_S);
 
-    for (int c = 0; c < 6; c++)
+    for (int c = 0; c < 9; c++)
         CHECK_MSG(tb_run_ranks(1, errors_rank, &c, "env errors") == 0, "%d", c);
     printf("ok missing or partial launcher variables are reported; MESH_SOCKET_IFNAME works\n");
 

@@ -7,7 +7,7 @@
 #define SHORT_TIMEOUT 2.0
 
 static mesh_unique_id_t g_id;
-static char g_log[256];
+static char g_dir[4096], g_log[4200];
 
 enum { EXIT_JOINED = 0, EXIT_REFUSED = 3 };
 
@@ -86,7 +86,8 @@ static void test_intruders(void)
     pid_t root[3], ranks[6], bad[2];
     char want[3] = {1, 0, 0};
     CHECK(pipe(p) == 0);
-    snprintf(g_log, sizeof(g_log), "/tmp/mesh-test-bootstrap-%d.log", (int)getpid());
+    th_tmpdir(g_dir, sizeof(g_dir), "mesh-test-bootstrap");
+    snprintf(g_log, sizeof(g_log), "%s/log", g_dir);
     tb_fork_ranks(n, want, real_rank, &p[1], root);
     CHECK(read(p[0], &g_id, sizeof(g_id)) == sizeof(g_id));
 
@@ -140,6 +141,7 @@ static void test_intruders(void)
 
     const char *log = tb_slurp(g_log);
     unlink(g_log);
+    rmdir(g_dir);
     CHECK_MSG(strstr(log, "wrong secret") != NULL, "log:\n%s", log);
     CHECK_MSG(strstr(log, "size 6, expected 3") != NULL, "log:\n%s", log);
     CHECK_MSG(strstr(log, "not a mesh hello") != NULL, "log:\n%s", log);

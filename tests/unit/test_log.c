@@ -43,9 +43,8 @@ static void *other_thread(void *arg)
 
 int main(void)
 {
-    char dir[] = "/tmp/mesh-test-log-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char pattern[256], path[256];
+    char dir[4096], pattern[4200], path[4200];
+    th_tmpdir(dir, sizeof(dir), "mesh-test-log");
     snprintf(pattern, sizeof(pattern), "%s/log-%%h-%%p.txt", dir);
     char host[64] = "";
     gethostname(host, sizeof(host) - 1);

@@ -4,7 +4,9 @@
  * exact contents and byte counts for sizes from 0 to 9 MiB with receives posted before and after
  * the data arrives, many outstanding tags between one pair received in reverse order, all pairs
  * at once, and that a peer killed with SIGKILL turns into MESH_ERR_PEER_FAILED on every
- * survivor, and that wireup with a peer that never connects times out naming it. Addresses
+ * survivor, and that wireup with a peer that never connects times out naming it. Receives
+ * shorter than their messages fail with MESH_ERR_TRUNCATED and write nothing past the buffer,
+ * with the endpoint still usable afterwards. Addresses
  * are exchanged through shared memory, not the bootstrap. The whole suite runs again with
  * MESH_SHM_CMA=0 (large messages through the ring) and with cross-memory attach refused by the
  * kernel (the EPERM fallback). Usage: test_tl [transport] ; alarm() watchdogs bound every process.
@@ -179,6 +181,85 @@ static void test_sizes(int late, unsigned flags)
     }
 }
 
+/* Receives shorter than their messages, by one byte and by more, eager and rendezvous sizes
+ * (eager limits: shm 16 KiB, verbs 8 KiB, ucx 1 MiB here; tcp and ofi pieces of 512 KiB and
+ * MESH_OFI_MAX_MSG), posted before the message arrives and after (late): every one fails with
+ * MESH_ERR_TRUNCATED and the message's length, the error names the peer and both sizes, the
+ * bytes after the receive buffer stay as they were, and the sends complete. test_tags, which
+ * runs next, shows the endpoints still deliver what follows. */
+static void test_truncate(int late)
+{
+    static const size_t cases[][2] = {{0, 1},           {63, 64},          {40, 1000},
+                                      {16383, 16384},  {16384, 16400},    {65536, 65537},
+                                      {100, 200000},   {1 << 20, (1 << 20) + 1},
+                                      {(1 << 20) - 1, 3u << 20}};
+    enum { NC = sizeof(cases) / sizeof(cases[0]), TAIL = 64 };
+    int pl[MAX_RANKS], np = peers(pl);
+    for (int c = 0; c < NC; c++) {
+        size_t cap = cases[c][0], len = cases[c][1];
+        unsigned char *sbuf = malloc(len), *rbuf[MAX_RANKS];
+        mesh_tl_op_t sop[MAX_RANKS] = {0}, rop[MAX_RANKS] = {0};
+        mesh_tl_op_t *all[2 * MAX_RANKS];
+        uint64_t tag = (0x75ull << 40) | ((uint64_t)late << 32) | (uint64_t)c;
+        CHECK(sbuf);
+        memset(sbuf, 0x5c, len);
+        for (int i = 0; i < np; i++) {
+            rbuf[i] = malloc(cap + TAIL);
+            CHECK(rbuf[i]);
+            memset(rbuf[i], 0xee, cap + TAIL);
+        }
+        if (!late) {
+            for (int i = 0; i < np; i++)
+                CHECK(mesh_tl_irecv(g_ep[pl[i]], tag, rbuf[i], cap, &rop[i]) == MESH_OK);
+            barrier();
+        }
+        mesh_error_clear();
+        for (int i = 0; i < np; i++)
+            CHECK(mesh_tl_isend(g_ep[pl[i]], tag, sbuf, len, &sop[i]) == MESH_OK);
+        if (late) {
+            double t = mesh_time() + 0.05;
+            while (mesh_time() < t)
+                mesh_tl_progress(g_iface);
+            barrier();
+            for (int i = 0; i < np; i++)
+                CHECK(mesh_tl_irecv(g_ep[pl[i]], tag, rbuf[i], cap, &rop[i]) == MESH_OK);
+        }
+        for (int i = 0; i < np; i++) {
+            all[2 * i] = &sop[i];
+            all[2 * i + 1] = &rop[i];
+        }
+        wait_all(all, 2 * np, WAIT_S);
+        char want_len[48], want_cap[48];
+        snprintf(want_len, sizeof(want_len), " %zu-byte message from rank ", len);
+        snprintf(want_cap, sizeof(want_cap), " %zu-byte receive", cap);
+        const char *msg = mesh_error_last();
+        for (int i = 0; i < np; i++) {
+            const char *how = late ? "late" : "early";
+            CHECK_MSG(rop[i].status == MESH_ERR_TRUNCATED,
+                      "%s: %s receive of %zu bytes from rank %d, message of %zu: status %d",
+                      g_ops->name, how, cap, pl[i], len, rop[i].status);
+            CHECK_MSG(rop[i].length == len || rop[i].length == 0,
+                      "%s: %s receive of %zu bytes from rank %d: length %zu, message of %zu",
+                      g_ops->name, how, cap, pl[i], rop[i].length, len);
+            CHECK_MSG(sop[i].status == MESH_OK, "%s: send of %zu bytes to rank %d: status %d",
+                      g_ops->name, len, pl[i], sop[i].status);
+            for (size_t j = 0; j < TAIL; j++)
+                CHECK_MSG(rbuf[i][cap + j] == 0xee,
+                          "%s: %s receive of %zu bytes from rank %d (message %zu): byte %zu past "
+                          "the buffer was written",
+                          g_ops->name, how, cap, pl[i], len, j);
+            free(rbuf[i]);
+        }
+        /* the last failure of this rank: the peer and both sizes */
+        CHECK_MSG(strstr(msg, want_cap) && (strstr(msg, want_len) || rop[np - 1].length == 0) &&
+                      strstr(msg, "rank "),
+                  "%s: truncation message '%s' does not name the peer and both sizes (%zu, %zu)",
+                  g_ops->name, msg, len, cap);
+        free(sbuf);
+        barrier();
+    }
+}
+
 /* Many tags outstanding between each pair, received in reverse order, mixed sizes. */
 #define NTAGS 48
 static void test_tags(void)
@@ -270,6 +351,51 @@ static void test_kill(void)
     free(rbuf);
 }
 
+/* The last rank sends two messages to rank 0 and exits at once; rank 0, which posted one
+ * receive before and does nothing until the process is gone, then asks whether the peer is
+ * alive and posts the other receive: both must still deliver, since the bytes were sent before
+ * the peer left (a peer that finished its part and left is no failure). */
+static void test_send_and_leave(void)
+{
+    int last = g_size - 1;
+    unsigned char a[100], b[100];
+    mesh_tl_op_t ra = {0}, rb = {0}, sa = {0}, sb = {0};
+    if (g_rank == 0) {
+        memset(a, 0, sizeof(a));
+        memset(b, 0, sizeof(b));
+        CHECK(mesh_tl_irecv(g_ep[last], 0x31, a, sizeof(a), &ra) == MESH_OK);
+    }
+    barrier();
+    if (g_rank == last) {
+        fill(a, last, 0, sizeof(a));
+        fill(b, last, 1, sizeof(b));
+        CHECK(mesh_tl_isend(g_ep[0], 0x31, a, sizeof(a), &sa) == MESH_OK);
+        CHECK(mesh_tl_isend(g_ep[0], 0x32, b, sizeof(b), &sb) == MESH_OK);
+        mesh_tl_op_t *all[2] = {&sa, &sb};
+        wait_all(all, 2, WAIT_S);
+        CHECK(sa.status == MESH_OK && sb.status == MESH_OK);
+        _exit(0);
+    }
+    if (g_rank != 0) return;
+    double t0 = mesh_time();
+    while (!mesh_context_pid_gone(sh->pid[last], mesh_context_pidns())) {
+        CHECK_MSG(mesh_time() - t0 < WAIT_S, "rank %d did not exit", last);
+        usleep(1000);
+    }
+    CHECK_MSG(g_ops->ep_check(g_ep[last]) == MESH_OK || ra.status == MESH_OK,
+              "%s: a peer that sent and left counts as failed before its message was read",
+              g_ops->name);
+    CHECK(mesh_tl_irecv(g_ep[last], 0x32, b, sizeof(b), &rb) == MESH_OK);
+    mesh_tl_op_t *all[2] = {&ra, &rb};
+    wait_all(all, 2, WAIT_S);
+    CHECK_MSG(ra.status == MESH_OK && rb.status == MESH_OK && ra.length == sizeof(a) &&
+                  rb.length == sizeof(b),
+              "%s: messages of a peer that left: status %d, %d, lengths %zu, %zu", g_ops->name,
+              ra.status, rb.status, ra.length, rb.length);
+    verify(a, last, 0, sizeof(a), "sent before leaving");
+    verify(b, last, 1, sizeof(b), "sent before leaving");
+}
+
 /* Rank 0 never creates its endpoint to the last rank: the last rank's wireup must time out at
  * its deadline and name rank 0 (a transport whose endpoints need nothing from the peer may
  * also succeed). */
@@ -352,7 +478,9 @@ static int child(int rank, int size, uint64_t uid, int kill_case, int no_ptrace)
     }
     CHECK(g_ops->wireup(g_iface, mesh_time() + 20) == MESH_OK);
     barrier();
-    if (kill_case) {
+    if (kill_case == 4) {
+        test_send_and_leave();
+    } else if (kill_case) {
         test_kill();
     } else {
         test_sizes(0, 0);
@@ -361,6 +489,8 @@ static int child(int rank, int size, uint64_t uid, int kill_case, int no_ptrace)
         /* sends whose buffer is written right after: eager up to a larger size on shm */
         test_sizes(0, MESH_TL_OP_SRC_REUSED);
         test_sizes(1, MESH_TL_OP_SRC_REUSED);
+        test_truncate(0);
+        test_truncate(1);
         test_tags();
     }
     for (int p = 0; p < size; p++)
@@ -492,6 +622,13 @@ int main(int argc, char **argv)
                 printf("%-5s n=%d killed before wireup: %s\n", ops->name, n, bad ? "FAILED" : "ok");
                 failures += bad;
                 ran++;
+                /* where a completed send means the bytes are in the peer's ring or kernel */
+                if (strcmp(ops->name, "shm") == 0 || strcmp(ops->name, "tcp") == 0) {
+                    bad = run_case(ops, n, 4, no_ptrace);
+                    printf("%-5s n=%d sent and left: %s\n", ops->name, n, bad ? "FAILED" : "ok");
+                    failures += bad;
+                    ran++;
+                }
             }
         }
         fflush(stdout);

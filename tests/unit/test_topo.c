@@ -207,10 +207,9 @@ static void test_process_topology(void)
     CHECK(s.cpu_first == 16 && s.cpu_last == 31 && s.cpu_count == 16);
     CHECK(mesh_topo_summary(0, &s) == MESH_OK && s.gpu == 6);
 
-    char path[] = "/tmp/mesh-topo-XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    close(fd);
+    char dir[4096], path[4200];
+    th_tmpdir(dir, sizeof(dir), "mesh-topo");
+    snprintf(path, sizeof(path), "%s/topo.xml", dir);
     CHECK(mesh_topo_export(t, path) == MESH_OK);
     mesh_topo_t *back = NULL;
     CHECK(mesh_topo_load(path, &back) == MESH_OK);
@@ -218,6 +217,7 @@ static void test_process_topology(void)
     check_gpu(back, 7, "0000:c1:00.0", "mlx5_7", 4, "16-31", 16, 31, 16, 1);
     mesh_topo_free(back);
     unlink(path);
+    rmdir(dir);
     CHECK(mesh_topo_export(t, "/nonexistent-dir/x.xml") == MESH_ERR_IO);
 }
 

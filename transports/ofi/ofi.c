@@ -30,7 +30,7 @@ static const mesh_config_entry_t ofi_config_entries[] = {
     {"OFI_MAX_MSG", "0", MESH_CFG_SIZE,
      "Largest message handed to libfabric in one piece (larger ones travel in pieces); 0: the "
      "provider's max_msg_size.",
-     NULL},
+     NULL, "0.."},
     {NULL, NULL, 0, NULL, NULL},
 };
 
@@ -173,6 +173,9 @@ static void ofi_close_fids(mesh_tl_ofi_iface_t *oi)
     if (oi->info)
         fi_freeinfo(oi->info);
     oi->info = NULL;
+    if (oi->sink)
+        munmap(oi->sink, oi->sink_len);
+    oi->sink = NULL;
 }
 
 /* Whether this process maps /dev/shm/name. */
@@ -309,6 +312,13 @@ static mesh_status_t ofi_open(const mesh_tl_open_params_t *params, mesh_tl_iface
     if (lim && lim < oi->max_msg)
         oi->max_msg = lim;
     MESH_CHECK_GOTO(ofi_open_fids(oi), st, err);
+    if (fi->rx_attr->iov_limit >= 2) {
+        oi->sink_len = oi->max_msg < MESH_TL_OFI_SINK ? oi->max_msg : MESH_TL_OFI_SINK;
+        oi->sink = mmap(NULL, oi->sink_len, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (oi->sink == MAP_FAILED)
+            oi->sink = NULL;
+    }
     oi->hello = (mesh_tl_ofi_hello_t){
         .magic = MESH_TL_OFI_MAGIC, .rank = (uint32_t)params->rank, .comm_uid = params->comm_uid};
     for (int i = 0; i < MESH_TL_OFI_NCTRL; i++)

@@ -18,6 +18,7 @@
 #define MESH_TL_OFI_VERSION FI_VERSION(1, 9)
 #define MESH_TL_OFI_NCTRL   8   /* untagged receives kept posted for hellos */
 #define MESH_TL_OFI_CQ_BATCH 32 /* completions read per fi_cq_read */
+#define MESH_TL_OFI_SINK     ((size_t)64 << 20) /* room for the excess of a too long message */
 /* Seconds between liveness checks of peers with pending operations. */
 #define MESH_TL_OFI_CHECK_S 0.05
 
@@ -58,6 +59,8 @@ typedef struct mesh_tl_ofi_req {
     size_t cap;   /* bytes the receive may still take */
     size_t done;  /* bytes received so far */
     uint64_t wtag;
+    size_t piece;   /* receive: bytes of the buffer the posted piece may take */
+    int held;       /* receive: may take pieces, so later receives of its tag wait */
     int last_piece; /* send: this piece completes the operation */
 } mesh_tl_ofi_req_t;
 
@@ -98,6 +101,11 @@ typedef struct {
     int rma;           /* FI_RMA granted */
     uint64_t mr_mode;
     size_t max_msg;    /* larger messages travel in pieces of this size */
+    /* Where the bytes of a message beyond its receive go (never read; pages only where
+     * written), so that the provider never truncates: libfabric's tcp provider closes the
+     * connection on a truncated receive, and its shm provider may hang on one. */
+    void *sink;
+    size_t sink_len;
     mesh_tl_ofi_ep_t **eps;  /* [size] */
     unsigned char *hello_in; /* [size] hello received from rank */
     mesh_tl_ofi_hello_t hello;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 static mesh_tl_ofi_iface_t *ofi_iface(mesh_tl_ofi_ep_t *ep)
 {
@@ -167,7 +168,18 @@ static int recv_piece(mesh_tl_ofi_ep_t *ep, mesh_tl_ofi_req_t *r)
     size_t left = r->cap - r->done;
     size_t piece = left < oi->max_msg ? left : oi->max_msg;
     fi_addr_t src = oi->directed ? ep->fi_addr : FI_ADDR_UNSPEC;
-    ssize_t rc = fi_trecv(oi->ep, r->buf + r->done, piece, NULL, src, r->wtag, 0, &r->ctx);
+    ssize_t rc;
+    r->piece = piece;
+    if (oi->sink && piece < oi->max_msg) {
+        /* the receive's last piece: what a longer message brings beyond it lands in the sink */
+        struct iovec iov[2] = {{r->buf + r->done, piece}, {oi->sink, oi->sink_len}};
+        if (piece == 0)
+            rc = fi_trecv(oi->ep, oi->sink, oi->sink_len, NULL, src, r->wtag, 0, &r->ctx);
+        else
+            rc = fi_trecvv(oi->ep, iov, NULL, 2, src, r->wtag, 0, &r->ctx);
+    } else {
+        rc = fi_trecv(oi->ep, r->buf + r->done, piece, NULL, src, r->wtag, 0, &r->ctx);
+    }
     if (rc == -FI_EAGAIN)
         return 1;
     if (rc != 0) {
@@ -186,7 +198,7 @@ static int tag_held(mesh_tl_ofi_ep_t *ep, uint64_t wtag)
     if (!ep->chunking)
         return 0;
     for (mesh_tl_ofi_req_t *r = ep->inflight; r; r = r->next)
-        if (r->kind == OFI_REQ_RECV && r->op && r->cap >= ofi_iface(ep)->max_msg && r->wtag == wtag)
+        if (r->kind == OFI_REQ_RECV && r->held && r->wtag == wtag)
             return 1;
     return 0;
 }
@@ -213,8 +225,10 @@ static int recv_post(mesh_tl_ofi_ep_t *ep, mesh_tl_op_t *op)
         return rc;
     }
     list_add(&ep->inflight, r);
-    if (r->cap >= oi->max_msg)
+    if (r->cap >= oi->max_msg) {
+        r->held = 1;
         ep->chunking++;
+    }
     return 0;
 }
 
@@ -433,10 +447,14 @@ static int on_send(mesh_tl_ofi_iface_t *oi, mesh_tl_ofi_req_t *r)
     return 0;
 }
 
+static int on_truncated(mesh_tl_ofi_iface_t *oi, mesh_tl_ofi_req_t *r, size_t piece);
+
 static int on_recv(mesh_tl_ofi_iface_t *oi, mesh_tl_ofi_req_t *r, size_t got)
 {
     mesh_tl_ofi_ep_t *ep = r->ep;
     r->posted = 0;
+    if (got > r->piece) /* the sink took the rest */
+        return on_truncated(oi, r, got);
     r->done += got;
     if (got >= oi->max_msg) {
         /* a full piece: more follow (an empty one when the length is a multiple) */
@@ -446,11 +464,44 @@ static int on_recv(mesh_tl_ofi_iface_t *oi, mesh_tl_ofi_req_t *r, size_t got)
         return rc == 0 ? 1 : 0;
     }
     mesh_tl_op_t *op = r->op;
-    if (r->cap >= oi->max_msg)
+    if (r->held)
         ep->chunking--;
     req_retire(oi, r);
+    if (op == NULL) /* the empty last piece of a truncated message */
+        return 0;
     op_done(ep, op, r->done, MESH_OK);
     return 1;
+}
+
+/* A piece of `piece` bytes did not fit the receive. The receive fails (with the message's
+ * length when this piece ended it); when more pieces follow, the request takes them into the
+ * sink, so that the sender completes and no later receive of the tag gets them. */
+static int on_truncated(mesh_tl_ofi_iface_t *oi, mesh_tl_ofi_req_t *r, size_t piece)
+{
+    mesh_tl_ofi_ep_t *ep = r->ep;
+    int done = 0;
+    if (r->op != NULL) {
+        mesh_tl_op_t *op = r->op;
+        size_t len = piece < oi->max_msg ? r->done + piece : 0;
+        r->op = NULL;
+        op_done(ep, op, len, mesh_tl_truncated(&ep->super, len, mesh_tl_op_len(op)));
+        done = 1;
+    }
+    if (piece >= oi->max_msg) {
+        if (!r->held) {
+            r->held = 1;
+            ep->chunking++;
+        }
+        r->cap = r->done; /* empty receives from now on */
+        if (recv_piece(ep, r) == 1)
+            return done + mesh_tl_ofi_ep_fail(ep, MESH_ERR_IO,
+                                              "the provider refused the next piece");
+        return done;
+    }
+    if (r->held)
+        ep->chunking--;
+    req_retire(oi, r);
+    return done;
 }
 
 static int on_completion(mesh_tl_ofi_iface_t *oi, const struct fi_cq_tagged_entry *e)
@@ -504,18 +555,9 @@ static int on_error(mesh_tl_ofi_iface_t *oi, const struct fi_cq_err_entry *e)
         req_retire(oi, r);
         return 0;
     }
-    mesh_tl_op_t *op = r->op;
-    if (r->kind == OFI_REQ_RECV && e->err == FI_ETRUNC) {
-        if (r->cap >= oi->max_msg)
-            ep->chunking--;
-        req_retire(oi, r);
-        op_done(ep, op, 0,
-                mesh_error(MESH_ERR_INVALID_ARG,
-                           "message with tag 0x%llx from rank %d exceeds the %zu-byte receive",
-                           (unsigned long long)mesh_tl_op_tag(op), ep->super.peer,
-                           mesh_tl_op_len(op)));
-        return 1;
-    }
+    /* the shm provider reports the error negated */
+    if (r->kind == OFI_REQ_RECV && (e->err == FI_ETRUNC || e->err == -FI_ETRUNC))
+        return on_truncated(oi, r, e->len + e->olen);
     char why[160], prov[96];
     const char *detail = fi_cq_strerror(oi->cq, e->prov_errno, e->err_data, prov, sizeof(prov));
     snprintf(why, sizeof(why), "%s (%s)", fi_strerror(e->err), detail ? detail : "");

@@ -45,10 +45,7 @@ static mesh_status_t self_deliver(mesh_tl_self_iface_t *si, mesh_tl_op_t *rop, c
 {
     size_t cap = mesh_tl_op_len(rop);
     if (len > cap) {
-        self_defer(si, rop, 0,
-                   mesh_error(MESH_ERR_INVALID_ARG,
-                              "message of %zu bytes with tag 0x%llx exceeds the %zu-byte receive",
-                              len, (unsigned long long)mesh_tl_op_tag(rop), cap));
+        self_defer(si, rop, len, mesh_tl_truncated(&si->ep, len, cap));
         return MESH_OK;
     }
     if (len)

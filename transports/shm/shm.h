@@ -182,6 +182,8 @@ mesh_status_t mesh_tl_shm_irecv(mesh_tl_ep_t *ep, uint64_t tag, void *buf, size_
                                 mesh_tl_op_t *op);
 /* Moves data of one endpoint; returns completions. */
 int mesh_tl_shm_ep_progress(mesh_tl_shm_ep_t *ep);
+/* Reads what the ring holds (no cross-memory reads, no sends); returns completions. */
+int mesh_tl_shm_ep_drain(mesh_tl_shm_ep_t *ep);
 /* Completes every operation of the endpoint with status; returns how many. */
 int mesh_tl_shm_ep_fail_ops(mesh_tl_shm_ep_t *ep, mesh_status_t status);
 void mesh_tl_shm_ep_free(mesh_tl_shm_ep_t *ep);

@@ -33,12 +33,10 @@ static void op_done(mesh_tl_shm_ep_t *ep, mesh_tl_op_t *op, size_t len, mesh_sta
     mesh_tl_op_complete(op, len, st);
 }
 
-static mesh_status_t truncation(mesh_tl_shm_ep_t *ep, uint64_t tag, size_t len, size_t cap)
+/* A receive too small for its message fails; the message is dropped. */
+static void truncated(mesh_tl_shm_ep_t *ep, mesh_tl_op_t *op, size_t len)
 {
-    return mesh_error(MESH_ERR_INVALID_ARG,
-                      "message of %zu bytes with tag 0x%llx from rank %d exceeds the %zu-byte "
-                      "receive",
-                      len, (unsigned long long)tag, ep->super.peer, cap);
+    op_done(ep, op, len, mesh_tl_truncated(&ep->super, len, mesh_tl_op_len(op)));
 }
 
 /* Removes op from q by identity; 1 when it was there. */
@@ -172,7 +170,7 @@ static int rndv_start(mesh_tl_shm_ep_t *ep, mesh_tl_op_t *op, const mesh_tl_shm_
         /* the sender only needs to be released */
         if (ctrl_push(ep, SHM_PKT_FIN, pkt->tag, pkt->cookie, 0) != 0)
             return mesh_tl_shm_ep_fail(ep, MESH_ERR_NO_MEMORY, "no memory for a control packet");
-        op_done(ep, op, 0, truncation(ep, pkt->tag, pkt->len, mesh_tl_op_len(op)));
+        truncated(ep, op, pkt->len);
         return 1;
     }
     if (ep->cma_broken || !si->cma) {
@@ -220,7 +218,7 @@ mesh_status_t mesh_tl_shm_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
             return MESH_OK;
         }
         if (u->len > len) {
-            op_done(ep, op, 0, truncation(ep, tag, u->len, len));
+            truncated(ep, op, u->len);
             if (u->complete)
                 unexp_free(ep, u);
             else
@@ -476,7 +474,7 @@ static int on_packet(mesh_tl_shm_ep_t *ep)
         ep->rx_dst = NULL;
         op = mesh_tl_opq_take_tag(&ep->posted, p->tag);
         if (op && p->len > mesh_tl_op_len(op)) {
-            op_done(ep, op, 0, truncation(ep, p->tag, p->len, mesh_tl_op_len(op)));
+            truncated(ep, op, p->len);
             done++;
         } else if (op) {
             ep->rx_op = op;
@@ -680,6 +678,19 @@ static int reads_progress(mesh_tl_shm_ep_t *ep)
         r->next = si->rndv_free;
         si->rndv_free = r;
     }
+    return done;
+}
+
+int mesh_tl_shm_ep_drain(mesh_tl_shm_ep_t *ep)
+{
+    int done = 0, moved = ep->moved;
+    /* rx_progress stops after a completion or a budget: go on until the ring is empty */
+    do {
+        ep->moved = 0;
+        done += rx_progress(ep);
+        moved |= ep->moved;
+    } while (ep->moved && ep->failed == MESH_OK);
+    ep->moved = moved;
     return done;
 }
 

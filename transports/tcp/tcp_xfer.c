@@ -107,14 +107,6 @@ static void rmsg_unlink(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_rmsg_t *m)
     }
 }
 
-static mesh_status_t truncation(mesh_tl_tcp_ep_t *ep, uint64_t tag, size_t len, size_t cap)
-{
-    return mesh_error(MESH_ERR_INVALID_ARG,
-                      "message of %zu bytes with tag 0x%llx from rank %d exceeds the %zu-byte "
-                      "receive",
-                      len, (unsigned long long)tag, ep->super.peer, cap);
-}
-
 mesh_status_t mesh_tl_tcp_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf, size_t len,
                                 mesh_tl_op_t *op)
 {
@@ -141,8 +133,8 @@ mesh_status_t mesh_tl_tcp_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
             continue;
         if (m->msg_len > len) {
             /* the message keeps arriving into its own buffer and is dropped; the receive fails */
-            mesh_tl_op_complete(op, 0, truncation(ep, tag, m->msg_len, len));
-            m->error = MESH_ERR_INVALID_ARG;
+            mesh_tl_op_complete(op, m->msg_len, mesh_tl_truncated(uep, m->msg_len, len));
+            m->error = MESH_ERR_TRUNCATED;
             m->tag = ~tag;
             if (m->complete) {
                 rmsg_unlink(ep, m);
@@ -337,7 +329,7 @@ static int on_header(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
         m->msg_len = h->msg_len;
         m->op = mesh_tl_opq_take_tag(&ep->posted, h->tag);
         if (m->op && m->msg_len > mesh_tl_op_len(m->op)) {
-            m->error = truncation(ep, h->tag, m->msg_len, mesh_tl_op_len(m->op));
+            m->error = mesh_tl_truncated(&ep->super, m->msg_len, mesh_tl_op_len(m->op));
         } else if (m->op == NULL && m->msg_len) {
             m->buf = ubuf_get(ti, m->msg_len, &m->buf_cap);
             if (m->buf == NULL) {
@@ -394,7 +386,7 @@ static int on_chunk(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     mesh_tl_op_t *op = m->op;
     if (op) {
         if (m->error < 0) {
-            mesh_tl_op_complete(op, 0, m->error);
+            mesh_tl_op_complete(op, m->msg_len, m->error);
         } else {
             for (int i = 0; m->buf && i < m->nspans; i++)
                 memcpy((char *)mesh_tl_op_buf(op) + m->spans[i].offset,

@@ -34,10 +34,6 @@ mesh_status_t mesh_tl_ucx_status(mesh_tl_ucx_ep_t *ep, ucs_status_t st, const ch
     int peer = ep->super.peer;
     if (atomic_load_explicit(&ui->aborted, memory_order_acquire) || ep->failed == MESH_ERR_ABORTED)
         return mesh_error(MESH_ERR_ABORTED, "ucx %s with rank %d: aborted", what, peer);
-    if (st == UCS_ERR_MESSAGE_TRUNCATED)
-        return mesh_error(MESH_ERR_INVALID_ARG,
-                          "ucx %s from rank %d: the message exceeds the posted receive", what,
-                          peer);
     if (ep->failed < 0 || ucx_peer_error(st) || st == UCS_ERR_CANCELED) {
         if (ep->failed == MESH_OK) {
             ep->failed = MESH_ERR_PEER_FAILED;
@@ -130,9 +126,27 @@ static void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *i
     mesh_tl_ucx_req_t *req = request;
     mesh_tl_ucx_iface_t *ui = user_data;
     size_t length = st == UCS_OK ? info->length : 0;
+    mesh_tl_op_t *op = req->op != NULL ? req->op : ui->posting;
+    if (st == UCS_ERR_MESSAGE_TRUNCATED && op != NULL) {
+        /* UCX reports the message's length where it knows it */
+        size_t cap = (size_t)(uintptr_t)UCX_OP_LEN(op);
+        length = info->length > cap ? info->length : 0;
+        mesh_status_t err = mesh_tl_truncated(UCX_OP_EP(op), length, cap);
+        if (req->op == NULL) {
+            ui->posting = NULL;
+            mesh_tl_op_complete(op, length, err);
+            return;
+        }
+        mesh_tl_ucx_ep_t *ep = UCX_OP_EP(op);
+        req->op = NULL;
+        op_untrack(ep, op);
+        ui->completed++;
+        mesh_tl_op_complete(op, length, err);
+        ucp_request_free(request);
+        return;
+    }
     if (req->op == NULL && ui->posting != NULL) {
         /* completed inside ucp_tag_recv_nbx(), which frees the request */
-        mesh_tl_op_t *op = ui->posting;
         ui->posting = NULL;
         mesh_tl_op_complete(op, length,
                             st == UCS_OK ? MESH_OK
@@ -223,6 +237,7 @@ mesh_status_t mesh_tl_ucx_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
                              .cb.recv = recv_cb,
                              .user_data = ui};
     UCX_OP_EP(op) = ep;
+    UCX_OP_LEN(op) = (void *)(uintptr_t)len;
     ui->posting = op;
     void *r = ucp_tag_recv_nbx(ui->worker, buf, len, mesh_tl_ucx_tag(ui, uep->peer, tag),
                                ~(ucp_tag_t)0, &p);

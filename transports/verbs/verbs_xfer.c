@@ -61,12 +61,11 @@ static void msgq_remove(mesh_tl_verbs_msgq_t *q, mesh_tl_verbs_msg_t *m)
     }
 }
 
-static mesh_status_t truncation(mesh_tl_verbs_ep_t *ep, uint64_t tag, uint64_t len, size_t cap)
+/* A receive too small for its message fails with the message's length; the message is dropped. */
+static void truncated(mesh_tl_verbs_ep_t *ep, mesh_tl_op_t *op, uint64_t len)
 {
-    return mesh_error(MESH_ERR_INVALID_ARG,
-                      "message of %llu bytes with tag 0x%llx from rank %d exceeds the %zu-byte "
-                      "receive",
-                      (unsigned long long)len, (unsigned long long)tag, ep->super.peer, cap);
+    mesh_tl_op_complete(op, (size_t)len,
+                        mesh_tl_truncated(&ep->super, (size_t)len, mesh_tl_op_len(op)));
 }
 
 int mesh_tl_verbs_post_recv(mesh_tl_verbs_ep_t *ep, uint32_t slot)
@@ -159,11 +158,12 @@ static int rndv_recv_start(mesh_tl_verbs_ep_t *ep, mesh_tl_verbs_msg_t *m, mesh_
     mesh_status_t st = MESH_OK;
     m->op = op;
     if (m->len > cap)
-        st = truncation(ep, m->tag, m->len, cap);
+        truncated(ep, op, m->len);
     else if (m->len > 0)
         st = mesh_tl_verbs_rcache_get(&vi->rcache, mesh_tl_op_buf(op), m->len, &m->region);
-    if (st != MESH_OK || m->len == 0) {
-        mesh_tl_op_complete(op, 0, st);
+    if (m->len > cap || st != MESH_OK || m->len == 0) {
+        if (m->len <= cap)
+            mesh_tl_op_complete(op, 0, st);
         fin_queue(ep, m->msg_id);
         msg_put(vi, m);
         return 1;
@@ -210,7 +210,7 @@ mesh_status_t mesh_tl_verbs_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, si
             return MESH_OK;
         }
         if (m->len > len) {
-            mesh_tl_op_complete(op, 0, truncation(ep, tag, m->len, len));
+            truncated(ep, op, m->len);
         } else {
             if (m->len) memcpy(buf, m->data, m->len);
             mesh_tl_op_complete(op, m->len, MESH_OK);
@@ -385,7 +385,7 @@ static int handle_recv(mesh_tl_verbs_ep_t *ep, uint32_t slot, size_t bytes)
     if (h.type == MESH_TL_VERBS_MSG_EAGER && op) {
         size_t cap = mesh_tl_op_len(op);
         if (h.len > cap) {
-            mesh_tl_op_complete(op, 0, truncation(ep, h.tag, h.len, cap));
+            truncated(ep, op, h.len);
         } else {
             if (h.len) memcpy(mesh_tl_op_buf(op), b + hl, h.len);
             mesh_tl_op_complete(op, h.len, MESH_OK);

@@ -1,7 +1,6 @@
 /* The registry of objects that mesh_progress(), cross-communicator waits and the progress thread
  * drive. */
 #include "libmesh/config.h"
-#include "libmesh/context.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
 
@@ -13,7 +12,7 @@
 
 typedef struct {
     void *obj;
-    mesh_context_progress_fn fn;
+    mesh_progress_fn fn;
 } mesh_registry_entry_t;
 
 static pthread_mutex_t mesh_registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -26,44 +25,54 @@ static pthread_t mesh_pthread;
 static int mesh_pthread_running;
 static atomic_int mesh_pthread_stop;
 
-void mesh_context_active_add(int delta)
+void mesh_progress_active_add(int delta)
 {
     atomic_fetch_add_explicit(&mesh_registry_active, delta, memory_order_relaxed);
 }
 
-int mesh_context_active_count(void)
+int mesh_progress_active_count(void)
 {
     return atomic_load_explicit(&mesh_registry_active, memory_order_relaxed);
 }
 
 /* Callers hold the lock. The callbacks do not block, so holding it across them only keeps a
  * removal (and the free that follows it) waiting until the sweep is done. */
-static int sweep(void *skip)
+static int sweep(void *skip, int idle_too)
 {
     int events = 0;
     for (int i = 0; i < mesh_registry_len; i++) {
         if (mesh_registry[i].obj == skip) continue;
-        int n = mesh_registry[i].fn(mesh_registry[i].obj);
+        int n = mesh_registry[i].fn(mesh_registry[i].obj, idle_too);
         if (n > 0) events += n;
     }
     return events;
 }
 
-int mesh_context_progress_all(void)
+int mesh_progress_all(void)
 {
     pthread_mutex_lock(&mesh_registry_lock);
-    int events = sweep(NULL);
+    int events = sweep(NULL, 1);
     pthread_mutex_unlock(&mesh_registry_lock);
     return events;
 }
 
-int mesh_context_progress_others(void *skip)
+int mesh_progress_others(void *skip)
 {
     /* a thread sweeping already moves them all */
     if (pthread_mutex_trylock(&mesh_registry_lock) != 0) return 0;
-    int events = sweep(skip);
+    int events = sweep(skip, 0);
     pthread_mutex_unlock(&mesh_registry_lock);
     return events;
+}
+
+void mesh_progress_idle(void)
+{
+    static __thread double next;
+    double now = mesh_time();
+    if (now < next || pthread_mutex_trylock(&mesh_registry_lock) != 0) return;
+    next = now + 0.05;
+    sweep(NULL, 1);
+    pthread_mutex_unlock(&mesh_registry_lock);
 }
 
 static void *progress_thread(void *arg)
@@ -71,20 +80,24 @@ static void *progress_thread(void *arg)
     (void)arg;
     unsigned idle = 0;
     while (!atomic_load_explicit(&mesh_pthread_stop, memory_order_relaxed)) {
-        if (mesh_context_active_count() == 0) {
+        if (mesh_progress_active_count() == 0) {
             /* nothing under way: look again soon, without a core */
             struct timespec ts = {.tv_sec = 0, .tv_nsec = 200000};
             nanosleep(&ts, NULL);
             idle = 0;
             continue;
         }
-        if (mesh_context_progress_others(NULL) > 0) idle = 0;
-        else mesh_backoff(&idle);
+        if (mesh_progress_others(NULL) > 0) {
+            idle = 0;
+        } else {
+            mesh_backoff(&idle);
+            if ((idle & 255) == 0) mesh_progress_idle();
+        }
     }
     return NULL;
 }
 
-void mesh_context_add_progress(void *obj, mesh_context_progress_fn fn)
+void mesh_progress_add(void *obj, mesh_progress_fn fn)
 {
     pthread_mutex_lock(&mesh_registry_lock);
     if (mesh_registry_len == mesh_registry_cap) {
@@ -99,7 +112,7 @@ void mesh_context_add_progress(void *obj, mesh_context_progress_fn fn)
         mesh_registry_cap = cap;
     }
     mesh_registry[mesh_registry_len++] = (mesh_registry_entry_t){.obj = obj, .fn = fn};
-    if (!mesh_pthread_running && mesh_context_init() == MESH_OK &&
+    if (!mesh_pthread_running && mesh_progress_config_register() == MESH_OK &&
         mesh_config_bool("PROGRESS_THREAD")) {
         atomic_store(&mesh_pthread_stop, 0);
         if (pthread_create(&mesh_pthread, NULL, progress_thread, NULL) == 0)
@@ -110,7 +123,7 @@ void mesh_context_add_progress(void *obj, mesh_context_progress_fn fn)
     pthread_mutex_unlock(&mesh_registry_lock);
 }
 
-void mesh_context_remove_progress(void *obj)
+void mesh_progress_remove(void *obj)
 {
     pthread_mutex_lock(&mesh_registry_lock);
     for (int i = 0; i < mesh_registry_len; i++) {
