@@ -174,6 +174,16 @@ static int bench_same_curve(const bench_point_t *x, const bench_point_t *y)
     return strcmp(x->axis, y->axis) == 0 && x->dtype == y->dtype && x->redop == y->redop;
 }
 
+/* Whether point i of op starts a curve: no earlier point of op belongs to the same one. */
+static int bench_curve_starts(const bench_out_t *out, bench_op_t op, size_t i)
+{
+    if (out->points[i].op != op) return 0;
+    for (size_t j = 0; j < i; j++)
+        if (out->points[j].op == op && bench_same_curve(&out->points[i], &out->points[j]))
+            return 0;
+    return 1;
+}
+
 /* The gnuplot script of one op: points of each curve inline, in the order they ran. */
 static void bench_plot_script(FILE *gp, const bench_out_t *out, const bench_opts_t *o,
                               const bench_backend_t *b, bench_op_t op, const char *png)
@@ -197,12 +207,7 @@ static void bench_plot_script(FILE *gp, const bench_out_t *out, const bench_opts
     /* one curve per axis (and per type and redop when several were run) */
     for (size_t i = 0; i < out->npoints; i++) {
         const bench_point_t *p = &out->points[i];
-        size_t j;
-        if (p->op != op) continue;
-        for (j = 0; j < i && !(out->points[j].op == op && bench_same_curve(p, &out->points[j]));
-             j++)
-            ;
-        if (j < i) continue;
+        if (!bench_curve_starts(out, op, i)) continue;
         fprintf(gp,
                 "%s'-' using 1:2 title '%s: %d group%s of %d, %d node%s each%s%s%s%s' lw 2 pt 7",
                 ncurves++ ? ", " : "plot ", p->axis, p->groups, p->groups == 1 ? "" : "s",
@@ -213,12 +218,7 @@ static void bench_plot_script(FILE *gp, const bench_out_t *out, const bench_opts
     fprintf(gp, "\n");
     for (size_t i = 0; i < out->npoints; i++) {
         const bench_point_t *p = &out->points[i];
-        size_t j;
-        if (p->op != op) continue;
-        for (j = 0; j < i && !(out->points[j].op == op && bench_same_curve(p, &out->points[j]));
-             j++)
-            ;
-        if (j < i) continue;
+        if (!bench_curve_starts(out, op, i)) continue;
         for (size_t k = i; k < out->npoints; k++)
             if (out->points[k].op == op && bench_same_curve(p, &out->points[k]))
                 fprintf(gp, "%zu %.6f\n", out->points[k].bytes, out->points[k].busbw);

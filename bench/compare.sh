@@ -78,6 +78,18 @@ latency() {
 
 peers() { grep '^#   rank' "$1" | sed 's/^#/ /'; }
 
+# report NAME: the peers mesh reached, then the table and the latency of the runs called NAME
+report() {
+    local name=$1
+    [ -f "$out/mesh-$name.log" ] && peers "$out/mesh-$name.log"
+    [ -f "$out/mesh-$name.csv" ] || return 0
+    table "$name"
+    [ -f "$out/mesh-$name-lat.csv" ] &&
+        latency "$out/mesh-$name-lat.csv" "$([ -f "$out/mpi-$name-lat.csv" ] &&
+            echo "$out/mpi-$name-lat.csv")"
+    return 0
+}
+
 # rounds NAME MESH_CMD... -- MPI_CMD...: both sides take turns $rounds times, each round to
 # $out/NAME-{mesh,mpi}.R.csv, then the medians to $out/mesh-NAME.csv and $out/mpi-NAME.csv;
 # the command in $each_round, when set, runs after each round with the round's number
@@ -108,13 +120,7 @@ rounds 1node "$MESHRUN" -n 2 "$MESHBENCH" "${common[@]}" -- \
     mpirun "${mpirun_flags[@]}" "$MPIBENCH" "${common[@]}"
 rounds 1node-lat "$MESHRUN" -n 2 "$MESHBENCH" "${lat[@]}" -- \
     mpirun "${mpirun_flags[@]}" "$MPIBENCH" "${lat[@]}"
-[ -f "$out/mesh-1node.log" ] && peers "$out/mesh-1node.log"
-if [ -f "$out/mesh-1node.csv" ]; then
-    table 1node
-    [ -f "$out/mesh-1node-lat.csv" ] &&
-        latency "$out/mesh-1node-lat.csv" "$([ -f "$out/mpi-1node-lat.csv" ] &&
-            echo "$out/mpi-1node-lat.csv")"
-fi
+report 1node
 
 # ---------------------------------------------------------------- (b) two nodes
 echo
@@ -150,13 +156,7 @@ iperf_check
 rounds 2node "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${common[@]}" -- "${mpi2[@]}" "${common[@]}"
 each_round=""
 rounds 2node-lat "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${lat[@]}" -- "${mpi2[@]}" "${lat[@]}"
-[ -f "$out/mesh-2node.log" ] && peers "$out/mesh-2node.log"
-if [ -f "$out/mesh-2node.csv" ]; then
-    table 2node
-    [ -f "$out/mesh-2node-lat.csv" ] &&
-        latency "$out/mesh-2node-lat.csv" "$([ -f "$out/mpi-2node-lat.csv" ] &&
-            echo "$out/mpi-2node-lat.csv")"
-fi
+report 2node
 
 # ---------------------------------------------------------------- the machine's limits
 echo

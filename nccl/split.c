@@ -3,6 +3,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The child nm of comm as an NCCL communicator on the parent's device; nm is destroyed if that
+ * fails. */
+static ncclResult_t adopt(ncclComm_t comm, mesh_comm_h nm, int blocking, ncclComm_t *newcomm)
+{
+    ncclResult_t res = nccl_comm_wrap(nm, blocking, newcomm);
+    if (res != ncclSuccess) {
+        mesh_comm_destroy(nm);
+        return res;
+    }
+    (*newcomm)->device = comm->device;
+    return ncclSuccess;
+}
+
 NCCL_API(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                        ncclConfig_t *config))
 {
@@ -28,13 +41,7 @@ NCCL_API(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, nccl
         *newcomm = NULL;
         return ncclSuccess;
     }
-    res = nccl_comm_wrap(nm, blocking, newcomm);
-    if (res != ncclSuccess) {
-        mesh_comm_destroy(nm);
-        return res;
-    }
-    (*newcomm)->device = comm->device;
-    return ncclSuccess;
+    return adopt(comm, nm, blocking, newcomm);
 }
 
 /* The survivors of a shrink exchange their creation data over the parent's point-to-point
@@ -126,13 +133,7 @@ NCCL_API(ncclResult_t, ncclCommShrink,
     atomic_fetch_sub(&comm->busy, 1);
     free(members);
     if (res != ncclSuccess) return res;
-    res = nccl_comm_wrap(nm, blocking, newcomm);
-    if (res != ncclSuccess) {
-        mesh_comm_destroy(nm);
-        return res;
-    }
-    (*newcomm)->device = comm->device;
-    return ncclSuccess;
+    return adopt(comm, nm, blocking, newcomm);
 }
 
 NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags))

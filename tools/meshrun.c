@@ -247,12 +247,7 @@ int main(int argc, char **argv)
 
     /* Signals wait in the queue from here on (the supervisor reads them from a signalfd), so
      * no exit path can skip the namespace cleanup. */
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGQUIT);
+    meshrun_signals(&set);
     sigprocmask(SIG_BLOCK, &set, NULL);
     /* a shell starting meshrun in the background ignores SIGINT/SIGQUIT: take them anyway
      * (ignored signals never reach a signalfd); SIGHUP stays as nohup left it */

@@ -2,6 +2,7 @@
 #ifndef MESHRUN_H
 #define MESHRUN_H
 
+#include <signal.h>
 #include <sys/types.h>
 
 #define MESHRUN_MAX_NETNS_NODES 250 /* one /24 per run: hosts .1 .. .250 */
@@ -57,6 +58,8 @@ void meshrun_netns_cleanup(meshrun_netns_t *ns);
 /* Starts every rank and supervises them until all are gone; returns meshrun's exit status. */
 int meshrun_supervise(const meshrun_opts_t *o, meshrun_rank_t *ranks, const meshrun_netns_t *ns,
                       const char *addr, const char *secret);
+/* The signals the supervisor reads from its signalfd, blocked from startup on. */
+void meshrun_signals(sigset_t *set);
 
 /* Helpers shared by the files. */
 void meshrun_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

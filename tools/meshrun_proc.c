@@ -322,18 +322,23 @@ static void meshrun_loop(meshrun_sup_t *s, int sfd)
     free(who);
 }
 
+void meshrun_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGCHLD);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGQUIT);
+}
+
 int meshrun_supervise(const meshrun_opts_t *o, meshrun_rank_t *ranks, const meshrun_netns_t *ns,
                       const char *addr, const char *secret)
 {
     meshrun_sup_t s = {.o = o, .ranks = ranks, .failed_rank = -1};
     sigset_t set;
 
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGQUIT);
+    meshrun_signals(&set);
     int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0) {
         meshrun_err("error: signalfd failed: %m");

@@ -7,8 +7,23 @@
 #ifndef MESH_TL_QUEUE_H
 #define MESH_TL_QUEUE_H
 
+#include "libmesh/log.h"
 #include "transports/tl.h"
+#include <stdatomic.h>
 #include <stdint.h>
+
+/* The refusals a transport's send or receive starts with (dir: "send to", "receive from"):
+ * nothing is posted once the interface is aborted, nor to a peer seen to fail (failed: its
+ * status, or MESH_OK where the post does not look; why: what failed). */
+static inline mesh_status_t mesh_tl_post_check(const atomic_int *aborted, mesh_status_t failed,
+                                               const char *why, const char *dir, int peer)
+{
+    if (atomic_load_explicit(aborted, memory_order_acquire))
+        return mesh_error(MESH_ERR_ABORTED, "%s rank %d after abort", dir, peer);
+    if (failed < 0)
+        return mesh_error(failed, "%s failed peer rank %d: %s", dir, peer, why);
+    return MESH_OK;
+}
 
 /* tl_priv[0..2] hold the tag, buffer and length of the operation; tl_priv[3] is the
  * transport's own (progress counters, cookies). */

@@ -15,7 +15,7 @@
 #include "collectives/algo.h"
 #include "collectives/patterns/hier.h"
 #include "collectives/patterns/ring.h"
-#include "collectives/patterns/ring_sched.h"
+#include "collectives/phases.h"
 #include "libmesh/log.h"
 
 /* Rail blocks above this size take the ring, below it recursive doubling. */
@@ -44,43 +44,26 @@ static int score(const mesh_comm_t *comm, size_t bytes)
 
 /* One chunk of count elements at element offset base through the three phases; prev[3] holds
  * the previous chunk's phase ends and receives this chunk's. */
-static mesh_status_t chunk(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh_sched_t *s,
-                           size_t base, size_t count, const int *rail, int prev[3])
+static mesh_status_t chunk(const mesh_coll_hier_t *h, const mesh_coll_args_t *args, mesh_sched_t *s,
+                           size_t base, size_t count, int prev[3])
 {
-    int me = comm->rank, node = comm->node_of[me], nn = comm->nnodes;
-    int L = comm->node_size[node], lr = comm->local_rank[me];
     size_t ds = args->dsize;
     char *rbuf = (char *)args->rbuf + base * ds;
-    size_t *off = mesh_sched_scratch(s, 2 * (size_t)L * sizeof(size_t));
-    if (!off)
-        return mesh_error(MESH_ERR_NO_MEMORY, "hierarchical all-reduce: no memory");
-    size_t *len = off + L;
-    for (int i = 0; i < L; i++) {
-        off[i] = mesh_block_offset(count, L, i);
-        len[i] = mesh_block_count(count, L, i);
-    }
+    mesh_coll_ring_phase_t p;
+    MESH_CHECK(mesh_coll_ring_allreduce_setup(s, &h->local, (const char *)args->sbuf + base * ds,
+                                              rbuf, count, ds, &prev[0], 1, &p));
 
     /* 1. within the node: this rank ends with block lr reduced over the node */
-    mesh_coll_ring_phase_t p = {
-        .g = {.me = lr, .n = L, .ranks = comm->node_ranks + comm->node_first[node]},
-        .dsize = ds,
-        .src = (const char *)args->sbuf + base * ds,
-        .src_off = off,
-        .acc = rbuf,
-        .acc_off = off,
-        .own = rbuf + off[lr] * ds,
-        .len = len,
-        .deps = &prev[0],
-        .ndeps = 1};
     MESH_CHECK(mesh_coll_ring_reduce_scatter_phase(s, &p, &prev[0]));
     /* 2. across nodes, in place on that block */
-    mesh_coll_group_t g = {.me = node, .n = nn, .ranks = rail};
-    char *blk = rbuf + off[lr] * ds;
+    char *blk = p.own;
+    size_t len = p.len[h->lr];
     int deps[2] = {prev[0], prev[1]};
-    if (len[lr] * ds > MESH_COLL_HIER_RAIL_RING_BYTES)
-        MESH_CHECK(mesh_coll_ring_allreduce_phase(s, &g, blk, blk, len[lr], ds, deps, 2, &prev[1]));
+    if (len * ds > MESH_COLL_HIER_RAIL_RING_BYTES)
+        MESH_CHECK(
+            mesh_coll_ring_allreduce_phase(s, &h->rail, blk, blk, len, ds, deps, 2, &prev[1]));
     else
-        MESH_CHECK(mesh_coll_rd_allreduce_phase(s, &g, blk, blk, len[lr], ds, deps, 2, &prev[1]));
+        MESH_CHECK(mesh_coll_rd_allreduce_phase(s, &h->rail, blk, blk, len, ds, deps, 2, &prev[1]));
     /* 3. within the node again */
     int deps3[2] = {prev[1], prev[2]};
     p.src = NULL;
@@ -91,19 +74,12 @@ static mesh_status_t chunk(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh_sched_t *s)
 {
-    int me = comm->rank, nn = comm->nnodes, lr = comm->local_rank[me];
     size_t count = args->count, bytes = count * args->dsize;
+    mesh_coll_hier_t h;
 
-    if (mesh_hier_rails(nn, comm->node_size) < 1)
-        return mesh_error(MESH_ERR_UNSUPPORTED,
-                          "hierarchical all-reduce: nodes have different rank counts");
+    MESH_CHECK(mesh_coll_hier_rails(comm, s, "hierarchical all-reduce", &h));
     if (count == 0)
         return mesh_sched_status(s);
-    int *rail = mesh_sched_scratch(s, (size_t)nn * sizeof(int));
-    if (!rail)
-        return mesh_error(MESH_ERR_NO_MEMORY, "hierarchical all-reduce: no memory");
-    for (int k = 0; k < nn; k++)
-        rail[k] = mesh_hier_rank(comm->node_first, comm->node_ranks, k, lr);
     size_t nchunks = bytes / MESH_COLL_HIER_CHUNK_BYTES;
     nchunks = nchunks < 1                           ? 1
               : nchunks > MESH_COLL_HIER_MAX_CHUNKS ? MESH_COLL_HIER_MAX_CHUNKS
@@ -111,8 +87,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     int prev[3] = {-1, -1, -1};
     for (size_t c = 0; c < nchunks; c++) {
         size_t base = mesh_block_offset(count, (int)nchunks, (int)c);
-        MESH_CHECK(
-            chunk(comm, args, s, base, mesh_block_count(count, (int)nchunks, (int)c), rail, prev));
+        MESH_CHECK(chunk(&h, args, s, base, mesh_block_count(count, (int)nchunks, (int)c), prev));
     }
     return mesh_sched_status(s);
 }

@@ -7,7 +7,7 @@
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/algo.h"
 #include "collectives/patterns/rd.h"
-#include "collectives/patterns/ring_sched.h"
+#include "collectives/phases.h"
 #include "libmesh/log.h"
 
 mesh_status_t mesh_coll_rd_allreduce_phase(mesh_sched_t *s, const mesh_coll_group_t *g,
@@ -89,7 +89,7 @@ static int score(const mesh_comm_t *comm, size_t bytes)
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh_sched_t *s)
 {
-    mesh_coll_group_t g = {.me = comm->rank, .n = comm->size, .ranks = NULL};
+    mesh_coll_group_t g = mesh_coll_group_all(comm);
     int done;
     MESH_CHECK(mesh_coll_rd_allreduce_phase(s, &g, args->sbuf, args->rbuf, args->count, args->dsize,
                                             NULL, 0, &done));

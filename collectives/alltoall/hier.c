@@ -10,7 +10,7 @@
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/algo.h"
 #include "collectives/patterns/hier.h"
-#include "collectives/patterns/ring_sched.h"
+#include "collectives/phases.h"
 #include "libmesh/log.h"
 
 static int uniform(const mesh_comm_t *comm, const mesh_coll_args_t *a)
@@ -36,18 +36,19 @@ static int score(const mesh_comm_t *comm, size_t bytes)
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)
 {
-    int me = comm->rank, k = comm->node_of[me], nn = comm->nnodes, n = comm->size;
-    int L = comm->node_size[k], l = comm->local_rank[me];
+    int me = comm->rank, n = comm->size;
     const int *nf = comm->node_first, *nr = comm->node_ranks;
     size_t ds = a->dsize, blk = a->counts[0] * ds;
     char *rb = a->rbuf;
     const char *sb = a->sbuf;
     const size_t *sdispls = a->displs;
     int ready = -1; /* the send side is readable and the receive buffer writable */
+    mesh_coll_hier_t h;
 
-    if (mesh_hier_rails(nn, comm->node_size) != L || !uniform(comm, a))
-        return mesh_error(MESH_ERR_UNSUPPORTED, "hierarchical all-to-all: nodes have different "
-                                                "rank counts or counts differ");
+    MESH_CHECK(mesh_coll_hier_rails(comm, s, "hierarchical all-to-all", &h));
+    if (!uniform(comm, a))
+        return mesh_error(MESH_ERR_UNSUPPORTED, "hierarchical all-to-all: counts differ");
+    int k = h.node, nn = h.nnodes, L = h.L, l = h.lr;
     if (blk == 0)
         return mesh_sched_status(s);
     if (a->in_place) {
@@ -76,7 +77,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     /* within the node: the own block, then the direct blocks */
     mesh_sched_copy(s, rb + a->rdispls[me] * ds, sb + sdispls[me] * ds, blk, &ready, 1);
     for (int m = 0; m < L; m++) {
-        int p = nr[nf[k] + m];
+        int p = h.local.ranks[m];
         if (m == l)
             continue;
         mesh_sched_send(s, p, sb + sdispls[p] * ds, blk, &ready, 1);
@@ -88,7 +89,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         got[j] = -1;
         if (j == k)
             continue;
-        int peer = mesh_hier_rank(nf, nr, j, l), first = nr[nf[j]], packed = 0;
+        int peer = h.rail.ranks[j], first = nr[nf[j]], packed = 0;
         for (int m = 0; m < L; m++)
             packed |= sdispls[nr[nf[j] + m]] * ds != sdispls[first] * ds + (size_t)m * blk;
         const char *msg = sb + sdispls[first] * ds;
@@ -116,7 +117,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         if (j == k)
             continue;
         for (int m = 0; m < L; m++) {
-            int p = nr[nf[k] + m];
+            int p = h.local.ranks[m];
             if (m == l)
                 continue;
             mesh_sched_send(s, p, in + ((size_t)j * L + m) * blk, blk, &got[j], 1);

@@ -9,7 +9,7 @@
 #include "collectives/algo.h"
 #include "collectives/patterns/binomial.h"
 #include "collectives/patterns/hier.h"
-#include "collectives/patterns/ring_sched.h"
+#include "collectives/phases.h"
 #include "libmesh/log.h"
 
 static int score(const mesh_comm_t *comm, size_t bytes)
@@ -23,16 +23,18 @@ static int score(const mesh_comm_t *comm, size_t bytes)
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)
 {
-    int me = comm->rank, root = a->root, nn = comm->nnodes;
-    int node = comm->node_of[me], root_node = comm->node_of[root], L = comm->node_size[node];
-    const int *nr = comm->node_ranks + comm->node_first[node];
+    int me = comm->rank, root = a->root, root_node = comm->node_of[root];
     size_t bytes = a->count * a->dsize;
+    mesh_coll_hier_t h;
 
     if (bytes == 0)
         return mesh_sched_status(s);
-    int leader = mesh_hier_leader(comm->node_first, comm->node_ranks, node, root_node, root);
+    mesh_coll_hier_node(comm, &h);
+    int nn = h.nnodes, L = h.L, lr = h.lr;
+    const int *nr = h.local.ranks;
+    int leader = mesh_hier_leader(comm->node_first, comm->node_ranks, h.node, root_node, root);
     int lroot = comm->local_rank[leader];
-    int vnode = mesh_hier_node_vrank(node, root_node, nn);
+    int vnode = mesh_hier_node_vrank(h.node, root_node, nn);
 
     /* peers: the parent (-1 on the tree's root), then the children across nodes (leaders
      * only), then the children within the node, farthest first in each tree */
@@ -48,10 +50,10 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
             peers[np++] = mesh_hier_leader(comm->node_first, comm->node_ranks, ck, root_node, root);
         }
     } else {
-        parent = nr[mesh_binomial_parent(comm->local_rank[me], lroot, L)];
+        parent = nr[mesh_binomial_parent(lr, lroot, L)];
     }
-    for (int i = mesh_binomial_nchildren(comm->local_rank[me], lroot, L) - 1; i >= 0; i--)
-        peers[np++] = nr[mesh_binomial_child(comm->local_rank[me], lroot, L, i)];
+    for (int i = mesh_binomial_nchildren(lr, lroot, L) - 1; i >= 0; i--)
+        peers[np++] = nr[mesh_binomial_child(lr, lroot, L, i)];
 
     const char *src = me == root ? (const char *)a->sbuf : (const char *)a->rbuf;
     if (me == root && !a->in_place)

@@ -8,7 +8,7 @@
 #include "collectives/algo.h"
 #include "collectives/patterns/binomial.h"
 #include "collectives/patterns/ring.h"
-#include "collectives/patterns/ring_sched.h"
+#include "collectives/phases.h"
 #include "libmesh/log.h"
 
 static int score(const mesh_comm_t *comm, size_t bytes)
@@ -33,13 +33,14 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
         free(ids.v);
         return mesh_sched_status(s);
     }
-    /* relative block j: elements [off(j), off(j + 1)) */
-    size_t *off = mesh_sched_scratch(s, 2 * (size_t)n * sizeof(size_t));
-    if (!off) {
+    /* relative block j: elements [off(j), off(j + 1)); ring member i starts the all-gather with
+     * relative block (i - root) mod n */
+    size_t *off, *len;
+    mesh_status_t st = mesh_coll_ring_split(s, count, n, root, &off, &len);
+    if (st != MESH_OK) {
         free(ids.v);
-        return mesh_error(MESH_ERR_NO_MEMORY, "scatter-allgather: no memory for offsets");
+        return st;
     }
-    size_t *len = off + n;
     int vr = mesh_binomial_vrank(me, root, n), sub = mesh_binomial_subtree(me, root, n);
     const char *src = me == root ? args->sbuf : rbuf;
     int got = -1;
@@ -57,15 +58,9 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
         if (hi > lo)
             mesh_coll_ids_add(&ids, mesh_sched_send(s, ch, src + lo * ds, (hi - lo) * ds, &got, 1));
     }
-    /* ring member i starts the all-gather with relative block (i - root) mod n */
-    for (int i = 0; i < n; i++) {
-        int b = mesh_binomial_vrank(i, root, n);
-        off[i] = mesh_block_offset(count, n, b);
-        len[i] = mesh_block_count(count, n, b);
-    }
     int scattered, done;
     MESH_CHECK(mesh_coll_ids_join(s, &ids, NULL, 0, &scattered));
-    mesh_coll_ring_phase_t p = {.g = {.me = me, .n = n, .ranks = NULL},
+    mesh_coll_ring_phase_t p = {.g = mesh_coll_group_all(comm),
                                 .dsize = ds,
                                 .acc = rbuf,
                                 .acc_off = off,

@@ -10,7 +10,7 @@
 #include "collectives/patterns/binomial.h"
 #include "collectives/patterns/rd.h"
 #include "collectives/patterns/ring.h"
-#include "collectives/patterns/ring_sched.h"
+#include "collectives/phases.h"
 #include "libmesh/log.h"
 
 static int score(const mesh_comm_t *comm, size_t bytes)
@@ -49,7 +49,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
             return mesh_error(MESH_ERR_NO_MEMORY, "rabenseifner reduce: no memory for %zu bytes",
                               count * ds);
     }
-    mesh_coll_group_t g = {.me = me, .n = n, .ranks = NULL};
+    mesh_coll_group_t g = mesh_coll_group_all(comm);
     mesh_coll_rh_result_t rh;
     MESH_CHECK(mesh_coll_rh_reduce_scatter_phase(s, &g, shift, args->sbuf, acc, bnd, count, ds,
                                                  NULL, 0, &rh));

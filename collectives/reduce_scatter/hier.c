@@ -10,7 +10,7 @@
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/algo.h"
 #include "collectives/patterns/hier.h"
-#include "collectives/patterns/ring_sched.h"
+#include "collectives/phases.h"
 #include "libmesh/log.h"
 
 static int score(const mesh_comm_t *comm, size_t bytes)
@@ -21,56 +21,44 @@ static int score(const mesh_comm_t *comm, size_t bytes)
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)
 {
-    int me = comm->rank, node = comm->node_of[me], nn = comm->nnodes;
-    int L = comm->node_size[node], lr = comm->local_rank[me];
     size_t ds = a->dsize;
+    mesh_coll_hier_t h;
+    mesh_coll_hier_blocks_t b;
 
-    if (mesh_hier_rails(nn, comm->node_size) != L)
-        return mesh_error(MESH_ERR_UNSUPPORTED,
-                          "hierarchical reduce-scatter: nodes have different rank counts");
-    /* rail blocks, each node's block offsets and lengths, the rail members, the partials */
-    size_t *toff = mesh_sched_scratch(s, sizeof(size_t) * ((size_t)2 * nn + (size_t)2 * L * nn));
-    int *rail = mesh_sched_scratch(s, sizeof(int) * (size_t)nn);
+    MESH_CHECK(mesh_coll_hier_rails(comm, s, "hierarchical reduce-scatter", &h));
+    MESH_CHECK(mesh_coll_hier_blocks(comm, s, &h, a->counts, a->displs, &b));
+    int nn = h.nnodes, L = h.L;
+    /* the node partials of the rail blocks, packed, and the ends of their node phases */
+    size_t *toff = mesh_sched_scratch(s, sizeof(size_t) * (size_t)nn), tot = 0;
     int *p1 = mesh_sched_scratch(s, sizeof(int) * (size_t)nn);
-    if (!toff || !rail || !p1)
+    if (!toff || !p1)
         return mesh_error(MESH_ERR_NO_MEMORY, "hierarchical reduce-scatter: no memory");
-    size_t *rlen = toff + nn, *boff = rlen + nn, *blen = boff + (size_t)L * nn, tot = 0;
     for (int j = 0; j < nn; j++) {
-        rail[j] = mesh_hier_rank(comm->node_first, comm->node_ranks, j, lr);
         toff[j] = tot;
-        rlen[j] = a->counts[rail[j]];
-        tot += rlen[j];
-        for (int i = 0; i < L; i++) {
-            int r = mesh_hier_rank(comm->node_first, comm->node_ranks, j, i);
-            boff[(size_t)j * L + i] = a->displs[r];
-            blen[(size_t)j * L + i] = a->counts[r];
-        }
+        tot += b.rail_len[j];
     }
     char *tmp = mesh_sched_scratch(s, tot ? tot * ds : 1);
     if (!tmp)
         return mesh_error(MESH_ERR_NO_MEMORY,
-                          "hierarchical reduce-scatter: no memory for %zu "
-                          "bytes",
-                          tot * ds);
+                          "hierarchical reduce-scatter: no memory for %zu bytes", tot * ds);
 
     /* 1. within the node: the node's partial of rail block j lands at tmp + toff[j] */
     for (int j = 0; j < nn; j++) {
-        mesh_coll_ring_phase_t p = {
-            .g = {.me = lr, .n = L, .ranks = comm->node_ranks + comm->node_first[node]},
-            .dsize = ds,
-            .src = a->sbuf,
-            .src_off = boff + (size_t)j * L,
-            .own = tmp + toff[j] * ds,
-            .len = blen + (size_t)j * L};
+        mesh_coll_ring_phase_t p = {.g = h.local,
+                                    .dsize = ds,
+                                    .src = a->sbuf,
+                                    .src_off = b.node_off + (size_t)j * L,
+                                    .own = tmp + toff[j] * ds,
+                                    .len = b.node_len + (size_t)j * L};
         MESH_CHECK(mesh_coll_ring_reduce_scatter_phase(s, &p, &p1[j]));
     }
     /* 2. across nodes on the rail; in place, the own block of sbuf was read in step 1 already */
-    mesh_coll_ring_phase_t q = {.g = {.me = node, .n = nn, .ranks = rail},
+    mesh_coll_ring_phase_t q = {.g = h.rail,
                                 .dsize = ds,
                                 .src = tmp,
                                 .src_off = toff,
                                 .own = a->rbuf,
-                                .len = rlen,
+                                .len = b.rail_len,
                                 .deps = p1,
                                 .ndeps = nn};
     int done;

@@ -2,13 +2,14 @@
  * Ring reduce-scatter: size - 1 steps; at each, a rank forwards a partial block to its right
  * neighbour and reduces the block arriving from its left into its own contribution, so that it
  * ends with its own block fully reduced. Handles any counts (v-variant included): a block of the
- * ring is simply the block of the rank that ends with it. The phase builder is shared with the
- * ring and hierarchical all-reduces.
+ * ring is simply the block of the rank that ends with it. The phase builder is the ring
+ * reduce-scatter of every algorithm that composes one (the ring and hierarchical all-reduces,
+ * the hierarchical reduce-scatter).
  */
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/algo.h"
 #include "collectives/patterns/ring.h"
-#include "collectives/patterns/ring_sched.h"
+#include "collectives/phases.h"
 #include "libmesh/log.h"
 #include <string.h>
 
@@ -16,10 +17,9 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
                                                   int *done)
 {
     int n = p->g.n, me = p->g.me;
-    int left = mesh_coll_group_rank(&p->g, mesh_ring_left(me, n));
-    int right = mesh_coll_group_rank(&p->g, mesh_ring_right(me, n));
-    size_t ds = p->dsize, segel = MESH_COLL_RING_SEG_BYTES / ds ? MESH_COLL_RING_SEG_BYTES / ds : 1;
-    size_t maxlen = 0;
+    mesh_coll_ring_walk_t w = mesh_coll_ring_walk(p);
+    int left = w.left, right = w.right;
+    size_t ds = p->dsize, segel = w.segel, maxlen = w.maxlen;
     mesh_coll_ids_t ids = {0};
 
     if (n == 1) {
@@ -31,8 +31,6 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
         mesh_coll_ids_add(&ids, c);
         return mesh_coll_ids_join(s, &ids, p->deps, p->ndeps, done);
     }
-    for (int i = 0; i < n; i++)
-        maxlen = p->len[i] > maxlen ? p->len[i] : maxlen;
     if (maxlen == 0)
         return mesh_coll_ids_join(s, &ids, p->deps, p->ndeps, done);
 
@@ -74,7 +72,7 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
         const char *rsrc = (const char *)p->src + p->src_off[rb] * ds;
 
         for (size_t off = 0, k = 0; off < p->len[sb]; off += segel, k++) {
-            size_t cnt = p->len[sb] - off < segel ? p->len[sb] - off : segel;
+            size_t cnt = mesh_coll_ring_seg(p->len[sb], off, segel);
             const char *sbuf = step == 0 ? (const char *)p->src + (p->src_off[sb] + off) * ds
                                : p->acc  ? (const char *)p->acc + (p->acc_off[sb] + off) * ds
                                          : tmp + (size_t)at[k] * slotel * ds;
@@ -85,7 +83,7 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
             mesh_coll_ids_add(&ids, sd);
         }
         for (size_t off = 0, k = 0; off < p->len[rb]; off += segel, k++) {
-            size_t cnt = p->len[rb] - off < segel ? p->len[rb] - off : segel;
+            size_t cnt = mesh_coll_ring_seg(p->len[rb], off, segel);
             size_t j = ((size_t)step * maxseg + k) % nslot;
             char *slot = tmp + j * slotel * ds;
             char *rdst = final    ? (char *)p->own + off * ds
@@ -115,10 +113,9 @@ static int score(const mesh_comm_t *comm, size_t bytes)
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh_sched_t *s)
 {
-    int n = comm->size;
     /* no acc: the receive buffer holds only this rank's block, so partial sums travel on
      * from the receive slots they were reduced in */
-    mesh_coll_ring_phase_t p = {.g = {.me = comm->rank, .n = n, .ranks = NULL},
+    mesh_coll_ring_phase_t p = {.g = mesh_coll_group_all(comm),
                                 .dsize = args->dsize,
                                 .src = args->sbuf,
                                 .src_off = args->displs,

@@ -2,21 +2,20 @@
  * Binomial-tree scatter, the gather tree run backwards: relative to the root, rank v receives
  * its subtree (relative ranks v .. v + lowbit(v) - 1, clipped) from v - lowbit(v), keeps its
  * own block and passes each child v + mask its part, largest first. The root sends straight
- * from its buffer where a subtree does not wrap around the end of it.
+ * from its buffer where a subtree does not wrap around the end of it. The tree is
+ * patterns/binomial.h's; the score is the gather's, the same bytes crossing the same links.
  */
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/algo.h"
+#include "collectives/patterns/binomial.h"
+#include "collectives/phases.h"
 #include "libmesh/log.h"
-
-static int score(const mesh_comm_t *comm, size_t bytes)
-{
-    return bytes <= ((size_t)64 << 10) ? 20 : 5;
-}
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)
 {
     int n = comm->size, r = comm->rank, root = a->root;
-    int v = (r - root + n) % n;
+    int v = mesh_binomial_vrank(r, root, n), sub = mesh_binomial_subtree(r, root, n);
+    int nch = mesh_binomial_nchildren(r, root, n);
     size_t blk = a->count * a->dsize;
     const char *sb = a->sbuf;
     char *rb = a->rbuf;
@@ -24,19 +23,12 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     if (blk == 0)
         return mesh_sched_status(s);
 
-    int lowbit = 1;
-    while (lowbit < n && !(v & lowbit))
-        lowbit <<= 1;
-    int sub = v == 0 ? n : (lowbit < n - v ? lowbit : n - v);
-
     if (v == 0) {
         if (!a->in_place)
             mesh_sched_copy(s, rb, sb + (size_t)r * blk, blk, NULL, 0);
-        for (int mask = lowbit >> 1; mask >= 1; mask >>= 1) {
-            if (mask >= n)
-                continue;
-            int cnt = mask < n - mask ? mask : n - mask;
-            int first = (root + mask) % n;
+        for (int i = nch - 1; i >= 0; i--) {
+            int first = mesh_binomial_child(r, root, n, i);
+            int cnt = mesh_binomial_subtree(first, root, n);
             size_t bytes = (size_t)cnt * blk;
             if (first + cnt <= n) {
                 mesh_sched_send(s, first, sb + (size_t)first * blk, bytes, NULL, 0);
@@ -54,7 +46,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         return mesh_sched_status(s);
     }
 
-    int parent = (v - lowbit + root) % n;
+    int parent = mesh_binomial_parent(r, root, n);
     if (sub == 1) {
         mesh_sched_recv(s, parent, rb, blk, NULL, 0);
         return mesh_sched_status(s);
@@ -64,12 +56,10 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         return mesh_sched_status(s);
     int rv = mesh_sched_recv(s, parent, tmp, (size_t)sub * blk, NULL, 0);
     mesh_sched_copy(s, rb, tmp, blk, &rv, 1);
-    for (int mask = lowbit >> 1; mask >= 1; mask >>= 1) {
-        if (v + mask >= n)
-            continue;
-        int cnt = mask < n - v - mask ? mask : n - v - mask;
-        mesh_sched_send(s, (v + mask + root) % n, tmp + (size_t)mask * blk, (size_t)cnt * blk, &rv,
-                        1);
+    for (int i = nch - 1; i >= 0; i--) {
+        int ch = mesh_binomial_child(r, root, n, i);
+        size_t at = (size_t)(mesh_binomial_vrank(ch, root, n) - v) * blk;
+        mesh_sched_send(s, ch, tmp + at, (size_t)mesh_binomial_subtree(ch, root, n) * blk, &rv, 1);
     }
     return mesh_sched_status(s);
 }
@@ -78,5 +68,5 @@ const mesh_coll_algo_t mesh_coll_scatter_binomial = {
     .name = "binomial",
     .desc = "binomial tree, log2 rounds; small messages",
     .type = MESH_COLL_SCATTER,
-    .score = score,
+    .score = mesh_coll_binomial_blocks_score,
     .build = build};

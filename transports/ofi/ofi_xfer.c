@@ -276,10 +276,7 @@ mesh_status_t mesh_tl_ofi_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf
 {
     mesh_tl_ofi_ep_t *ep = (mesh_tl_ofi_ep_t *)uep;
     mesh_tl_ofi_iface_t *oi = ofi_iface(ep);
-    if (atomic_load_explicit(&oi->aborted, memory_order_acquire))
-        return mesh_error(MESH_ERR_ABORTED, "send to rank %d after abort", uep->peer);
-    if (ep->failed < 0)
-        return mesh_error(ep->failed, "send to failed peer rank %d: %s", uep->peer, ep->why);
+    MESH_CHECK(mesh_tl_post_check(&oi->aborted, ep->failed, ep->why, "send to", uep->peer));
     mesh_tl_op_set(op, tag, buf, len);
     ep->npending++;
     oi->npending++;
@@ -299,10 +296,7 @@ mesh_status_t mesh_tl_ofi_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
 {
     mesh_tl_ofi_ep_t *ep = (mesh_tl_ofi_ep_t *)uep;
     mesh_tl_ofi_iface_t *oi = ofi_iface(ep);
-    if (atomic_load_explicit(&oi->aborted, memory_order_acquire))
-        return mesh_error(MESH_ERR_ABORTED, "receive from rank %d after abort", uep->peer);
-    if (ep->failed < 0)
-        return mesh_error(ep->failed, "receive from failed peer rank %d: %s", uep->peer, ep->why);
+    MESH_CHECK(mesh_tl_post_check(&oi->aborted, ep->failed, ep->why, "receive from", uep->peer));
     mesh_tl_op_set(op, tag, buf, len);
     ep->npending++;
     oi->npending++;

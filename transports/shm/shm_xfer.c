@@ -150,10 +150,8 @@ mesh_status_t mesh_tl_shm_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf
                                 mesh_tl_op_t *op)
 {
     mesh_tl_shm_ep_t *ep = (mesh_tl_shm_ep_t *)uep;
-    if (atomic_load_explicit(&shm_iface(ep)->aborted, memory_order_acquire))
-        return mesh_error(MESH_ERR_ABORTED, "send to rank %d after abort", uep->peer);
-    if (ep->failed < 0)
-        return mesh_error(ep->failed, "send to failed peer rank %d: %s", uep->peer, ep->why);
+    MESH_CHECK(
+        mesh_tl_post_check(&shm_iface(ep)->aborted, ep->failed, ep->why, "send to", uep->peer));
     mesh_tl_op_set(op, tag, buf, len);
     mesh_tl_opq_push(&ep->sendq, op);
     ep->npending++;
@@ -204,8 +202,8 @@ mesh_status_t mesh_tl_shm_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
                                 mesh_tl_op_t *op)
 {
     mesh_tl_shm_ep_t *ep = (mesh_tl_shm_ep_t *)uep;
-    if (atomic_load_explicit(&shm_iface(ep)->aborted, memory_order_acquire))
-        return mesh_error(MESH_ERR_ABORTED, "receive from rank %d after abort", uep->peer);
+    MESH_CHECK(
+        mesh_tl_post_check(&shm_iface(ep)->aborted, MESH_OK, NULL, "receive from", uep->peer));
     mesh_tl_op_set(op, tag, buf, len);
     ep->npending++;
     if (op->flags & MESH_TL_OP_STANDING)

@@ -111,8 +111,8 @@ mesh_status_t mesh_tl_tcp_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf
                                 mesh_tl_op_t *op)
 {
     mesh_tl_tcp_ep_t *ep = (mesh_tl_tcp_ep_t *)uep;
-    if (atomic_load_explicit(&tcp_iface(ep)->aborted, memory_order_acquire))
-        return mesh_error(MESH_ERR_ABORTED, "send to rank %d after abort", uep->peer);
+    /* a failed peer is named with its address */
+    MESH_CHECK(mesh_tl_post_check(&tcp_iface(ep)->aborted, MESH_OK, NULL, "send to", uep->peer));
     if (ep->failed < 0)
         return mesh_error(ep->failed, "send to failed peer rank %d (%s): %s", uep->peer,
                           ep->addr_str, ep->why);
@@ -126,8 +126,7 @@ mesh_status_t mesh_tl_tcp_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
 {
     mesh_tl_tcp_ep_t *ep = (mesh_tl_tcp_ep_t *)uep;
     mesh_tl_tcp_iface_t *ti = tcp_iface(ep);
-    if (atomic_load_explicit(&ti->aborted, memory_order_acquire))
-        return mesh_error(MESH_ERR_ABORTED, "receive from rank %d after abort", uep->peer);
+    MESH_CHECK(mesh_tl_post_check(&ti->aborted, MESH_OK, NULL, "receive from", uep->peer));
     mesh_tl_op_set(op, tag, buf, len);
     for (mesh_tl_tcp_rmsg_t *m = ep->incoming; m; m = m->next) {
         if (m->op != NULL || m->tag != tag)

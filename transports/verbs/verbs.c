@@ -354,11 +354,9 @@ err:
     return st;
 }
 
-static void verbs_ep_destroy(mesh_tl_ep_t *uep)
+/* What an endpoint holds of the device and the heap, freed with it (also half-built). */
+static void verbs_ep_free(mesh_tl_verbs_ep_t *ep)
 {
-    mesh_tl_verbs_ep_t *ep = (mesh_tl_verbs_ep_t *)uep;
-    mesh_tl_verbs_iface_t *vi = mesh_tl_verbs_iface(ep);
-    mesh_tl_verbs_ep_drop(ep, MESH_ERR_ABORTED);
     if (ep->qp) ibv_destroy_qp(ep->qp);
     if (ep->ah) ibv_destroy_ah(ep->ah);
     if (ep->mr) ibv_dereg_mr(ep->mr);
@@ -366,8 +364,16 @@ static void verbs_ep_destroy(mesh_tl_ep_t *uep)
     free(ep->slots);
     free(ep->free_slots);
     free(ep->fins);
-    if (vi->eps[uep->peer] == ep) vi->eps[uep->peer] = NULL;
     free(ep);
+}
+
+static void verbs_ep_destroy(mesh_tl_ep_t *uep)
+{
+    mesh_tl_verbs_ep_t *ep = (mesh_tl_verbs_ep_t *)uep;
+    mesh_tl_verbs_iface_t *vi = mesh_tl_verbs_iface(ep);
+    mesh_tl_verbs_ep_drop(ep, MESH_ERR_ABORTED);
+    if (vi->eps[uep->peer] == ep) vi->eps[uep->peer] = NULL;
+    verbs_ep_free(ep);
 }
 
 static void verbs_close(mesh_tl_iface_t *iface)
@@ -525,14 +531,7 @@ static mesh_status_t verbs_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_
     *out = &ep->super;
     return MESH_OK;
 err:
-    if (ep->qp) ibv_destroy_qp(ep->qp);
-    if (ep->ah) ibv_destroy_ah(ep->ah);
-    if (ep->mr) ibv_dereg_mr(ep->mr);
-    free(ep->block);
-    free(ep->slots);
-    free(ep->free_slots);
-    free(ep->fins);
-    free(ep);
+    verbs_ep_free(ep);
     return st;
 }
 

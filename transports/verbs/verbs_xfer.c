@@ -187,10 +187,7 @@ mesh_status_t mesh_tl_verbs_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *b
 {
     mesh_tl_verbs_ep_t *ep = (mesh_tl_verbs_ep_t *)uep;
     mesh_tl_verbs_iface_t *vi = mesh_tl_verbs_iface(ep);
-    if (atomic_load_explicit(&vi->aborted, memory_order_acquire))
-        return mesh_error(MESH_ERR_ABORTED, "send to rank %d after abort", uep->peer);
-    if (ep->failed < 0)
-        return mesh_error(ep->failed, "send to failed peer rank %d: %s", uep->peer, ep->why);
+    MESH_CHECK(mesh_tl_post_check(&vi->aborted, ep->failed, ep->why, "send to", uep->peer));
     mesh_tl_op_set(op, tag, buf, len);
     mesh_tl_opq_push(&ep->sendq, op);
     if (ep->state == MESH_TL_VERBS_CONN_READY) mesh_tl_verbs_ep_push(ep, 0);
@@ -202,8 +199,7 @@ mesh_status_t mesh_tl_verbs_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, si
 {
     mesh_tl_verbs_ep_t *ep = (mesh_tl_verbs_ep_t *)uep;
     mesh_tl_verbs_iface_t *vi = mesh_tl_verbs_iface(ep);
-    if (atomic_load_explicit(&vi->aborted, memory_order_acquire))
-        return mesh_error(MESH_ERR_ABORTED, "receive from rank %d after abort", uep->peer);
+    MESH_CHECK(mesh_tl_post_check(&vi->aborted, MESH_OK, NULL, "receive from", uep->peer));
     mesh_tl_op_set(op, tag, buf, len);
     for (mesh_tl_verbs_msg_t *m = ep->unexp.head; m; m = m->next) {
         if (m->tag != tag) continue;
