@@ -6,6 +6,7 @@ namespace mesh_torch {
 ProcessGroupMesh::ProcessGroupMesh(const CommSpec &spec)
     : BackendBase(spec.rank, spec.size), comm_(std::make_shared<Comm>(spec))
 {
+    Comm::track(comm_);
     init();
 }
 

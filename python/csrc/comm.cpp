@@ -4,6 +4,8 @@
 #include <sched.h>
 #include <time.h>
 
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -89,6 +91,10 @@ inline void cpu_relax()
 #endif
 }
 
+/* The communicators of the process, for shutdown_all() at exit. */
+std::mutex live_mu;
+std::vector<std::weak_ptr<Comm>> live;
+
 } // namespace
 
 Comm::Comm(const CommSpec &s)
@@ -123,9 +129,67 @@ Comm::~Comm()
     shutdown();
 }
 
+void Comm::track(const std::shared_ptr<Comm> &comm)
+{
+    std::lock_guard<std::mutex> lk(live_mu);
+    size_t kept = 0;
+    for (auto &w : live)
+        if (!w.expired()) live[kept++] = std::move(w);
+    live.resize(kept);
+    live.push_back(comm);
+}
+
+void Comm::shutdown_all()
+{
+    std::vector<std::shared_ptr<Comm>> all;
+    {
+        std::lock_guard<std::mutex> lk(live_mu);
+        for (auto &w : live)
+            if (auto c = w.lock()) all.push_back(c);
+        live.clear();
+    }
+    /* what is in flight now would keep the exit waiting for peers: it fails at once; idle
+     * communicators are destroyed as usual */
+    for (auto &c : all) {
+        std::unique_lock<std::mutex> lk(c->mu_);
+        const bool busy = !c->inflight_.empty();
+        lk.unlock();
+        if (busy) c->abort("the process is exiting with the operation in flight");
+    }
+    for (auto &c : all)
+        c->shutdown();
+}
+
 int64_t Comm::global_rank(int rank) const
 {
     return global_.empty() || rank < 0 || rank >= (int)global_.size() ? rank : global_[rank];
+}
+
+std::string Comm::annotate(const std::string &m) const
+{
+    if (global_.empty()) return m;
+    std::string out;
+    size_t i = 0;
+    while (i < m.size()) {
+        size_t at = m.find("rank ", i);
+        if (at == std::string::npos || (at > 0 && isalpha((unsigned char)m[at - 1]))) {
+            size_t end = at == std::string::npos ? m.size() : at + 5;
+            out += m.substr(i, end - i);
+            i = end;
+            continue;
+        }
+        size_t d = at + 5, e = d;
+        while (e < m.size() && isdigit((unsigned char)m[e]))
+            e++;
+        out += m.substr(i, e - i);
+        if (e > d) {
+            int r = atoi(m.substr(d, e - d).c_str());
+            if (r >= 0 && r < (int)global_.size() && global_[r] != r)
+                out += " (global rank " + std::to_string(global_[r]) + ")";
+        }
+        i = e;
+    }
+    return out;
 }
 
 std::string Comm::where() const
@@ -153,7 +217,7 @@ void Comm::post(const c10::intrusive_ptr<WorkMesh> &w, const PostFn &fn)
                                  ": the communicator failed earlier: " + failure_);
     mesh_request_h req = nullptr;
     if (fn(comm_, &req) != MESH_OK) {
-        std::string why = mesh_comm_last_error(nullptr);
+        std::string why = annotate(mesh_comm_last_error(nullptr));
         throw std::runtime_error(std::string("mesh: ") + w->name() + " on " + where() + ": " +
                                  why);
     }
@@ -182,7 +246,7 @@ int Comm::poll_locked(std::vector<Done> &done)
         if (st != MESH_OK) {
             /* the message of the failure is this thread's: every test happens under the lock,
              * and the one that saw the failure first made it */
-            msg = mesh_comm_last_error(comm_);
+            msg = annotate(mesh_comm_last_error(comm_));
             if (failure_.empty()) failure_ = msg.empty() ? mesh_status_string(st) : msg;
             if (msg.empty() || st == MESH_ERR_ABORTED) msg = failure_;
         }

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -57,6 +58,12 @@ class Comm {
     /* Lets the operations in flight finish (each is bounded by the communicator's timeout),
      * then stops the completion thread and destroys the communicator. Idempotent. */
     void shutdown();
+    /* At interpreter exit: fails what is still in flight on every live communicator of the
+     * process (its peers would see this process go anyway), then shuts each one down, so that
+     * no completion thread outlives the interpreter and no exit waits for a peer. */
+    static void shutdown_all();
+    /* Records a communicator for shutdown_all(). */
+    static void track(const std::shared_ptr<Comm> &comm);
 
     int rank() const { return rank_; }
     int size() const { return size_; }
@@ -65,6 +72,8 @@ class Comm {
     int64_t global_rank(int rank) const;
     /* "process group 2 (rank 1 of 3, global ranks [0, 2, 5])": where an error happened. */
     std::string where() const;
+    /* mesh's message with each "rank N" of a subgroup followed by "(global rank G)". */
+    std::string annotate(const std::string &message) const;
     /* Name of the transport to a peer, or of the last algorithm of an operation. */
     std::string peer_transport(int peer);
     std::string last_algorithm();

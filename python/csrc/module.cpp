@@ -95,6 +95,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
           py::arg("timeout_s"), py::arg("group_name"), py::arg("global_ranks"),
           py::call_guard<py::gil_scoped_release>(),
           "Creates the backend of one process group (collective over the group).");
+    m.def("_shutdown_all", &mesh_torch::Comm::shutdown_all,
+          py::call_guard<py::gil_scoped_release>(),
+          "At exit: fails what is in flight and releases every communicator of the process.");
     m.attr("torch_version") = TORCH_VERSION;
     m.attr("mesh_version") = std::to_string(MESH_VERSION_MAJOR) + "." +
                              std::to_string(MESH_VERSION_MINOR) + "." +

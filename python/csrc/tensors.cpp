@@ -95,6 +95,8 @@ Reduction reduction(at::ScalarType type, const c10d::ReduceOp &rop, const char *
     case R::MAX: mop = MESH_MAX; break;
     default: refuse(what + " is not supported");
     }
+    if (mop == MESH_AVG && !at::isFloatingType(type) && !at::isComplexType(type))
+        refuse(what + " is not supported (averages need floating-point or complex tensors)");
     switch (type) {
     case at::kByte: return {MESH_UINT8, mop, 1};
     case at::kChar: return {MESH_INT8, mop, 1};

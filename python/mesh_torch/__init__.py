@@ -12,6 +12,7 @@ operation of the group; a peer that dies fails the operations of every survivor 
 RuntimeError naming it.
 """
 
+import atexit
 import inspect
 
 import torch
@@ -73,3 +74,5 @@ def is_mesh(group=None):
 
 
 _register()
+# no completion thread outlives the interpreter, and no exit waits for a peer
+atexit.register(_C._shutdown_all)
