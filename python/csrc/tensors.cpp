@@ -68,9 +68,12 @@ Reduction reduction(at::ScalarType type, const c10d::ReduceOp &rop, const char *
 {
     using R = c10d::ReduceOp;
     const R::RedOpType op = rop.op_;
-    const std::string what = std::string(opname) + " with ReduceOp." + op_name(op) + " on " +
-                             type_name(type) + " tensors";
-    if (op == R::PREMUL_SUM) refuse(what + " is not supported (NCCL's pre-multiplied sum)");
+    /* the message is built only for a refusal: this runs on every call */
+    auto what = [&]() {
+        return std::string(opname) + " with ReduceOp." + op_name(op) + " on " + type_name(type) +
+               " tensors";
+    };
+    if (op == R::PREMUL_SUM) refuse(what() + " is not supported (NCCL's pre-multiplied sum)");
     if (type == at::kBool) {
         /* as torch's other backends: a sum or maximum of truths is "any", a product or
          * minimum "all", computed on bytes that hold 0 or 1 */
@@ -81,11 +84,11 @@ Reduction reduction(at::ScalarType type, const c10d::ReduceOp &rop, const char *
         case R::PRODUCT:
         case R::MIN:
         case R::BAND: return {MESH_UINT8, MESH_MIN, 1};
-        default: refuse(what + " is not supported");
+        default: refuse(what() + " is not supported");
         }
     }
     if (op == R::BAND || op == R::BOR || op == R::BXOR)
-        refuse(what + " is not supported (bitwise operators work on bool tensors only)");
+        refuse(what() + " is not supported (bitwise operators work on bool tensors only)");
     mesh_op_t mop = MESH_SUM;
     switch (op) {
     case R::SUM: mop = MESH_SUM; break;
@@ -93,10 +96,10 @@ Reduction reduction(at::ScalarType type, const c10d::ReduceOp &rop, const char *
     case R::PRODUCT: mop = MESH_PROD; break;
     case R::MIN: mop = MESH_MIN; break;
     case R::MAX: mop = MESH_MAX; break;
-    default: refuse(what + " is not supported");
+    default: refuse(what() + " is not supported");
     }
     if (mop == MESH_AVG && !at::isFloatingType(type) && !at::isComplexType(type))
-        refuse(what + " is not supported (averages need floating-point or complex tensors)");
+        refuse(what() + " is not supported (averages need floating-point or complex tensors)");
     switch (type) {
     case at::kByte: return {MESH_UINT8, mop, 1};
     case at::kChar: return {MESH_INT8, mop, 1};
@@ -110,12 +113,12 @@ Reduction reduction(at::ScalarType type, const c10d::ReduceOp &rop, const char *
     case at::kComplexDouble:
         /* sums and averages of complex numbers are those of their parts */
         if (mop != MESH_SUM && mop != MESH_AVG)
-            refuse(what + " is not supported (complex numbers reduce by SUM or AVG only)");
+            refuse(what() + " is not supported (complex numbers reduce by SUM or AVG only)");
         return {type == at::kComplexFloat ? MESH_FP32 : MESH_FP64, mop, 2};
     default: break;
     }
-    refuse(what + " is not supported (reductions take uint8, int8, int32, int64, bool, float16, "
-                  "bfloat16, float32, float64, complex64 and complex128)");
+    refuse(what() + " is not supported (reductions take uint8, int8, int32, int64, bool, "
+                    "float16, bfloat16, float32, float64, complex64 and complex128)");
 }
 
 at::Tensor dense(const at::Tensor &t)

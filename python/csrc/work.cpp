@@ -6,13 +6,22 @@
 #include <stdexcept>
 
 namespace mesh_torch {
+namespace {
+
+/* The type of every future's value, a list of tensors, made once. */
+const c10::TypePtr &tensor_list_type()
+{
+    static const c10::TypePtr t = c10::ListType::create(c10::TensorType::get());
+    return t;
+}
+
+} // namespace
 
 WorkMesh::WorkMesh(std::shared_ptr<Comm> comm, c10d::OpType type, const char *name,
                    std::vector<at::Tensor> outputs)
     : c10d::Work(comm->rank(), type, name, outputs), comm_(std::move(comm)), name_(name),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get())))
+      future_(c10::make_intrusive<c10::ivalue::Future>(tensor_list_type()))
 {
 }
 
