@@ -24,14 +24,21 @@ mesh_status_t mesh_api_check_overlap(mesh_comm_t *comm, const char *fn, const vo
                                      size_t alen, const void *b, size_t blen, int in_place);
 /* size * arrays size_t values (counts, displs, ...), freed with the request. */
 mesh_status_t mesh_api_alloc_blocks(mesh_comm_t *comm, const char *fn, int arrays, size_t **out);
-/* counts[] and displs[] for the block collectives (2 * size values, freed with the request): a
- * copy of the caller's counts (v-variants, counts != NULL) or `fill` for every rank; *uniform
- * tells whether all counts are equal. */
-mesh_status_t mesh_api_blocks_from(mesh_comm_t *comm, const char *fn, const size_t *counts,
-                                   size_t fill, size_t **blocks, int *uniform);
-/* Fills displacements (given, or back to back); returns the total count and the extent. */
-size_t mesh_api_pack_displs(int n, const size_t *counts, const size_t *given, size_t *displs,
-                            size_t *extent);
+/* The largest buffer mesh accepts, in bytes: beyond any machine's memory and address space, so
+ * that every sum of counts, displacements and offsets below it is exact. */
+#define MESH_API_MAX_BYTES ((size_t)1 << 48)
+/* The one validation path of block layouts (all-gather(v), reduce-scatter(v), all-to-all(v)):
+ * block i holds counts[i] elements (fill for every rank when counts is NULL) at displs[i] (back
+ * to back when displs is NULL) of a buffer. Every count, displacement, their sum, the total and
+ * the extent are checked against MESH_API_MAX_BYTES without overflow, naming the argument and
+ * the rank (cname, dname: the caller's names of the arrays); blocks that are written (the
+ * receive side) must not overlap each other. Writes counts to out[0..size) and displacements to
+ * out[size..2 size); *total and *extent in elements; *uniform (may be NULL): equal counts back to
+ * back. */
+mesh_status_t mesh_api_layout(mesh_comm_t *comm, const char *fn, const char *cname,
+                              const char *dname, const size_t *counts, size_t fill,
+                              const size_t *displs, size_t dsize, int written, size_t *out,
+                              size_t *total, size_t *extent, int *uniform);
 /* Pre-multiplies (scalar != NULL) in_count input elements, selects, builds and launches; divides
  * avg_count elements of avg_buf by the size at completion (MESH_AVG); owned0 is freed with the
  * request (or on error). */

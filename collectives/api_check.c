@@ -65,10 +65,13 @@ mesh_status_t mesh_api_check_root(mesh_comm_t *comm, const char *fn, int root)
 }
 
 mesh_status_t mesh_api_check_count(mesh_comm_t *comm, const char *fn, size_t count, size_t dsize,
-                                 size_t mult)
+                                   size_t mult)
 {
-    CHECK_ARG(dsize == 0 || count <= SIZE_MAX / dsize / (mult ? mult : 1) / 2,
-              "%s: count %zu is too large", fn, count);
+    if (mult == 0) mult = 1;
+    CHECK_ARG(dsize == 0 || count <= MESH_API_MAX_BYTES / dsize / mult,
+              "%s: count %zu is too large: %s%zu elements of %zu bytes exceed the largest buffer "
+              "mesh accepts (%zu bytes)", fn, count, mult > 1 ? "the ranks' " : "",
+              mult > 1 ? count : count, dsize, (size_t)MESH_API_MAX_BYTES);
     return MESH_OK;
 }
 
@@ -95,30 +98,58 @@ mesh_status_t mesh_api_alloc_blocks(mesh_comm_t *comm, const char *fn, int array
     return MESH_OK;
 }
 
-/* Fills displacements back to back and returns the total. */
-size_t mesh_api_pack_displs(int n, const size_t *counts, const size_t *given, size_t *displs,
-                          size_t *extent)
+mesh_status_t mesh_api_layout(mesh_comm_t *comm, const char *fn, const char *cname,
+                              const char *dname, const size_t *counts, size_t fill,
+                              const size_t *displs, size_t dsize, int written, size_t *out,
+                              size_t *total, size_t *extent, int *uniform)
 {
-    size_t total = 0, end = 0;
+    int n = comm->size;
+    size_t limit = MESH_API_MAX_BYTES / (dsize ? dsize : 1), sum = 0, end = 0;
+    int packed = 1;
     for (int i = 0; i < n; i++) {
-        displs[i] = given ? given[i] : total;
-        total += counts[i];
-        if (displs[i] + counts[i] > end) end = displs[i] + counts[i];
+        size_t c = counts ? counts[i] : fill;
+        CHECK_ARG(c <= limit, "%s: %s[%d] = %zu exceeds the largest buffer mesh accepts (%zu "
+                  "bytes)", fn, cname, i, c, (size_t)MESH_API_MAX_BYTES);
+        size_t d = displs ? displs[i] : sum;
+        CHECK_ARG(d <= limit - c, "%s: %s[%d] = %zu plus %s[%d] = %zu lies beyond the largest "
+                  "buffer mesh accepts (%zu bytes)", fn, dname ? dname : "the blocks before it",
+                  i, d, cname, i, c, (size_t)MESH_API_MAX_BYTES);
+        CHECK_ARG(sum <= limit - c, "%s: %s sum to more than the largest buffer mesh accepts "
+                  "(%zu bytes)", fn, cname, (size_t)MESH_API_MAX_BYTES);
+        packed &= d == sum && c == (counts ? counts[0] : fill);
+        out[i] = c;
+        out[n + i] = d;
+        sum += c;
+        if (d + c > end) end = d + c;
     }
-    if (extent) *extent = end;
-    return total;
-}
-
-/* counts[] and displs[] for the block collectives: a copy of the caller's counts (v-variants) or
- * `fill` for every rank; *uniform tells whether all counts are equal. */
-mesh_status_t mesh_api_blocks_from(mesh_comm_t *comm, const char *fn, const size_t *counts,
-                                 size_t fill, size_t **blocks, int *uniform)
-{
-    MESH_CHECK(mesh_api_alloc_blocks(comm, fn, 2, blocks));
-    *uniform = 1;
-    for (int i = 0; i < comm->size; i++) {
-        (*blocks)[i] = counts ? counts[i] : fill;
-        *uniform &= (*blocks)[i] == (*blocks)[0];
+    *total = sum;
+    *extent = end;
+    if (uniform) *uniform = packed;
+    if (!written || displs == NULL || n < 2) return MESH_OK;
+    /* blocks that are written must not overlap each other: sort their starts */
+    int *order = malloc(sizeof(int) * (size_t)n);
+    if (order == NULL)
+        return mesh_comm_fail(comm, mesh_error(MESH_ERR_NO_MEMORY, "%s: cannot check %s", fn,
+                                               dname));
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (out[i] == 0) continue;
+        int j = m++;
+        while (j > 0 && out[n + order[j - 1]] > out[n + i]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
     }
+    for (int k = 1; k < m; k++) {
+        int a = order[k - 1], b = order[k];
+        if (out[n + a] + out[a] > out[n + b]) {
+            free(order);
+            CHECK_ARG(0, "%s: the blocks of ranks %d and %d overlap in the receive buffer "
+                      "(%s[%d] = %zu, %s[%d] = %zu, %s[%d] = %zu)", fn, a, b, dname, a, out[n + a],
+                      cname, a, out[a], dname, b, out[n + b]);
+        }
+    }
+    free(order);
     return MESH_OK;
 }

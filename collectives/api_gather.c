@@ -27,18 +27,23 @@ mesh_status_t mesh_broadcast(mesh_comm_h comm, const void *sbuf, void *rbuf, siz
     return mesh_api_launch(comm, &a, NULL, 0, NULL, 0, NULL, req);
 }
 
+/* counts NULL: every rank contributes fill elements, back to back. */
 static mesh_status_t allgather_common(mesh_comm_t *comm, const char *fn, const void *sbuf,
-                                      void *rbuf, size_t *blocks, const size_t *given_displs,
-                                      int uniform, mesh_dtype_t dtype, mesh_request_h *req)
+                                      void *rbuf, const size_t *recvcounts, size_t fill,
+                                      const size_t *given_displs, mesh_dtype_t dtype,
+                                      mesh_request_h *req)
 {
-    size_t ds = mesh_dtype_size(dtype);
-    size_t *counts = blocks, *displs = blocks + comm->size, extent;
-    size_t total = mesh_api_pack_displs(comm->size, counts, given_displs, displs, &extent);
-    mesh_status_t st;
+    size_t ds = mesh_dtype_size(dtype), total, extent, *blocks;
+    int uniform;
+    MESH_CHECK(mesh_api_alloc_blocks(comm, fn, 2, &blocks));
+    mesh_status_t st = mesh_api_layout(comm, fn, recvcounts ? "recvcounts" : "sendcount",
+                                       "displs", recvcounts, fill, given_displs, ds, 1, blocks,
+                                       &total, &extent, &uniform);
+    size_t *counts = blocks, *displs = blocks + comm->size;
     size_t mine = counts[comm->rank];
-    int in_place = rbuf != NULL && (const char *)rbuf + displs[comm->rank] * ds == (const char *)sbuf;
-    if ((st = mesh_api_check_count(comm, fn, extent, ds, 1)) < 0 ||
-        (st = mesh_api_check_buf(comm, fn, "sbuf", sbuf, mine)) < 0 ||
+    int in_place = st == MESH_OK && rbuf != NULL &&
+                   (const char *)rbuf + displs[comm->rank] * ds == (const char *)sbuf;
+    if (st < 0 || (st = mesh_api_check_buf(comm, fn, "sbuf", sbuf, mine)) < 0 ||
         (st = mesh_api_check_buf(comm, fn, "rbuf", rbuf, extent)) < 0 ||
         (st = mesh_api_check_overlap(comm, fn, sbuf, mine * ds, rbuf, extent * ds, in_place)) < 0) {
         free(blocks);
@@ -46,8 +51,8 @@ static mesh_status_t allgather_common(mesh_comm_t *comm, const char *fn, const v
     }
     mesh_coll_args_t a = {.type = MESH_COLL_ALLGATHER, .sbuf = sbuf, .rbuf = rbuf, .count = mine,
                           .dtype = dtype, .op = MESH_SUM, .in_place = in_place,
-                          .uniform = uniform && given_displs == NULL, .dsize = ds,
-                          .bytes = total * ds, .counts = counts, .displs = displs};
+                          .uniform = uniform, .dsize = ds, .bytes = total * ds, .counts = counts,
+                          .displs = displs};
     return mesh_api_launch(comm, &a, NULL, 0, NULL, 0, blocks, req);
 }
 
@@ -55,13 +60,9 @@ mesh_status_t mesh_allgather(mesh_comm_h comm, const void *sbuf, void *rbuf, siz
                              mesh_dtype_t dtype, void *stream, mesh_request_h *req)
 {
     static const char fn[] = "mesh_allgather";
-    size_t *blocks = NULL;
     MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
-    MESH_CHECK(mesh_api_check_count(comm, fn, sendcount, mesh_dtype_size(dtype), (size_t)comm->size));
-    int uniform;
-    MESH_CHECK(mesh_api_blocks_from(comm, fn, NULL, sendcount, &blocks, &uniform));
-    return allgather_common(comm, fn, sbuf, rbuf, blocks, NULL, uniform, dtype, req);
+    return allgather_common(comm, fn, sbuf, rbuf, NULL, sendcount, NULL, dtype, req);
 }
 
 mesh_status_t mesh_allgatherv(mesh_comm_h comm, const void *sbuf, void *rbuf,
@@ -69,13 +70,10 @@ mesh_status_t mesh_allgatherv(mesh_comm_h comm, const void *sbuf, void *rbuf,
                               void *stream, mesh_request_h *req)
 {
     static const char fn[] = "mesh_allgatherv";
-    size_t *blocks = NULL;
     MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
     CHECK_ARG(recvcounts != NULL, "%s: recvcounts is NULL", fn);
-    int uniform;
-    MESH_CHECK(mesh_api_blocks_from(comm, fn, recvcounts, 0, &blocks, &uniform));
-    return allgather_common(comm, fn, sbuf, rbuf, blocks, displs, uniform, dtype, req);
+    return allgather_common(comm, fn, sbuf, rbuf, recvcounts, 0, displs, dtype, req);
 }
 
 mesh_status_t mesh_gather(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t count,

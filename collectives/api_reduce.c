@@ -52,27 +52,29 @@ mesh_status_t mesh_reduce(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t
                   req);
 }
 
+/* recvcounts NULL: every rank gets fill elements. */
 static mesh_status_t reduce_scatter_common(mesh_comm_t *comm, const char *fn, const void *sbuf,
-                                           void *rbuf, size_t *blocks, int uniform,
-                                           mesh_dtype_t dtype, mesh_op_t op, void *stream,
-                                           mesh_request_h *req)
+                                           void *rbuf, const size_t *recvcounts, size_t fill,
+                                           mesh_dtype_t dtype, mesh_op_t op, mesh_request_h *req)
 {
     mesh_op_t base;
     const void *scalar;
-    size_t ds = mesh_dtype_size(dtype);
+    size_t ds = mesh_dtype_size(dtype), total, extent, *blocks;
+    int uniform;
+    MESH_CHECK(mesh_api_check_op(comm, fn, op, dtype, &base, &scalar));
+    MESH_CHECK(mesh_api_alloc_blocks(comm, fn, 2, &blocks));
+    mesh_status_t st = mesh_api_layout(comm, fn, recvcounts ? "recvcounts" : "recvcount", NULL,
+                                       recvcounts, fill, NULL, ds, 0, blocks, &total, &extent,
+                                       &uniform);
     size_t *counts = blocks, *displs = blocks + comm->size;
-    size_t total = mesh_api_pack_displs(comm->size, counts, NULL, displs, NULL);
-    mesh_status_t st;
-    if ((st = mesh_api_check_op(comm, fn, op, dtype, &base, &scalar)) < 0 ||
-        (st = mesh_api_check_count(comm, fn, total, ds, 1)) < 0 ||
-        (st = mesh_api_check_buf(comm, fn, "sbuf", sbuf, total)) < 0 ||
+    if (st < 0 || (st = mesh_api_check_buf(comm, fn, "sbuf", sbuf, total)) < 0 ||
         (st = mesh_api_check_buf(comm, fn, "rbuf", rbuf, counts[comm->rank])) < 0) {
         free(blocks);
         return st;
     }
     int in_place = sbuf != NULL && (const char *)sbuf + displs[comm->rank] * ds == (char *)rbuf;
     if ((st = mesh_api_check_overlap(comm, fn, sbuf, total * ds, rbuf, counts[comm->rank] * ds,
-                            in_place)) < 0) {
+                                     in_place)) < 0) {
         free(blocks);
         return st;
     }
@@ -80,8 +82,8 @@ static mesh_status_t reduce_scatter_common(mesh_comm_t *comm, const char *fn, co
                           .count = counts[comm->rank], .dtype = dtype, .op = base,
                           .in_place = in_place, .uniform = uniform, .dsize = ds,
                           .bytes = total * ds, .counts = counts, .displs = displs};
-    return mesh_api_launch(comm, &a, scalar, total, op == MESH_AVG ? rbuf : NULL, counts[comm->rank],
-                  blocks, req);
+    return mesh_api_launch(comm, &a, scalar, total, op == MESH_AVG ? rbuf : NULL,
+                           counts[comm->rank], blocks, req);
 }
 
 mesh_status_t mesh_reduce_scatter(mesh_comm_h comm, const void *sbuf, void *rbuf,
@@ -89,13 +91,9 @@ mesh_status_t mesh_reduce_scatter(mesh_comm_h comm, const void *sbuf, void *rbuf
                                   mesh_request_h *req)
 {
     static const char fn[] = "mesh_reduce_scatter";
-    size_t *blocks = NULL;
     MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
-    MESH_CHECK(mesh_api_check_count(comm, fn, recvcount, mesh_dtype_size(dtype), (size_t)comm->size));
-    int uniform;
-    MESH_CHECK(mesh_api_blocks_from(comm, fn, NULL, recvcount, &blocks, &uniform));
-    return reduce_scatter_common(comm, fn, sbuf, rbuf, blocks, uniform, dtype, op, stream, req);
+    return reduce_scatter_common(comm, fn, sbuf, rbuf, NULL, recvcount, dtype, op, req);
 }
 
 mesh_status_t mesh_reduce_scatterv(mesh_comm_h comm, const void *sbuf, void *rbuf,
@@ -103,11 +101,8 @@ mesh_status_t mesh_reduce_scatterv(mesh_comm_h comm, const void *sbuf, void *rbu
                                    void *stream, mesh_request_h *req)
 {
     static const char fn[] = "mesh_reduce_scatterv";
-    size_t *blocks = NULL;
     MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
     CHECK_ARG(recvcounts != NULL, "%s: recvcounts is NULL", fn);
-    int uniform;
-    MESH_CHECK(mesh_api_blocks_from(comm, fn, recvcounts, 0, &blocks, &uniform));
-    return reduce_scatter_common(comm, fn, sbuf, rbuf, blocks, uniform, dtype, op, stream, req);
+    return reduce_scatter_common(comm, fn, sbuf, rbuf, recvcounts, 0, dtype, op, req);
 }

@@ -2,6 +2,7 @@
 #define MESH_LOG_SUBSYSTEM "comm"
 #include "collectives/api.h"
 #include "libmesh/bootstrap.h"
+#include "libmesh/config.h"
 #include "libmesh/context.h"
 #include "libmesh/dtype.h"
 #include "libmesh/log.h"
@@ -280,6 +281,13 @@ const char *mesh_comm_peer_transport(mesh_comm_h comm, int peer)
 {
     if (comm == NULL || peer < 0 || peer >= comm->size) return NULL;
     return comm->tls[comm->peers[peer].tl].ops->name;
+}
+
+const char *mesh_config_get(const char *name)
+{
+    /* every table is registered once the library is initialised */
+    mesh_coll_global_init();
+    return mesh_config_value(name);
 }
 
 const char *mesh_comm_last_algorithm(mesh_comm_h comm)

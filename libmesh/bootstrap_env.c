@@ -22,25 +22,23 @@
 
 static const mesh_config_entry_t bootstrap_entries[] = {
     {"RANK", "-1", MESH_CFG_INT,
-     "Rank of this process (0..MESH_SIZE-1) for mesh_comm_init_env; -1: not set."},
-    {"SIZE", "0", MESH_CFG_INT, "Number of ranks for mesh_comm_init_env; 0: not set."},
+     "Rank of this process (0..MESH_SIZE-1) for mesh_comm_init_env; -1: not set.", NULL, "-1.."},
+    {"SIZE", "0", MESH_CFG_INT, "Number of ranks for mesh_comm_init_env; 0: not set.", NULL,
+     "0.."},
     {"ADDR", "", MESH_CFG_STRING,
      "host:port (or [v6]:port) where rank 0's bootstrap listens, for mesh_comm_init_env."},
     {"SECRET", "", MESH_CFG_STRING,
      "Shared secret every rank of mesh_comm_init_env presents (any text, e.g. random hex). "
      "Unset: a hash of MESH_ADDR and MESH_SIZE, which keeps stray jobs apart but is no "
      "protection against a hostile peer."},
-    {"SOCKET_IFNAME", "", MESH_CFG_STRING,
-     "Interface name prefix for bootstrap and tcp sockets (e.g. eth, ib0). Unset: the first "
-     "non-loopback interface that is up, else loopback."},
     {"LOCAL_RANK", "-1", MESH_CFG_INT,
      "Rank within its node, set by meshrun for the program's use; mesh derives its own from the "
-     "node map."},
+     "node map.", NULL, "-1.."},
     {"LOCAL_SIZE", "0", MESH_CFG_INT,
-     "Ranks on this node, set by meshrun for the program's use."},
+     "Ranks on this node, set by meshrun for the program's use.", NULL, "0.."},
     {"BOOTSTRAP_PORT_OFFSET", "1", MESH_CFG_INT,
      "Under torchrun, rank 0 listens on MASTER_PORT plus this offset (torch's own store may "
-     "already listen on MASTER_PORT)."},
+     "already listen on MASTER_PORT).", NULL, "0..65535"},
     {NULL, NULL, 0, NULL, NULL},
 };
 

@@ -1,8 +1,8 @@
 /* Declared configuration tables. Values are resolved and validated once, when a table is
  * registered (environment, then the file named by MESH_CONFIG_FILE, then the default); the
  * registry only grows, so readers walk it without a lock. */
+#define MESH_LOG_SUBSYSTEM "config"
 #include "libmesh/config.h"
-#include "libmesh/context.h"
 #include "libmesh/log.h"
 
 #include <ctype.h>
@@ -42,6 +42,14 @@ typedef struct {
     char **names;
     char **values;
 } mesh_config_file_t;
+
+static const mesh_config_entry_t mesh_config_self_entries[] = {
+    {.name = "CONFIG_FILE", .dflt = "", .type = MESH_CFG_STRING,
+     .doc = "File of NAME=value lines read for knobs not set in the environment (only the "
+            "environment sets this one)."},
+    {.name = NULL},
+};
+static const mesh_config_table_t mesh_config_self_table = {"config", mesh_config_self_entries};
 
 static mesh_config_slot_t mesh_config_slots[MESH_CONFIG_MAX_TABLES];
 static atomic_int mesh_config_nslots;
@@ -293,6 +301,33 @@ static mesh_status_t mesh_config_parse_entry(const mesh_config_entry_t *e, const
     return MESH_ERR_INVALID_ARG;
 }
 
+/* Whether a parsed number lies in the entry's "min..max" (either side may be empty). */
+static int mesh_config_in_range(const mesh_config_entry_t *e, const mesh_config_value_t *v)
+{
+    if (e->range == NULL ||
+        (e->type != MESH_CFG_INT && e->type != MESH_CFG_SIZE && e->type != MESH_CFG_DOUBLE))
+        return 1;
+    const char *dots = strstr(e->range, "..");
+    if (dots == NULL) return 1;
+    double x = e->type == MESH_CFG_INT ? (double)v->i
+               : e->type == MESH_CFG_SIZE ? (double)v->size : v->d;
+    char lo[32], *end;
+    snprintf(lo, sizeof(lo), "%.*s", (int)(dots - e->range), e->range);
+    if (lo[0] != '\0') {
+        size_t sz;
+        double b = strtod(lo, &end);
+        if (*end != '\0' && mesh_config_parse_size(lo, &sz) == MESH_OK) b = (double)sz;
+        if (x < b) return 0;
+    }
+    if (dots[2] != '\0') {
+        size_t sz;
+        double b = strtod(dots + 2, &end);
+        if (*end != '\0' && mesh_config_parse_size(dots + 2, &sz) == MESH_OK) b = (double)sz;
+        if (x > b) return 0;
+    }
+    return 1;
+}
+
 /* Slot and value of a declared knob; NULL when none declares it. Lock-free. */
 static const mesh_config_value_t *mesh_config_find(const char *name,
                                                    const mesh_config_entry_t **entry)
@@ -356,6 +391,13 @@ static mesh_status_t mesh_config_resolve(const mesh_config_table_t *table, int c
             return mesh_error(MESH_ERR_INVALID_ARG, "%s='%s' (from %s) is not a valid %s",
                               envname, text, source, mesh_config_type_name(e->type));
         }
+        if (!mesh_config_in_range(e, v))
+            return mesh_error(MESH_ERR_INVALID_ARG, "%s='%s' (from %s) is outside %s",
+                              envname, text, source, e->range);
+        char why[160] = "";
+        if (e->check != NULL && e->check(text, why, sizeof(why)) != 0)
+            return mesh_error(MESH_ERR_INVALID_ARG, "%s='%s' (from %s) is not valid: %s",
+                              envname, text, source, why);
         if (e->type == MESH_CFG_ENUM) {
             /* Store the declared spelling of the choice so that readers compare exactly. */
             const char *p = e->choices;
@@ -377,8 +419,10 @@ mesh_status_t mesh_config_register(const mesh_config_table_t *table)
 {
     if (table == NULL || table->entries == NULL || table->module == NULL)
         return mesh_error(MESH_ERR_INVALID_ARG, "config table or its entries is NULL");
-    /* The core table first: errors below log, and logging reads it. */
-    mesh_context_init();
+    if (table != &mesh_config_self_table) MESH_CHECK(mesh_config_self_register());
+    /* the errors below log: logging configures itself (it registers its own table) before the
+     * lock is taken, not from inside it */
+    mesh_log_config_register();
     pthread_mutex_lock(&mesh_config_lock);
     mesh_status_t st = MESH_OK;
     mesh_config_value_t *values = NULL;
@@ -429,7 +473,6 @@ static int mesh_config_warned_before(const char *name)
 void mesh_config_warn_unknown(void)
 {
     char name[128];
-    mesh_context_init(); /* before the lock: the warnings below need logging configured */
     pthread_mutex_lock(&mesh_config_lock);
     for (char **env = environ; env != NULL && *env != NULL; env++) {
         if (strncmp(*env, MESH_CONFIG_PREFIX, strlen(MESH_CONFIG_PREFIX)) != 0)
@@ -449,6 +492,11 @@ void mesh_config_warn_unknown(void)
                           mesh_config_file.path);
     }
     pthread_mutex_unlock(&mesh_config_lock);
+}
+
+mesh_status_t mesh_config_self_register(void)
+{
+    return mesh_config_register(&mesh_config_self_table);
 }
 
 /* Value of a knob for the typed getters: unknown names are a bug in the caller. */
@@ -493,7 +541,6 @@ int mesh_config_bool(const char *name)
 
 void mesh_config_foreach(mesh_config_visit_fn fn, void *arg)
 {
-    mesh_context_init();
     int n = atomic_load_explicit(&mesh_config_nslots, memory_order_acquire);
     for (int s = 0; s < n; s++) {
         const mesh_config_slot_t *slot = &mesh_config_slots[s];
@@ -503,9 +550,8 @@ void mesh_config_foreach(mesh_config_visit_fn fn, void *arg)
     }
 }
 
-MESH_API const char *mesh_config_get(const char *name)
+const char *mesh_config_value(const char *name)
 {
-    mesh_context_init();
     const mesh_config_value_t *v = mesh_config_find(name, NULL);
     return v != NULL ? v->value : NULL;
 }

@@ -1,6 +1,12 @@
-/* Declared configuration. Each module declares one table of knobs; a knob NAME is read from the
- * environment variable MESH_NAME, then from the file named by MESH_CONFIG_FILE (NAME=value
- * lines), then its default. `mesh-info -c` prints every table with effective values and docs. */
+/* Declared configuration. Each module declares one table of knobs, with the knobs it reads; a
+ * knob NAME is read from the environment variable MESH_NAME, then from the file named by
+ * MESH_CONFIG_FILE (NAME=value lines), then its default. A value that does not parse as the
+ * knob's type, lies outside its range or fails its check is refused when the table registers,
+ * naming the variable, the value and what is allowed. `mesh-info -c` prints every table with
+ * effective values, ranges and docs.
+ *
+ * The configuration is the bottom of the core: it reports errors through log.c's emission but
+ * initialises nothing else. */
 #ifndef MESH_CONFIG_H
 #define MESH_CONFIG_H
 
@@ -16,12 +22,20 @@ typedef enum {
     MESH_CFG_ENUM    /* one of the '|'-separated words in .choices */
 } mesh_config_type_t;
 
+/* A value's own check beyond its type and range: 0 when valid; otherwise -1 and why (what is
+ * allowed) in why[len]. */
+typedef int (*mesh_config_check_fn)(const char *value, char *why, size_t len);
+
 typedef struct {
     const char *name;    /* without the MESH_ prefix, e.g. "TIMEOUT" */
     const char *dflt;    /* default as text ("" allowed) */
     mesh_config_type_t type;
     const char *doc;     /* one or two sentences */
     const char *choices; /* MESH_CFG_ENUM only */
+    /* INT, SIZE, DOUBLE: "min..max" with either side empty for no bound, e.g. "0.001..", "1..64";
+     * NULL only for values with no bound at all */
+    const char *range;
+    mesh_config_check_fn check; /* optional */
 } mesh_config_entry_t;
 
 typedef struct {
@@ -47,6 +61,12 @@ mesh_status_t mesh_config_parse_size(const char *text, size_t *out);
 mesh_status_t mesh_config_parse_bool(const char *text, int *out);
 mesh_status_t mesh_config_parse_int(const char *text, long long *out);
 mesh_status_t mesh_config_parse_double(const char *text, double *out);
+
+/* Value of a knob as text if a registered table declares it, else NULL (no error recorded). */
+const char *mesh_config_value(const char *name);
+
+/* The configuration's own table (MESH_CONFIG_FILE), registered with the first table. */
+mesh_status_t mesh_config_self_register(void);
 
 /* Visits every registered entry (for mesh-info -c): source is "env", "file" or "default". */
 typedef void (*mesh_config_visit_fn)(const char *module, const mesh_config_entry_t *e,

@@ -1,5 +1,6 @@
-/* The process-wide context: core knobs, node identity and the registry of objects that
- * mesh_progress() drives. */
+/* The process-wide context: it registers the base services' tables and knows this host's
+ * identity (node label, pid namespace). The services below it (configuration, log, progress,
+ * reductions, sockets) never call up into it. */
 #include "libmesh/context.h"
 #include "libmesh/progress.h"
 #include <errno.h>
@@ -7,6 +8,8 @@
 #include <fcntl.h>
 #include "libmesh/config.h"
 #include "libmesh/log.h"
+#include "libmesh/reduce.h"
+#include "libmesh/sock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,30 +18,8 @@
 #include <unistd.h>
 
 static const mesh_config_entry_t mesh_context_entries[] = {
-    {.name = "LOG_LEVEL", .dflt = "warn", .type = MESH_CFG_ENUM,
-     .choices = "error|warn|info|debug|trace",
-     .doc = "Least severe level of the messages printed."},
-    {.name = "LOG_SUBSYS", .dflt = "", .type = MESH_CFG_STRING,
-     .doc = "Comma-separated subsystems whose messages are printed (core, tcp, shm, coll, ...); "
-            "empty: all. Errors are always printed."},
-    {.name = "LOG_FILE", .dflt = "", .type = MESH_CFG_STRING,
-     .doc = "File that receives the log instead of stderr; %h expands to the host name, %p to "
-            "the process id."},
-    {.name = "CONFIG_FILE", .dflt = "", .type = MESH_CFG_STRING,
-     .doc = "File of NAME=value lines read for knobs not set in the environment (only the "
-            "environment sets this one)."},
-    {.name = "TIMEOUT", .dflt = "300", .type = MESH_CFG_DOUBLE,
-     .doc = "Seconds a blocking operation may go without progress before it fails with a "
-            "timeout that names the ranks it waits for."},
     {.name = "NODE_ID", .dflt = "", .type = MESH_CFG_STRING,
      .doc = "Label of this node; ranks with the same label share memory. Empty: the host name."},
-    {.name = "PROGRESS_SPIN", .dflt = "auto", .type = MESH_CFG_STRING,
-     .doc = "Idle polls a waiting rank spins before it yields the core to others. auto: 20000 "
-            "(about a millisecond) while the ranks on this machine (simulated nodes included) do "
-            "not outnumber the CPUs a rank may run on, 200 when they do or before a communicator "
-            "says. A longer spin yields once every 16384 polls."},
-    {.name = "REDUCE_AVX2", .dflt = "yes", .type = MESH_CFG_BOOL,
-     .doc = "Use the AVX2 loops for fp16 and bf16 reductions when the CPU has AVX2 and F16C."},
     {.name = NULL},
 };
 
@@ -47,44 +28,20 @@ static const mesh_config_table_t mesh_context_table = {
     .entries = mesh_context_entries,
 };
 
-typedef struct {
-    void *obj;
-    mesh_context_progress_fn fn;
-} mesh_context_progress_t;
-
 static pthread_once_t mesh_context_once = PTHREAD_ONCE_INIT;
 static mesh_status_t mesh_context_status;
-static __thread int mesh_context_initialising;
 static char mesh_context_node[256];
 static unsigned long long mesh_context_ns;
 
-static pthread_mutex_t mesh_context_plock;
-static pthread_once_t mesh_context_plock_once = PTHREAD_ONCE_INIT;
-static mesh_context_progress_t *mesh_context_prog;
-static int mesh_context_nprog;
-static int mesh_context_capprog;
-
-static mesh_status_t mesh_context_check_values(void)
-{
-    double timeout = mesh_config_double("TIMEOUT");
-    if (!(timeout > 0))
-        return mesh_error(MESH_ERR_INVALID_ARG, "MESH_TIMEOUT='%s' must be a positive number of "
-                          "seconds", mesh_config_str("TIMEOUT"));
-    if (mesh_progress_spin_parse(mesh_config_str("PROGRESS_SPIN"), NULL) != 0)
-        return mesh_error(MESH_ERR_INVALID_ARG,
-                          "MESH_PROGRESS_SPIN='%s' must be auto or a non-negative number of polls",
-                          mesh_config_str("PROGRESS_SPIN"));
-    return MESH_OK;
-}
-
 static void mesh_context_do_init(void)
 {
-    mesh_context_initialising = 1;
-    mesh_status_t st = mesh_config_register(&mesh_context_table);
-    /* Logging uses the table when it registered, its defaults otherwise. */
-    mesh_log_configure();
-    if (st == MESH_OK)
-        st = mesh_context_check_values();
+    /* the base services, each with its own table; the first invalid value wins */
+    mesh_status_t st = mesh_config_self_register();
+    if (st == MESH_OK) st = mesh_log_config_register();
+    if (st == MESH_OK) st = mesh_config_register(&mesh_context_table);
+    if (st == MESH_OK) st = mesh_progress_config_register();
+    if (st == MESH_OK) st = mesh_reduce_config_register();
+    if (st == MESH_OK) st = mesh_sock_config_register();
 
     const char *node = st == MESH_OK ? mesh_config_str("NODE_ID") : "";
     if (node != NULL && node[0] != '\0') {
@@ -108,15 +65,10 @@ static void mesh_context_do_init(void)
     for (const char *c = boot; ns && *c; c++) ns = (ns ^ (unsigned char)*c) * 0x100000001b3ull;
     mesh_context_ns = ns;
     mesh_context_status = st;
-    mesh_context_initialising = 0;
 }
 
 mesh_status_t mesh_context_init(void)
 {
-    /* Registration and logging below call back here; the inner calls must not wait on the
-     * once-control their own thread holds. */
-    if (mesh_context_initialising)
-        return MESH_OK;
     pthread_once(&mesh_context_once, mesh_context_do_init);
     return mesh_context_status;
 }
@@ -149,70 +101,4 @@ int mesh_context_pid_gone(int pid, unsigned long long pidns)
     buf[n] = '\0';
     const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
     return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-}
-
-/* Recursive, because a progress callback may add or remove objects. */
-static void mesh_context_plock_init(void)
-{
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&mesh_context_plock, &attr);
-    pthread_mutexattr_destroy(&attr);
-}
-
-static void mesh_context_plock_acquire(void)
-{
-    pthread_once(&mesh_context_plock_once, mesh_context_plock_init);
-    pthread_mutex_lock(&mesh_context_plock);
-}
-
-void mesh_context_add_progress(void *obj, mesh_context_progress_fn fn)
-{
-    mesh_context_plock_acquire();
-    if (mesh_context_nprog == mesh_context_capprog) {
-        int cap = mesh_context_capprog > 0 ? 2 * mesh_context_capprog : 16;
-        mesh_context_progress_t *p = realloc(mesh_context_prog, (size_t)cap * sizeof(*p));
-        if (p == NULL) {
-            pthread_mutex_unlock(&mesh_context_plock);
-            mesh_log_error("cannot grow the progress registry to %d objects", cap);
-            return;
-        }
-        mesh_context_prog = p;
-        mesh_context_capprog = cap;
-    }
-    mesh_context_prog[mesh_context_nprog++] = (mesh_context_progress_t){.obj = obj, .fn = fn};
-    pthread_mutex_unlock(&mesh_context_plock);
-}
-
-void mesh_context_remove_progress(void *obj)
-{
-    mesh_context_plock_acquire();
-    for (int i = 0; i < mesh_context_nprog; i++) {
-        if (mesh_context_prog[i].obj == obj) {
-            memmove(&mesh_context_prog[i], &mesh_context_prog[i + 1],
-                    (size_t)(mesh_context_nprog - i - 1) * sizeof(*mesh_context_prog));
-            mesh_context_nprog--;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&mesh_context_plock);
-}
-
-int mesh_context_progress_all(void)
-{
-    int events = 0;
-    mesh_context_plock_acquire();
-    /* The lock is held across the callbacks so that no object is removed (and freed) by another
-     * thread while it progresses; removals by the callbacks themselves are tolerated. */
-    for (int i = 0; i < mesh_context_nprog; i++) {
-        mesh_context_progress_t p = mesh_context_prog[i];
-        int n = p.fn(p.obj);
-        if (n > 0)
-            events += n;
-        if (i < mesh_context_nprog && mesh_context_prog[i].obj != p.obj)
-            i--; /* the entry removed itself; the next one moved into its place */
-    }
-    pthread_mutex_unlock(&mesh_context_plock);
-    return events;
 }

@@ -5,7 +5,8 @@
 #include "mesh.h"
 #include <pthread.h>
 
-/* Initialises logging and the core config table once; later calls return the first result. */
+/* Registers the tables of the base services (configuration, log, core, progress, reductions,
+ * sockets) once and reads this host's identity; later calls return the first result. */
 mesh_status_t mesh_context_init(void);
 
 /* This host's node label: MESH_NODE_ID if set, else the host name. */
@@ -16,11 +17,5 @@ unsigned long long mesh_context_pidns(void);
 /* Whether process pid of pid namespace pidns is known to have ended (exited, killed, or a zombie
  * not yet reaped). Always 0 for processes of another namespace or host. */
 int mesh_context_pid_gone(int pid, unsigned long long pidns);
-
-/* Registry of live communicators, for mesh_progress(). Opaque to libmesh. */
-typedef int (*mesh_context_progress_fn)(void *obj);
-void mesh_context_add_progress(void *obj, mesh_context_progress_fn fn);
-void mesh_context_remove_progress(void *obj);
-int mesh_context_progress_all(void);
 
 #endif

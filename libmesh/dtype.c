@@ -33,7 +33,8 @@ MESH_API const char *mesh_op_name(mesh_op_t op)
     static const char *const names[MESH_OP_COUNT] = {"sum", "prod", "min", "max", "avg"};
     if ((unsigned)op < MESH_OP_COUNT)
         return names[op];
-    return op >= MESH_OP_USER_BASE ? "premul_sum" : "unknown";
+    return op >= MESH_OP_USER_BASE && op < MESH_OP_USER_BASE + MESH_OP_PREMUL_MAX ? "premul_sum"
+                                                                              : "unknown";
 }
 
 int mesh_dtype_is_float(mesh_dtype_t d)

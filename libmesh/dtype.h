@@ -154,4 +154,7 @@ static inline uint8_t mesh_float_to_e5m2_inline(float f)
     return (uint8_t)(sign | r);
 }
 
+/* Pre-multiplied sums a communicator holds at once: ops MESH_OP_USER_BASE and up. */
+#define MESH_OP_PREMUL_MAX 32
+
 #endif

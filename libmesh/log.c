@@ -1,10 +1,11 @@
 /* Logging and the per-thread last-error message. Lines are formatted whole and written with one
  * write() so that lines of concurrent threads and processes do not interleave. */
 #include "libmesh/log.h"
-#include "libmesh/context.h"
+#include "libmesh/config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -35,17 +36,72 @@ static pthread_mutex_t mesh_log_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int mesh_log_in_init;
 static __thread char mesh_error_buf[MESH_ERROR_MAX];
 
-/* Configures from the core table the first time anything logs. While the context itself is being
- * initialised on this thread (it may log), the defaults apply: warn level, stderr. */
+/* Every subsystem that logs; MESH_LOG_SUBSYS may name only these. */
+static const char *const mesh_log_subsystems[] = {
+    "core", "config", "sock", "bootstrap", "topo", "grid", "tl", "self", "shm", "tcp", "ucx",
+    "ofi", "verbs", "comm", "coll", "sched", "parallel", NULL};
+
+static int mesh_log_check_subsys(const char *value, char *why, size_t len)
+{
+    for (const char *p = value; *p;) {
+        size_t n = strcspn(p, ", ");
+        int known = n == 0 || (n == 3 && strncmp(p, "all", 3) == 0);
+        for (int i = 0; !known && mesh_log_subsystems[i]; i++)
+            known = strlen(mesh_log_subsystems[i]) == n && strncmp(mesh_log_subsystems[i], p, n) == 0;
+        if (!known) {
+            size_t off = (size_t)snprintf(why, len, "unknown subsystem '%.*s'; known: all", (int)n, p);
+            for (int i = 0; mesh_log_subsystems[i] && off < len; i++)
+                off += (size_t)snprintf(why + off, len - off, ",%s", mesh_log_subsystems[i]);
+            return -1;
+        }
+        p += n;
+        p += strspn(p, ", ");
+    }
+    return 0;
+}
+
+static const mesh_config_entry_t mesh_log_entries[] = {
+    {.name = "LOG_LEVEL", .dflt = "warn", .type = MESH_CFG_ENUM,
+     .choices = "error|warn|info|debug|trace",
+     .doc = "Least severe level of the messages printed."},
+    {.name = "LOG_SUBSYS", .dflt = "", .type = MESH_CFG_STRING, .check = mesh_log_check_subsys,
+     .doc = "Comma-separated subsystems whose messages are printed (core, config, sock, "
+            "bootstrap, topo, grid, tl, self, shm, tcp, ucx, ofi, verbs, comm, coll, sched, "
+            "parallel); empty or all: every one. Errors are always printed."},
+    {.name = "LOG_FILE", .dflt = "", .type = MESH_CFG_STRING,
+     .doc = "File that receives the log instead of stderr (or stdout); %h expands to the host "
+            "name, %p to the process id."},
+    {.name = NULL},
+};
+
+static const mesh_config_table_t mesh_log_table = {"log", mesh_log_entries};
+
+static pthread_once_t mesh_log_once = PTHREAD_ONCE_INIT;
+static mesh_status_t mesh_log_status;
+
+static void mesh_log_init_once(void)
+{
+    mesh_log_in_init = 1;
+    mesh_log_status = mesh_config_register(&mesh_log_table);
+    if (mesh_log_status == MESH_OK) mesh_log_configure();
+    mesh_log_in_init = 0;
+}
+
+mesh_status_t mesh_log_config_register(void)
+{
+    /* messages logged while the table registers (an invalid value) use the defaults */
+    if (mesh_log_in_init) return MESH_OK;
+    int saved = errno;
+    pthread_once(&mesh_log_once, mesh_log_init_once);
+    errno = saved;
+    return mesh_log_status;
+}
+
+/* Configures logging from its table the first time anything logs; until then, and when the
+ * table holds an invalid value, the defaults apply: warn level, stderr. */
 static void mesh_log_ensure(void)
 {
-    if (atomic_load_explicit(&mesh_log_ready, memory_order_acquire) || mesh_log_in_init)
-        return;
-    mesh_log_in_init = 1;
-    int saved = errno;
-    mesh_context_init();
-    errno = saved;
-    mesh_log_in_init = 0;
+    if (!atomic_load_explicit(&mesh_log_ready, memory_order_acquire)) mesh_log_config_register();
 }
 
 int mesh_log_enabled(mesh_log_level_t level, const char *subsys)
@@ -117,26 +173,23 @@ static void mesh_log_init_host(void)
 void mesh_log_configure(void)
 {
     int saved = errno;
-    /* Loads the core table first (it configures logging itself, which is why this is outside
-     * the lock); a call from within that initialisation returns at once. */
-    mesh_context_init();
     pthread_mutex_lock(&mesh_log_lock);
     mesh_log_init_host();
 
-    const char *level = mesh_config_get("LOG_LEVEL");
+    const char *level = mesh_config_value("LOG_LEVEL");
     if (level != NULL) {
         for (int i = 0; i <= MESH_LOG_TRACE; i++)
             if (strcasecmp(level, mesh_log_level_names[i]) == 0)
                 atomic_store(&mesh_log_level_cur, i);
     }
 
-    const char *subsys = mesh_config_get("LOG_SUBSYS");
+    const char *subsys = mesh_config_value("LOG_SUBSYS");
     mesh_log_filter_t *f = mesh_log_parse_filter(subsys != NULL ? subsys : "");
     /* The previous filter may still be read by another thread; it is small, so it is kept. */
     if (f != NULL)
         atomic_store_explicit(&mesh_log_filter, f, memory_order_release);
 
-    const char *file = mesh_config_get("LOG_FILE");
+    const char *file = mesh_config_value("LOG_FILE");
     int fd = STDERR_FILENO;
     if (file != NULL && file[0] != '\0' && strcmp(file, "stderr") != 0) {
         if (strcmp(file, "stdout") == 0) {
@@ -251,6 +304,11 @@ mesh_status_t mesh_error_report(mesh_status_t status, const char *fmt, ...)
 const char *mesh_error_last(void)
 {
     return mesh_error_buf;
+}
+
+void mesh_error_restore(const char *msg)
+{
+    if (msg != mesh_error_buf) snprintf(mesh_error_buf, sizeof(mesh_error_buf), "%s", msg);
 }
 
 void mesh_error_clear(void)

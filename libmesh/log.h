@@ -21,7 +21,10 @@ typedef enum {
 int mesh_log_enabled(mesh_log_level_t level, const char *subsys);
 void mesh_log_emit(mesh_log_level_t level, const char *subsys, const char *file, int line,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-/* Re-reads MESH_LOG_* (after the config table is loaded). */
+/* Registers the log's config table (MESH_LOG_*) and configures logging from it, once; logging
+ * does so itself when it first logs. */
+mesh_status_t mesh_log_config_register(void);
+/* Re-reads MESH_LOG_* from the registered table. */
 void mesh_log_configure(void);
 
 #define mesh_log(level, ...)                                                                   \
@@ -48,6 +51,8 @@ mesh_status_t mesh_error_set_(mesh_status_t status, const char *subsys, const ch
 /* This thread's last error message ("" when none); mesh_error_clear() resets it. */
 const char *mesh_error_last(void);
 void mesh_error_clear(void);
+/* Makes msg this thread's last error without logging it again (another thread detected it). */
+void mesh_error_restore(const char *msg);
 
 #define MESH_CHECK(expr)                                                                       \
     do {                                                                                      \

@@ -6,10 +6,10 @@
 #include <config.h> /* the generated one: _GNU_SOURCE for sched_getaffinity */
 #include "libmesh/progress.h"
 #include "libmesh/config.h"
-#include "libmesh/context.h"
 
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,9 +37,41 @@ double mesh_time(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static int progress_check_spin(const char *value, char *why, size_t len)
+{
+    if (mesh_progress_spin_parse(value, NULL) == 0) return 0;
+    snprintf(why, len, "auto or a non-negative number of polls");
+    return -1;
+}
+
+static const mesh_config_entry_t progress_entries[] = {
+    {.name = "TIMEOUT", .dflt = "300", .type = MESH_CFG_DOUBLE, .range = "0.001..1e9",
+     .doc = "Seconds a blocking operation may go without progress before it fails with a "
+            "timeout that names the ranks it waits for."},
+    {.name = "PROGRESS_SPIN", .dflt = "auto", .type = MESH_CFG_STRING,
+     .check = progress_check_spin,
+     .doc = "Idle polls a waiting rank spins before it yields the core to others. auto: 20000 "
+            "(about a millisecond) while the ranks on this machine (simulated nodes included) do "
+            "not outnumber the CPUs a rank may run on, 200 when they do or before a communicator "
+            "says. A longer spin yields once every 16384 polls."},
+    {.name = "PROGRESS_THREAD", .dflt = "0", .type = MESH_CFG_BOOL,
+     .doc = "Runs one thread per process that progresses every communicator with operations "
+            "under way, so that operations started nonblocking complete while the caller "
+            "computes without calling mesh_test or mesh_wait. It spins while operations wait "
+            "for peers: for callers that compute for long between calls, with a core to spare."},
+    {.name = NULL},
+};
+
+static const mesh_config_table_t progress_table = {"progress", progress_entries};
+
+mesh_status_t mesh_progress_config_register(void)
+{
+    return mesh_config_register(&progress_table);
+}
+
 double mesh_default_timeout(void)
 {
-    if (mesh_context_init() != MESH_OK)
+    if (mesh_progress_config_register() != MESH_OK)
         return 300.0;
     return mesh_config_double("TIMEOUT");
 }
@@ -88,7 +120,7 @@ static int mesh_backoff_spin(void)
     int spin = atomic_load_explicit(&mesh_progress_spin, memory_order_relaxed);
     if (spin < 0) {
         long long v = -1;
-        if (mesh_context_init() == MESH_OK)
+        if (mesh_progress_config_register() == MESH_OK)
             mesh_progress_spin_parse(mesh_config_str("PROGRESS_SPIN"), &v);
         spin = v < 0 ? mesh_spin_auto() : (int)v;
         atomic_store_explicit(&mesh_progress_spin, spin, memory_order_relaxed);

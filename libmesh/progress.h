@@ -2,6 +2,7 @@
 #ifndef MESH_PROGRESS_H
 #define MESH_PROGRESS_H
 
+#include "mesh.h"
 #include <stdint.h>
 
 /* Monotonic seconds. */
@@ -22,5 +23,24 @@ void mesh_progress_node_ranks(int nranks);
 
 /* Default timeout of blocking waits, from MESH_TIMEOUT (seconds). */
 double mesh_default_timeout(void);
+
+/* The progress table: MESH_TIMEOUT, MESH_PROGRESS_SPIN, MESH_PROGRESS_THREAD. */
+mesh_status_t mesh_progress_config_register(void);
+
+/* Registry of live communicators (progress_registry.c), opaque to libmesh: mesh_progress(), the
+ * waits that keep other communicators moving, and the progress thread (MESH_PROGRESS_THREAD)
+ * call fn for each. fn must not block: it tries the object's own lock and returns 0 when that is
+ * taken. Once remove returns, no sweep calls fn for the object any more. */
+typedef int (*mesh_progress_fn)(void *obj);
+void mesh_progress_add(void *obj, mesh_progress_fn fn);
+void mesh_progress_remove(void *obj);
+/* Calls fn of every object; returns the events. */
+int mesh_progress_all(void);
+/* The same for every object but skip, unless another thread is sweeping already. */
+int mesh_progress_others(void *skip);
+/* Objects with operations under way, counted by the objects (+1 when they get their first, -1
+ * when they are done with their last), so that a wait sweeps the others only when there are. */
+void mesh_progress_active_add(int delta);
+int mesh_progress_active_count(void);
 
 #endif

@@ -6,7 +6,6 @@
 
 #include "libmesh/reduce.h"
 #include "libmesh/config.h"
-#include "libmesh/context.h"
 #include "libmesh/dtype.h"
 
 #include <stdint.h>
@@ -243,12 +242,25 @@ static const mesh_reduce3_fn mesh_reduce_avx2_nt[3][MESH_MAX + 1] = {
     {mesh_avx2_nt_bf16_sum, mesh_avx2_nt_bf16_prod, mesh_avx2_nt_bf16_min,
      mesh_avx2_nt_bf16_max}};
 
+static const mesh_config_entry_t mesh_reduce_entries[] = {
+    {.name = "REDUCE_AVX2", .dflt = "yes", .type = MESH_CFG_BOOL,
+     .doc = "Use the AVX2 loops for fp16 and bf16 reductions when the CPU has AVX2 and F16C."},
+    {.name = NULL},
+};
+
+static const mesh_config_table_t mesh_reduce_config = {"reduce", mesh_reduce_entries};
+
+mesh_status_t mesh_reduce_config_register(void)
+{
+    return mesh_config_register(&mesh_reduce_config);
+}
+
 static int mesh_reduce_avx2_ok(void)
 {
     static int ok = -1; /* racing first calls compute the same answer */
     if (ok < 0)
         ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-             (mesh_context_init() != MESH_OK || mesh_config_bool("REDUCE_AVX2"));
+             (mesh_reduce_config_register() != MESH_OK || mesh_config_bool("REDUCE_AVX2"));
     return ok;
 }
 

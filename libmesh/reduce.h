@@ -23,4 +23,7 @@ void mesh_reduce_scale(void *dst, const void *src, size_t count, mesh_dtype_t dt
 /* buf[i] = buf[i] / n (integer division for integer types). */
 void mesh_reduce_divide(void *buf, size_t count, mesh_dtype_t dtype, int n);
 
+/* The reductions' table: MESH_REDUCE_AVX2. */
+mesh_status_t mesh_reduce_config_register(void);
+
 #endif

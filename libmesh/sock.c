@@ -2,7 +2,6 @@
 #define MESH_LOG_SUBSYSTEM "sock"
 #include <config.h> /* the generated one: _GNU_SOURCE for accept4 */
 #include "libmesh/sock.h"
-#include "libmesh/bootstrap.h"
 #include "libmesh/config.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
@@ -127,14 +126,26 @@ static void set_from_ifa(const struct ifaddrs *ifa, mesh_sockaddr_t *out)
     memcpy(&out->ss, ifa->ifa_addr, out->len);
 }
 
+static const mesh_config_entry_t mesh_sock_entries[] = {
+    {.name = "SOCKET_IFNAME", .dflt = "", .type = MESH_CFG_STRING,
+     .doc = "Interface name prefix for bootstrap and tcp sockets (e.g. eth, ib0). Unset: the "
+            "first non-loopback interface that is up, else loopback."},
+    {.name = NULL},
+};
+
+static const mesh_config_table_t mesh_sock_table = {"sock", mesh_sock_entries};
+
+mesh_status_t mesh_sock_config_register(void)
+{
+    return mesh_config_register(&mesh_sock_table);
+}
+
 mesh_status_t mesh_sock_local_addr(mesh_sockaddr_t *out)
 {
     struct ifaddrs *ifas = NULL;
     const struct ifaddrs *v4 = NULL, *v6 = NULL;
 
-    /* MESH_SOCKET_IFNAME is declared by the bootstrap table, which the tcp transport may not
-     * have caused to be registered yet. */
-    MESH_CHECK(mesh_bootstrap_config_register());
+    MESH_CHECK(mesh_sock_config_register());
     const char *prefix = mesh_config_str("SOCKET_IFNAME");
 
     if (getifaddrs(&ifas) != 0)

@@ -35,4 +35,7 @@ mesh_status_t mesh_sock_recv_all(int fd, void *buf, size_t len, double deadline)
 mesh_status_t mesh_sock_set_nonblocking(int fd, int on);
 void mesh_sock_set_nodelay(int fd);
 
+/* The sockets' table: MESH_SOCKET_IFNAME. */
+mesh_status_t mesh_sock_config_register(void);
+
 #endif

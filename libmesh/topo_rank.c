@@ -19,7 +19,7 @@ static const mesh_config_entry_t topo_entries[] = {
      "GPU of this process, by its index on the node in PCI bus order. -1: the entry local "
      "rank % n of CUDA_VISIBLE_DEVICES when set (an index, or a GPU- UUID when hwloc reads "
      "UUIDs through NVML), else local rank % GPUs of the node.",
-     NULL},
+     NULL, "-1.."},
     {NULL, NULL, 0, NULL, NULL},
 };
 

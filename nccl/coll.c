@@ -81,12 +81,21 @@ ncclResult_t nccl_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t t, mesh_op_
         [ncclSum] = MESH_SUM, [ncclProd] = MESH_PROD, [ncclMax] = MESH_MAX,
         [ncclMin] = MESH_MIN, [ncclAvg] = MESH_AVG,
     };
-    if ((int)op < 0)
-        return nccl_fail(comm, ncclInvalidArgument, "%s: invalid reduction operation %d", fn,
-                         (int)op);
-    /* pre-multiplied sums live above the built-in operations, as in NCCL; mesh checks that
-     * the handle is live and matches the datatype */
-    *out = (int)op < ncclNumOps ? base[op] : (mesh_op_t)(MESH_OP_USER_BASE + (op - ncclNumOps));
+    if ((int)op >= 0 && (int)op < ncclNumOps) {
+        *out = base[op];
+        return ncclSuccess;
+    }
+    /* pre-multiplied sums live above the built-in operations, as in NCCL */
+    int i = (int)op - ncclNumOps;
+    if ((int)op < 0 || i >= 32 || !(comm->premul_live & (1u << i)))
+        return nccl_fail(comm, ncclInvalidArgument, "%s: invalid reduction operation %d: neither "
+                         "a built-in one (0..%d) nor a live ncclRedOpCreatePreMulSum of this "
+                         "communicator", fn, (int)op, ncclNumOps - 1);
+    if (comm->premul_dtype[i] != t)
+        return nccl_fail(comm, ncclInvalidArgument, "%s: reduction operation %d was created for "
+                         "datatype %d, the call uses %d", fn, (int)op, (int)comm->premul_dtype[i],
+                         (int)t);
+    *out = (mesh_op_t)(MESH_OP_USER_BASE + i);
     return ncclSuccess;
 }
 

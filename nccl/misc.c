@@ -24,7 +24,14 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, (ncclRedOp_t * op, void *scalar
     mesh_op_t mop;
     mesh_status_t st = mesh_op_create_premul(comm->mc, scalar, dt, &mop);
     if (st != MESH_OK) return nccl_from_mesh(comm, st);
-    *op = (ncclRedOp_t)(ncclNumOps + ((int)mop - MESH_OP_USER_BASE));
+    int i = (int)mop - MESH_OP_USER_BASE;
+    if (i < 0 || i >= 32) {
+        mesh_op_destroy(comm->mc, mop);
+        return nccl_fail(comm, ncclInternalError, "%s: no room for another operation", fn);
+    }
+    comm->premul_live |= 1u << i;
+    comm->premul_dtype[i] = datatype;
+    *op = (ncclRedOp_t)(ncclNumOps + i);
     return ncclSuccess;
 }
 
@@ -36,8 +43,14 @@ NCCL_API(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm))
     if ((int)op < ncclNumOps)
         return nccl_fail(comm, ncclInvalidArgument, "%s: op %d is a built-in operation", fn,
                          (int)op);
-    mesh_status_t st = mesh_op_destroy(comm->mc, (mesh_op_t)(MESH_OP_USER_BASE + (op - ncclNumOps)));
-    return st == MESH_OK ? ncclSuccess : nccl_from_mesh(comm, st);
+    int i = (int)op - ncclNumOps;
+    if (i >= 32 || !(comm->premul_live & (1u << i)))
+        return nccl_fail(comm, ncclInvalidArgument, "%s: op %d is not a live "
+                         "ncclRedOpCreatePreMulSum operation of this communicator", fn, (int)op);
+    mesh_status_t st = mesh_op_destroy(comm->mc, (mesh_op_t)(MESH_OP_USER_BASE + i));
+    if (st != MESH_OK) return nccl_from_mesh(comm, st);
+    comm->premul_live &= ~(1u << i);
+    return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclMemAlloc, (void **ptr, size_t size))

@@ -31,6 +31,10 @@ struct ncclComm {
     atomic_int aborted;
     int revoked;
     int finalized;
+    /* pre-multiplied sums created on it: NCCL's op value ncclNumOps + i is live while bit i is
+     * set, for datatype premul_dtype[i] */
+    uint32_t premul_live;
+    ncclDataType_t premul_dtype[32];
     pthread_mutex_t lock;
     pthread_t thread; /* creation thread of a nonblocking or grouped init */
     int has_thread;

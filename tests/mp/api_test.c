@@ -26,6 +26,61 @@ static mesh_comm_h comm;
         CHECK(strstr(msg_, word) != NULL, "message '%s' does not name '%s'", msg_, word);     \
     } while (0)
 
+/* Counts and displacements whose sums wrap around size_t, impossible sizes and overlapping
+ * receive blocks are refused on every v-collective, naming the argument; nothing is sent. */
+static void test_layouts(void)
+{
+    int x[16] = {0}, y[16] = {0};
+    size_t n = (size_t)size;
+    size_t *wrap = calloc(n, sizeof(size_t)), *ones = calloc(n, sizeof(size_t));
+    size_t *far = calloc(n, sizeof(size_t)), *zero = calloc(n, sizeof(size_t));
+    for (size_t i = 0; i < n; i++) {
+        ones[i] = 1;
+        zero[i] = 0;
+        /* two halves of the address space each: their sum wraps to a small number */
+        wrap[i] = i % 2 ? SIZE_MAX / 2 + 2 : SIZE_MAX / 2;
+        far[i] = SIZE_MAX - 1; /* a displacement whose end wraps */
+    }
+    if (n == 1) wrap[0] = SIZE_MAX; /* one rank: one count beyond any buffer */
+    EXPECT_INVALID(mesh_allgatherv(comm, x, y, wrap, NULL, MESH_INT32, NULL, NULL), "recvcounts");
+    EXPECT_INVALID(mesh_allgatherv(comm, x, y, ones, far, MESH_INT32, NULL, NULL), "displs");
+    EXPECT_INVALID(mesh_reduce_scatterv(comm, x, y, wrap, MESH_INT32, MESH_SUM, NULL, NULL),
+                   "recvcounts");
+    EXPECT_INVALID(mesh_alltoallv(comm, x, wrap, NULL, y, ones, NULL, MESH_INT32, NULL, NULL),
+                   "sendcounts");
+    EXPECT_INVALID(mesh_alltoallv(comm, x, ones, NULL, y, wrap, NULL, MESH_INT32, NULL, NULL),
+                   "recvcounts");
+    EXPECT_INVALID(mesh_alltoallv(comm, x, ones, far, y, ones, NULL, MESH_INT32, NULL, NULL),
+                   "sdispls");
+    EXPECT_INVALID(mesh_alltoallv(comm, x, ones, NULL, y, ones, far, MESH_INT32, NULL, NULL),
+                   "rdispls");
+    /* a count beyond any memory is called too large, not an overlap or a failed allocation */
+    EXPECT_INVALID(mesh_allreduce(comm, x, y, (size_t)1 << 60, MESH_INT32, MESH_SUM, NULL, NULL),
+                   "too large");
+    EXPECT_INVALID(mesh_allgather(comm, x, y, (size_t)1 << 50, MESH_INT32, NULL, NULL),
+                   "sendcount");
+    EXPECT_INVALID(mesh_alltoall(comm, x, y, (size_t)1 << 47, MESH_FP64, NULL, NULL), "count");
+    EXPECT_INVALID(mesh_reduce_scatter(comm, x, y, (size_t)1 << 62, MESH_INT32, MESH_SUM, NULL,
+                                       NULL), "recvcount");
+    if (n >= 2) {
+        /* two ranks' blocks written over each other */
+        size_t *same = calloc(n, sizeof(size_t));
+        for (size_t i = 0; i < n; i++) same[i] = i < 2 ? 0 : 2 * i;
+        EXPECT_INVALID(mesh_allgatherv(comm, x, y, ones, same, MESH_INT32, NULL, NULL), "overlap");
+        EXPECT_INVALID(mesh_alltoallv(comm, x, ones, NULL, y, ones, same, MESH_INT32, NULL, NULL),
+                       "overlap");
+        /* reading one block twice is fine: sends may share their source */
+        free(same);
+    }
+    /* empty blocks overlap nothing: all at displacement 0 is a valid (empty) all-gather-v */
+    CHECK(mesh_allgatherv(comm, x, y, zero, zero, MESH_INT32, NULL, NULL) == MESH_OK, "%s",
+          mesh_comm_last_error(comm));
+    free(wrap);
+    free(ones);
+    free(far);
+    free(zero);
+}
+
 static void test_invalid_args(void)
 {
     int x[16] = {0}, y[16 * 64];
@@ -75,6 +130,7 @@ static void test_invalid_args(void)
     CHECK(mesh_group_end() == MESH_ERR_INVALID_ARG, "unbalanced group end");
     CHECK(mesh_comm_tl_bytes(comm, "nosuch", NULL, NULL) == MESH_ERR_NOT_FOUND, "tl bytes");
     (void)req;
+    test_layouts();
     /* the communicator still works after all of that */
     int one = 1, sum = 0;
     CHECK(mesh_allreduce(comm, &one, &sum, 1, MESH_INT32, MESH_SUM, NULL, NULL) == MESH_OK, "%s",

@@ -355,9 +355,15 @@ static void test_errors(ncclComm_t comm, int r, int n)
     int x = 0, y = 0;
     CHECK(ncclAllReduce(&x, &y, 1, (ncclDataType_t)42, ncclSum, comm, NULL) == ncclInvalidArgument);
     CHECK(strstr(ncclGetLastError(comm), "datatype") != NULL);
+    /* a bad operation is named as the caller wrote it, never by mesh's internal number */
     CHECK(ncclAllReduce(&x, &y, 1, ncclInt32, (ncclRedOp_t)(ncclNumOps + 30), comm, NULL) ==
           ncclInvalidArgument);
-    CHECK(ncclGetLastError(NULL)[0] != '\0');
+    CHECK(strstr(ncclGetLastError(comm), "reduction operation 35") != NULL);
+    CHECK(ncclAllReduce(&x, &y, 1, ncclInt32, (ncclRedOp_t)1000, comm, NULL) ==
+          ncclInvalidArgument);
+    CHECK(strstr(ncclGetLastError(comm), "reduction operation 1000") != NULL);
+    CHECK(ncclRedOpDestroy((ncclRedOp_t)(ncclNumOps + 3), comm) == ncclInvalidArgument);
+    CHECK(strstr(ncclGetLastError(comm), "op 8") != NULL);
     CHECK(ncclBroadcast(&x, &y, 1, ncclInt32, n, comm, NULL) == ncclInvalidArgument);
     CHECK(strstr(ncclGetLastError(comm), "root") != NULL);
     CHECK(ncclSend(&x, 1, ncclInt32, -1, comm, NULL) == ncclInvalidArgument);

@@ -147,6 +147,50 @@ static const mesh_config_entry_t dup_entries[] = {
 };
 static const mesh_config_table_t dup_table = {.module = "dup", .entries = dup_entries};
 
+/* Ranges and checks: a value outside the range, or one its check refuses, fails registration
+ * naming the variable, the value and what is allowed. */
+static int check_even(const char *value, char *why, size_t len)
+{
+    if (atoi(value) % 2 == 0) return 0;
+    snprintf(why, len, "an even number");
+    return -1;
+}
+static const mesh_config_entry_t range_entries[] = {
+    {.name = "T_RANGE_INT", .dflt = "3", .type = MESH_CFG_INT, .doc = "int", .range = "1..10"},
+    {.name = "T_RANGE_SIZE", .dflt = "4k", .type = MESH_CFG_SIZE, .doc = "size", .range = "4k.."},
+    {.name = "T_RANGE_DBL", .dflt = "0.5", .type = MESH_CFG_DOUBLE, .doc = "dbl", .range = "..1"},
+    {.name = "T_CHECKED", .dflt = "2", .type = MESH_CFG_STRING, .doc = "str", .check = check_even},
+    {.name = NULL},
+};
+
+static void check_ranges(void)
+{
+    static const struct {
+        const char *var, *value, *want;
+    } bad[] = {{"MESH_T_RANGE_INT", "11", "MESH_T_RANGE_INT='11' (from env) is outside 1..10"},
+               {"MESH_T_RANGE_INT", "0", "is outside 1..10"},
+               {"MESH_T_RANGE_INT", "-4", "is outside 1..10"},
+               {"MESH_T_RANGE_SIZE", "4095", "MESH_T_RANGE_SIZE='4095' (from env) is outside 4k.."},
+               {"MESH_T_RANGE_DBL", "1.5", "is outside ..1"},
+               {"MESH_T_CHECKED", "3", "MESH_T_CHECKED='3' (from env) is not valid: an even number"}};
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            static const mesh_config_table_t range_table = {"range", range_entries};
+            int devnull = open("/dev/null", O_WRONLY);
+            CHECK(devnull >= 0 && dup2(devnull, 2) == 2);
+            setenv(bad[k].var, bad[k].value, 1);
+            if (mesh_config_register(&range_table) != MESH_ERR_INVALID_ARG) _exit(2);
+            _exit(strstr(mesh_error_last(), bad[k].want) != NULL ? 0 : 3);
+        }
+        int status;
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s=%s: child status %d",
+                  bad[k].var, bad[k].value, status);
+    }
+}
+
 typedef struct {
     int seen;
     int core_seen;
@@ -158,8 +202,10 @@ static void visit(const char *module, const mesh_config_entry_t *e, const char *
 {
     visit_t *v = arg;
     CHECK(value != NULL && source != NULL && e->doc != NULL);
-    if (strcmp(module, "core") == 0)
-        v->core_seen++;
+    /* the base services' tables, one per module */
+    static const char *const base[] = {"config", "log", "core", "progress", "reduce", "sock"};
+    for (int i = 0; i < 6; i++)
+        if (strcmp(module, base[i]) == 0) v->core_seen++;
     if (strcmp(module, "test") != 0)
         return;
     CHECK(v->seen < 8);
@@ -191,6 +237,7 @@ int main(void)
 {
     check_parsers();
     check_bad_timeout();
+    check_ranges();
 
     char dir[] = "/tmp/mesh-test-config-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -247,7 +294,7 @@ int main(void)
     visit_t v = {0};
     mesh_config_foreach(visit, &v);
     CHECK(v.seen == 8);
-    CHECK(v.core_seen >= 7);
+    CHECK(v.core_seen == 10);
     static const char *const sources[] = {"env", "file", "env", "env",
                                           "env", "file", "file", "default"};
     for (int i = 0; i < 8; i++)
@@ -287,9 +334,9 @@ int main(void)
     CHECK(strstr(log, "variable MESH_T_INT ") == NULL);
     CHECK(strstr(log, "variable MESH_LOG_FILE ") == NULL);
     CHECK(strstr(log, "variable MESH_T_BAD_ENUM") != NULL); /* its table never registered */
-    CHECK(strstr(log, "mesh WARN core: MESH_T_BAD_INT='12abc' (from env) is not a valid integer")
-          != NULL);
-    CHECK(strstr(log, "mesh ERROR core: mesh_config_int: no registered config table declares "
+    CHECK(strstr(log, "mesh WARN config: MESH_T_BAD_INT='12abc' (from env) is not a valid "
+                      "integer") != NULL);
+    CHECK(strstr(log, "mesh ERROR config: mesh_config_int: no registered config table declares "
                       "T_NOPE") != NULL);
 
     /* Core context values. */

@@ -266,6 +266,9 @@ static void check_get_set(void)
     CHECK(strcmp(mesh_op_name(MESH_AVG), "avg") == 0);
     CHECK(strcmp(mesh_op_name((mesh_op_t)(MESH_OP_USER_BASE + 3)), "premul_sum") == 0);
     CHECK(strcmp(mesh_op_name((mesh_op_t)20), "unknown") == 0);
+    CHECK(strcmp(mesh_op_name((mesh_op_t)1000), "unknown") == 0);
+    CHECK(strcmp(mesh_op_name((mesh_op_t)(MESH_OP_USER_BASE + MESH_OP_PREMUL_MAX)), "unknown") == 0);
+    CHECK(strcmp(mesh_op_name((mesh_op_t)-1), "unknown") == 0);
 
     /* set from double rounds once: just above a tie goes up, though the nearest float is the
      * tie itself */

@@ -30,7 +30,7 @@ static const mesh_config_entry_t ofi_config_entries[] = {
     {"OFI_MAX_MSG", "0", MESH_CFG_SIZE,
      "Largest message handed to libfabric in one piece (larger ones travel in pieces); 0: the "
      "provider's max_msg_size.",
-     NULL},
+     NULL, "0.."},
     {NULL, NULL, 0, NULL, NULL},
 };
 

@@ -28,16 +28,16 @@
 
 static const mesh_config_entry_t shm_config_entries[] = {
     {"SHM_FIFO_SIZE", "256k", MESH_CFG_SIZE,
-     "Ring size per sending peer in each receiver's shared segment.", NULL},
+     "Ring size per sending peer in each receiver's shared segment.", NULL, "4k..1g"},
     {"SHM_EAGER_LIMIT", "16k", MESH_CFG_SIZE,
      "Largest message copied through the ring; larger ones are read once by the receiver "
      "with cross-memory attach when it works.",
-     NULL},
+     NULL, "0..64m"},
     {"SHM_EAGER_LIMIT_REUSED", "128k", MESH_CFG_SIZE,
      "Eager limit of a message whose sender writes its buffer again soon after the send (an "
      "in-place reduction, scratch that the next call refills): copying it out spares those "
      "writes taking every line back from the reader's cache.",
-     NULL},
+     NULL, "0..64m"},
     {"SHM_CMA", "1", MESH_CFG_BOOL,
      "Use cross-memory attach (process_vm_readv) for large messages; 0 streams them through "
      "the ring.",
@@ -99,8 +99,6 @@ static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl
     atomic_init(&si->aborted, 0);
     si->pidns = mesh_context_pidns();
     size_t fifo = mesh_config_size("SHM_FIFO_SIZE");
-    if (fifo < 4096)
-        fifo = 4096;
     si->fifo = (fifo + MESH_TL_SHM_LINE - 1) & ~(size_t)(MESH_TL_SHM_LINE - 1);
     si->eager_limit = mesh_config_size("SHM_EAGER_LIMIT");
     si->eager_reused = mesh_config_size("SHM_EAGER_LIMIT_REUSED");

@@ -22,11 +22,11 @@
 
 static const mesh_config_entry_t tcp_config_entries[] = {
     {"TCP_STREAMS", "1", MESH_CFG_INT,
-     "Connections per peer; messages larger than TCP_CHUNK are striped over them.", NULL},
+     "Connections per peer; messages larger than TCP_CHUNK are striped over them.", NULL, "1..16" /* MESH_TL_TCP_MAX_STREAMS */},
     {"TCP_CHUNK", "512k", MESH_CFG_SIZE,
-     "Striping unit of large messages over the connections of a peer.", NULL},
+     "Striping unit of large messages over the connections of a peer.", NULL, "4k..1g"},
     {"TCP_SOCKBUF", "0", MESH_CFG_SIZE,
-     "Socket send and receive buffer size; 0 keeps the kernel's autotuning.", NULL},
+     "Socket send and receive buffer size; 0 keeps the kernel's autotuning.", NULL, "0..1g"},
     {NULL, NULL, 0, NULL, NULL},
 };
 
@@ -60,13 +60,9 @@ static mesh_status_t tcp_open(const mesh_tl_open_params_t *params, mesh_tl_iface
     ti->lfd = -1;
     ti->first_failed = -1;
     atomic_init(&ti->aborted, 0);
-    long long ns = mesh_config_int("TCP_STREAMS");
-    ti->nstreams = ns < 1 ? 1 : ns > MESH_TL_TCP_MAX_STREAMS ? MESH_TL_TCP_MAX_STREAMS : (int)ns;
+    /* the table's ranges bound both (MESH_TL_TCP_MAX_STREAMS streams) */
+    ti->nstreams = (int)mesh_config_int("TCP_STREAMS");
     ti->chunk = mesh_config_size("TCP_CHUNK");
-    if (ti->chunk < 4096)
-        ti->chunk = 4096;
-    if (ti->chunk > (1u << 30))
-        ti->chunk = 1u << 30;
     ti->sockbuf = mesh_config_size("TCP_SOCKBUF");
     ti->eps = calloc((size_t)params->size, sizeof(*ti->eps));
     if (ti->eps == NULL) {

@@ -26,18 +26,18 @@ static const mesh_config_entry_t ucx_config_entries[] = {
      "Seconds closing an interface waits for its endpoints to flush before destroying them "
      "anyway (a peer that is gone never answers). Select UCX's own transports and devices with "
      "UCX_TLS and UCX_NET_DEVICES, which are honoured unchanged.",
-     NULL},
+     NULL, "0..3600"},
     {"UCX_FAIL_DELAY", "0.1", MESH_CFG_DOUBLE,
      "Seconds a peer failure reported by UCX is held before operations with that peer fail, so "
      "that a failure verdict another rank sent at the same time arrives first and every "
      "survivor names the rank that really failed.",
-     NULL},
+     NULL, "0..60"},
     {"UCX_TCP_SEG", "64k", MESH_CFG_SIZE,
      "Segment size of UCX's tcp transport for sending (UCX_TCP_TX_SEG_SIZE; receive segments, "
      "UCX_TCP_RX_SEG_SIZE, are 4 times as large), applied where the environment does not set "
      "those UCX variables itself. UCX's own defaults (8k and 64k) cost a bulk transfer over TCP "
      "a quarter of its throughput. 0 keeps UCX's defaults.",
-     NULL},
+     NULL, "0..64m"},
     {"UCX_ERR_MODE", "auto", MESH_CFG_ENUM,
      "How UCX endpoints report a failed peer. peer: UCX's peer error handling, which reports "
      "every failure but takes zero-copy rendezvous away from UCX's tcp transport (each received "
@@ -52,7 +52,7 @@ static const mesh_config_entry_t ucx_config_entries[] = {
      "runs over tcp, applied where the environment does not set UCX_RNDV_THRESH itself. Smaller "
      "messages go eagerly (copied once on arrival, no handshake), larger ones by rendezvous, "
      "zero-copy without peer error handling (MESH_UCX_ERR_MODE). 0 keeps UCX's own threshold.",
-     NULL},
+     NULL, "0.."},
     {NULL, NULL, 0, NULL, NULL},
 };
 

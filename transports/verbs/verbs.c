@@ -34,17 +34,17 @@ static const mesh_config_entry_t verbs_config_entries[] = {
     {"IB_GID_INDEX", "-1", MESH_CFG_INT,
      "GID table index on RoCE ports; -1 picks a RoCE v2 IPv4-mapped GID where the port has one "
      "(then RoCE v2, then v1). InfiniBand ports use GID 0 unless set.",
-     NULL},
+     NULL, "-1..255"},
     {"IB_EAGER_SIZE", "8k", MESH_CFG_SIZE,
      "Size of each bounce buffer, header included: messages that fit go eagerly through the "
      "peer's preposted buffers; larger ones use a rendezvous (RTS, RDMA read by the receiver, "
      "FIN).",
-     NULL},
+     NULL, "256..1m"},
     {"IB_RX_DEPTH", "32", MESH_CFG_INT,
      "Bounce buffers posted per peer, which is also the number of eager messages a sender may "
      "have outstanding towards one peer (its credits).",
-     NULL},
-    {"IB_TX_DEPTH", "32", MESH_CFG_INT, "Send work requests in flight per peer.", NULL},
+     NULL, "4..4096"},
+    {"IB_TX_DEPTH", "32", MESH_CFG_INT, "Send work requests in flight per peer.", NULL, "4..4096"},
     {"IB_RCACHE_MAX", "0", MESH_CFG_SIZE,
      "Bytes of user memory kept registered between rendezvous transfers (least recently used "
      "regions are deregistered beyond it). 0: each transfer registers its buffer and "
@@ -52,22 +52,22 @@ static const mesh_config_entry_t verbs_config_entries[] = {
      "caching allocator, buffers reused for the whole run): memory freed to the system and "
      "mapped again at the same address stays registered to its old pages, and transfers "
      "would silently read or write those.",
-     NULL},
+     NULL, "0.."},
     {"IB_RCACHE_ENTRIES", "1024", MESH_CFG_INT,
-     "Registered regions the registration cache keeps at most.", NULL},
+     "Registered regions the registration cache keeps at most.", NULL, "1..1048576"},
     {"IB_SL", "0", MESH_CFG_INT,
-     "Service level of the traffic (on RoCE the driver maps it to a priority).", NULL},
+     "Service level of the traffic (on RoCE the driver maps it to a priority).", NULL, "0..15"},
     {"IB_TIMEOUT", "18", MESH_CFG_INT,
      "Local ACK timeout exponent: 4.096 us * 2^n before a retry (18 is about 1 s); with "
      "IB_RETRY_COUNT retries it bounds how long a dead peer takes to be reported.",
-     NULL},
+     NULL, "1..31"},
     {"IB_RETRY_COUNT", "7", MESH_CFG_INT, "Transport retries before a peer is declared failed.",
-     NULL},
+     NULL, "0..7"},
     {"IB_KEEPALIVE", "1.0", MESH_CFG_DOUBLE,
      "Seconds without a completion from a peer that operations wait on before a zero-byte "
      "RDMA write probes it; a peer whose process or node is gone is then reported after "
      "IB_TIMEOUT and IB_RETRY_COUNT rather than at MESH_TIMEOUT. 0: no probes.",
-     NULL},
+     NULL, "0..3600"},
     {NULL, NULL, 0, NULL, NULL},
 };
 
@@ -283,13 +283,14 @@ static mesh_status_t verbs_open(const mesh_tl_open_params_t *params, mesh_tl_ifa
     atomic_init(&vi->aborted, 0);
     /* a private queue key per communicator: stray datagrams of another one are dropped */
     vi->qkey = (uint32_t)(params->comm_uid ^ (params->comm_uid >> 32)) & 0x7fffffffu;
-    vi->bounce = clamp((long long)mesh_config_size("IB_EAGER_SIZE"), 256, 1 << 20);
-    vi->rx_depth = (uint32_t)clamp(mesh_config_int("IB_RX_DEPTH"), 4, 4096);
+    /* the table's ranges bound every value */
+    vi->bounce = mesh_config_size("IB_EAGER_SIZE");
+    vi->rx_depth = (uint32_t)mesh_config_int("IB_RX_DEPTH");
     vi->keepalive = mesh_config_double("IB_KEEPALIVE");
-    vi->tx_depth = (uint32_t)clamp(mesh_config_int("IB_TX_DEPTH"), 4, 4096);
-    vi->sl = (int)clamp(mesh_config_int("IB_SL"), 0, 15);
-    vi->timeout = (int)clamp(mesh_config_int("IB_TIMEOUT"), 1, 31);
-    vi->retry = (int)clamp(mesh_config_int("IB_RETRY_COUNT"), 0, 7);
+    vi->tx_depth = (uint32_t)mesh_config_int("IB_TX_DEPTH");
+    vi->sl = (int)mesh_config_int("IB_SL");
+    vi->timeout = (int)mesh_config_int("IB_TIMEOUT");
+    vi->retry = (int)mesh_config_int("IB_RETRY_COUNT");
     /* reads in flight as initiator and as responder: the same bound on both sides */
     vi->max_rd_atomic = (uint32_t)clamp(p.dev_attr.max_qp_rd_atom < p.dev_attr.max_qp_init_rd_atom
                                             ? p.dev_attr.max_qp_rd_atom
@@ -332,7 +333,7 @@ static mesh_status_t verbs_open(const mesh_tl_open_params_t *params, mesh_tl_ifa
     }
     mesh_tl_verbs_rcache_init(&vi->rcache, verbs_reg, verbs_dereg, vi,
                               mesh_config_size("IB_RCACHE_MAX"),
-                              (size_t)clamp(mesh_config_int("IB_RCACHE_ENTRIES"), 1, 1 << 20));
+                              (size_t)mesh_config_int("IB_RCACHE_ENTRIES"));
     vi->max_inline = 256; /* asked for at the first queue pair; lowered to what it grants */
     vi->addr.magic = MESH_TL_VERBS_MAGIC;
     vi->addr.link_layer = vi->port_attr.link_layer;
