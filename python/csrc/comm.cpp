@@ -1,8 +1,6 @@
 #include "comm.hpp"
+#include "engine.hpp"
 #include "work.hpp"
-
-#include <sched.h>
-#include <time.h>
 
 #include <cctype>
 #include <cstdlib>
@@ -74,23 +72,6 @@ void store_cleanup(StoreOob &o) noexcept
     }
 }
 
-int cpus_available()
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-    unsigned n = std::thread::hardware_concurrency();
-    return n ? (int)n : 1;
-}
-
-inline void cpu_relax()
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
 /* The communicators of the process, for shutdown_all() at exit. */
 std::mutex live_mu;
 std::vector<std::weak_ptr<Comm>> live;
@@ -118,10 +99,8 @@ Comm::Comm(const CommSpec &s)
                                  why);
     }
     store_cleanup(oob);
-    /* spin while waiting only when the ranks of this node each have a CPU; else yield soon */
-    const int node = mesh_comm_node(comm_, rank_);
-    spin_ = mesh_comm_local_size(comm_, node) <= cpus_available() ? 20000 : 200;
-    thread_ = std::thread(&Comm::run, this);
+    engine_ = Engine::acquire();
+    engine_->note_local_ranks(mesh_comm_local_size(comm_, mesh_comm_node(comm_, rank_)));
 }
 
 Comm::~Comm()
@@ -152,17 +131,12 @@ void Comm::shutdown_all()
      * communicators are destroyed as usual */
     for (auto &c : all) {
         std::unique_lock<std::mutex> lk(c->mu_);
-        const bool busy = !c->inflight_.empty();
+        std::shared_ptr<Engine> e = c->engine_;
         lk.unlock();
-        if (busy) c->abort("the process is exiting with the operation in flight");
+        if (e && e->busy(c.get())) c->abort("the process is exiting with the operation in flight");
     }
     for (auto &c : all)
         c->shutdown();
-}
-
-int64_t Comm::global_rank(int rank) const
-{
-    return global_.empty() || rank < 0 || rank >= (int)global_.size() ? rank : global_[rank];
 }
 
 std::string Comm::annotate(const std::string &m) const
@@ -208,8 +182,9 @@ std::string Comm::where() const
 
 void Comm::post(const c10::intrusive_ptr<WorkMesh> &w, const PostFn &fn)
 {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (comm_ == nullptr)
+    /* held until the engine has the work, so that a shutdown drains it */
+    std::lock_guard<std::mutex> lk(mu_);
+    if (comm_ == nullptr || shut_)
         throw std::runtime_error(std::string("mesh: ") + w->name() + " on " + where() +
                                  ": the process group was destroyed");
     if (!failure_.empty())
@@ -222,102 +197,27 @@ void Comm::post(const c10::intrusive_ptr<WorkMesh> &w, const PostFn &fn)
                                  why);
     }
     w->req_ = req;
-    w->queued_ = true;
-    inflight_.push_back(w);
-    const bool wake = inflight_.size() == 1 && drivers_ == 0;
-    lk.unlock();
-    if (wake) cv_.notify_one();
-}
-
-int Comm::poll_locked(std::vector<Done> &done)
-{
-    size_t kept = 0;
-    const size_t n = inflight_.size();
-    for (size_t i = 0; i < n; i++) {
-        c10::intrusive_ptr<WorkMesh> &w = inflight_[i];
-        int flag = 0;
-        mesh_status_t st = mesh_test(w->req_, &flag);
-        if (st == MESH_OK && !flag) {
-            if (kept != i) inflight_[kept] = std::move(w);
-            kept++;
-            continue;
-        }
-        std::string msg;
-        if (st != MESH_OK) {
-            /* the message of the failure is this thread's: every test happens under the lock,
-             * and the one that saw the failure first made it */
-            msg = annotate(mesh_comm_last_error(comm_));
-            if (failure_.empty()) failure_ = msg.empty() ? mesh_status_string(st) : msg;
-            if (msg.empty() || st == MESH_ERR_ABORTED) msg = failure_;
-        }
-        mesh_request_free(w->req_);
-        w->req_ = nullptr;
-        w->queued_ = false;
-        done.push_back(Done{std::move(w), st, std::move(msg)});
-    }
-    inflight_.resize(kept);
-    return (int)(n - kept);
-}
-
-void Comm::complete(std::vector<Done> &done)
-{
-    for (Done &d : done)
-        d.work->complete(d.status, d.message);
-    done.clear();
-}
-
-void Comm::backoff(unsigned &idle) const
-{
-    const unsigned n = idle++;
-    if (n < spin_) {
-        cpu_relax();
-        return;
-    }
-    if (n < spin_ + 16) {
-        sched_yield();
-        return;
-    }
-    /* sleeps from 1 us doubling to 100 us: an oversubscribed machine runs the peer meanwhile */
-    const unsigned step = (n - spin_ - 16) / 4;
-    long ns = step < 7 ? 1000L << step : 100000L;
-    if (ns > 100000L) ns = 100000L;
-    struct timespec ts = {0, ns};
-    nanosleep(&ts, nullptr);
+    engine_->add(w);
 }
 
 void Comm::wait(WorkMesh *w, std::chrono::milliseconds timeout)
 {
-    using clock = std::chrono::steady_clock;
-    const auto deadline = timeout.count() > 0 ? clock::now() + timeout : clock::time_point::max();
-    std::vector<Done> done;
-    unsigned idle = 0;
-    bool aborted = false;
     std::unique_lock<std::mutex> lk(mu_);
-    drivers_++;
-    for (;;) {
-        if (!w->queued_) break;
-        if (!aborted && clock::now() >= deadline) {
-            if (failure_.empty())
-                failure_ = std::string(w->name()) + " timed out after " +
-                           std::to_string(timeout.count()) + " ms; the communicator is aborted";
-            mesh_comm_abort(comm_);
-            aborted = true;
-        }
-        if (poll_locked(done) > 0) {
-            lk.unlock();
-            complete(done);
-            idle = 0;
-            lk.lock();
-            continue;
-        }
-        lk.unlock();
-        backoff(idle);
-        lk.lock();
-    }
-    /* hand the polling back to the completion thread */
-    const bool wake = --drivers_ == 0 && !inflight_.empty();
+    std::shared_ptr<Engine> e = engine_;
     lk.unlock();
-    if (wake) cv_.notify_all();
+    if (e) e->wait(w, timeout);
+}
+
+void Comm::note_failure(const std::string &message)
+{
+    std::lock_guard<std::mutex> lk(mu_);
+    if (failure_.empty()) failure_ = message;
+}
+
+std::string Comm::failure()
+{
+    std::lock_guard<std::mutex> lk(mu_);
+    return failure_;
 }
 
 void Comm::abort(const std::string &why)
@@ -325,33 +225,8 @@ void Comm::abort(const std::string &why)
     std::lock_guard<std::mutex> lk(mu_);
     if (comm_ == nullptr) return;
     if (failure_.empty()) failure_ = why;
+    /* never blocks; the operations in flight complete with MESH_ERR_ABORTED */
     mesh_comm_abort(comm_);
-    cv_.notify_all();
-}
-
-void Comm::run()
-{
-    std::vector<Done> done;
-    unsigned idle = 0;
-    std::unique_lock<std::mutex> lk(mu_);
-    for (;;) {
-        if (inflight_.empty() || drivers_ > 0) {
-            if (stop_) break;
-            cv_.wait(lk);
-            idle = 0;
-            continue;
-        }
-        if (poll_locked(done) > 0) {
-            lk.unlock();
-            complete(done);
-            idle = 0;
-            lk.lock();
-            continue;
-        }
-        lk.unlock();
-        backoff(idle);
-        lk.lock();
-    }
 }
 
 void Comm::shutdown()
@@ -359,35 +234,15 @@ void Comm::shutdown()
     std::unique_lock<std::mutex> lk(mu_);
     if (shut_) return;
     shut_ = true;
-    /* what is in flight finishes first, like any wait bounded by the communicator's timeout */
-    std::vector<Done> done;
-    unsigned idle = 0;
-    drivers_++;
-    while (!inflight_.empty()) {
-        if (poll_locked(done) > 0) {
-            lk.unlock();
-            complete(done);
-            idle = 0;
-            lk.lock();
-            continue;
-        }
-        lk.unlock();
-        backoff(idle);
-        lk.lock();
-    }
-    drivers_--;
-    stop_ = true;
+    std::shared_ptr<Engine> e = engine_;
     lk.unlock();
-    cv_.notify_all();
-    if (thread_.joinable()) {
-        if (thread_.get_id() == std::this_thread::get_id())
-            thread_.detach(); /* the last reference went in a future's callback */
-        else
-            thread_.join();
-    }
+    /* what is in flight finishes first, like any wait bounded by the communicator's timeout;
+     * no post can add to it any more */
+    if (e) e->drain(this);
     lk.lock();
     mesh_comm_destroy(comm_);
     comm_ = nullptr;
+    engine_.reset();
 }
 
 std::string Comm::peer_transport(int peer)

@@ -1,11 +1,8 @@
 /*
  * The communicator of one process group. It is formed through the group's c10d store, so every
  * way torch rendezvouses (env://, tcp://, file://, torchrun) works unchanged. Operations are
- * posted on the calling thread, which keeps each rank's issue order; they complete on whichever
- * thread drives the communicator: a thread waiting for one of them, else the communicator's
- * completion thread, which fulfils the futures DDP's reducer and communication hooks wait on.
- * Every mesh call on the communicator is made under one lock, since mesh's communicators are
- * driven by one thread at a time.
+ * posted on the calling thread, which keeps each rank's issue order (mesh orders the calls
+ * made on a communicator); the engine (engine.hpp) completes them.
  */
 #ifndef MESH_TORCH_COMM_HPP
 #define MESH_TORCH_COMM_HPP
@@ -15,16 +12,15 @@
 #include <mesh.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace mesh_torch {
 
+class Engine;
 class WorkMesh;
 
 struct CommSpec {
@@ -46,19 +42,21 @@ class Comm {
     Comm(const Comm &) = delete;
     Comm &operator=(const Comm &) = delete;
 
-    /* Posts an operation and queues its work; throws, naming the operation, when mesh refuses
-     * it or the communicator failed before. */
+    /* Posts an operation on the calling thread and hands its work to the engine; throws,
+     * naming the operation, when mesh refuses it or the communicator failed before. */
     void post(const c10::intrusive_ptr<WorkMesh> &work, const PostFn &fn);
-    /* Drives the communicator on the calling thread until work is complete. A positive timeout
-     * that passes first aborts the communicator (a collective cannot be taken back) and fails
-     * every operation in flight. */
+    /* Drives mesh until work completes (see Engine::wait). */
     void wait(WorkMesh *work, std::chrono::milliseconds timeout);
     /* Fails the communicator and every operation in flight, at once. */
     void abort(const std::string &why);
     /* Lets the operations in flight finish (each is bounded by the communicator's timeout),
-     * then stops the completion thread and destroys the communicator. Idempotent. */
+     * then destroys the communicator. Idempotent. */
     void shutdown();
-    /* At interpreter exit: fails what is still in flight on every live communicator of the
+    /* Records the first failure of an operation, which later posts repeat. */
+    void note_failure(const std::string &message);
+    /* The first failure recorded, or "". */
+    std::string failure();
+    /* At interpreter exit: fails what is still in flight on every communicator of the
      * process (its peers would see this process go anyway), then shuts each one down, so that
      * no completion thread outlives the interpreter and no exit waits for a peer. */
     static void shutdown_all();
@@ -68,8 +66,6 @@ class Comm {
     int rank() const { return rank_; }
     int size() const { return size_; }
     double timeout_s() const { return timeout_s_; }
-    /* Global rank of a group rank. */
-    int64_t global_rank(int rank) const;
     /* "process group 2 (rank 1 of 3, global ranks [0, 2, 5])": where an error happened. */
     std::string where() const;
     /* mesh's message with each "rank N" of a subgroup followed by "(global rank G)". */
@@ -79,34 +75,16 @@ class Comm {
     std::string last_algorithm();
 
   private:
-    struct Done {
-        c10::intrusive_ptr<WorkMesh> work;
-        mesh_status_t status;
-        std::string message;
-    };
-
-    /* Tests every operation in flight once; moves the completed ones to done. Lock held. */
-    int poll_locked(std::vector<Done> &done);
-    /* Runs the completion of each done operation; lock not held (futures run callbacks). */
-    static void complete(std::vector<Done> &done);
-    void run();
-    void backoff(unsigned &idle) const;
-
     const int rank_, size_;
     const double timeout_s_;
     const std::string group_;
     const std::vector<int64_t> global_;
-    mesh_comm_h comm_ = nullptr;
-    unsigned spin_ = 200; /* idle polls before a waiting thread yields its core */
+    std::shared_ptr<Engine> engine_;
 
-    std::mutex mu_; /* guards comm_ and everything below */
-    std::condition_variable cv_;
-    std::vector<c10::intrusive_ptr<WorkMesh>> inflight_; /* in posting order */
-    int drivers_ = 0;   /* threads in wait(): the completion thread leaves the polling to them */
-    bool stop_ = false;
+    std::mutex mu_; /* guards the handle's life (posts against shutdown) and failure_ */
+    mesh_comm_h comm_ = nullptr;
     bool shut_ = false;
-    std::string failure_; /* the first failure, repeated to later callers */
-    std::thread thread_;
+    std::string failure_;
 };
 
 } // namespace mesh_torch

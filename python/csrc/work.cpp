@@ -31,9 +31,13 @@ void WorkMesh::complete(mesh_status_t status, const std::string &message)
 {
     std::exception_ptr error;
     if (status != MESH_OK) {
-        /* names the operation, the group and, through mesh's message, the rank that failed */
+        /* names the operation, the group and, through mesh's message, the rank that failed;
+         * an abort repeats why the communicator was aborted */
+        std::string why = comm_->annotate(message);
+        comm_->note_failure(why.empty() ? mesh_status_string(status) : why);
+        if (status == MESH_ERR_ABORTED || why.empty()) why = comm_->failure();
         error = std::make_exception_ptr(std::runtime_error(
-            std::string("mesh: ") + name_ + " failed on " + comm_->where() + ": " + message));
+            std::string("mesh: ") + name_ + " failed on " + comm_->where() + ": " + why));
     } else if (unpack) {
         try {
             /* the caller's tensors may require grad; these copies are no part of the graph */

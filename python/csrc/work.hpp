@@ -39,6 +39,7 @@ class WorkMesh : public c10d::Work {
     c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
     const char *name() const { return name_; }
+    Comm &comm() const { return *comm_; }
 
     /* Set up by the operation before it is posted. */
     std::vector<at::Tensor> keep; /* buffers mesh uses until completion */
@@ -48,15 +49,16 @@ class WorkMesh : public c10d::Work {
 
   private:
     friend class Comm;
-    /* Called once, by the thread that saw the request complete, without the communicator's
-     * lock: unpacks, releases the buffers, then completes the work and its future. */
+    friend class Engine;
+    /* Called once, by the thread that saw the request complete, without the engine's lock:
+     * unpacks, releases the buffers, then completes the work and its future. */
     void complete(mesh_status_t status, const std::string &message);
 
     std::shared_ptr<Comm> comm_;
     const char *name_;
     std::vector<at::Tensor> outputs_;
     c10::intrusive_ptr<c10::ivalue::Future> future_;
-    mesh_request_h req_ = nullptr; /* these two are guarded by the communicator's lock */
+    mesh_request_h req_ = nullptr; /* set by the post, then the engine's (under its lock) */
     bool queued_ = false;          /* in flight: some thread still has to see it complete */
 };
 

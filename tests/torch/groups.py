@@ -135,7 +135,6 @@ def t_async(gloo):
     while not w.is_completed() and time.time() < deadline:
         time.sleep(0.001)
     expect(w.is_completed(), "is_completed() without wait")
-    expect(w.is_success(), "is_success()")
     w.wait()
     want = torch.full((1 << 16,), float(sum(range(1, size + 1))))
     expect_equal(x, want, "all_reduce result")
