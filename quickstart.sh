@@ -21,6 +21,8 @@ packages="$packages libibverbs-dev" # the verbs transport builds without a devic
 packages="$packages libucx-dev" # the ucx transport
 # libfabric for the ofi transport (fi_info for its tests)
 packages="$packages libfabric-dev libfabric-bin"
+# the PyTorch backend (python/): Debian's torch 1.13 (CPU), its C++ headers and pybind11
+packages="$packages python3-torch libtorch-dev pybind11-dev"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

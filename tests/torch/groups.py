@@ -192,6 +192,25 @@ def t_p2p_never_blocks(gloo):
     expect_equal(got, torch.full((big // 4,), float(peer)), "message from rank %d" % peer)
 
 
+def t_tags():
+    """Messages match by tag: a receiver takes them in another order than they were sent."""
+    peer = rank ^ 1
+    if peer >= size:
+        return
+    if rank % 2 == 0:
+        works = [dist.isend(torch.full((4,), 7.0), peer, tag=7),
+                 dist.isend(torch.full((9,), 3.0), peer, tag=3)]
+        for w in works:
+            w.wait()
+    else:
+        three, seven = torch.zeros(9), torch.zeros(4)
+        works = [dist.irecv(three, peer, tag=3), dist.irecv(seven, peer, tag=7)]
+        for w in works:
+            w.wait()
+        expect_equal(three, torch.full((9,), 3.0), "the message of tag 3")
+        expect_equal(seven, torch.full((4,), 7.0), "the message of tag 7")
+
+
 def t_object_collectives():
     """broadcast_object_list and all_gather_object: uint8 and int64 tensors underneath."""
     objs = [{"rank": rank, "list": list(range(rank))}]
@@ -224,6 +243,7 @@ def body(checks, gloo):
     checks.run("async work and futures", t_async, gloo)
     if size > 1:
         checks.run("point-to-point never blocks", t_p2p_never_blocks, gloo)
+        checks.run("messages match by tag", t_tags)
     checks.run("object collectives", t_object_collectives)
 
 
