@@ -71,7 +71,8 @@ void Engine::add(const c10::intrusive_ptr<WorkMesh> &w)
     std::unique_lock<std::mutex> lk(mu_);
     w->queued_ = true;
     inflight_.push_back(w);
-    const bool wake = inflight_.size() == 1 && drivers_ == 0;
+    last_post_ = std::chrono::steady_clock::now();
+    const bool wake = rest_ == SLEEPING && drivers_ == 0;
     lk.unlock();
     if (wake) cv_.notify_one();
 }
@@ -145,6 +146,7 @@ void Engine::wait(WorkMesh *w, std::chrono::milliseconds timeout)
             continue;
         }
         if (poll_locked(done) > 0) {
+            drivers_finish_ = true;
             lk.unlock();
             complete(done);
             idle = 0;
@@ -198,17 +200,30 @@ void Engine::drain(const Comm *c)
 
 void Engine::run()
 {
+    using clock = std::chrono::steady_clock;
+    /* a nap is the longest an asynchronous operation posted after blocking ones waits before
+     * this thread drives it (its first moves happen at the post); naps stop after a quiet
+     * spell */
+    const std::chrono::microseconds nap(500), quiet(100000);
     std::vector<Done> done;
     unsigned idle = 0;
     std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
         if (inflight_.empty() || drivers_ > 0) {
             if (stop_) break;
-            cv_.wait(lk);
+            if (drivers_finish_ && clock::now() - last_post_ < quiet) {
+                rest_ = NAPPING;
+                cv_.wait_for(lk, nap);
+            } else {
+                rest_ = SLEEPING;
+                cv_.wait(lk);
+            }
+            rest_ = RUNNING;
             idle = 0;
             continue;
         }
         if (poll_locked(done) > 0) {
+            drivers_finish_ = false;
             lk.unlock();
             complete(done);
             idle = 0;

@@ -72,6 +72,13 @@ class Engine {
     std::vector<mesh_request_h> reqs_; /* scratch of poll_locked */
     int drivers_ = 0; /* threads in wait() or drain(): the completion thread leaves it to them */
     bool stop_ = false;
+    /* How the completion thread rests. While callers wait for their own operations (blocking
+     * calls), it naps and looks again, so that posting costs no wake-up; after a while without
+     * posts, or once it finished operations itself (asynchronous work), it sleeps until a post
+     * wakes it. */
+    enum { RUNNING, NAPPING, SLEEPING } rest_ = RUNNING;
+    bool drivers_finish_ = false; /* the last operation was finished by a thread waiting on it */
+    std::chrono::steady_clock::time_point last_post_;
     std::atomic<int> most_local_{0};
     std::atomic<unsigned> spin_{200};
     std::thread thread_;
