@@ -24,6 +24,8 @@ packages="$packages libfabric-dev libfabric-bin"
 # a static busybox: the guest of make check-softroce, whose image make check prepares
 packages="$packages busybox-static"
 packages="$packages libopenblas-dev" # sgemm for bench/mesh-train
+# the PyTorch backend (python/): Debian's torch 1.13 (CPU), its C++ headers and pybind11
+packages="$packages python3-torch libtorch-dev pybind11-dev"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,93 @@
+#!/bin/bash
+# The mesh backend of torch.distributed against gloo and against mesh-bench, on 2 ranks of one
+# node and 2 ranks on 2 simulated nodes (meshrun --nodes 2: network namespaces as root, so TCP).
+# Each round runs bench/torch-bench.py (mesh and gloo taking turns inside, through Python) and
+# then mesh-bench on the same placement, sizes and ops; the table shows medians over the rounds:
+# busbw of mesh and gloo and their ratio, mesh's busbw over mesh-bench's for the same op and
+# size (what the binding costs), the 8-byte all_reduce latency against mesh-bench's, and the
+# DDP step time of a communication-heavy model (2 nodes) on mesh and gloo. Targets: mesh/gloo
+# >= 1.5 and mesh/mesh-bench >= 0.8 from 1 MiB, latency <= 2 x mesh-bench + 10 us, DDP step
+# <= 0.7 x gloo's. CSV files and logs stay in the output folder.
+set -u
+
+usage() {
+    cat <<USAGE
+usage: $0 [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r rounds] [-t turns]
+          [--out DIR] [--builddir DIR] [--python PYTHON] [--placements 1node,2nodes]
+  -b/-e/-f      sizes (default 64k / 256m / 4)
+  -n/-w         timed and warm-up iterations per size (default 20 / 3; fewer for large sizes)
+  -r rounds     runs of torch-bench.py and mesh-bench, one after the other (default 2)
+  -t turns      mesh/gloo turns inside each torch-bench.py run (default 3)
+  --out DIR     where the CSV files and logs go (default: a new folder under /tmp)
+  --builddir    build tree holding tools/meshrun, bench/mesh-bench and python/mesh_torch
+  --python      the interpreter with torch (default: the one configure found)
+USAGE
+}
+
+minb=64k maxb=256m factor=4 iters=20 warmup=3 rounds=2 turns=3 out="" py=""
+placements=1node,2nodes
+builddir=$(cd "$(dirname "$0")/.." && pwd)
+srcdir=$(cd "$(dirname "$0")/.." && pwd)
+while [ $# -gt 0 ]; do
+    case $1 in
+    -b) minb=$2; shift 2 ;;
+    -e) maxb=$2; shift 2 ;;
+    -f) factor=$2; shift 2 ;;
+    -n) iters=$2; shift 2 ;;
+    -w) warmup=$2; shift 2 ;;
+    -r) rounds=$2; shift 2 ;;
+    -t) turns=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --builddir) builddir=$(cd "$2" && pwd); shift 2 ;;
+    --python) py=$2; shift 2 ;;
+    --placements) placements=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "${0##*/}: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+done
+[ -n "$py" ] || py=$(sed -n 's/^TORCH_PYTHON = //p' "$builddir/Makefile" 2>/dev/null)
+if [ -z "$py" ]; then
+    echo "${0##*/}: mesh was configured without torch; give --python or configure --with-torch" >&2
+    exit 2
+fi
+[ -n "$out" ] || out=$(mktemp -d /tmp/torch-bench.XXXXXX)
+mkdir -p "$out"
+export PYTHONPATH=$builddir/python${PYTHONPATH:+:$PYTHONPATH}
+export OMP_NUM_THREADS=1 MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
+MESHRUN=$builddir/tools/meshrun
+MESHBENCH=$builddir/bench/mesh-bench
+ops_mb=allreduce,allgather,reduce_scatter,alltoall,broadcast
+status=0
+
+run() {
+    local name=$1; shift
+    if ! "$@" >"$out/$name.log" 2>&1; then
+        echo "warning: $name failed (exit $?); see $out/$name.log"
+        status=1
+    fi
+}
+
+echo "torch-bench: $rounds rounds, $turns turns each, sizes $minb..$maxb x$factor; output in $out"
+for place in ${placements//,/ }; do
+    case $place in
+    1node) where="-n 2" ;;
+    2nodes) where="-n 2 --nodes 2" ;;
+    *) echo "unknown placement $place" >&2; exit 2 ;;
+    esac
+    ddp=--no-ddp
+    [ "$place" = 2nodes ] && ddp="--ddp-steps 10"
+    for r in $(seq 1 "$rounds"); do
+        echo "round $r, $place: torch (mesh, gloo), then mesh-bench"
+        run "torch-$place-$r" "$MESHRUN" $where --timeout 3000 "$py" "$srcdir/bench/torch-bench.py" \
+            -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" --turns "$turns" $ddp \
+            --csv "$out/torch-$place-$r.csv"
+        run "mesh-bench-$place-$r" "$MESHRUN" $where --timeout 3000 "$MESHBENCH" -o "$ops_mb" \
+            -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" \
+            --csv "$out/mesh-bench-$place-$r.csv"
+        run "mesh-lat-$place-$r" "$MESHRUN" $where --timeout 600 "$MESHBENCH" -o allreduce \
+            -b 8 -e 8 -n 2000 -w 100 --csv "$out/mesh-lat-$place-$r.csv"
+    done
+done
+"$py" "$srcdir/bench/torch-bench.py" --report "$out" | tee "$out/table.txt"
+echo "torch-bench: CSV files, logs and table.txt in $out"
+exit $status

@@ -1,0 +1,239 @@
+#include "engine.hpp"
+#include "comm.hpp"
+#include "work.hpp"
+
+#include <sched.h>
+#include <time.h>
+
+namespace mesh_torch {
+namespace {
+
+std::mutex engine_mu;
+std::weak_ptr<Engine> engine_current;
+
+int cpus_available()
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+    unsigned n = std::thread::hardware_concurrency();
+    return n ? (int)n : 1;
+}
+
+inline void cpu_relax()
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+} // namespace
+
+std::shared_ptr<Engine> Engine::acquire()
+{
+    std::lock_guard<std::mutex> lk(engine_mu);
+    std::shared_ptr<Engine> e = engine_current.lock();
+    if (!e) {
+        e = std::shared_ptr<Engine>(new Engine());
+        engine_current = e;
+    }
+    return e;
+}
+
+Engine::Engine() : thread_(&Engine::run, this) {}
+
+Engine::~Engine()
+{
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.get_id() == std::this_thread::get_id())
+        thread_.detach(); /* the last communicator went in a future's callback */
+    else
+        thread_.join();
+}
+
+void Engine::note_local_ranks(int local)
+{
+    int cur = most_local_.load();
+    while (local > cur && !most_local_.compare_exchange_weak(cur, local)) {
+    }
+    /* spinning pays when a waiting rank has a CPU of its own; else it only delays the rank it
+     * waits for, so yield soon */
+    spin_.store(most_local_.load() <= cpus_available() ? 20000 : 200);
+}
+
+void Engine::add(const c10::intrusive_ptr<WorkMesh> &w)
+{
+    std::unique_lock<std::mutex> lk(mu_);
+    w->queued_ = true;
+    inflight_.push_back(w);
+    last_post_ = std::chrono::steady_clock::now();
+    const bool wake = rest_ == SLEEPING && drivers_ == 0;
+    lk.unlock();
+    if (wake) cv_.notify_one();
+}
+
+int Engine::poll_locked(std::vector<Done> &done)
+{
+    int found = 0;
+    while (!inflight_.empty()) {
+        reqs_.clear();
+        for (auto &w : inflight_)
+            reqs_.push_back(w->req_);
+        int idx = -1;
+        /* one round of progress over every communicator, then the first completed request */
+        const mesh_status_t st = mesh_testany((int)reqs_.size(), reqs_.data(), &idx);
+        if (idx < 0) break;
+        c10::intrusive_ptr<WorkMesh> w = std::move(inflight_[idx]);
+        inflight_.erase(inflight_.begin() + idx);
+        std::string msg = st != MESH_OK ? mesh_comm_last_error(nullptr) : "";
+        mesh_request_free(w->req_);
+        w->req_ = nullptr;
+        w->queued_ = false;
+        done.push_back(Done{std::move(w), st, std::move(msg)});
+        found++;
+    }
+    return found;
+}
+
+void Engine::complete(std::vector<Done> &done)
+{
+    for (Done &d : done)
+        d.work->complete(d.status, d.message);
+    done.clear();
+}
+
+void Engine::backoff(unsigned &idle) const
+{
+    const unsigned n = idle++, spin = spin_.load(std::memory_order_relaxed);
+    if (n < spin) {
+        cpu_relax();
+        return;
+    }
+    if (n < spin + 16) {
+        sched_yield();
+        return;
+    }
+    /* sleeps from 1 us doubling to 100 us: an oversubscribed machine runs the peer meanwhile */
+    const unsigned step = (n - spin - 16) / 4;
+    long ns = step < 7 ? 1000L << step : 100000L;
+    if (ns > 100000L) ns = 100000L;
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, nullptr);
+}
+
+void Engine::wait(WorkMesh *w, std::chrono::milliseconds timeout)
+{
+    using clock = std::chrono::steady_clock;
+    const auto deadline = timeout.count() > 0 ? clock::now() + timeout : clock::time_point::max();
+    std::vector<Done> done;
+    unsigned idle = 0;
+    bool aborted = false;
+    std::unique_lock<std::mutex> lk(mu_);
+    drivers_++;
+    while (w->queued_) {
+        if (!aborted && clock::now() >= deadline) {
+            aborted = true;
+            lk.unlock();
+            w->comm().abort(std::string(w->name()) + " timed out after " +
+                            std::to_string(timeout.count()) +
+                            " ms (Work.wait); the communicator is aborted");
+            lk.lock();
+            continue;
+        }
+        if (poll_locked(done) > 0) {
+            drivers_finish_ = true;
+            lk.unlock();
+            complete(done);
+            idle = 0;
+            lk.lock();
+            continue;
+        }
+        lk.unlock();
+        backoff(idle);
+        lk.lock();
+    }
+    /* hand the polling back to the completion thread */
+    const bool wake = --drivers_ == 0 && !inflight_.empty();
+    lk.unlock();
+    if (wake) cv_.notify_all();
+}
+
+bool Engine::busy(const Comm *c)
+{
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto &w : inflight_)
+        if (&w->comm() == c) return true;
+    return false;
+}
+
+void Engine::drain(const Comm *c)
+{
+    std::vector<Done> done;
+    unsigned idle = 0;
+    std::unique_lock<std::mutex> lk(mu_);
+    drivers_++;
+    for (;;) {
+        bool pending = false;
+        for (auto &w : inflight_)
+            pending = pending || &w->comm() == c;
+        if (!pending) break;
+        if (poll_locked(done) > 0) {
+            lk.unlock();
+            complete(done);
+            idle = 0;
+            lk.lock();
+            continue;
+        }
+        lk.unlock();
+        backoff(idle);
+        lk.lock();
+    }
+    const bool wake = --drivers_ == 0 && !inflight_.empty();
+    lk.unlock();
+    if (wake) cv_.notify_all();
+}
+
+void Engine::run()
+{
+    using clock = std::chrono::steady_clock;
+    /* a nap is the longest an asynchronous operation posted after blocking ones waits before
+     * this thread drives it (its first moves happen at the post); naps stop after a quiet
+     * spell */
+    const std::chrono::microseconds nap(500), quiet(100000);
+    std::vector<Done> done;
+    unsigned idle = 0;
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+        if (inflight_.empty() || drivers_ > 0) {
+            if (stop_) break;
+            if (drivers_finish_ && clock::now() - last_post_ < quiet) {
+                rest_ = NAPPING;
+                cv_.wait_for(lk, nap);
+            } else {
+                rest_ = SLEEPING;
+                cv_.wait(lk);
+            }
+            rest_ = RUNNING;
+            idle = 0;
+            continue;
+        }
+        if (poll_locked(done) > 0) {
+            drivers_finish_ = false;
+            lk.unlock();
+            complete(done);
+            idle = 0;
+            lk.lock();
+            continue;
+        }
+        lk.unlock();
+        backoff(idle);
+        lk.lock();
+    }
+}
+
+} // namespace mesh_torch

@@ -1,0 +1,89 @@
+/*
+ * Completion of the backend's operations, for every process group of the process. A thread
+ * waiting for an operation drives mesh itself (no hand-off on the path of a blocking call);
+ * otherwise the engine's one completion thread does, and finishes the operations nobody waits
+ * for: it copies staged results out and fulfils the futures that DDP's reducer and
+ * communication hooks wait on. One thread serves every group, since a test on any request moves
+ * every communicator of the process. Operations are posted by their callers, not here.
+ */
+#ifndef MESH_TORCH_ENGINE_HPP
+#define MESH_TORCH_ENGINE_HPP
+
+#include "compat.hpp"
+
+#include <mesh.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mesh_torch {
+
+class Comm;
+class WorkMesh;
+
+class Engine {
+  public:
+    /* The process's engine, started with the first communicator and stopped when the last
+     * one holding it goes. */
+    static std::shared_ptr<Engine> acquire();
+    ~Engine();
+    Engine(const Engine &) = delete;
+    Engine &operator=(const Engine &) = delete;
+
+    /* Takes a posted operation into the engine's care. */
+    void add(const c10::intrusive_ptr<WorkMesh> &work);
+    /* Drives mesh on the calling thread until work is complete. A positive timeout that
+     * passes first aborts the work's communicator, which fails what it has in flight. */
+    void wait(WorkMesh *work, std::chrono::milliseconds timeout);
+    /* Drives mesh until no operation of comm is in flight (each is bounded by its
+     * communicator's timeout). */
+    void drain(const Comm *comm);
+    /* Whether comm has operations in flight. */
+    bool busy(const Comm *comm);
+    /* A communicator found local ranks on its node: waiting threads spin long only while the
+     * ranks of every node seen so far each have a CPU. */
+    void note_local_ranks(int local);
+
+  private:
+    Engine();
+
+    struct Done {
+        c10::intrusive_ptr<WorkMesh> work;
+        mesh_status_t status;
+        std::string message;
+    };
+
+    /* Collects the completed operations into done; the lock is held. */
+    int poll_locked(std::vector<Done> &done);
+    /* Completes them (copies, futures, callbacks); the lock is not held. */
+    static void complete(std::vector<Done> &done);
+    void run();
+    void backoff(unsigned &idle) const;
+
+    std::mutex mu_; /* guards everything below; mesh is called with it held only to test */
+    std::condition_variable cv_;
+    std::vector<c10::intrusive_ptr<WorkMesh>> inflight_;
+    std::vector<mesh_request_h> reqs_; /* scratch of poll_locked */
+    int drivers_ = 0; /* threads in wait() or drain(): the completion thread leaves it to them */
+    bool stop_ = false;
+    /* How the completion thread rests. While callers wait for their own operations (blocking
+     * calls), it naps and looks again, so that posting costs no wake-up; after a while without
+     * posts, or once it finished operations itself (asynchronous work), it sleeps until a post
+     * wakes it. */
+    enum { RUNNING, NAPPING, SLEEPING } rest_ = RUNNING;
+    bool drivers_finish_ = false; /* the last operation was finished by a thread waiting on it */
+    std::chrono::steady_clock::time_point last_post_;
+    std::atomic<int> most_local_{0};
+    std::atomic<unsigned> spin_{200};
+    std::thread thread_;
+};
+
+} // namespace mesh_torch
+
+#endif

@@ -1,0 +1,78 @@
+"""The ``mesh`` backend of torch.distributed.
+
+Importing this package registers the backend; then::
+
+    import mesh_torch
+    torch.distributed.init_process_group("mesh", ...)
+
+Every process group (the default one and each ``new_group``) gets a mesh communicator of its own,
+formed through the group's store, so ``env://``, ``tcp://``, ``file://`` and ``torchrun`` work as
+with any backend. The ``timeout`` given to ``init_process_group`` or ``new_group`` bounds every
+operation of the group; a peer that dies fails the operations of every survivor with a
+RuntimeError naming it.
+"""
+
+import atexit
+import inspect
+
+import torch
+import torch.distributed as dist
+
+from . import _C
+
+__all__ = ["BACKEND", "ProcessGroupMesh", "is_mesh"]
+
+BACKEND = "mesh"
+ProcessGroupMesh = _C.ProcessGroupMesh
+
+
+def _version(text):
+    return tuple(int(p) for p in text.split("+")[0].split(".")[:2])
+
+
+if _version(torch.__version__) != _version(_C.torch_version):
+    raise ImportError(
+        "mesh_torch was built against torch %s but torch %s is imported; rebuild mesh with the "
+        "interpreter that runs this torch (./configure --with-torch=PYTHON)"
+        % (_C.torch_version, torch.__version__)
+    )
+
+
+def _timeout_seconds(timeout):
+    if hasattr(timeout, "total_seconds"):
+        return timeout.total_seconds()
+    return float(timeout)
+
+
+def _create(opts, pg_options=None):
+    """Creator handed to register_backend with extended_api=True (torch 1.13 and 2.x)."""
+    if pg_options is not None:
+        raise RuntimeError("mesh: process group options are not supported (got %r)" % (pg_options,))
+    ranks = [int(r) for r in opts.global_ranks_in_group]
+    return _C._create(
+        opts.store,
+        int(opts.group_rank),
+        int(opts.group_size),
+        _timeout_seconds(opts.timeout),
+        str(opts.group_id),
+        ranks,
+    )
+
+
+def _register():
+    if BACKEND.upper() in getattr(dist.Backend, "_plugins", {}):
+        return
+    kwargs = {"extended_api": True}
+    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+        kwargs["devices"] = ["cpu"]
+    dist.Backend.register_backend(BACKEND, _create, **kwargs)
+
+
+def is_mesh(group=None):
+    """Whether a process group (default: the default group) runs on mesh."""
+    return dist.get_backend(group) == BACKEND
+
+
+_register()
+# no completion thread outlives the interpreter, and no exit waits for a peer
+atexit.register(_C._shutdown_all)

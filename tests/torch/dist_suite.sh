@@ -1,0 +1,15 @@
+#!/bin/sh
+# PyTorch's distributed_test.py on the mesh backend (make check-torch-suite): the tests listed
+# in dist_suite.list, or with DIST_SUITE_ALL=1 every test of the suite (those for gloo, nccl or
+# GPUs skip themselves). The log of each run is dist_suite.log in the build tree.
+. "${top_srcdir:-.}/tests/torch/torch_lib.sh"
+list="$s/tests/torch/dist_suite.list"
+if [ "${DIST_SUITE_ALL:-0}" = 1 ]; then
+    set --
+else
+    set --
+    for t in $(grep -v '^#' "$list"); do
+        set -- "$@" -k "$t"
+    done
+fi
+"$py" "$s/tests/torch/dist_suite.py" --exact "$@" --out dist_suite.passed
