@@ -10,5 +10,6 @@
 #define MESH_PARALLEL_H
 
 #include <mesh.h>
+#include <mesh/plan.h>
 
 #endif
