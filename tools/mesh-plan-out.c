@@ -179,6 +179,12 @@ void plan_print_result(const plan_opts_t *o, mesh_plan_result_h r, FILE *f)
     }
     if (mesh_plan_result_forced_span(r))
         fprintf(f, "forced: no layout fits with tp and ep inside a node; these span nodes\n\n");
+    int close = 1;
+    while (close < n && mesh_plan_result_layout(r, close)->step < 1.01 * best->step)
+        close++;
+    if (close > 1)
+        fprintf(f, "note     #1 to #%d are within 1%% of each other, closer than the model can tell "
+                "apart: take the one your software runs best\n\n", close);
     for (int i = 0; i < n; i++) {
         plan_print_layout(o, mesh_plan_result_layout(r, i), i + 1, best, i == 0, f);
         if (i == 0 && mesh_plan_result_reason(r, 0)) {

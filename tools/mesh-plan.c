@@ -492,7 +492,7 @@ int main(int argc, char **argv)
     }
     double total;
     if (mesh_plan_model_count(&o.model, &total, NULL) != MESH_OK ||
-        mesh_plan_cluster_check(&o.cluster) != MESH_OK) {
+        mesh_plan_cluster_check(&o.cluster, &o.cluster) != MESH_OK) {
         fprintf(stderr, "mesh-plan: %s\n", mesh_comm_last_error(NULL));
         mesh_plan_calib_free(o.calib);
         return 2;

@@ -79,9 +79,10 @@ typedef struct {
                              (experts with few tokens) and the optimizer step; 0: not counted */
     double intra_bw;      /* bus bandwidth (nccl-tests busbw) per rank inside a node, bytes/s */
     double inter_bw;      /* the same between nodes, per rank */
-    double intra_lat;     /* seconds per step of a collective inside a node */
-    double inter_lat;     /* the same between nodes */
-    double reserve;       /* bytes per rank kept aside: context, workspaces, fragmentation */
+    double intra_lat;     /* seconds per step of a collective inside a node; 0: 2 us (CPU 5) */
+    double inter_lat;     /* the same between nodes; 0: 6 us (CPU 30) */
+    double reserve;       /* bytes per rank kept aside: context, workspaces, fragmentation;
+                             0: 2 GiB (CPU ranks 0.25) */
     double overlap_cost;  /* compute a collective hidden under it still costs, per second hidden
                              (the SMs or cores it takes); 0: 0.15 on GPUs, 1 on CPU ranks (they
                              drive communication on the cores that compute); < 0: none */
@@ -96,8 +97,10 @@ MESH_API int mesh_plan_cluster_preset_count(void);
 MESH_API const mesh_plan_cluster_t *mesh_plan_cluster_preset_at(int i);
 MESH_API mesh_status_t mesh_plan_cluster_preset(const char *name, int gpus,
                                                 mesh_plan_cluster_t *out);
-/* MESH_ERR_INVALID_ARG naming the first bad field. */
-MESH_API mesh_status_t mesh_plan_cluster_check(const mesh_plan_cluster_t *cluster);
+/* MESH_ERR_INVALID_ARG naming the first bad field; filled (may be NULL) gets the cluster with
+ * its defaults in place of zeros. */
+MESH_API mesh_status_t mesh_plan_cluster_check(const mesh_plan_cluster_t *cluster,
+                                               mesh_plan_cluster_t *filled);
 
 /* ---------------------------------------------------------------- calibration */
 

@@ -74,12 +74,14 @@ mesh_status_t mesh_plan_cluster_preset(const char *name, int gpus, mesh_plan_clu
                           "--list-clusters names them)", name);
 }
 
-mesh_status_t mesh_plan_cluster_check(const mesh_plan_cluster_t *c)
+mesh_status_t mesh_plan_cluster_check(const mesh_plan_cluster_t *c, mesh_plan_cluster_t *filled)
 {
     mesh_plan_cluster_t n;
     if (!c) return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_plan_cluster_check: cluster is "
                                   "NULL");
-    return plan_cluster_norm(c, &n);
+    MESH_PAR_CHECK(plan_cluster_norm(c, &n));
+    if (filled) *filled = n;
+    return MESH_OK;
 }
 
 mesh_status_t plan_cluster_norm(const mesh_plan_cluster_t *in, mesh_plan_cluster_t *c)
@@ -102,6 +104,9 @@ mesh_status_t plan_cluster_norm(const mesh_plan_cluster_t *in, mesh_plan_cluster
                               : !(c->intra_bw > 0) ? "intra-bw"
                                                    : "inter-bw");
     if (c->efficiency == 0) c->efficiency = 0.6;
+    if (c->intra_lat == 0) c->intra_lat = c->cpu ? 5e-6 : 2e-6;
+    if (c->inter_lat == 0) c->inter_lat = c->cpu ? 30e-6 : 6e-6;
+    if (c->reserve == 0) c->reserve = (c->cpu ? 0.25 : 2.0) * PLAN_GIB;
     if (c->overlap_cost == 0) c->overlap_cost = c->cpu ? 1.0 : 0.15;
     if (c->overlap_cost < 0) c->overlap_cost = 0;
     if (c->overlap_cost > 1)

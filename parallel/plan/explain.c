@@ -174,6 +174,15 @@ static void plan_knob_line(const struct plan_search_view *v, plan_lines_t *out, 
             snprintf(label, sizeof(label), "%s", mesh_plan_schedule_name(l.schedule));
         }
         if (vals[i] == cur) continue;
+        /* a value the request excludes is still shown, marked, for what it would change */
+        unsigned mask = bit == MESH_PLAN_SET_ZERO        ? v->x->p.zero_mask
+                        : bit == MESH_PLAN_SET_RECOMPUTE ? v->x->p.recompute_mask
+                        : bit == MESH_PLAN_SET_SCHEDULE  ? v->x->p.schedule_mask
+                                                         : ~0u;
+        int fixed = (v->x->p.fix_set & bit) != 0;
+        if (fixed || (bit != MESH_PLAN_SET_MBS && !(mask & (1u << vals[i]))) ||
+            (bit == MESH_PLAN_SET_MBS && vals[i] > v->x->p.max_mbs))
+            snprintf(label + strlen(label), sizeof(label) - strlen(label), " (excluded)");
         mesh_plan_eval_t e;
         memset(&e, 0, sizeof(e));
         plan_best_variant(v->x, &l, bit, &e);

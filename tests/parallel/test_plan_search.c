@@ -132,7 +132,7 @@ static void test_refusals(void)
     CHECK(strstr(mesh_comm_last_error(NULL), "not a multiple of gpus-per-node 8") != NULL);
     c = cluster("h100", 8);
     c.gpu_mem = 1.0 * (1 << 30);
-    CHECK(mesh_plan_cluster_check(&c) == MESH_ERR_INVALID_ARG);
+    CHECK(mesh_plan_cluster_check(&c, NULL) == MESH_ERR_INVALID_ARG);
     CHECK(strstr(mesh_comm_last_error(NULL), "reserve") != NULL);
 
     /* layouts that cannot run come back with the reason */
