@@ -134,8 +134,11 @@ mesh_status_t plan_model_norm(const mesh_plan_model_t *in, mesh_plan_model_t *m)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "model %s: top_k, expert_ffn, "
                               "shared_experts and dense_layers need experts > 0", nm);
     }
-    if ((double)m->layers * m->hidden > 1e12 || m->seq > (1 << 26))
-        return mesh_par_error(MESH_ERR_INVALID_ARG, "model %s: dimensions out of range", nm);
+    /* far beyond any model, and what keeps the per-stage arrays small */
+    if (m->layers > 10000 || m->hidden > (1 << 24) || m->seq > (1 << 26) ||
+        m->vocab > (1 << 26) || m->experts > (1 << 16))
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "model %s: layers, hidden, seq, vocab or "
+                              "experts out of range", nm);
     return MESH_OK;
 }
 

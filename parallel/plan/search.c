@@ -328,8 +328,8 @@ mesh_status_t mesh_plan_search(const mesh_plan_model_t *model, const mesh_plan_c
         }
         r->nrej = k;
     }
-    qsort(r->fit, r->nfit, sizeof(*r->fit), plan_cmp_fit);
-    qsort(r->rej, r->nrej, sizeof(*r->rej), plan_cmp_rej);
+    if (r->nfit > 1) qsort(r->fit, r->nfit, sizeof(*r->fit), plan_cmp_fit);
+    if (r->nrej > 1) qsort(r->rej, r->nrej, sizeof(*r->rej), plan_cmp_rej);
     struct plan_search_view v = {&r->x, r->fit, r->nfit, r->rej, r->nrej, r->forced_span};
     plan_explain(&v, &r->reasons);
     *out = r;
