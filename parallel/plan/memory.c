@@ -205,8 +205,13 @@ void plan_memory(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *st
                                                  MESH_PLAN_RECOMPUTE_SELECTIVE, 1, l->etp));
     }
     double logits = 4.0 * l->mbs * ((double)m->seq / l->cp) * m->vocab / l->tp; /* fp32 */
-    double layer_max = (c->attn + c->norms + (m->experts ? c->shared : c->mlp)) / l->tp +
-                       (m->experts ? (double)m->experts / l->ep * c->expert / l->etp : 0);
+    /* the largest layer a rank holds whole under ZeRO-3: a dense one, or an MoE one with its
+     * local experts */
+    double layer_max = (c->attn + c->norms + c->mlp) / l->tp;
+    if (m->experts)
+        layer_max = fmax(m->dense_layers ? layer_max : 0,
+                         (c->attn + c->norms + c->shared) / l->tp + c->router +
+                             (double)m->experts / l->ep * c->expert / l->etp);
     out->mem_total = -1;
     out->stage_layers_max = 0;
     out->stage_layers_min = m->layers;
