@@ -45,17 +45,11 @@ static int mesh_supports(bench_op_t op, bench_dtype_t d, bench_redop_t r, int in
 
 /* A ring over the measured communicator: along pp each stage sends to the next and receives
  * from the previous, the last stage sending to the first. */
-static mesh_status_t mesh_sendrecv(const bench_call_t *c)
+static mesh_status_t ring_sendrecv(const bench_call_t *c)
 {
     int rank = mesh_comm_rank(bench_cur), size = mesh_comm_size(bench_cur);
-    mesh_dtype_t t = (mesh_dtype_t)c->dtype;
-    mesh_status_t st = mesh_group_start();
-    if (st != MESH_OK) return st;
-    st = mesh_send(bench_cur, c->sbuf, c->count, t, (rank + 1) % size, NULL, NULL);
-    if (st == MESH_OK)
-        st = mesh_recv(bench_cur, c->rbuf, c->count, t, (rank + size - 1) % size, NULL, NULL);
-    mesh_status_t end = mesh_group_end();
-    return st != MESH_OK ? st : end;
+    return mesh_sendrecv(bench_cur, c->sbuf, c->count, (rank + 1) % size, c->rbuf, c->count,
+                         (rank + size - 1) % size, (mesh_dtype_t)c->dtype, 0, NULL, NULL);
 }
 
 static int mesh_run(const bench_call_t *c)
@@ -91,7 +85,7 @@ static int mesh_run(const bench_call_t *c)
         st = mesh_scatter(comm, c->sbuf, c->rbuf, c->count, t, c->root, NULL, NULL);
         break;
     case BENCH_SENDRECV:
-        st = mesh_sendrecv(c);
+        st = ring_sendrecv(c);
         break;
     default:
         st = MESH_ERR_INVALID_ARG;

@@ -51,8 +51,13 @@ typedef struct {
     const char *name;  /* short: "ring", "rd", "rabenseifner", ... */
     const char *desc;
     mesh_coll_type_t type;
-    /* < 0: cannot serve these arguments; otherwise higher is preferred. */
-    int (*score)(const mesh_comm_t *comm, const mesh_coll_args_t *args);
+    /* Preference for a message of this many bytes (nccl-tests' S) on this communicator's shape
+     * (ranks, nodes, ranks per node): < 0 cannot serve it; otherwise higher is preferred. Read
+     * once per communicator to build its selection map, at every size where it may change. */
+    int (*score)(const mesh_comm_t *comm, size_t bytes);
+    /* Optional: whether the call's layout suits the algorithm (equal counts, packed blocks);
+     * checked per call, for the candidates the map offers. NULL: every layout. */
+    int (*fits)(const mesh_comm_t *comm, const mesh_coll_args_t *args);
     /* Fills the schedule. MESH_ERR_UNSUPPORTED: try the next candidate. */
     mesh_status_t (*build)(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh_sched_t *s);
 } mesh_coll_algo_t;
@@ -61,14 +66,36 @@ typedef struct {
 int mesh_coll_algo_count(void);
 const mesh_coll_algo_t *mesh_coll_algo_get(int index);
 const mesh_coll_algo_t *mesh_coll_algo_find(mesh_coll_type_t type, const char *name);
+/* An algorithm's score for a call: < 0 when the shape or the layout rules it out. */
+static inline int mesh_coll_algo_score(const mesh_coll_algo_t *a, const mesh_comm_t *comm,
+                                       const mesh_coll_args_t *args)
+{
+    if (a->fits != NULL && !a->fits(comm, args)) return -1;
+    return a->score(comm, args->bytes);
+}
 
-/* Picks and builds: MESH_TUNE first, then the highest score that builds. */
+/*
+ * Selection map of a communicator, built once at creation: per collective, the message-size
+ * ranges over which the candidates keep one order (best score first, registry order breaking
+ * ties), with MESH_TUNE's forced algorithm, where a rule applies, put first. A call looks up its
+ * range and builds the first candidate that fits its layout and does not decline.
+ */
+typedef struct mesh_coll_map mesh_coll_map_t; /* comm->coll_map */
+
+/* tune: MESH_TUNE's text ("" or NULL: none). A rule naming an unknown collective or algorithm, or
+ * with a malformed range, fails with MESH_ERR_INVALID_ARG saying which. */
+mesh_status_t mesh_coll_map_build(const mesh_comm_t *comm, const char *tune,
+                                  mesh_coll_map_t **map);
+void mesh_coll_map_free(mesh_coll_map_t *map);
+/* Visits the ranges of one collective in increasing size: bytes lo..hi (inclusive), the
+ * candidates in order and whether the first is forced by MESH_TUNE. */
+typedef void (*mesh_coll_map_visit_fn)(size_t lo, size_t hi, const mesh_coll_algo_t *const *cand,
+                                       int ncand, int forced, void *arg);
+void mesh_coll_map_foreach(const mesh_coll_map_t *map, mesh_coll_type_t type,
+                           mesh_coll_map_visit_fn fn, void *arg);
+
+/* Picks from comm's map and builds. */
 mesh_status_t mesh_coll_select_build(mesh_comm_t *comm, const mesh_coll_args_t *args,
                                      mesh_sched_t *s, const mesh_coll_algo_t **chosen);
-
-/* MESH_TUNE: comma-separated rules "[coll:]algo[@min-max]", e.g. "allreduce:ring@1m-inf,bruck".
- * Returns the forced algorithm name for (type, bytes), or NULL. */
-const char *mesh_coll_tune_lookup(const char *tune, mesh_coll_type_t type, size_t bytes,
-                                  char *buf, size_t buflen);
 
 #endif

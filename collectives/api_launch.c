@@ -81,15 +81,16 @@ mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
                         ? api_key(comm, args, avg_buf != NULL, keybuf, &heap)
                         : 0;
     const unsigned char *key = heap ? heap : keybuf;
+    mesh_comm_lock(comm); /* released by mesh_request_submit */
     if (keylen != 0) s = mesh_sched_reuse(comm, key, keylen, (const void **)&algo);
     if (s != NULL) {
-        mesh_sched_set_tag(s, mesh_tag_coll(comm->coll_seq++, 0), 0);
+        mesh_sched_set_tag(s, mesh_tag_coll(comm->coll_seq++, 0));
         comm->replays++;
         goto launch;
     }
     st = mesh_sched_create(comm, args->dtype, args->op, &s);
     if (st < 0) goto err;
-    mesh_sched_set_tag(s, mesh_tag_coll(comm->coll_seq++, 0), 0);
+    mesh_sched_set_tag(s, mesh_tag_coll(comm->coll_seq++, 0));
     if (scalar != NULL && in_count > 0) {
         /* pre-multiplied sum: scale our contribution once, then sum */
         tmp = malloc(in_count * args->dsize);
@@ -124,6 +125,7 @@ launch:
 err:
     free(heap);
     mesh_sched_destroy(s);
+    mesh_comm_unlock(comm);
     free(tmp);
     free(owned0);
     return mesh_comm_fail(comm, st);

@@ -1,5 +1,6 @@
 /* Communicator creation: identity exchange, node map, transport routing and wire-up. */
 #define MESH_LOG_SUBSYSTEM "comm"
+#include "collectives/algo.h"
 #include "collectives/comm.h"
 #include "collectives/route.h"
 #include "collectives/sched.h"
@@ -202,8 +203,6 @@ static mesh_status_t route_peers(mesh_comm_t *c, const mesh_route_t *route,
     return MESH_OK;
 }
 
-static int comm_progress_cb(void *obj) { return mesh_comm_progress(obj); }
-
 static void comm_free(mesh_comm_t *c)
 {
     if (c == NULL) return;
@@ -215,7 +214,10 @@ static void comm_free(mesh_comm_t *c)
     }
     for (int t = 0; t < c->ntls; t++)
         if (c->tls[t].iface) c->tls[t].ops->close(c->tls[t].iface);
-    mesh_sched_free_zombies(c);
+    mesh_sched_cache_free(c->sched_cache);
+    mesh_coll_map_free(c->coll_map);
+    mesh_p2p_seq_fini(&c->p2p);
+    free(c->active);
     if (c->node_names)
         for (int n = 0; n < c->nnodes; n++) free(c->node_names[n]);
     free(c->node_names);
@@ -226,7 +228,6 @@ static void comm_free(mesh_comm_t *c)
     free(c->node_ranks);
     free(c->summary);
     free(c->peers);
-    free(c->p2p_send_seq);
     free(c->verdict_in);
     free(c->verdict_rops);
     free(c);
@@ -246,7 +247,6 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     c->size = bs->size;
     c->timeout_s = timeout_s;
     c->verdict_wait_s = mesh_config_double("VERDICT_WAIT");
-    c->tune = mesh_config_str("TUNE");
     c->replay = mesh_config_bool("REPLAY");
     atomic_init(&c->aborted, 0);
     c->peers = calloc((size_t)c->size, sizeof(mesh_comm_peer_t));
@@ -254,16 +254,18 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     c->verdict_in = calloc((size_t)c->size, sizeof(int32_t));
     c->verdict_rops = calloc(2 * (size_t)c->size, sizeof(mesh_tl_op_t));
     c->verdict_sops = c->verdict_rops ? c->verdict_rops + c->size : NULL;
-    c->p2p_send_seq = calloc(2 * (size_t)c->size, sizeof(uint32_t));
     ids = calloc((size_t)c->size, sizeof(*ids));
     addrs = calloc((size_t)c->size, sizeof(*addrs));
     mine = calloc(1, sizeof(*mine));
-    if (!c->peers || !c->p2p_send_seq || !ids || !addrs || !mine || !c->verdict_in ||
-        !c->verdict_rops) {
+    if (!c->peers || !ids || !addrs || !mine || !c->verdict_in || !c->verdict_rops) {
         st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a communicator of %d ranks", c->size);
         goto out;
     }
-    c->p2p_recv_seq = c->p2p_send_seq + c->size;
+    MESH_CHECK_GOTO(mesh_p2p_seq_init(&c->p2p, c->size), st, out);
+    if ((c->sched_cache = mesh_sched_cache_create()) == NULL) {
+        st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule cache");
+        goto out;
+    }
 
     mesh_comm_rec_id_t me = {.pid = (int32_t)getpid(), .pidns = mesh_context_pidns()};
     snprintf(me.node, sizeof(me.node), "%s", node);
@@ -272,6 +274,7 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     MESH_CHECK_GOTO(mesh_bootstrap_allgather(bs, &me, ids, sizeof(me)), st, out);
     c->uid = ids[0].uid;
     MESH_CHECK_GOTO(build_node_map(c, ids), st, out);
+    MESH_CHECK_GOTO(mesh_coll_map_build(c, mesh_config_str("TUNE"), &c->coll_map), st, out);
     const char *net = mesh_config_str("NET");
     MESH_CHECK_GOTO(mesh_route_parse_net(net, net && strcmp(net, MESH_NET_DEFAULT) != 0, &route),
                     st, out);
@@ -303,7 +306,7 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
                                       sizeof(int32_t), &c->verdict_rops[p]),
                         st, out);
     }
-    mesh_context_add_progress(c, comm_progress_cb);
+    mesh_comm_register(c);
     mesh_log_info("communicator %016llx: rank %d of %d, %d node(s)", (unsigned long long)c->uid,
                   c->rank, c->size, c->nnodes);
     *out = c;
@@ -332,89 +335,11 @@ mesh_status_t mesh_comm_create_skip(void *bootstrap)
 void mesh_comm_release(mesh_comm_t *c)
 {
     if (c == NULL) return;
-    mesh_context_remove_progress(c);
-    while (c->active) mesh_sched_fail(c->active, MESH_ERR_ABORTED);
+    /* out of the registry first: once this returns, no other thread's wait reaches it */
+    mesh_comm_unregister(c);
+    mesh_comm_lock(c);
+    mesh_comm_fail_active(c, MESH_ERR_ABORTED);
     comm_free(c);
-}
-
-/* A verdict from a peer fails whatever is running with the same culprit everywhere. */
-static void check_verdicts(mesh_comm_t *c)
-{
-    if (c->culprit >= 0 || c->verdict_rops == NULL) return;
-    for (int p = 0; p < c->size; p++) {
-        if (p == c->rank || c->verdict_rops[p].status != MESH_OK) continue;
-        int32_t x = c->verdict_in[p];
-        if (x < 0 || x >= c->size) continue;
-        c->culprit = x;
-        mesh_error(MESH_ERR_PEER_FAILED, "rank %d failed (reported by rank %d)", x, p);
-        while (c->active) mesh_sched_fail(c->active, MESH_ERR_PEER_FAILED);
-        return;
-    }
-}
-
-/* Reads a verdict that has arrived, without failing anything; the culprit, or -1. */
-static int take_verdict(mesh_comm_t *c)
-{
-    if (c->culprit >= 0 || c->verdict_rops == NULL) return c->culprit;
-    for (int p = 0; p < c->size; p++) {
-        if (p == c->rank || c->verdict_rops[p].status != MESH_OK) continue;
-        int32_t x = c->verdict_in[p];
-        if (x < 0 || x >= c->size) continue;
-        c->culprit = x;
-        mesh_log_debug("rank %d failed (reported by rank %d)", x, p);
-        return x;
-    }
-    return -1;
-}
-
-int mesh_comm_await_verdict(mesh_comm_t *c)
-{
-    double until = mesh_time() + c->verdict_wait_s;
-    while (take_verdict(c) < 0 && mesh_time() < until)
-        for (int t = 0; t < c->ntls; t++)
-            if (c->tls[t].iface) mesh_tl_progress(c->tls[t].iface);
-    return c->culprit;
-}
-
-void mesh_comm_publish_verdict(mesh_comm_t *c, int culprit)
-{
-    if (c->verdict_sent || culprit < 0) return;
-    c->verdict_sent = 1;
-    if (c->culprit < 0) c->culprit = culprit;
-    c->verdict_out = c->culprit;
-    int pending = 0;
-    for (int p = 0; p < c->size; p++) {
-        if (p == c->rank || p == c->culprit || c->peers[p].ep == NULL) continue;
-        if (mesh_comm_check_peer(c, p) != MESH_OK) continue;
-        if (mesh_tl_isend(c->peers[p].ep, MESH_TAG_VERDICT, &c->verdict_out, sizeof(int32_t),
-                          &c->verdict_sops[p]) == MESH_OK)
-            pending = 1;
-    }
-    /* give the notices a bounded moment to leave: the caller is about to abort or exit */
-    double until = mesh_time() + 0.2;
-    while (pending && mesh_time() < until) {
-        pending = 0;
-        for (int t = 0; t < c->ntls; t++)
-            if (c->tls[t].iface) mesh_tl_progress(c->tls[t].iface);
-        for (int p = 0; p < c->size; p++)
-            if (c->verdict_sops[p].status == MESH_INPROGRESS && c->peers[p].ep &&
-                p != c->rank && p != c->culprit && mesh_comm_check_peer(c, p) == MESH_OK)
-                pending = 1;
-    }
-}
-
-int mesh_comm_progress(mesh_comm_t *c)
-{
-    int events = 0;
-    for (int t = 0; t < c->ntls; t++)
-        if (c->tls[t].iface) events += mesh_tl_progress(c->tls[t].iface);
-    /* a verdict arrives as the completion of a standing receive: an event */
-    if (events > 0) check_verdicts(c);
-    for (mesh_sched_t *s = c->active, *next; s != NULL; s = next) {
-        next = mesh_sched_next(s);
-        mesh_sched_progress(s);
-    }
-    return events;
 }
 
 mesh_status_t mesh_comm_fail(mesh_comm_t *c, mesh_status_t status)

@@ -3,7 +3,9 @@
 #define MESH_COLL_COMM_H
 
 #include "mesh.h"
+#include "collectives/p2p_seq.h"
 #include "transports/tl.h"
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -11,6 +13,7 @@
 #define MESH_COMM_MAX_PREMUL 32
 
 typedef struct mesh_sched mesh_sched_t;
+struct mesh_sched_cache; /* finished schedules kept for reuse; owned by sched.c */
 
 /* One open transport interface of a communicator plus its byte counters. */
 typedef struct {
@@ -50,11 +53,16 @@ typedef struct mesh_comm {
     mesh_comm_tl_t tls[MESH_COMM_MAX_TLS];
     mesh_comm_peer_t *peers; /* [size] */
 
-    /* ordering: the n-th collective has tag sequence n on every rank */
+    /* Posting, progress and completion of this communicator's operations happen under this
+     * lock (mesh_comm_lock), so that one thread may post while another waits or a progress
+     * thread runs; waits on other communicators only try it, never block on it. */
+    atomic_int lock;
+
+    /* ordering: the n-th collective has tag sequence n on every rank; point-to-point messages
+     * are numbered per (peer, tag) */
     uint32_t coll_seq;
     uint64_t replays; /* collectives that ran a schedule built for an identical earlier call */
-    uint32_t *p2p_send_seq; /* [size] */
-    uint32_t *p2p_recv_seq; /* [size] */
+    mesh_p2p_seq_t p2p;
 
     /* failure verdicts: a rank that sees a peer fail tells every other rank which one */
     int32_t culprit;             /* rank known to have failed, -1 if none */
@@ -65,13 +73,11 @@ typedef struct mesh_comm {
     int verdict_sent;
     double verdict_wait_s;
 
-    /* schedules started and not yet completed, progressed together */
-    mesh_sched_t *active;
-    /* failed schedules whose operations transports may still complete; freed with the comm */
-    mesh_sched_t *zombies;
-    /* finished schedules kept with their arrays for the next collective (no malloc per call) */
-    mesh_sched_t *sched_pool;
-    int sched_pool_len;
+    /* schedules started and not yet completed, progressed together (mesh_comm_activate) */
+    mesh_sched_t **active;
+    int nactive, cap_active;
+    atomic_int nactive_hint; /* nactive, for other threads' sweeps without the lock */
+    struct mesh_sched_cache *sched_cache;
 
     struct {
         int used;
@@ -80,13 +86,29 @@ typedef struct mesh_comm {
     } premul[MESH_COMM_MAX_PREMUL];
 
     int replay;       /* MESH_REPLAY */
-    const char *tune; /* MESH_TUNE, resolved once: config values are fixed after registration */
+    struct mesh_coll_map *coll_map; /* algorithm per collective and size (select.c) */
     const char *last_algo;
     char last_error[512];
     atomic_int aborted;
     mesh_status_t failed; /* sticky: set once a peer failed or a wait timed out */
-    int destroyed;
 } mesh_comm_t;
+
+static inline int mesh_comm_trylock(mesh_comm_t *c)
+{
+    return !atomic_exchange_explicit(&c->lock, 1, memory_order_acquire);
+}
+
+static inline void mesh_comm_lock(mesh_comm_t *c)
+{
+    /* held for one progress pass or one post at a time: spin, then let the holder run */
+    for (unsigned n = 0; !mesh_comm_trylock(c); n++)
+        if (n >= 64) sched_yield();
+}
+
+static inline void mesh_comm_unlock(mesh_comm_t *c)
+{
+    atomic_store_explicit(&c->lock, 0, memory_order_release);
+}
 
 /* Message tags: bit 63 separates point-to-point (sequence in the low 32 bits) and control
  * traffic from collectives (31-bit sequence above a 32-bit message index). */
@@ -117,10 +139,32 @@ mesh_status_t mesh_comm_create_skip(void *bootstrap);
 void mesh_comm_release(mesh_comm_t *comm);
 /* Never blocks: tells every transport to abort (peers notice). */
 void mesh_comm_abort_transports(mesh_comm_t *comm);
-/* Progresses every transport and every active schedule once; returns events. */
+/* Progresses every transport and every active schedule once; returns events. The caller holds
+ * the lock. */
 int mesh_comm_progress(mesh_comm_t *comm);
+/* Progresses once every other communicator of the process that has operations under way and
+ * whose lock is free (the wait of one communicator keeps the others moving); returns events. */
+int mesh_comm_progress_others(mesh_comm_t *self);
 /* Records the thread's last error on the communicator and returns status. */
 mesh_status_t mesh_comm_fail(mesh_comm_t *comm, mesh_status_t status);
+
+/* What the schedule runner needs of its communicator (the caller holds the lock). A started
+ * schedule is active until it ends: */
+mesh_status_t mesh_comm_activate(mesh_comm_t *comm, mesh_sched_t *s);
+void mesh_comm_deactivate(mesh_comm_t *comm, mesh_sched_t *s);
+/* A schedule failed: the communicator is unusable from now on (sticky status, and the message
+ * this thread recorded for it). */
+void mesh_comm_set_failed(mesh_comm_t *comm, mesh_status_t status);
+/* Fails every active schedule with status. */
+void mesh_comm_fail_active(mesh_comm_t *comm, mesh_status_t status);
+/* Into and out of the process's registry of communicators that waits progress. */
+void mesh_comm_register(mesh_comm_t *comm);
+void mesh_comm_unregister(mesh_comm_t *comm);
+/* Fails what runs once a verdict from a peer arrived. */
+void mesh_comm_check_verdicts(mesh_comm_t *comm);
+/* This rank saw peer fail: returns the rank every survivor names (another rank's verdict, if one
+ * arrives within MESH_VERDICT_WAIT, else peer, which it then tells the others). */
+int mesh_comm_blame(mesh_comm_t *comm, int peer);
 
 /* Routing wrappers used by the schedule executor; they count bytes per transport. */
 mesh_status_t mesh_comm_isend(mesh_comm_t *comm, int peer, uint64_t tag, const void *buf,

@@ -1,4 +1,6 @@
-/* Requests, waiting, and groups. */
+/* Requests, waiting, and groups. A request's communicator is locked while its schedule is
+ * started, progressed or released; its completion is read without the lock, so that a wait sees
+ * it as soon as any thread (a progress thread, another communicator's wait) progressed it. */
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/request.h"
 #include "libmesh/context.h"
@@ -12,18 +14,23 @@ static __thread mesh_request_h mesh_group_head, mesh_group_tail;
 
 int mesh_group_active(void) { return mesh_group_depth > 0; }
 
+/* The communicator is locked. */
 static void request_drop(mesh_request_h r)
 {
     mesh_sched_destroy(r->sched);
+    r->sched = NULL;
     for (int i = 0; i < 3; i++) free(r->owned[i]);
 }
 
 static void request_release(mesh_request_h r)
 {
+    mesh_comm_lock(r->comm);
     request_drop(r);
+    mesh_comm_unlock(r->comm);
     free(r);
 }
 
+/* The communicator is locked. */
 static mesh_status_t request_start(mesh_request_h r)
 {
     r->started = 1;
@@ -39,14 +46,29 @@ static mesh_status_t request_start(mesh_request_h r)
     return MESH_OK;
 }
 
+/* Whether the operation ended; its status in r->status. Without the lock. */
 static int request_poll(mesh_request_h r)
 {
     if (r->status != MESH_INPROGRESS) return 1;
     mesh_status_t st = mesh_sched_state(r->sched);
     if (st == MESH_INPROGRESS) return 0;
     r->status = st;
-    if (st < 0) mesh_comm_fail(r->comm, st);
+    /* the thread that detected the failure recorded its message on the communicator; the
+     * waiter's thread reads it there too (mesh_comm_last_error(NULL)) */
+    if (st < 0) mesh_error_restore(r->comm->last_error);
     return 1;
+}
+
+/* One round for r's communicator (if its lock is free) and then the others; returns events. */
+static int request_round(mesh_request_h r)
+{
+    int events = 0;
+    if (mesh_comm_trylock(r->comm)) {
+        events = mesh_comm_progress(r->comm);
+        mesh_comm_unlock(r->comm);
+    }
+    if (request_poll(r)) return events + 1;
+    return events + mesh_comm_progress_others(r->comm);
 }
 
 mesh_status_t mesh_test(mesh_request_h req, int *done)
@@ -58,9 +80,20 @@ mesh_status_t mesh_test(mesh_request_h req, int *done)
         *done = 0;
         return MESH_OK;
     }
-    if (!request_poll(req)) mesh_comm_progress(req->comm);
+    if (!request_poll(req)) request_round(req);
     *done = request_poll(req);
     return *done ? req->status : MESH_OK;
+}
+
+static mesh_status_t request_wait(mesh_request_h req)
+{
+    unsigned idle = 0;
+    /* each schedule enforces MESH_TIMEOUT and peer liveness, so this loop ends */
+    while (!request_poll(req)) {
+        if (request_round(req) > 0) idle = 0;
+        else mesh_backoff(&idle);
+    }
+    return req->status;
 }
 
 mesh_status_t mesh_wait(mesh_request_h req)
@@ -69,20 +102,67 @@ mesh_status_t mesh_wait(mesh_request_h req)
     if (!req->started)
         return mesh_error(MESH_ERR_INVALID_ARG,
                           "mesh_wait: the request belongs to a group that has not ended yet");
+    return request_wait(req);
+}
+
+mesh_status_t mesh_waitall(int n, mesh_request_h *reqs)
+{
+    if (n < 0) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: n %d is negative", n);
+    if (n > 0 && reqs == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: reqs is NULL");
+    for (int i = 0; i < n; i++)
+        if (reqs[i] != NULL && !reqs[i]->started)
+            return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: request %d belongs to a group "
+                              "that has not ended yet", i);
     unsigned idle = 0;
-    while (!request_poll(req)) {
-        /* the schedule enforces MESH_TIMEOUT and peer liveness, so this loop ends */
-        if (mesh_comm_progress(req->comm) > 0) idle = 0;
+    for (;;) {
+        int pending = 0, events = 0;
+        for (int i = 0; i < n; i++) {
+            if (reqs[i] == NULL || request_poll(reqs[i])) continue;
+            pending = 1;
+            events += request_round(reqs[i]);
+        }
+        if (!pending) break;
+        if (events > 0) idle = 0;
         else mesh_backoff(&idle);
     }
-    return req->status;
+    for (int i = 0; i < n; i++) {
+        if (reqs[i] != NULL && reqs[i]->status < 0) {
+            mesh_error_restore(reqs[i]->comm->last_error);
+            return reqs[i]->status;
+        }
+    }
+    return MESH_OK;
+}
+
+mesh_status_t mesh_testany(int n, mesh_request_h *reqs, int *index)
+{
+    if (index == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_testany: index is NULL");
+    if (n < 0) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_testany: n %d is negative", n);
+    if (n > 0 && reqs == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_testany: reqs is NULL");
+    *index = -1;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < n; i++) {
+            mesh_request_h r = reqs[i];
+            if (r == NULL || !r->started) continue;
+            if (request_poll(r)) {
+                *index = i;
+                return r->status;
+            }
+            if (pass == 0) request_round(r);
+        }
+    }
+    return MESH_OK;
 }
 
 void mesh_request_free(mesh_request_h req)
 {
     if (req == NULL) return;
-    if (req->started && req->status == MESH_INPROGRESS) mesh_sched_fail(req->sched, MESH_ERR_ABORTED);
-    request_release(req);
+    mesh_comm_lock(req->comm);
+    if (req->started && mesh_sched_state(req->sched) == MESH_INPROGRESS)
+        mesh_sched_fail(req->sched, MESH_ERR_ABORTED);
+    request_drop(req);
+    mesh_comm_unlock(req->comm);
+    free(req);
 }
 
 int mesh_progress(void) { return mesh_context_progress_all(); }
@@ -92,32 +172,41 @@ mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *
 {
     struct mesh_request tmpl = {.comm = comm, .sched = sched, .status = MESH_INPROGRESS,
                                 .internal = user_req == NULL, .owned = {owned0, owned1}};
+    mesh_status_t st;
     if (user_req == NULL && mesh_group_depth == 0) {
         /* blocking: the request lives here, for the time of the call */
-        mesh_status_t st = request_start(&tmpl);
-        if (st >= 0) st = mesh_wait(&tmpl);
+        st = request_start(&tmpl);
+        mesh_comm_unlock(comm);
+        if (st >= 0) st = request_wait(&tmpl);
+        mesh_comm_lock(comm);
         request_drop(&tmpl);
+        mesh_comm_unlock(comm);
         return st;
     }
     mesh_request_h r = malloc(sizeof(*r));
     if (r == NULL) {
         request_drop(&tmpl);
+        mesh_comm_unlock(comm);
         return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a request");
     }
     *r = tmpl;
     if (mesh_group_depth > 0) {
         /* started at mesh_group_end */
+        mesh_comm_unlock(comm);
         if (mesh_group_tail) mesh_group_tail->group_next = r;
         else mesh_group_head = r;
         mesh_group_tail = r;
         if (user_req) *user_req = r;
         return MESH_OK;
     }
-    mesh_status_t st = request_start(r);
+    st = request_start(r);
     if (st < 0) {
-        request_release(r);
+        request_drop(r);
+        mesh_comm_unlock(comm);
+        free(r);
         return st;
     }
+    mesh_comm_unlock(comm);
     *user_req = r;
     return MESH_OK;
 }
@@ -137,18 +226,20 @@ mesh_status_t mesh_group_end(void)
     mesh_group_head = mesh_group_tail = NULL;
     mesh_status_t result = MESH_OK;
     for (mesh_request_h r = head; r != NULL; r = r->group_next) {
+        mesh_comm_lock(r->comm);
         mesh_status_t st = request_start(r);
+        mesh_comm_unlock(r->comm);
         if (st < 0 && result == MESH_OK) result = st;
     }
-    /* wait for the operations posted without a request, driving every communicator of the
-     * group, since one rank's progress on one communicator may wait for another's */
+    /* wait for the operations posted without a request; every communicator keeps moving, since
+     * one rank's progress on one communicator may wait for another's */
     unsigned idle = 0;
     for (;;) {
         int pending = 0, events = 0;
         for (mesh_request_h r = head; r != NULL; r = r->group_next) {
             if (!r->started || !r->internal || request_poll(r)) continue;
             pending = 1;
-            events += mesh_comm_progress(r->comm);
+            events += request_round(r);
         }
         if (!pending) break;
         if (events > 0) idle = 0;

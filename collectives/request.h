@@ -16,7 +16,8 @@ struct mesh_request {
 
 /* Launches a built schedule as the API was asked to, owning it from then on, and owned0 and
  * owned1 (freed with it): inside a group it is recorded and started at mesh_group_end; otherwise
- * it starts now and, when user_req is NULL, is waited for here without allocating anything. */
+ * it starts now and, when user_req is NULL, is waited for here without allocating anything.
+ * Called with the communicator locked (the build ran under the lock); returns with it unlocked. */
 mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *owned0,
                                   void *owned1, mesh_request_h *user_req);
 /* Non-zero while mesh_group_start calls outnumber mesh_group_end calls on this thread. */

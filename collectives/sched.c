@@ -20,13 +20,14 @@ typedef struct {
     int peer;
     uint32_t ndeps_left;
     uint32_t ndeps; /* as built, for a replay */
-    uint32_t msg_index;
     uint32_t succ_first;
     uint32_t succ_count;
     void *dst;
     const void *a;
     const void *b;
     size_t n; /* bytes for send/recv/copy, elements for reductions */
+    uint64_t tag; /* send/recv: added to the schedule's tag base (the message's index for a
+                     collective, the whole tag for point-to-point) */
     mesh_tl_op_t op;
 } mesh_task_t;
 
@@ -45,6 +46,14 @@ typedef struct mesh_scratch {
  * MESH_SCHED_SCRATCH_KEEP_BYTES of scratch each, so that a stream of collectives does not go
  * through malloc (and page faults) on every call. */
 #define SCHED_POOL_MAX 4
+
+/* The communicator's store of schedules: the pool above, and failed schedules whose operations
+ * transports may still complete (freed once the transports are closed). */
+struct mesh_sched_cache {
+    mesh_sched_t *pool;
+    int pool_len;
+    mesh_sched_t *zombies;
+};
 /* Idle progress calls between two reads of the clock (a power of two). */
 #define SCHED_CLOCK_EVERY 16
 
@@ -75,7 +84,6 @@ struct mesh_sched {
     uint32_t *send_count; /* [comm size] messages to each peer so far (build) */
     uint32_t *recv_count;
     uint64_t tag_base;
-    int p2p;
 
     mesh_scratch_t *scratch;
     mesh_scratch_t *spare; /* kept from an earlier use of this schedule object */
@@ -90,7 +98,7 @@ struct mesh_sched {
     double next_check;
     unsigned idle_polls; /* progress calls since something last moved */
     int moved;           /* something moved since the deadline was set */
-    mesh_sched_t *next, *prev; /* comm->active */
+    mesh_sched_t *next;  /* in the communicator's cache */
 };
 
 static void scratch_free_list(mesh_scratch_t *sc)
@@ -124,11 +132,15 @@ static void sched_reset(mesh_sched_t *s)
     s->keylen = 0;
     s->ntasks = s->nedges = s->nready = s->ncomp = s->ninflight = s->ndone = 0;
     s->tag_base = 0;
-    s->p2p = 0;
     s->finalize = NULL;
     s->finalize_arg = NULL;
-    s->next = s->prev = NULL;
+    s->next = NULL;
     memset(s->send_count, 0, 2 * (size_t)s->comm->size * sizeof(uint32_t));
+}
+
+struct mesh_sched_cache *mesh_sched_cache_create(void)
+{
+    return calloc(1, sizeof(struct mesh_sched_cache));
 }
 
 mesh_status_t mesh_sched_create(mesh_comm_t *comm, mesh_dtype_t dtype, mesh_op_t op,
@@ -136,15 +148,16 @@ mesh_status_t mesh_sched_create(mesh_comm_t *comm, mesh_dtype_t dtype, mesh_op_t
 {
     /* an unkeyed pooled schedule, else the least recently pooled one (its graph is the least
      * likely to be replayed) */
+    struct mesh_sched_cache *cache = comm->sched_cache;
     mesh_sched_t **pick = NULL;
-    for (mesh_sched_t **pp = &comm->sched_pool; *pp != NULL; pp = &(*pp)->next) {
+    for (mesh_sched_t **pp = &cache->pool; *pp != NULL; pp = &(*pp)->next) {
         pick = pp;
         if ((*pp)->keylen == 0) break;
     }
     mesh_sched_t *s = pick ? *pick : NULL;
     if (s != NULL) {
         *pick = s->next;
-        comm->sched_pool_len--;
+        cache->pool_len--;
         sched_reset(s);
     } else {
         s = calloc(1, sizeof(*s));
@@ -192,16 +205,17 @@ void mesh_sched_set_key(mesh_sched_t *s, const void *key, size_t len, const void
 mesh_sched_t *mesh_sched_reuse(mesh_comm_t *comm, const void *key, size_t len,
                                const void **cookie)
 {
-    for (mesh_sched_t **pp = &comm->sched_pool; *pp != NULL; pp = &(*pp)->next) {
+    struct mesh_sched_cache *cache = comm->sched_cache;
+    for (mesh_sched_t **pp = &cache->pool; *pp != NULL; pp = &(*pp)->next) {
         mesh_sched_t *s = *pp;
         if (s->keylen != len || memcmp(s->key, key, len) != 0) continue;
         *pp = s->next;
-        comm->sched_pool_len--;
+        cache->pool_len--;
         /* the tasks, their successor lists, scratch and finalizer stay as built */
         s->status = MESH_OK;
         s->started = 0;
         s->nready = s->ncomp = s->ninflight = s->ndone = 0;
-        s->next = s->prev = NULL;
+        s->next = NULL;
         for (int i = 0; i < s->ntasks; i++) {
             s->tasks[i].state = TASK_WAITING;
             s->tasks[i].ndeps_left = s->tasks[i].ndeps;
@@ -216,46 +230,43 @@ void mesh_sched_destroy(mesh_sched_t *s)
 {
     if (s == NULL) return;
     if (s->started && s->status == MESH_INPROGRESS) mesh_sched_fail(s, MESH_ERR_ABORTED);
+    struct mesh_sched_cache *cache = s->comm->sched_cache;
     for (int i = 0; i < s->ninflight; i++) {
         if (s->tasks[s->inflight[i]].op.status == MESH_INPROGRESS) {
             /* a transport still holds one of our operations: keep the memory until the
              * communicator closes its transports */
-            s->next = s->comm->zombies;
-            s->comm->zombies = s;
+            s->next = cache->zombies;
+            cache->zombies = s;
             return;
         }
     }
-    mesh_comm_t *comm = s->comm;
     /* only a graph that ran to completion is replayed, and only if its scratch is small
      * enough to keep */
     if (s->keylen != 0 && (s->status != MESH_OK || !s->started ||
                            scratch_bytes(s) > MESH_SCHED_SCRATCH_KEEP_BYTES))
         s->keylen = 0;
-    if (comm->sched_pool_len < SCHED_POOL_MAX && !comm->destroyed) {
-        s->next = comm->sched_pool;
-        comm->sched_pool = s;
-        comm->sched_pool_len++;
+    if (cache->pool_len < SCHED_POOL_MAX) {
+        s->next = cache->pool;
+        cache->pool = s;
+        cache->pool_len++;
         return;
     }
     sched_free(s);
 }
 
-void mesh_sched_free_zombies(mesh_comm_t *comm)
+void mesh_sched_cache_free(struct mesh_sched_cache *cache)
 {
-    while (comm->zombies) {
-        mesh_sched_t *s = comm->zombies;
-        comm->zombies = s->next;
-        sched_free(s);
+    if (cache == NULL) return;
+    mesh_sched_t *lists[2] = {cache->zombies, cache->pool};
+    for (int i = 0; i < 2; i++) {
+        while (lists[i]) {
+            mesh_sched_t *s = lists[i];
+            lists[i] = s->next;
+            sched_free(s);
+        }
     }
-    while (comm->sched_pool) {
-        mesh_sched_t *s = comm->sched_pool;
-        comm->sched_pool = s->next;
-        sched_free(s);
-    }
-    comm->sched_pool_len = 0;
+    free(cache);
 }
-
-mesh_sched_t *mesh_sched_next(const mesh_sched_t *s) { return s->next; }
 
 static void sched_free(mesh_sched_t *s)
 {
@@ -320,8 +331,22 @@ int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, co
                                s->comm->size - 1);
         return -1;
     }
-    t.msg_index = s->status == MESH_OK ? s->send_count[peer]++ : 0;
+    t.tag = s->status == MESH_OK ? s->send_count[peer]++ : 0;
     return add_task(s, &t, deps, ndeps);
+}
+
+int mesh_sched_send_tag(mesh_sched_t *s, int peer, const void *buf, size_t bytes, uint64_t tag)
+{
+    int id = mesh_sched_send(s, peer, buf, bytes, NULL, 0);
+    if (id >= 0) s->tasks[id].tag = tag;
+    return id;
+}
+
+int mesh_sched_recv_tag(mesh_sched_t *s, int peer, void *buf, size_t bytes, uint64_t tag)
+{
+    int id = mesh_sched_recv(s, peer, buf, bytes, NULL, 0);
+    if (id >= 0) s->tasks[id].tag = tag;
+    return id;
 }
 
 void mesh_sched_reduce_stream(mesh_sched_t *s, int id)
@@ -345,7 +370,7 @@ int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const in
                                s->comm->size - 1);
         return -1;
     }
-    t.msg_index = s->status == MESH_OK ? s->recv_count[peer]++ : 0;
+    t.tag = s->status == MESH_OK ? s->recv_count[peer]++ : 0;
     return add_task(s, &t, deps, ndeps);
 }
 
@@ -408,23 +433,14 @@ void mesh_sched_on_complete(mesh_sched_t *s, mesh_sched_finalize_fn fn, void *ar
 }
 
 mesh_status_t mesh_sched_status(const mesh_sched_t *s) { return s->status; }
-mesh_status_t mesh_sched_state(const mesh_sched_t *s) { return s->status; }
+mesh_status_t mesh_sched_state(const mesh_sched_t *s)
+{
+    /* read by waiters without the communicator's lock: finish() stores it last */
+    return __atomic_load_n(&s->status, __ATOMIC_ACQUIRE);
+}
 mesh_comm_t *mesh_sched_comm(const mesh_sched_t *s) { return s->comm; }
 
-void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base, int p2p)
-{
-    s->tag_base = tag_base;
-    s->p2p = p2p;
-}
-
-static void unlink_active(mesh_sched_t *s)
-{
-    mesh_comm_t *comm = s->comm;
-    if (s->prev) s->prev->next = s->next;
-    else if (comm->active == s) comm->active = s->next;
-    if (s->next) s->next->prev = s->prev;
-    s->next = s->prev = NULL;
-}
+void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base) { s->tag_base = tag_base; }
 
 static void ready_push(mesh_sched_t *s, int id)
 {
@@ -472,20 +488,17 @@ mesh_status_t mesh_sched_start(mesh_sched_t *s)
     if (s->status != MESH_OK) return s->status;
     int n = s->ntasks;
     if (!s->csr_built) MESH_CHECK(build_csr(s));
+    MESH_CHECK(mesh_comm_activate(s->comm, s));
     s->nready = s->ncomp = 0;
     for (int i = n - 1; i >= 0; i--)
         if (s->tasks[i].ndeps_left == 0) ready_push(s, i);
     s->started = 1;
-    s->status = MESH_INPROGRESS;
+    __atomic_store_n(&s->status, MESH_INPROGRESS, __ATOMIC_RELAXED);
     /* the first idle poll reads the clock and sets both (a small collective often completes
      * before any) */
     s->next_check = 0;
     s->idle_polls = 0;
     s->moved = 1;
-    s->next = s->comm->active;
-    s->prev = NULL;
-    if (s->next) s->next->prev = s;
-    s->comm->active = s;
     return MESH_OK;
 }
 
@@ -503,21 +516,22 @@ static void complete_task(mesh_sched_t *s, int id)
 
 static uint64_t task_tag(const mesh_sched_t *s, const mesh_task_t *t)
 {
-    return s->p2p ? s->tag_base : s->tag_base | t->msg_index;
+    return s->tag_base | t->tag;
 }
 
 static void finish(mesh_sched_t *s, mesh_status_t status)
 {
-    s->status = status;
-    unlink_active(s);
+    mesh_comm_deactivate(s->comm, s);
     if (status == MESH_OK && s->finalize) s->finalize(s, s->finalize_arg);
+    /* last: a waiter on another thread may return (and reuse the buffers) once it sees it */
+    __atomic_store_n(&s->status, status, __ATOMIC_RELEASE);
 }
 
 static mesh_status_t fail_with(mesh_sched_t *s, mesh_status_t status)
 {
     /* operations still posted keep pointing at our tasks; transports complete them on abort or
      * peer failure, and the communicator is unusable after a failure anyway */
-    s->comm->failed = status;
+    mesh_comm_set_failed(s->comm, status);
     finish(s, status);
     return status;
 }
@@ -539,22 +553,18 @@ static void describe_waits(const mesh_sched_t *s, char *buf, size_t len)
     if (s->ninflight > 6 && off < len) snprintf(buf + off, len - off, ", ...");
 }
 
-/* A peer's operation failed. If another rank already reported a culprit, name it, so that
- * every survivor gives the same verdict even when the peer here only closed its connection
- * after seeing the failure itself. Otherwise this rank found the culprit and tells the rest. */
+/* A peer's operation failed: name the rank every survivor names (mesh_comm_blame). */
 static mesh_status_t op_failure(mesh_sched_t *s, const mesh_task_t *t, mesh_status_t st)
 {
-    mesh_comm_t *comm = s->comm;
     const char *dir = t->kind == TASK_SEND ? "to" : "from";
     if (st != MESH_ERR_PEER_FAILED)
         return mesh_error(st, "%s %s rank %d failed: %s", task_kind_names[t->kind], dir, t->peer,
                           mesh_status_string(st));
-    if (comm->culprit < 0) mesh_comm_await_verdict(comm);
-    if (comm->culprit >= 0 && comm->culprit != t->peer)
+    int culprit = mesh_comm_blame(s->comm, t->peer);
+    if (culprit != t->peer)
         return mesh_error(st, "rank %d failed (reported by another rank); rank %d closed its "
                           "connection during a %s %s it",
-                          comm->culprit, t->peer, task_kind_names[t->kind], dir);
-    mesh_comm_publish_verdict(comm, t->peer);
+                          culprit, t->peer, task_kind_names[t->kind], dir);
     return mesh_error(st, "rank %d failed: %s during a %s %s rank %d", t->peer,
                       mesh_status_string(st), task_kind_names[t->kind], dir, t->peer);
 }
@@ -570,12 +580,9 @@ static mesh_status_t check_peers(mesh_sched_t *s)
         if ((t->kind != TASK_SEND && t->kind != TASK_RECV) || t->state == TASK_DONE) continue;
         int p = t->peer;
         if (p == comm->rank || mesh_comm_check_peer(comm, p) != MESH_ERR_PEER_FAILED) continue;
-        if (comm->culprit < 0) mesh_comm_await_verdict(comm);
-        if (comm->culprit >= 0 && comm->culprit != p) p = comm->culprit;
-        else mesh_comm_publish_verdict(comm, p);
         return mesh_error(MESH_ERR_PEER_FAILED,
-                          "rank %d of the communicator failed (rank %d of %d saw it)", p,
-                          comm->rank, comm->size);
+                          "rank %d of the communicator failed (rank %d of %d saw it)",
+                          mesh_comm_blame(comm, p), comm->rank, comm->size);
     }
     return MESH_OK;
 }

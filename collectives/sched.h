@@ -29,6 +29,9 @@ int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, co
                     int ndeps);
 int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const int *deps,
                     int ndeps);
+/* A send or receive with an explicit tag (point-to-point), outside the collective numbering. */
+int mesh_sched_send_tag(mesh_sched_t *s, int peer, const void *buf, size_t bytes, uint64_t tag);
+int mesh_sched_recv_tag(mesh_sched_t *s, int peer, void *buf, size_t bytes, uint64_t tag);
 /* Marks send task id: this rank writes its buffer again soon after it completed
  * (MESH_TL_OP_SRC_REUSED). No effect on other tasks or a failed build. */
 void mesh_sched_send_reused(mesh_sched_t *s, int id);
@@ -65,10 +68,11 @@ void mesh_sched_set_key(mesh_sched_t *s, const void *key, size_t len, const void
 mesh_sched_t *mesh_sched_reuse(mesh_comm_t *comm, const void *key, size_t len,
                                const void **cookie);
 
-/* Collective sequence / p2p: where tags come from. */
-void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base, int p2p);
+/* Where a collective's tags come from: mesh_tag_coll(seq, 0); each message adds its index. */
+void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base);
 
-/* Starts the schedule (links it into comm->active). */
+/* Starts the schedule (the communicator holds it as active until it ends). The caller holds the
+ * communicator's lock for this and every call below. */
 mesh_status_t mesh_sched_start(mesh_sched_t *s);
 /* Progresses it once: MESH_INPROGRESS, MESH_OK, or the error (message recorded). */
 mesh_status_t mesh_sched_progress(mesh_sched_t *s);
@@ -77,9 +81,9 @@ mesh_status_t mesh_sched_state(const mesh_sched_t *s);
 /* Fails every pending task of a started schedule with status (abort, timeout). */
 void mesh_sched_fail(mesh_sched_t *s, mesh_status_t status);
 mesh_comm_t *mesh_sched_comm(const mesh_sched_t *s);
-/* Next schedule in comm->active. */
-mesh_sched_t *mesh_sched_next(const mesh_sched_t *s);
-/* Frees the zombie list and the schedule pool of a communicator whose transports are closed. */
-void mesh_sched_free_zombies(mesh_comm_t *comm);
+/* The store of finished schedules of a communicator (NULL when out of memory); freed, with the
+ * schedules it still keeps, once the communicator's transports are closed. */
+struct mesh_sched_cache *mesh_sched_cache_create(void);
+void mesh_sched_cache_free(struct mesh_sched_cache *cache);
 
 #endif

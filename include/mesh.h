@@ -213,10 +213,25 @@ MESH_API mesh_status_t mesh_op_destroy(mesh_comm_h comm, mesh_op_t op);
  * the operation completes (bounded by MESH_TIMEOUT). Non-NULL: the call starts the operation and
  * returns MESH_OK with a request to test or wait on; the buffers belong to mesh until then.
  * Inside mesh_group_start/end, operations start at mesh_group_end.
+ *
+ * Progress: a wait or test on any request (and a blocking call) also moves every other
+ * communicator of the process that has operations under way, so a rank blocked on one
+ * communicator keeps serving its peers on the others. With MESH_PROGRESS_THREAD=1 a thread
+ * does so all the time, and operations started nonblocking complete without the caller polling.
+ * Threads: a communicator may be used by several threads (one posts while another waits); its
+ * operations are ordered as the calls were made. Group state is per thread.
  */
 MESH_API mesh_status_t mesh_test(mesh_request_h req, int *done);
 /* Waits, bounded by the communicator's timeout; returns the operation's status. */
 MESH_API mesh_status_t mesh_wait(mesh_request_h req);
+/* Waits for every request of reqs (NULL entries are skipped; communicators may differ).
+ * Returns MESH_OK, or the status of the first failed one in array order, whose message is
+ * mesh_comm_last_error(NULL); mesh_test tells each request's own status. */
+MESH_API mesh_status_t mesh_waitall(int n, mesh_request_h *reqs);
+/* Progresses once and sets *index to a completed request of reqs (the first in array order), or
+ * -1 when none is; returns that request's status, MESH_OK when none completed. Completed
+ * requests stay in the array until freed: free it (or drop it from reqs) before calling again. */
+MESH_API mesh_status_t mesh_testany(int n, mesh_request_h *reqs, int *index);
 /* Frees a completed request (or cancels and frees an incomplete one after an abort). */
 MESH_API void mesh_request_free(mesh_request_h req);
 /* Drives all communicators of this process once; returns the number of events. */
@@ -273,10 +288,29 @@ MESH_API mesh_status_t mesh_scatter(mesh_comm_h comm, const void *sbuf, void *rb
                                     mesh_request_h *req);
 MESH_API mesh_status_t mesh_barrier(mesh_comm_h comm, mesh_request_h *req);
 
+/*
+ * Point-to-point. A receive matches the sends of its peer with the same tag in posting order:
+ * the n-th send from a to b with tag t matches the n-th receive on b from a with tag t, whatever
+ * other tags do in between, so a pipeline stage can post the receives of activations and of
+ * gradients independently. mesh_send and mesh_recv use tag 0. A message longer than the receive
+ * buffer fails the receive (MESH_ERR_TRUNCATED).
+ */
+#define MESH_TAG_MAX 0x3fffffff /* tags are 0..MESH_TAG_MAX */
 MESH_API mesh_status_t mesh_send(mesh_comm_h comm, const void *buf, size_t count, mesh_dtype_t dtype,
                                  int peer, void *stream, mesh_request_h *req);
 MESH_API mesh_status_t mesh_recv(mesh_comm_h comm, void *buf, size_t count, mesh_dtype_t dtype,
                                  int peer, void *stream, mesh_request_h *req);
+MESH_API mesh_status_t mesh_send_tagged(mesh_comm_h comm, const void *buf, size_t count,
+                                        mesh_dtype_t dtype, int peer, int tag, void *stream,
+                                        mesh_request_h *req);
+MESH_API mesh_status_t mesh_recv_tagged(mesh_comm_h comm, void *buf, size_t count,
+                                        mesh_dtype_t dtype, int peer, int tag, void *stream,
+                                        mesh_request_h *req);
+/* Sends scount elements to dst and receives rcount from src, both with tag, as one operation
+ * (its receive is posted first); sbuf and rbuf must not overlap. */
+MESH_API mesh_status_t mesh_sendrecv(mesh_comm_h comm, const void *sbuf, size_t scount, int dst,
+                                     void *rbuf, size_t rcount, int src, mesh_dtype_t dtype,
+                                     int tag, void *stream, mesh_request_h *req);
 
 /* ---------------------------------------------------------------- 5D mesh grid */
 

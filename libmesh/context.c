@@ -37,6 +37,11 @@ static const mesh_config_entry_t mesh_context_entries[] = {
             "(about a millisecond) while the ranks on this machine (simulated nodes included) do "
             "not outnumber the CPUs a rank may run on, 200 when they do or before a communicator "
             "says. A longer spin yields once every 16384 polls."},
+    {.name = "PROGRESS_THREAD", .dflt = "0", .type = MESH_CFG_BOOL,
+     .doc = "Runs one thread per process that progresses every communicator with operations "
+            "under way, so that operations started nonblocking complete while the caller "
+            "computes without calling mesh_test or mesh_wait. It spins while operations wait "
+            "for peers: for callers that compute for long between calls, with a core to spare."},
     {.name = "REDUCE_AVX2", .dflt = "yes", .type = MESH_CFG_BOOL,
      .doc = "Use the AVX2 loops for fp16 and bf16 reductions when the CPU has AVX2 and F16C."},
     {.name = NULL},
@@ -47,22 +52,11 @@ static const mesh_config_table_t mesh_context_table = {
     .entries = mesh_context_entries,
 };
 
-typedef struct {
-    void *obj;
-    mesh_context_progress_fn fn;
-} mesh_context_progress_t;
-
 static pthread_once_t mesh_context_once = PTHREAD_ONCE_INIT;
 static mesh_status_t mesh_context_status;
 static __thread int mesh_context_initialising;
 static char mesh_context_node[256];
 static unsigned long long mesh_context_ns;
-
-static pthread_mutex_t mesh_context_plock;
-static pthread_once_t mesh_context_plock_once = PTHREAD_ONCE_INIT;
-static mesh_context_progress_t *mesh_context_prog;
-static int mesh_context_nprog;
-static int mesh_context_capprog;
 
 static mesh_status_t mesh_context_check_values(void)
 {
@@ -149,70 +143,4 @@ int mesh_context_pid_gone(int pid, unsigned long long pidns)
     buf[n] = '\0';
     const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
     return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-}
-
-/* Recursive, because a progress callback may add or remove objects. */
-static void mesh_context_plock_init(void)
-{
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&mesh_context_plock, &attr);
-    pthread_mutexattr_destroy(&attr);
-}
-
-static void mesh_context_plock_acquire(void)
-{
-    pthread_once(&mesh_context_plock_once, mesh_context_plock_init);
-    pthread_mutex_lock(&mesh_context_plock);
-}
-
-void mesh_context_add_progress(void *obj, mesh_context_progress_fn fn)
-{
-    mesh_context_plock_acquire();
-    if (mesh_context_nprog == mesh_context_capprog) {
-        int cap = mesh_context_capprog > 0 ? 2 * mesh_context_capprog : 16;
-        mesh_context_progress_t *p = realloc(mesh_context_prog, (size_t)cap * sizeof(*p));
-        if (p == NULL) {
-            pthread_mutex_unlock(&mesh_context_plock);
-            mesh_log_error("cannot grow the progress registry to %d objects", cap);
-            return;
-        }
-        mesh_context_prog = p;
-        mesh_context_capprog = cap;
-    }
-    mesh_context_prog[mesh_context_nprog++] = (mesh_context_progress_t){.obj = obj, .fn = fn};
-    pthread_mutex_unlock(&mesh_context_plock);
-}
-
-void mesh_context_remove_progress(void *obj)
-{
-    mesh_context_plock_acquire();
-    for (int i = 0; i < mesh_context_nprog; i++) {
-        if (mesh_context_prog[i].obj == obj) {
-            memmove(&mesh_context_prog[i], &mesh_context_prog[i + 1],
-                    (size_t)(mesh_context_nprog - i - 1) * sizeof(*mesh_context_prog));
-            mesh_context_nprog--;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&mesh_context_plock);
-}
-
-int mesh_context_progress_all(void)
-{
-    int events = 0;
-    mesh_context_plock_acquire();
-    /* The lock is held across the callbacks so that no object is removed (and freed) by another
-     * thread while it progresses; removals by the callbacks themselves are tolerated. */
-    for (int i = 0; i < mesh_context_nprog; i++) {
-        mesh_context_progress_t p = mesh_context_prog[i];
-        int n = p.fn(p.obj);
-        if (n > 0)
-            events += n;
-        if (i < mesh_context_nprog && mesh_context_prog[i].obj != p.obj)
-            i--; /* the entry removed itself; the next one moved into its place */
-    }
-    pthread_mutex_unlock(&mesh_context_plock);
-    return events;
 }

@@ -253,6 +253,11 @@ const char *mesh_error_last(void)
     return mesh_error_buf;
 }
 
+void mesh_error_restore(const char *msg)
+{
+    if (msg != mesh_error_buf) snprintf(mesh_error_buf, sizeof(mesh_error_buf), "%s", msg);
+}
+
 void mesh_error_clear(void)
 {
     mesh_error_buf[0] = '\0';

@@ -48,6 +48,8 @@ mesh_status_t mesh_error_set_(mesh_status_t status, const char *subsys, const ch
 /* This thread's last error message ("" when none); mesh_error_clear() resets it. */
 const char *mesh_error_last(void);
 void mesh_error_clear(void);
+/* Makes msg this thread's last error without logging it again (another thread detected it). */
+void mesh_error_restore(const char *msg);
 
 #define MESH_CHECK(expr)                                                                       \
     do {                                                                                      \

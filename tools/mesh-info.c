@@ -13,6 +13,7 @@
 #include "libmesh/log.h"
 #include "libmesh/topo.h"
 #include "transports/tl.h"
+#include "tools/mesh-info-algo.h"
 #include "tools/mesh-info-grid.h"
 
 #include <getopt.h>
@@ -23,11 +24,13 @@
 #include <unistd.h>
 
 static const char info_usage[] =
-    "usage: mesh-info [-c] [-A] [-t] [-a] [-T [--dump FILE]] [-h]\n"
+    "usage: mesh-info [-c] [-A [--comm-size N [--nodes K]]] [-t] [-a] [-T [--dump FILE]] [-h]\n"
     "\n"
     "Without options: version and what this build contains.\n"
     "  -c, --config       every knob: MESH_ name, effective value, default, source, doc\n"
     "  -A, --algorithms   the algorithms of each collective (MESH_TUNE names)\n"
+    "      --comm-size N  with -A: which algorithm serves which message sizes on a\n"
+    "      --nodes K        communicator of N ranks over K nodes (default 1)\n"
     "  -t, --transports   the transports built, whether they can run here, their capabilities\n"
     "  -a, --all          all of the above\n"
     "  --grid SIZES ...   a 5D mesh grid's groups and fit (mesh-info --grid --help)\n"
@@ -113,23 +116,6 @@ static void info_config(void)
     const char *last_module = NULL;
     printf("# every knob: environment MESH_<NAME>, then MESH_CONFIG_FILE, then the default\n");
     mesh_config_foreach(info_config_entry, &last_module);
-}
-
-static void info_algorithms(void)
-{
-    printf("# algorithms per collective, in the order that breaks score ties; force one with\n"
-           "# MESH_TUNE=coll:algo[@min-max],... (e.g. allreduce:ring@1m-inf)\n");
-    const char *tune = mesh_config_str("TUNE");
-    printf("# MESH_TUNE now: %s\n", tune && *tune ? tune : "(unset: highest score wins)");
-    for (int t = 0; t < MESH_COLL_TYPE_COUNT; t++) {
-        printf("\n%s\n", mesh_coll_type_name((mesh_coll_type_t)t));
-        for (int i = 0; i < mesh_coll_algo_count(); i++) {
-            const mesh_coll_algo_t *a = mesh_coll_algo_get(i);
-            if (a->type != (mesh_coll_type_t)t) continue;
-            printf("  %-20s ", a->name);
-            info_wrap_from(a->desc ? a->desc : "", 0, 23, 96);
-        }
-    }
 }
 
 static void info_caps(const mesh_tl_ops_t *ops)
@@ -220,7 +206,9 @@ int main(int argc, char **argv)
         {"transports", no_argument, NULL, 't'}, {"all", no_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},
         {"topo", no_argument, NULL, 'T'}, {"dump", required_argument, NULL, 'D'},
+        {"comm-size", required_argument, NULL, 'N'}, {"nodes", required_argument, NULL, 'K'},
         {NULL, 0, NULL, 0}};
+    int comm_size = 0, nodes = 1;
     int topo = 0;
     const char *dump = NULL;
     int config = 0, algos = 0, tls = 0, c;
@@ -231,6 +219,18 @@ int main(int argc, char **argv)
         switch (c) {
         case 'T': topo = 1; break;
         case 'D': dump = optarg; break;
+        case 'N':
+        case 'K': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (end == optarg || *end || v < 1 || v > 1 << 20) {
+                fprintf(stderr, "mesh-info: --%s '%s' must be a positive number\n",
+                        c == 'N' ? "comm-size" : "nodes", optarg);
+                return 2;
+            }
+            *(c == 'N' ? &comm_size : &nodes) = (int)v;
+            break;
+        }
         case 'c': config = 1; break;
         case 'A': algos = 1; break;
         case 't': tls = 1; break;
@@ -259,6 +259,10 @@ int main(int argc, char **argv)
         return 2;
     }
     if (topo) return info_topo(dump);
+    if (comm_size > 0 && !algos) {
+        fprintf(stderr, "mesh-info: --comm-size goes with -A\n%s", info_usage);
+        return 2;
+    }
     if (!config && !algos && !tls) {
         info_version();
         return 0;
@@ -266,7 +270,8 @@ int main(int argc, char **argv)
     if (config) info_config();
     if (algos) {
         if (config) printf("\n");
-        info_algorithms();
+        int rc = mesh_info_algorithms(comm_size, nodes, info_wrap_from);
+        if (rc != 0) return rc;
     }
     if (tls) {
         if (config || algos) printf("\n");

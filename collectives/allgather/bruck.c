@@ -8,14 +8,18 @@
 #include "collectives/patterns/bruck.h"
 #include "libmesh/log.h"
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int fits(const mesh_comm_t *comm, const mesh_coll_args_t *args)
 {
     /* the rotation needs equal blocks back to back */
     for (int i = 0; i < comm->size; i++)
         if (args->counts[i] != args->counts[0] || args->displs[i] != (size_t)i * args->counts[0])
-            return -1;
-    size_t t = args->counts[0] * args->dsize * (size_t)comm->size;
-    if (t > ((size_t)64 << 10))
+            return 0;
+    return 1;
+}
+
+static int score(const mesh_comm_t *comm, size_t bytes)
+{
+    if (bytes > ((size_t)64 << 10))
         return 5;
     /* on powers of two recursive doubling takes as many steps without the rotation */
     return (comm->size & (comm->size - 1)) == 0 ? 20 : 40;
@@ -60,4 +64,5 @@ const mesh_coll_algo_t mesh_coll_allgather_bruck = {
     .desc = "Bruck, ceil(log2) steps for any rank count; uniform counts, small messages",
     .type = MESH_COLL_ALLGATHER,
     .score = score,
+    .fits = fits,
     .build = build};

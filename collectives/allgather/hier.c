@@ -16,10 +16,10 @@
 #include "collectives/patterns/ring_sched.h"
 #include "libmesh/log.h"
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
     /* small vectors: recursive doubling and Bruck's log2(n) steps */
-    return mesh_hier_rail_score(comm->nnodes, comm->node_size, args->bytes, 25);
+    return mesh_hier_rail_score(comm->nnodes, comm->node_size, bytes, 25);
 }
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)

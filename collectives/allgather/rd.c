@@ -18,13 +18,9 @@ typedef struct {
     int nids;
 } rd_ctx_t;
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t t)
 {
-    size_t t = 0;
     int n = comm->size;
-    for (int i = 0; i < n; i++)
-        t += args->counts[i];
-    t *= args->dsize;
     if ((n & (n - 1)) == 0)
         return t <= ((size_t)256 << 10) ? 30 : 5;
     return t <= ((size_t)64 << 10) ? 15 : 4;

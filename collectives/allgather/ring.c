@@ -9,9 +9,9 @@
 #include "collectives/patterns/ring_sched.h"
 #include "libmesh/log.h"
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
-    return args->bytes >= ((size_t)256 << 10) ? 50 : 10;
+    return bytes >= ((size_t)256 << 10) ? 50 : 10;
 }
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)

@@ -28,16 +28,16 @@
 #endif
 #define MESH_COLL_HIER_MAX_CHUNKS 8
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
     int L = mesh_hier_rails(comm->nnodes, comm->node_size);
     if (comm->nnodes <= 1 || L < 1)
         return -1;
     if (L == 1)
         return 1; /* one rank per node: the flat ring plus a copy of the vector */
-    if (args->bytes > 1024 * 1024)
+    if (bytes > 1024 * 1024)
         return 120;
-    if (args->bytes > 64 * 1024)
+    if (bytes > 64 * 1024)
         return 95;
     return 15;
 }

@@ -72,10 +72,10 @@ mesh_status_t mesh_coll_rh_reduce_scatter_phase(mesh_sched_t *s, const mesh_coll
     return mesh_coll_ids_join(s, &ids, NULL, 0, &res->done);
 }
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
     int pof2 = (comm->size & (comm->size - 1)) == 0;
-    if (args->bytes > 16 * 1024 && args->bytes <= 1024 * 1024)
+    if (bytes > 16 * 1024 && bytes <= 1024 * 1024)
         return pof2 ? 90 : 70;
     return 20;
 }

@@ -74,15 +74,15 @@ mesh_status_t mesh_coll_rd_allreduce_phase(mesh_sched_t *s, const mesh_coll_grou
     return mesh_coll_ids_join(s, &ids, &start, 1, done);
 }
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
-    if (args->bytes <= 16 * 1024)
+    if (bytes <= 16 * 1024)
         return 100;
     /* two ranks: one exchange of the whole vector beats two of halves (Rabenseifner) while
      * latency still counts */
-    if (comm->size == 2 && args->bytes <= 128 * 1024)
+    if (comm->size == 2 && bytes <= 128 * 1024)
         return 95;
-    if (args->bytes <= 64 * 1024)
+    if (bytes <= 64 * 1024)
         return 50;
     return 5;
 }

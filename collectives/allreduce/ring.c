@@ -89,11 +89,11 @@ mesh_status_t mesh_coll_ring_allreduce_phase(mesh_sched_t *s, const mesh_coll_gr
     return mesh_coll_ring_allgather_phase(s, &p, done);
 }
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
-    if (args->bytes > 1024 * 1024)
+    if (bytes > 1024 * 1024)
         return 80;
-    if (args->bytes > 16 * 1024)
+    if (bytes > 16 * 1024)
         return 40;
     return 10;
 }

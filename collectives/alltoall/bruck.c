@@ -19,11 +19,10 @@ static int is_uniform(const mesh_comm_t *comm, const mesh_coll_args_t *a)
     return 1;
 }
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
-    if (!is_uniform(comm, args))
-        return -1;
-    return args->counts[0] * args->dsize <= 256 && comm->size >= 4 ? 30 : 5;
+    /* bytes is size blocks */
+    return bytes <= 256 * (size_t)comm->size && comm->size >= 4 ? 30 : 5;
 }
 
 /* Copies the slots that move at step k between the slot buffer and a packed buffer. */
@@ -95,4 +94,5 @@ const mesh_coll_algo_t mesh_coll_alltoall_bruck = {
     .desc = "Bruck, ceil(log2) steps with packing; uniform counts, small blocks",
     .type = MESH_COLL_ALLTOALL,
     .score = score,
+    .fits = is_uniform,
     .build = build};

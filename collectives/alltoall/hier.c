@@ -21,16 +21,17 @@ static int uniform(const mesh_comm_t *comm, const mesh_coll_args_t *a)
     return 1;
 }
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
     int L = mesh_hier_rails(comm->nnodes, comm->node_size);
-    if (comm->nnodes <= 1 || L < 1 || !uniform(comm, args))
+    if (comm->nnodes <= 1 || L < 1)
         return -1;
     if (L == 1)
         return 1;
     /* one message per rail peer instead of L pays while per-message costs dominate; for large
-     * blocks the relay hop within the node costs more than the messages it saves */
-    return args->counts[0] * args->dsize <= 16 * 1024 ? 40 : 5;
+     * blocks (bytes holds size of them) the relay hop within the node costs more than the
+     * messages it saves */
+    return bytes <= 16 * 1024 * (size_t)comm->size ? 40 : 5;
 }
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)
@@ -132,4 +133,5 @@ const mesh_coll_algo_t mesh_coll_alltoall_hier = {
             "within the node; multi-node, uniform counts",
     .type = MESH_COLL_ALLTOALL,
     .score = score,
+    .fits = uniform,
     .build = build};

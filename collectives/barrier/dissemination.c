@@ -8,7 +8,7 @@
 #include "collectives/patterns/dissemination.h"
 #include "libmesh/log.h"
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
     return 10;
 }

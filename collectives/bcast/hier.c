@@ -12,13 +12,13 @@
 #include "collectives/patterns/ring_sched.h"
 #include "libmesh/log.h"
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
     if (comm->nnodes <= 1 || !comm->node_size)
         return -1;
     if (mesh_hier_max_node_size(comm->nnodes, comm->node_size) == 1)
         return 1; /* one rank per node: a plain tree over the nodes */
-    return args->bytes > 64 * 1024 ? 110 : 105;
+    return bytes > 64 * 1024 ? 110 : 105;
 }
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)

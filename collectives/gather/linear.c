@@ -6,9 +6,9 @@
 #include "collectives/algo.h"
 #include "libmesh/log.h"
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
-    return args->bytes <= ((size_t)64 << 10) ? 10 : 30;
+    return bytes <= ((size_t)64 << 10) ? 10 : 30;
 }
 
 static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sched_t *s)

@@ -10,9 +10,9 @@
 #include "collectives/patterns/binomial.h"
 #include "libmesh/log.h"
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
-    if (args->bytes <= 64 * 1024)
+    if (bytes <= 64 * 1024)
         return 100;
     return 30;
 }

@@ -13,9 +13,9 @@
 #include "collectives/patterns/ring_sched.h"
 #include "libmesh/log.h"
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
-    if (args->bytes > 64 * 1024)
+    if (bytes > 64 * 1024)
         return 90;
     return 20;
 }

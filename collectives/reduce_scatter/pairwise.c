@@ -9,7 +9,7 @@
 #include "collectives/patterns/ring.h"
 #include "libmesh/log.h"
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
     /* all n - 1 messages in flight at once: measured no better than the ring on shared memory,
      * so only a fallback by default (MESH_TUNE selects it) */

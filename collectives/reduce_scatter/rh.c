@@ -11,10 +11,10 @@
 #include "collectives/patterns/ring_sched.h"
 #include "libmesh/log.h"
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
     int pof2 = (comm->size & (comm->size - 1)) == 0;
-    if (args->bytes <= 64 * 1024)
+    if (bytes <= 64 * 1024)
         return pof2 ? 100 : 90;
     return 20;
 }

@@ -105,10 +105,10 @@ mesh_status_t mesh_coll_ring_reduce_scatter_phase(mesh_sched_t *s, const mesh_co
     return mesh_coll_ids_join(s, &ids, &start, 1, done);
 }
 
-static int score(const mesh_comm_t *comm, const mesh_coll_args_t *args)
+static int score(const mesh_comm_t *comm, size_t bytes)
 {
     /* bandwidth-optimal: the default above the small vectors recursive halving takes */
-    if (args->bytes > 64 * 1024)
+    if (bytes > 64 * 1024)
         return 80;
     return 30;
 }

@@ -363,7 +363,7 @@ static void build_all(sim_t *m, const mesh_coll_algo_t *al, mesh_coll_args_t *ar
 static int usable(const mesh_coll_algo_t *al, sim_t *m, mesh_coll_args_t *args, int may_decline)
 {
     for (int r = 0; r < m->n; r++) {
-        int sc = al->score(&m->comm[r], &args[r]);
+        int sc = mesh_coll_algo_score(al, &m->comm[r], &args[r]);
         if (sc < 0) {
             CHECK_MSG(may_decline, "%s %s declined n %d", mesh_coll_type_name(al->type), al->name,
                       m->n);

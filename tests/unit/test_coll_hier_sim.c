@@ -152,7 +152,7 @@ static int run(const mesh_coll_algo_t *a, int n, size_t cnt, int root, int ip, i
         }
     }
     for (int r = 0; r < n; r++) {
-        int d = a->score(&comms[r], &args[r]) < 0;
+        int d = mesh_coll_algo_score(a, &comms[r], &args[r]) < 0;
         CHECK(decl == -2 || decl == d); /* the same verdict on every rank */
         decl = d;
     }

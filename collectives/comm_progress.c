@@ -1,0 +1,89 @@
+/* Progress of communicators: each one's active schedules, and the process's other
+ * communicators while one of them waits, so that a rank blocked on one communicator keeps
+ * serving its peers on the others. */
+#define MESH_LOG_SUBSYSTEM "comm"
+#include "collectives/comm.h"
+#include "collectives/sched.h"
+#include "libmesh/context.h"
+#include "libmesh/log.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+mesh_status_t mesh_comm_activate(mesh_comm_t *c, mesh_sched_t *s)
+{
+    if (c->nactive == c->cap_active) {
+        int cap = c->cap_active ? 2 * c->cap_active : 8;
+        mesh_sched_t **a = realloc(c->active, (size_t)cap * sizeof(*a));
+        if (a == NULL)
+            return mesh_error(MESH_ERR_NO_MEMORY, "cannot keep %d operations under way", cap);
+        c->active = a;
+        c->cap_active = cap;
+    }
+    c->active[c->nactive] = s;
+    atomic_store_explicit(&c->nactive_hint, c->nactive + 1, memory_order_relaxed);
+    if (c->nactive++ == 0) mesh_context_active_add(1);
+    return MESH_OK;
+}
+
+void mesh_comm_deactivate(mesh_comm_t *c, mesh_sched_t *s)
+{
+    for (int i = c->nactive - 1; i >= 0; i--) {
+        if (c->active[i] != s) continue;
+        /* the last one takes its place: progress walks the array backwards, so it has been
+         * visited already in a pass that removes s */
+        c->active[i] = c->active[--c->nactive];
+        atomic_store_explicit(&c->nactive_hint, c->nactive, memory_order_relaxed);
+        if (c->nactive == 0) mesh_context_active_add(-1);
+        return;
+    }
+}
+
+void mesh_comm_set_failed(mesh_comm_t *c, mesh_status_t status)
+{
+    if (status >= 0) return;
+    if (c->failed >= 0) {
+        c->failed = status;
+        /* the detecting thread holds the message now; whichever thread waits reads it here */
+        snprintf(c->last_error, sizeof(c->last_error), "%s", mesh_error_last());
+    }
+}
+
+void mesh_comm_fail_active(mesh_comm_t *c, mesh_status_t status)
+{
+    while (c->nactive > 0) mesh_sched_fail(c->active[c->nactive - 1], status);
+}
+
+int mesh_comm_progress(mesh_comm_t *c)
+{
+    int events = 0;
+    for (int t = 0; t < c->ntls; t++)
+        if (c->tls[t].iface) events += mesh_tl_progress(c->tls[t].iface);
+    /* a verdict arrives as the completion of a standing receive: an event */
+    if (events > 0) mesh_comm_check_verdicts(c);
+    /* backwards: a schedule that ends is replaced by the last one, already visited */
+    for (int i = c->nactive - 1; i >= 0; i--)
+        if (i < c->nactive) mesh_sched_progress(c->active[i]);
+    return events;
+}
+
+/* The registry's callback: a communicator with work under way and a free lock. */
+static int comm_progress_try(void *obj)
+{
+    mesh_comm_t *c = obj;
+    if (atomic_load_explicit(&c->nactive_hint, memory_order_relaxed) == 0 || !mesh_comm_trylock(c))
+        return 0;
+    int events = mesh_comm_progress(c);
+    mesh_comm_unlock(c);
+    return events;
+}
+
+int mesh_comm_progress_others(mesh_comm_t *self)
+{
+    int mine = self != NULL && atomic_load_explicit(&self->nactive_hint, memory_order_relaxed) > 0;
+    if (mesh_context_active_count() <= mine) return 0;
+    return mesh_context_progress_others(self);
+}
+
+void mesh_comm_register(mesh_comm_t *c) { mesh_context_add_progress(c, comm_progress_try); }
+void mesh_comm_unregister(mesh_comm_t *c) { mesh_context_remove_progress(c); }
