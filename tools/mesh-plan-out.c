@@ -253,7 +253,8 @@ void plan_json_result(const plan_opts_t *o, mesh_plan_result_h r, const char *mo
     fprintf(f, ", \"params\": %.6g, \"active_params\": %.6g, \"layers\": %d, \"hidden\": %d, "
             "\"heads\": %d, \"kv_heads\": %d, \"ffn\": %d, \"vocab\": %d, \"seq\": %d, "
             "\"experts\": %d, \"top_k\": %d},\n", total, active, m->layers, m->hidden, m->heads,
-            m->kv_heads ? m->kv_heads : m->heads, m->ffn, m->vocab, m->seq, m->experts, m->top_k);
+            m->kv_heads ? m->kv_heads : m->heads, m->ffn ? m->ffn : 4 * m->hidden, m->vocab,
+            m->seq, m->experts, m->top_k);
     fprintf(f, "  \"cluster\": {\"name\": ");
     plan_json_str(f, c->name);
     fprintf(f, ", \"gpus\": %d, \"gpus_per_node\": %d, \"gpu_mem_gib\": %.4f, \"flops\": %.6g, "
