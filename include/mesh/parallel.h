@@ -13,5 +13,6 @@
 #include <mesh/pipeline.h>
 #include <mesh/tensor.h>
 #include <mesh/zero.h>
+#include <mesh/plan.h>
 
 #endif

@@ -1,0 +1,251 @@
+/*
+ * Memory per rank: model states by ZeRO stage, activations per layer (Korthikanti et al. 2022,
+ * "Reducing Activation Recomputation in Large Transformer Models", generalised to grouped-query
+ * attention, gated MLPs and experts), the micro-batches a pipeline stage holds, and buffers.
+ */
+#include "planner.h"
+
+#include <math.h>
+#include <stdio.h>
+
+void mesh_plan_state_bytes(int zero, int d, double *params, double *grads, double *optim)
+{
+    double dd = d > 1 ? d : 1;
+    /* bf16 parameters and gradients (2 + 2), fp32 master weights and Adam m and v (4 + 4 + 4) */
+    double p = 2, g = 2, o = 12;
+    if (zero >= 1) o /= dd;
+    if (zero >= 2) g /= dd;
+    if (zero >= 3) p /= dd;
+    if (params) *params = p;
+    if (grads) *grads = g;
+    if (optim) *optim = o;
+}
+
+/* Bytes one layer keeps per micro-batch, per rank, for a normalised model. In units of sbh
+ * (s the sequence a rank holds, b the micro-batch, h the hidden size): the layer norms' inputs,
+ * the QKV and MLP inputs and the dropout masks are replicated across tp unless sequence
+ * parallelism splits them; Q, K, V, the attention output and the MLP's intermediates are split
+ * by tp; the attention scores (softmax output, and with dropout its mask and output) are what
+ * selective recomputation drops. */
+static double plan_act(const mesh_plan_model_t *m, int mbs, int tp, int cp, int sp,
+                       mesh_plan_recompute_t rc, int moe, int etp)
+{
+    double b = mbs, s = (double)m->seq / cp, h = m->hidden, t = tp;
+    double tsp = sp && tp > 1 ? t : 1;
+    double sb = s * b;
+    if (rc == MESH_PLAN_RECOMPUTE_FULL) return 2.0 * sb * h / tsp;
+
+    double q = (double)m->heads * m->head_dim / t;
+    double kv = (m->kv_heads >= tp ? (double)m->kv_heads / t : 1.0) * m->head_dim;
+    double mats = m->gated ? 6.0 : 4.0;
+    /* 2 x (norm 1 input, QKV input, norm 2 input, MLP input), and two dropout masks */
+    double repl = (8.0 + (m->dropout ? 2.0 : 0.0)) * sb * h / tsp;
+    /* Q, K, V, the attention output (input of the output projection) */
+    double attn = 2.0 * sb * q + 4.0 * sb * kv + 2.0 * sb * q;
+    double scores = 0;
+    if (rc == MESH_PLAN_RECOMPUTE_NONE) /* queries held here against every key */
+        scores = (m->dropout ? 5.0 : 2.0) * (m->heads / t) * s * m->seq * b;
+    double mlp;
+    if (moe) {
+        /* tokens that enter the MoE layer on this rank; each goes to top_k experts, whose
+         * inputs and outputs are copied to every etp rank of an expert while the
+         * intermediates are split by etp */
+        double tok = sb / tsp, k = m->top_k;
+        mlp = tok * k * (4.0 * h * etp + mats * m->expert_ffn) +
+              sb * mats * (double)m->shared_experts * m->expert_ffn / t +
+              tok * 4.0 * m->experts; /* fp32 router logits */
+    } else {
+        mlp = sb * mats * m->ffn / t;
+    }
+    return repl + attn + scores + mlp;
+}
+
+double mesh_plan_act_layer(const mesh_plan_model_t *model, int mbs, int tp, int cp, int sp,
+                           mesh_plan_recompute_t recompute, int moe, int etp)
+{
+    mesh_plan_model_t m;
+    if (!model || mbs < 1 || tp < 1 || cp < 1 || etp < 1 || recompute < 0 ||
+        recompute >= MESH_PLAN_RECOMPUTE_COUNT)
+        return 0;
+    if (plan_model_norm(model, &m) != MESH_OK) return 0;
+    if (moe && m.experts == 0) return 0;
+    return plan_act(&m, mbs, tp, cp, sp, recompute, moe, etp);
+}
+
+double mesh_plan_inflight(mesh_plan_schedule_t s, int p, int m, int v, int stage)
+{
+    if (p < 1 || m < 1 || stage < 0 || stage >= p) return 0;
+    if (v < 1) v = 1;
+    switch (s) {
+    case MESH_PLAN_SCHED_NONE: return 1;
+    case MESH_PLAN_SCHED_AFAB: return m;
+    case MESH_PLAN_SCHED_1F1B:
+    case MESH_PLAN_SCHED_ZB_H1: return p - stage < m ? p - stage : m;
+    case MESH_PLAN_SCHED_INTERLEAVED: {
+        /* Megatron's warm-up: 2(p - stage - 1) + (v - 1)p chunks, one more in steady state */
+        double chunks = 2.0 * (p - stage - 1) + (double)(v - 1) * p + 1;
+        if (chunks > (double)m * v) chunks = (double)m * v;
+        return chunks / v;
+    }
+    default: return 0;
+    }
+}
+
+double mesh_plan_bubble(mesh_plan_schedule_t s, int p, int m, int v)
+{
+    if (p <= 1 || m < 1) return 0;
+    if (v < 1) v = 1;
+    switch (s) {
+    case MESH_PLAN_SCHED_AFAB:
+    case MESH_PLAN_SCHED_1F1B: return (double)(p - 1) / m;
+    case MESH_PLAN_SCHED_INTERLEAVED: return (double)(p - 1) / ((double)v * m);
+    case MESH_PLAN_SCHED_ZB_H1: return (double)(p - 1) / (3.0 * m);
+    default: return 0;
+    }
+}
+
+double plan_output_weight(const plan_ctx_t *x)
+{
+    const mesh_plan_model_t *m = &x->m;
+    const plan_counts_t *c = &x->c;
+    double core = 2.0 * m->heads * m->head_dim * (double)m->seq; /* causal attention */
+    double sum = 0;
+    for (int i = 0; i < m->layers; i++)
+        sum += 2.0 * (c->attn + (plan_is_moe_layer(m, c, i)
+                                     ? m->top_k * c->expert + c->shared + c->router
+                                     : c->mlp)) +
+               core;
+    return 2.0 * c->output / (sum / m->layers);
+}
+
+void plan_stage_split(int layers, int p, double w_last, int *counts)
+{
+    if (p <= 1) {
+        counts[0] = layers;
+        return;
+    }
+    double target = (layers + w_last) / p;
+    int last = (int)floor(target - w_last + 0.5);
+    int most = (layers + p - 1) / p;
+    if (last > most) last = most;
+    if (last < 1) last = 1;
+    if (layers - last < p - 1) last = layers - (p - 1);
+    int rest = layers - last, base = rest / (p - 1), extra = rest % (p - 1);
+    /* the extra layers go to the stages just before the last: the first stage holds the most
+     * micro-batches in flight */
+    for (int i = 0; i < p - 1; i++)
+        counts[i] = base + (i >= p - 1 - extra ? 1 : 0);
+    counts[p - 1] = last;
+}
+
+void plan_stage_params(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stage_layers,
+                       int stage, double *dense, double *expert)
+{
+    const mesh_plan_model_t *m = &x->m;
+    const plan_counts_t *c = &x->c;
+    int start = 0;
+    double d = 0, e = 0;
+    for (int i = 0; i < stage; i++)
+        start += stage_layers[i];
+    for (int i = start; i < start + stage_layers[stage]; i++) {
+        if (plan_is_moe_layer(m, c, i)) {
+            d += (c->attn + c->norms + c->shared) / l->tp + c->router;
+            e += (double)m->experts / l->ep * c->expert / l->etp;
+        } else {
+            d += (c->attn + c->norms + c->mlp) / l->tp;
+        }
+    }
+    if (stage == 0) d += c->embed / l->tp;
+    /* the last stage holds the output layer, a copy of the embedding when tied and p > 1 */
+    if (stage == l->pp - 1 && !(m->tied && l->pp == 1)) d += c->output / l->tp;
+    *dense = d;
+    *expert = e;
+}
+
+/* Communication buffers of a rank: gradient buckets, ZeRO-3's gathered layers, pipeline
+ * messages, the sequence-parallel all-gather, expert dispatch and the context-parallel ring. */
+static double plan_buffers(const plan_ctx_t *x, const mesh_plan_layout_t *l, double dense,
+                           double layer_max)
+{
+    const mesh_plan_model_t *m = &x->m;
+    double s = (double)m->seq / l->cp, b = l->mbs, h = m->hidden;
+    double tsp = l->sp && l->tp > 1 ? l->tp : 1;
+    double buf = x->cl.reserve;
+    if (l->zero <= 2 && (long)l->dp * l->ep * l->cp > 1)
+        buf += 2.0 * 2.0 * fmin(dense, 40e6); /* two 40M-parameter bf16 buckets in flight */
+    if (l->zero == 3) buf += 2.0 * 2.0 * 2.0 * layer_max; /* params and grads, 2 layers */
+    if (l->pp > 1) buf += 4.0 * 2.0 * b * s * h / tsp;
+    if (l->tp > 1 && l->sp) buf += 2.0 * b * s * h;
+    if (l->ep > 1) buf += 2.0 * 2.0 * (b * s / tsp) * m->top_k * h;
+    if (l->cp > 1) {
+        double kv = (m->kv_heads >= l->tp ? (double)m->kv_heads / l->tp : 1.0) * m->head_dim;
+        buf += 2.0 * 2.0 * 2.0 * b * s * kv;
+    }
+    return buf;
+}
+
+void plan_memory(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stage_layers,
+                 mesh_plan_eval_t *out)
+{
+    const mesh_plan_model_t *m = &x->m;
+    const plan_counts_t *c = &x->c;
+    int p = l->pp, start = 0, dd = l->dp * l->ep * l->cp;
+    double pb, gb, ob, peb, geb, oeb;
+    mesh_plan_state_bytes(l->zero, dd, &pb, &gb, &ob);
+    mesh_plan_state_bytes(l->zero, l->edp, &peb, &geb, &oeb);
+    double act_d = plan_act(m, l->mbs, l->tp, l->cp, l->sp, l->recompute, 0, l->etp);
+    double act_m = m->experts ? plan_act(m, l->mbs, l->tp, l->cp, l->sp, l->recompute, 1, l->etp)
+                              : 0;
+    double transient = 0;
+    if (l->recompute == MESH_PLAN_RECOMPUTE_FULL) { /* one layer rebuilt during its backward */
+        transient = plan_act(m, l->mbs, l->tp, l->cp, l->sp, MESH_PLAN_RECOMPUTE_SELECTIVE, 0,
+                             l->etp);
+        if (m->experts)
+            transient = fmax(transient, plan_act(m, l->mbs, l->tp, l->cp, l->sp,
+                                                 MESH_PLAN_RECOMPUTE_SELECTIVE, 1, l->etp));
+    }
+    double logits = 4.0 * l->mbs * ((double)m->seq / l->cp) * m->vocab / l->tp; /* fp32 */
+    /* the largest layer a rank holds whole under ZeRO-3: a dense one, or an MoE one with its
+     * local experts */
+    double layer_max = (c->attn + c->norms + c->mlp) / l->tp;
+    if (m->experts)
+        layer_max = fmax(m->dense_layers ? layer_max : 0,
+                         (c->attn + c->norms + c->shared) / l->tp + c->router +
+                             (double)m->experts / l->ep * c->expert / l->etp);
+    out->mem_total = -1;
+    out->stage_layers_max = 0;
+    out->stage_layers_min = m->layers;
+    for (int i = 0; i < p; i++) {
+        int n = stage_layers[i], nmoe = 0;
+        for (int k = start; k < start + n; k++)
+            nmoe += plan_is_moe_layer(m, c, k);
+        start += n;
+        if (n > out->stage_layers_max) out->stage_layers_max = n;
+        if (n < out->stage_layers_min) out->stage_layers_min = n;
+        double dense, expert;
+        plan_stage_params(x, l, stage_layers, i, &dense, &expert);
+        double inflight = mesh_plan_inflight(l->schedule, p, l->micro_batches, l->vpp, i);
+        double mem[MESH_PLAN_MEM_COUNT];
+        mem[MESH_PLAN_MEM_PARAMS] = dense * pb + expert * peb;
+        mem[MESH_PLAN_MEM_GRADS] = dense * gb + expert * geb;
+        mem[MESH_PLAN_MEM_OPTIM] = dense * ob + expert * oeb;
+        mem[MESH_PLAN_MEM_ACT] = ((n - nmoe) * act_d + nmoe * act_m) * inflight + transient +
+                                 (i == p - 1 ? logits * fmax(1.0, inflight) : 0);
+        mem[MESH_PLAN_MEM_BUFFERS] = plan_buffers(x, l, dense, layer_max);
+        double total = 0;
+        for (int k = 0; k < MESH_PLAN_MEM_COUNT; k++)
+            total += mem[k];
+        if (total > out->mem_total) {
+            out->mem_total = total;
+            for (int k = 0; k < MESH_PLAN_MEM_COUNT; k++)
+                out->mem[k] = mem[k];
+        }
+    }
+    out->mem_limit = x->cl.gpu_mem;
+    if (out->mem_total > out->mem_limit && out->reject == MESH_PLAN_OK) {
+        out->reject = MESH_PLAN_REJ_MEMORY;
+        snprintf(out->why, sizeof(out->why), "exceeds memory by %.1f GiB (needs %.1f of %.1f GiB)",
+                 (out->mem_total - out->mem_limit) / PLAN_GIB, out->mem_total / PLAN_GIB,
+                 out->mem_limit / PLAN_GIB);
+    }
+}

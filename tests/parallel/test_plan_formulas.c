@@ -1,0 +1,220 @@
+/*
+ * The planner's memory and pipeline formulas against the numbers the reference and the papers
+ * behind it give: bytes per parameter by ZeRO stage (and the ZeRO paper's 7.5B-parameter
+ * example), Korthikanti et al.'s activations per layer for GPT-3 175B in each of their cases
+ * (and the 70% saved by selective recomputation), the micro-batches a pipeline stage holds and
+ * the bubble per schedule, the activation total of a 1F1B pipeline (L layers' worth whatever p),
+ * and the communication volume of ZeRO-3 against ZeRO-2 (3 against 2 times the parameters).
+ */
+#include "tests/harness/harness.h"
+
+#include <math.h>
+#include <mesh/parallel.h>
+#include <string.h>
+
+#define NEAR(a, b, tol) (fabs((a) - (double)(b)) <= (tol) * fmax(1.0, fabs((double)(b))))
+
+static void test_zero_bytes(void)
+{
+    static const int ds[] = {1, 2, 3, 8, 64, 1024};
+    for (size_t i = 0; i < sizeof(ds) / sizeof(ds[0]); i++) {
+        double d = ds[i], p, g, o;
+        /* DDP 16, ZeRO-1 4 + 12/d, ZeRO-2 2 + 14/d, ZeRO-3 16/d */
+        const double want[4] = {16, 4 + 12 / d, 2 + 14 / d, 16 / d};
+        for (int z = 0; z < 4; z++) {
+            mesh_plan_state_bytes(z, ds[i], &p, &g, &o);
+            CHECK_MSG(NEAR(p + g + o, want[z], 1e-12), "zero=%d d=%d: %g bytes, want %g", z,
+                      ds[i], p + g + o, want[z]);
+        }
+        /* categories: bf16 parameters and gradients, 12 bytes of optimizer state */
+        mesh_plan_state_bytes(0, ds[i], &p, &g, &o);
+        CHECK(p == 2 && g == 2 && o == 12);
+        mesh_plan_state_bytes(2, ds[i], &p, &g, &o);
+        CHECK(p == 2 && NEAR(g, 2 / d, 1e-12) && NEAR(o, 12 / d, 1e-12));
+    }
+    /* the ZeRO paper's example: 7.5B parameters over 64 ranks: 120, 31.4, 16.6, 1.9 GB */
+    const double psi = 7.5e9, want[4] = {120, 31.4, 16.6, 1.9};
+    for (int z = 0; z < 4; z++) {
+        double p, g, o;
+        mesh_plan_state_bytes(z, 64, &p, &g, &o);
+        double gb = psi * (p + g + o) / 1e9;
+        CHECK_MSG(fabs(gb - want[z]) < 0.05, "zero=%d: %.2f GB, want %.1f", z, gb, want[z]);
+    }
+}
+
+/* GPT-3 175B as Korthikanti et al. use it: s = 2048, h = 12288, a = 96, with dropout. */
+static mesh_plan_model_t gpt3(void)
+{
+    mesh_plan_model_t m;
+    CHECK(mesh_plan_model_preset("gpt3-175b", &m) == MESH_OK);
+    return m;
+}
+
+static void test_activations(void)
+{
+    mesh_plan_model_t m = gpt3();
+    double s = 2048, h = 12288, a = 96, b = 1, t = 8, sbh = s * b * h;
+    const mesh_plan_recompute_t NONE = MESH_PLAN_RECOMPUTE_NONE,
+                                SEL = MESH_PLAN_RECOMPUTE_SELECTIVE,
+                                FULL = MESH_PLAN_RECOMPUTE_FULL;
+    struct {
+        const char *what;
+        int tp, sp;
+        mesh_plan_recompute_t rc;
+        double want;
+    } cases[] = {
+        {"no parallelism", 1, 0, NONE, sbh * (34 + 5 * a * s / h)},
+        {"tensor parallel", 8, 0, NONE, sbh * (10 + 24 / t + 5 * a * s / (h * t))},
+        {"tensor + sequence parallel", 8, 1, NONE, sbh * (34 + 5 * a * s / h) / t},
+        {"tensor parallel + selective", 8, 0, SEL, sbh * (10 + 24 / t)},
+        {"tensor + sequence parallel + selective", 8, 1, SEL, sbh * 34 / t},
+        {"full recomputation", 8, 0, FULL, 2 * sbh},
+        {"full recomputation with sequence parallel", 8, 1, FULL, 2 * sbh / t},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        double got = mesh_plan_act_layer(&m, 1, cases[i].tp, 1, cases[i].sp, cases[i].rc, 0, 1);
+        CHECK_MSG(NEAR(got, cases[i].want, 1e-12), "%s: %.0f bytes, want %.0f", cases[i].what, got,
+                  cases[i].want);
+    }
+    /* "a 70% activation memory reduction" for GPT-3 with selective recomputation */
+    double full = mesh_plan_act_layer(&m, 1, 8, 1, 1, NONE, 0, 1);
+    double sel = mesh_plan_act_layer(&m, 1, 8, 1, 1, SEL, 0, 1);
+    CHECK_MSG(fabs((1 - sel / full) - 0.70) < 0.01, "selective saves %.1f%%",
+              100 * (1 - sel / full));
+    /* micro-batch size and context parallelism scale the activations linearly (the scores
+     * quadratically in the local sequence but held against the whole one) */
+    CHECK(NEAR(mesh_plan_act_layer(&m, 4, 8, 1, 1, SEL, 0, 1), 4 * sel, 1e-12));
+    CHECK(NEAR(mesh_plan_act_layer(&m, 1, 8, 2, 1, SEL, 0, 1), sel / 2, 1e-12));
+    /* a gated MLP without dropout, grouped-query attention: by hand for one layer */
+    mesh_plan_model_t l = {.layers = 1, .hidden = 4096, .heads = 32, .kv_heads = 8, .ffn = 14336,
+                           .gated = 1, .vocab = 1000, .seq = 1024};
+    double sb = 1024, hh = 4096;
+    double want = sb * hh * 8 + 2 * sb * hh + 4 * sb * 8 * 128 + 2 * sb * hh + 6 * sb * 14336;
+    CHECK(NEAR(mesh_plan_act_layer(&l, 1, 1, 1, 0, SEL, 0, 1), want, 1e-12));
+    /* bad arguments give 0, never a crash */
+    CHECK(mesh_plan_act_layer(NULL, 1, 1, 1, 0, SEL, 0, 1) == 0);
+    CHECK(mesh_plan_act_layer(&m, 0, 1, 1, 0, SEL, 0, 1) == 0);
+    CHECK(mesh_plan_act_layer(&m, 1, 1, 1, 0, SEL, 1, 1) == 0); /* no experts */
+}
+
+static void test_pipeline(void)
+{
+    /* 1F1B: stage i holds p - i micro-batches (all m when m < p); AFAB holds m */
+    for (int p = 1; p <= 16; p *= 2)
+        for (int m = 1; m <= 64; m *= 4)
+            for (int i = 0; i < p; i++) {
+                double want = p - i < m ? p - i : m;
+                CHECK(mesh_plan_inflight(MESH_PLAN_SCHED_1F1B, p, m, 1, i) == want);
+                CHECK(mesh_plan_inflight(MESH_PLAN_SCHED_ZB_H1, p, m, 1, i) == want);
+                CHECK(mesh_plan_inflight(MESH_PLAN_SCHED_AFAB, p, m, 1, i) == m);
+            }
+    /* interleaved: the first stage holds p + (p - 1)/v stages' worth, the factor
+     * 1 + (p - 1)/(p v) of Korthikanti et al. */
+    CHECK(NEAR(mesh_plan_inflight(MESH_PLAN_SCHED_INTERLEAVED, 8, 64, 2, 0), 8 + 7.0 / 2, 1e-12));
+    CHECK(NEAR(mesh_plan_inflight(MESH_PLAN_SCHED_INTERLEAVED, 16, 64, 4, 0), 16 + 15.0 / 4,
+               1e-12));
+    /* bubble over the ideal time: (p-1)/m, i.e. (p-1)/(m+p-1) of the step */
+    double bub = mesh_plan_bubble(MESH_PLAN_SCHED_1F1B, 8, 32, 1);
+    CHECK(NEAR(bub, 7.0 / 32, 1e-12) && NEAR(bub / (1 + bub), 7.0 / 39, 1e-12));
+    CHECK(NEAR(mesh_plan_bubble(MESH_PLAN_SCHED_AFAB, 4, 8, 1), 3.0 / 8, 1e-12));
+    CHECK(NEAR(mesh_plan_bubble(MESH_PLAN_SCHED_INTERLEAVED, 8, 32, 4), 7.0 / 128, 1e-12));
+    CHECK(NEAR(mesh_plan_bubble(MESH_PLAN_SCHED_ZB_H1, 8, 32, 1), 7.0 / 96, 1e-12));
+    CHECK(mesh_plan_bubble(MESH_PLAN_SCHED_NONE, 1, 32, 1) == 0);
+    CHECK(mesh_plan_inflight(MESH_PLAN_SCHED_1F1B, 4, 8, 1, 4) == 0); /* no such stage */
+}
+
+static mesh_plan_eval_t eval(const mesh_plan_model_t *m, const mesh_plan_cluster_t *c,
+                             const char *spec, double batch_tokens)
+{
+    mesh_plan_layout_t l = {0};
+    unsigned set = 0;
+    mesh_plan_params_t p = {.field_mask = MESH_PLAN_PARAM_FIELD_BATCH,
+                            .batch_tokens = batch_tokens};
+    mesh_plan_eval_t e;
+    CHECK_MSG(mesh_plan_layout_parse(spec, &l, &set) == MESH_OK, "%s", spec);
+    CHECK(mesh_plan_evaluate(m, c, &p, &l, &e) == MESH_OK);
+    return e;
+}
+
+static void test_pipeline_memory(void)
+{
+    /* 1F1B: the first stage keeps p micro-batches of L/p layers, L layers' worth for any p */
+    mesh_plan_model_t m = gpt3();
+    mesh_plan_cluster_t c;
+    CHECK(mesh_plan_cluster_preset("a100-80g", 1024, &c) == MESH_OK);
+    double layer = mesh_plan_act_layer(&m, 1, 8, 1, 1, MESH_PLAN_RECOMPUTE_SELECTIVE, 0, 1);
+    const char *specs[] = {"tp=8,pp=4,schedule=1f1b,recompute=selective,zero=1",
+                           "tp=8,pp=8,schedule=1f1b,recompute=selective,zero=1",
+                           "tp=8,pp=16,schedule=1f1b,recompute=selective,zero=1"};
+    for (int i = 0; i < 3; i++) {
+        mesh_plan_eval_t e = eval(&m, &c, specs[i], 1536.0 * 2048);
+        CHECK_MSG(e.reject == MESH_PLAN_OK, "%s: %s", specs[i], e.why);
+        CHECK_MSG(NEAR(e.mem[MESH_PLAN_MEM_ACT], 96 * layer, 1e-9), "%s: %.3g, want %.3g",
+                  specs[i], e.mem[MESH_PLAN_MEM_ACT], 96 * layer);
+    }
+    /* AFAB keeps all m micro-batches: 96 per pipeline here */
+    mesh_plan_eval_t afab = eval(&m, &c, "tp=8,pp=8,schedule=afab,recompute=full,zero=1",
+                                 1536.0 * 2048);
+    double full = mesh_plan_act_layer(&m, 1, 8, 1, 1, MESH_PLAN_RECOMPUTE_FULL, 0, 1);
+    CHECK(afab.layout.micro_batches == 96);
+    CHECK(afab.mem[MESH_PLAN_MEM_ACT] >= 12 * 96 * full);
+
+    /* ZeRO-3 moves 3 times the parameters per micro-batch, ZeRO-2 and DDP 2 per step */
+    double b = 16.0 * 2048; /* dp = 16: one micro-batch per replica */
+    mesh_plan_eval_t z0 = eval(&m, &c, "tp=8,pp=8,zero=0,mbs=1,recompute=full", b);
+    mesh_plan_eval_t z1 = eval(&m, &c, "tp=8,pp=8,zero=1,mbs=1,recompute=full", b);
+    mesh_plan_eval_t z2 = eval(&m, &c, "tp=8,pp=8,zero=2,mbs=1,recompute=full", b);
+    mesh_plan_eval_t z3 = eval(&m, &c, "tp=8,pp=8,zero=3,mbs=1,recompute=full", b);
+    CHECK(z0.layout.micro_batches == 1);
+    CHECK(NEAR(z0.comm_bytes[MESH_AXIS_DP], z2.comm_bytes[MESH_AXIS_DP], 1e-12));
+    CHECK(NEAR(z1.comm_bytes[MESH_AXIS_DP], z2.comm_bytes[MESH_AXIS_DP], 1e-12));
+    CHECK_MSG(NEAR(z3.comm_bytes[MESH_AXIS_DP] / z2.comm_bytes[MESH_AXIS_DP], 1.5, 1e-12),
+              "zero-3 / zero-2 volume %.3f", z3.comm_bytes[MESH_AXIS_DP] /
+                                                 z2.comm_bytes[MESH_AXIS_DP]);
+    /* and the states per rank follow the bytes per parameter */
+    CHECK(z3.mem[MESH_PLAN_MEM_PARAMS] < z2.mem[MESH_PLAN_MEM_PARAMS] / 8);
+    CHECK(NEAR(z0.mem[MESH_PLAN_MEM_OPTIM] / z1.mem[MESH_PLAN_MEM_OPTIM], 16, 1e-9));
+}
+
+static void test_counts(void)
+{
+    /* published totals: Llama 2 7B 6.74B, Llama 3 405B 405.9B (the paper's 405B), Mixtral
+     * 46.7B (12.9B active), DeepSeek-V3 671B (37B active), GPT-3 175B */
+    struct {
+        const char *name;
+        double total, active, tol;
+    } want[] = {{"llama2-7b", 6.74e9, 6.74e9, 0.01}, {"llama3-405b", 405.9e9, 405.9e9, 0.01},
+                {"mixtral-8x7b", 46.7e9, 12.9e9, 0.01}, {"deepseek-v3", 671e9, 37.5e9, 0.02},
+                {"gpt3-175b", 175e9, 175e9, 0.01}};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        mesh_plan_model_t m;
+        double total, active;
+        CHECK(mesh_plan_model_preset(want[i].name, &m) == MESH_OK);
+        CHECK(mesh_plan_model_count(&m, &total, &active) == MESH_OK);
+        CHECK_MSG(fabs(total / want[i].total - 1) < want[i].tol &&
+                      fabs(active / want[i].active - 1) < want[i].tol,
+                  "%s: %.4g total, %.4g active", want[i].name, total, active);
+    }
+    /* a model that is not one: the message names the field */
+    mesh_plan_model_t bad = {.layers = 2, .hidden = 100, .heads = 7, .vocab = 10, .seq = 8};
+    CHECK(mesh_plan_model_count(&bad, NULL, NULL) == MESH_ERR_INVALID_ARG);
+    CHECK(strstr(mesh_comm_last_error(NULL), "hidden 100") != NULL);
+    bad.heads = 4;
+    bad.layers = 0;
+    CHECK(mesh_plan_model_count(&bad, NULL, NULL) == MESH_ERR_INVALID_ARG);
+    CHECK(strstr(mesh_comm_last_error(NULL), "layers") != NULL);
+    mesh_plan_model_t m;
+    CHECK(mesh_plan_model_preset("no-such-model", &m) == MESH_ERR_NOT_FOUND);
+    CHECK(strstr(mesh_comm_last_error(NULL), "no-such-model") != NULL);
+}
+
+int main(void)
+{
+    test_zero_bytes();
+    test_activations();
+    test_pipeline();
+    test_pipeline_memory();
+    test_counts();
+    printf("ok\n");
+    return 0;
+}
