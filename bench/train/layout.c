@@ -227,10 +227,6 @@ static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t 
         set_field(p, t, w);
         if (!g)
             continue;
-        if (lo->discard) {
-            set_field(g, t, lo->scratch_g + t->offset);
-            continue;
-        }
         void *gp;
         if (!lo->bf16 && zst(mesh_zero_grad(lo->z, t->name, &gp)))
             return -1;
@@ -269,7 +265,7 @@ static int release(void *ctx, int group, int phase)
     /* nested acquisitions (the token table serves head and embedding): the outermost hands
      * the gradient over */
     int last = --lo->held[group] == 0;
-    int taken = last && (lo->boundary || lo->stage >= 2) && !lo->discard;
+    int taken = last && (lo->boundary || lo->stage >= 2);
     if (lo->pp_size > 1 && group == 0)
         taken = 0; /* layout_pp_handover */
     for (int i = 0; phase == GPT_BWD && taken && i < lo->m->n_tensors; i++) {
@@ -358,8 +354,6 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
     lo->prefetched = calloc((size_t)m->L + 2, sizeof(int));
     lo->held = calloc((size_t)m->L + 2, sizeof(int));
     if (!lo->prefetched || !lo->held)
-        return -1;
-    if (lo->pp_size > 1 && !(lo->scratch_g = calloc(m->n_params, sizeof(float))))
         return -1;
     if (lo->bf16) {
         lo->work_p = calloc(m->n_params, sizeof(float));
@@ -491,6 +485,6 @@ void layout_destroy(layout_t *lo)
     free(lo->prefetched), free(lo->held);
     mesh_tp_destroy(lo->tp);
     mesh_grid_destroy(lo->grid);
-    free(lo->work_p), free(lo->work_g), free(lo->owned), free(lo->scratch_g);
+    free(lo->work_p), free(lo->work_g), free(lo->owned);
     memset(lo, 0, sizeof(*lo));
 }

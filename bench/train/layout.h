@@ -38,10 +38,6 @@ typedef struct {
      * schedule, not by the hooks. */
     int *owned;
     int tied_peer;
-    /* The backward pass runs only for its input gradient (a split backward's B): weight
-     * gradients go to scratch and nothing is handed to the optimizer. */
-    int discard;
-    float *scratch_g;
     char err[512];
 } layout_t;
 

@@ -51,31 +51,22 @@ static mesh_status_t forward(void *ctx, const mesh_pp_work_t *w)
 }
 
 /*
- * The chunk's backward pass. The model's layers compute input and weight gradients together,
- * so under a split backward B runs it with the weight gradients sent to scratch (only the input
- * gradient leaves), and W runs it again for the weight gradients (its input gradient is
- * dropped): the numbers are those of one backward pass, at twice its cost.
+ * The chunk's backward pass. Under a split backward, B computes only the gradient that the
+ * previous stage waits for (the model keeps what the weight gradients need) and W the weight
+ * gradients; otherwise B computes both.
  */
-static mesh_status_t backward_pass(pipe_t *pp, const mesh_pp_work_t *w, int weights)
+static mesh_status_t backward(void *ctx, const mesh_pp_work_t *w)
 {
+    pipe_t *pp = ctx;
     gpt_t *m = pp->m;
-    layout_t *lo = pp->lo;
-    size_t n = act_numel(m), nl = (size_t)m->b * m->T * m->Vl;
-    int l0, l1, last = w->stage == pp->stages - 1;
+    size_t n = act_numel(m);
+    int l0, l1;
     blocks_of(pp, w->stage, &l0, &l1);
-    lo->discard = !weights;
+    m->split_backward = pp->split;
     /* the optimizer takes each group's gradient once the step's last micro-batch is in */
-    lo->boundary = weights && ++pp->bwd_done[w->chunk] == pp->mb;
+    pp->lo->boundary = !pp->split && ++pp->bwd_done[w->chunk] == pp->mb;
     mesh_status_t s = MESH_OK;
-    if (last && pp->split) {
-        /* the head's backward overwrites the logits with their gradient: W needs them again */
-        gpt_real *keep = pp->logits + (size_t)w->mb * nl;
-        if (weights)
-            memcpy(m->acts[w->mb].logits, keep, nl * sizeof(gpt_real));
-        else
-            memcpy(keep, m->acts[w->mb].logits, nl * sizeof(gpt_real));
-    }
-    if (last) {
+    if (w->stage == pp->stages - 1) {
         if (gpt_head_bwd(m, w->mb))
             s = failed(w, "the loss's backward pass");
     } else {
@@ -83,23 +74,30 @@ static mesh_status_t backward_pass(pipe_t *pp, const mesh_pp_work_t *w, int weig
     }
     if (s == MESH_OK && gpt_blocks_bwd(m, w->mb, l0, l1))
         s = failed(w, "the backward pass");
-    if (s == MESH_OK && w->stage == 0 && weights && gpt_embed_bwd(m, w->mb))
+    if (s == MESH_OK && w->stage == 0 && gpt_embed_bwd(m, w->mb))
         s = failed(w, "the embedding's backward pass");
-    if (s == MESH_OK && w->stage > 0 && w->grad_input)
+    if (s == MESH_OK && w->stage > 0)
         memcpy(w->grad_input, m->dx, n * sizeof(gpt_real));
-    lo->discard = 0, lo->boundary = 0;
+    m->split_backward = 0, pp->lo->boundary = 0;
     return s;
-}
-
-static mesh_status_t backward(void *ctx, const mesh_pp_work_t *w)
-{
-    pipe_t *pp = ctx;
-    return backward_pass(pp, w, !pp->split);
 }
 
 static mesh_status_t weight(void *ctx, const mesh_pp_work_t *w)
 {
-    return backward_pass(ctx, w, 1);
+    pipe_t *pp = ctx;
+    gpt_t *m = pp->m;
+    int l0, l1;
+    blocks_of(pp, w->stage, &l0, &l1);
+    pp->lo->boundary = ++pp->bwd_done[w->chunk] == pp->mb;
+    mesh_status_t s = MESH_OK;
+    if (w->stage == pp->stages - 1 && gpt_head_wgrad(m, w->mb))
+        s = failed(w, "the head's weight gradient");
+    if (s == MESH_OK && gpt_blocks_wgrad(m, w->mb, l0, l1))
+        s = failed(w, "the weight gradient");
+    if (s == MESH_OK && w->stage == 0 && gpt_embed_wgrad(m, w->mb))
+        s = failed(w, "the embedding's weight gradient");
+    pp->lo->boundary = 0;
+    return s;
 }
 
 int pipe_create(pipe_t *pp, layout_t *lo, gpt_t *m, const char *schedule, int chunks)
@@ -160,8 +158,7 @@ int pipe_create(pipe_t *pp, layout_t *lo, gpt_t *m, const char *schedule, int ch
         lo->tied_peer = last;
     else if (first != last && lo->pp_rank == last)
         lo->tied_peer = first;
-    if (lo->pp_rank == last && pp->split &&
-        !(pp->logits = calloc((size_t)m->n_mb * m->b * m->T * m->Vl, sizeof(gpt_real))))
+    if (pp->split && gpt_alloc_wgrad(m))
         return snprintf(pp->err, sizeof(pp->err), "out of memory"), -1;
     return 0;
 }
@@ -189,8 +186,6 @@ int pipe_step(pipe_t *pp, double *loss_sum)
     layout_t *lo = pp->lo;
     pp->loss = 0;
     memset(pp->bwd_done, 0, (size_t)pp->v * sizeof(int));
-    /* scratch weight gradients of split backward passes: never read, kept from growing */
-    memset(lo->scratch_g, 0, lo->m->n_params * sizeof(float));
     /* one micro-batch for the optimizer: the step's gradients accumulate across the pipeline's
      * micro-batches and are handed over as each group's last one is in */
     mesh_status_t s = mesh_zero_micro_begin(lo->z, 1);
@@ -212,6 +207,6 @@ void pipe_destroy(pipe_t *pp)
 {
     mesh_pp_exec_destroy(pp->exec);
     mesh_pp_schedule_destroy(pp->sched);
-    free(pp->bwd_done), free(pp->logits);
+    free(pp->bwd_done);
     memset(pp, 0, sizeof(*pp));
 }

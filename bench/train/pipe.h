@@ -18,7 +18,6 @@ typedef struct {
     int p, v, stages, mb; /* ranks, chunks per rank, model stages, micro-batches */
     int split;            /* the schedule splits the backward into B and W */
     int *bwd_done;        /* per chunk: micro-batches whose weight gradients are in */
-    gpt_real *logits;     /* split: each micro-batch's logits, kept from B for W */
     double loss;          /* sum of the rows' losses of this step (last stage) */
     char err[512];
 } pipe_t;
