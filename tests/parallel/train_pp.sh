@@ -2,12 +2,13 @@
 # mesh-train with pipeline parallelism against one process: a tiny GPT (8 layers, d_model 16,
 # 2 heads, seq 8, vocab 32, 2 samples per micro-batch, 10 steps, fp32) split over pp=2 and pp=4
 # stages under every schedule: afab, 1f1b, zb1 and zbv with m = p and m = 2p + 1; interleaved
-# with two chunks per rank and m = p and m = 2p (the smallest and the next its rules allow); and
-# the 3D layout tp=2 pp=2 dp=2 with ZeRO-1 on 8 ranks over 2 simulated nodes (pp across them):
+# with two chunks per rank and m = p and m = 2p (the smallest and the next its rules allow);
+# tp=2 pp=2 with sequence parallelism under zb1; and the 3D layout tp=2 pp=2 dp=2 with ZeRO-1
+# on 8 ranks over 2 simulated nodes (pp across them):
 #   - the loss of each step equals the 1-rank run of the same global batch within 1e-4
 #     relative;
 # layouts that do not divide and the stages and options a pipeline does not take are refused.
-# MESH_TEST_SANITIZED=1 keeps three pp=2 runs and the refusals.
+# MESH_TEST_SANITIZED=1 keeps three pp=2 runs (1f1b, interleaved, tp=2 zb1) and the refusals.
 set -u
 b=${top_builddir:-.}
 prog="$b/bench/mesh-train"
@@ -75,11 +76,23 @@ pipe() {
     echo "ok: $name"
 }
 
+# tp=2 inside the stages with sequence parallelism (the stages exchange each tp rank's part of
+# the sequence) under the split backward of zb1
+tp_sp_zb1() {
+    mb=$1 batch=$((2 * $1))
+    [ -f "$tmp/ref$batch.csv" ] || train "ref$batch" 1 -- --batch "$batch" || return 1
+    train "tp2sp-pp2-zb1-m$mb" 4 -- --mesh tp=2,pp=2 --sequence-parallel --schedule zb1 \
+        --microbatches "$mb" --batch "$batch" || return 1
+    same_loss "tp2sp-pp2-zb1-m$mb" "ref$batch" 1e-4
+    echo "ok: tp=2 pp=2 sequence parallel zb1 m=$mb"
+}
+
 if [ "${MESH_TEST_SANITIZED:-0}" = 1 ]; then
     pipe 2 1f1b 5
-    pipe 2 zb1 2
     pipe 2 interleaved 2
+    tp_sp_zb1 2
 else
+    tp_sp_zb1 5
     for p in 2 4; do
         for s in afab 1f1b zb1; do
             pipe "$p" "$s" "$p"
