@@ -170,6 +170,46 @@ int gpt_alloc_acts(gpt_t *m, int b, int n_mb)
     return 0;
 }
 
+size_t gpt_wgrad_slot_numel(const gpt_t *m, int slot)
+{
+    size_t N = (size_t)m->b * m->T, No = (size_t)m->b * m->tl, C = m->C;
+    switch (slot) {
+    case GPT_WG_MLP_PARTIAL:
+    case GPT_WG_ATTN_PARTIAL:
+        return N * C;
+    case GPT_WG_MLP_DFCH:
+        return N * m->Fl;
+    case GPT_WG_ATTN_DQKV:
+        return N * 3 * m->Cl;
+    default:
+        return No * C;
+    }
+}
+
+gpt_real *gpt_wgrad_slot(gpt_t *m, int mb, int layer, int slot)
+{
+    size_t off = 0, per_layer = 0;
+    for (int s = 0; s < GPT_WG_PER_LAYER; s++) {
+        if (s == slot)
+            off = per_layer;
+        per_layer += gpt_wgrad_slot_numel(m, s);
+    }
+    if (layer == m->L) /* the final layernorm's and the embedding's, one after the other */
+        off = slot == GPT_WG_EMBED ? gpt_wgrad_slot_numel(m, GPT_WG_LNF) : 0;
+    return m->acts[mb].wg + (size_t)layer * per_layer + off;
+}
+
+int gpt_alloc_wgrad(gpt_t *m)
+{
+    size_t per_layer = 0;
+    for (int s = 0; s < GPT_WG_PER_LAYER; s++)
+        per_layer += gpt_wgrad_slot_numel(m, s);
+    size_t n = (size_t)m->L * per_layer + 2 * gpt_wgrad_slot_numel(m, GPT_WG_LNF);
+    for (int i = 0; i < m->n_mb; i++)
+        ALLOC(m->acts[i].wg, n);
+    return 0;
+}
+
 void gpt_destroy(gpt_t *m)
 {
     for (int i = 0; m->acts && i < m->n_mb; i++) {
@@ -180,7 +220,7 @@ void gpt_destroy(gpt_t *m)
                          a->lnf_in,   a->logits,   a->lse,      a->loss};
         for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
             free(f[k]);
-        free(a->tokens), free(a->targets);
+        free(a->tokens), free(a->targets), free(a->wg);
     }
     free(m->acts), free(m->tensors), free(m->partial), free(m->dinside), free(m->wide_a);
     free(m->wide_b), free(m->datt), free(m->dx), free(m->dtmp), free(m->dloss);

@@ -108,7 +108,30 @@ typedef struct {
                    gpt_real *out);
     int (*mlp_bwd)(struct gpt *m, int mb, int layer, const gpt_group_t *p, gpt_group_t *g,
                    const gpt_real *dout, gpt_real *din);
+    /* Split backward: _bwd with g NULL computes din only and keeps what the weight gradients
+     * need (gpt_wgrad_slot); _wgrad adds them into g from that. */
+    int (*attn_wgrad)(struct gpt *m, int mb, int layer, gpt_group_t *g);
+    int (*mlp_wgrad)(struct gpt *m, int mb, int layer, gpt_group_t *g);
 } gpt_layers_t;
+
+/* What a split backward keeps per (micro-batch, layer) for the weight gradients: gradients of
+ * the layers' outputs (the inputs are activations, kept anyway). Layer L holds the final
+ * layernorm's and the embedding's. */
+enum {
+    GPT_WG_MLP_DOUT = 0, /* [b, tl, C] d(MLP output), outside */
+    GPT_WG_MLP_PARTIAL,  /* [b, T, C] d(projection output), inside */
+    GPT_WG_MLP_DFCH,     /* [b, T, Fl] d(first MLP matmul output) */
+    GPT_WG_LN2,          /* [b, tl, C] d(ln2 output) */
+    GPT_WG_ATTN_DOUT,    /* [b, tl, C] */
+    GPT_WG_ATTN_PARTIAL, /* [b, T, C] */
+    GPT_WG_ATTN_DQKV,    /* [b, T, 3 Cl] */
+    GPT_WG_LN1,          /* [b, tl, C] */
+    GPT_WG_PER_LAYER,
+    /* layer L, [b, tl, C] each: d(final layernorm output), d(x[0]) (named after per-layer slots
+     * of the same size) */
+    GPT_WG_LNF = GPT_WG_MLP_DOUT,
+    GPT_WG_EMBED = GPT_WG_LN2
+};
 
 /* Activations of one micro-batch, kept from its forward to its backward pass. */
 typedef struct {
@@ -121,6 +144,7 @@ typedef struct {
     gpt_real *lnf, *lnf_mean, *lnf_rstd, *lnf_in; /* [b, tl, C], [b, tl], [b, T, C] */
     gpt_real *logits, *lse, *loss;                /* [b, T, Vl], [b, T], [b, T] */
     int32_t *tokens, *targets;                    /* [b, T] */
+    gpt_real *wg; /* split backward (gpt_alloc_wgrad): the GPT_WG_ slots of every layer */
 } gpt_acts_t;
 
 typedef struct gpt {
@@ -140,6 +164,7 @@ typedef struct gpt {
      * tp region, [b, T, max(3 Cl, Fl)] twice, [T], [b, tl, C] twice outside, [b, T] */
     gpt_real *partial, *dinside, *wide_a, *wide_b, *datt, *dx, *dtmp, *dloss;
     gpt_real dloss_scale; /* d(mean loss)/d(row loss): 1 / (global batch x seq) */
+    int split_backward;   /* the _bwd functions compute input gradients only (see _wgrad) */
 } gpt_t;
 
 extern const gpt_layers_t gpt_default_layers;
@@ -190,20 +215,38 @@ int gpt_head_fwd(gpt_t *m, int mb, double *loss_sum);
 int gpt_head_bwd(gpt_t *m, int mb);
 int gpt_blocks_bwd(gpt_t *m, int mb, int l0, int l1);
 int gpt_embed_bwd(gpt_t *m, int mb);
+/*
+ * Split backward (zero-bubble schedules): with m->split_backward set, head, blocks and
+ * embedding _bwd compute only the gradient that flows to the previous stage and keep in acts->wg
+ * what the weight gradients need; the _wgrad functions later add those weight gradients (the
+ * hooks' acquire and release around them, as in the backward pass). The numbers are those of
+ * the unsplit backward pass. gpt_alloc_wgrad (after gpt_alloc_acts) makes the room.
+ */
+int gpt_alloc_wgrad(gpt_t *m);
+gpt_real *gpt_wgrad_slot(gpt_t *m, int mb, int layer, int slot);
+size_t gpt_wgrad_slot_numel(const gpt_t *m, int slot);
+int gpt_head_wgrad(gpt_t *m, int mb);
+int gpt_blocks_wgrad(gpt_t *m, int mb, int l0, int l1);
+int gpt_embed_wgrad(gpt_t *m, int mb);
 
 /* Layers (layers.c): _forward/_backward pairs over flat arrays. Backward ones add into the
  * parameter gradients and into din unless noted. */
 void gpt_matmul_forward(gpt_real *out, const gpt_real *in, const gpt_real *w, const gpt_real *bias,
                         int n, int ic, int oc);
-/* din = dout w (overwritten when accumulate is 0); dw += dout^T in; dbias += column sums */
+/* din = dout w (overwritten when accumulate is 0); dw += dout^T in; dbias += column sums; each
+ * skipped when NULL */
 void gpt_matmul_backward(gpt_real *din, gpt_real *dw, gpt_real *dbias, const gpt_real *dout,
                          const gpt_real *in, const gpt_real *w, int n, int ic, int oc,
                          int accumulate);
 void gpt_layernorm_forward(gpt_real *out, gpt_real *mean, gpt_real *rstd, const gpt_real *in,
                            const gpt_real *w, const gpt_real *b, int n, int c);
+/* dw and db NULL: din only */
 void gpt_layernorm_backward(gpt_real *din, gpt_real *dw, gpt_real *db, const gpt_real *dout,
                             const gpt_real *in, const gpt_real *w, const gpt_real *mean,
                             const gpt_real *rstd, int n, int c);
+/* dw and db only, as gpt_layernorm_backward computes them */
+void gpt_layernorm_wgrad(gpt_real *dw, gpt_real *db, const gpt_real *dout, const gpt_real *in,
+                         const gpt_real *mean, const gpt_real *rstd, int n, int c);
 void gpt_gelu_forward(gpt_real *out, const gpt_real *in, int n);
 void gpt_gelu_backward(gpt_real *din, const gpt_real *in, const gpt_real *dout, int n);
 /* Causal attention over local heads: qkv [b, T, 3 Cl] -> out [b, T, Cl], att [b, Hl, T, T]. */

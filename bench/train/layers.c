@@ -24,8 +24,9 @@ void gpt_matmul_backward(gpt_real *din, gpt_real *dw, gpt_real *dbias, const gpt
     if (din)
         GPT_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, ic, oc, 1.0f, dout, oc, w, ic,
                  accumulate ? 1.0f : 0.0f, din, ic);
-    GPT_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, oc, ic, n, 1.0f, dout, oc, in, ic, 1.0f, dw,
-             ic);
+    if (dw)
+        GPT_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, oc, ic, n, 1.0f, dout, oc, in, ic, 1.0f,
+                 dw, ic);
     if (dbias)
         for (int i = 0; i < n; i++)
             for (int o = 0; o < oc; o++)
@@ -71,9 +72,24 @@ void gpt_layernorm_backward(gpt_real *din, gpt_real *dw, gpt_real *db, const gpt
         for (int k = 0; k < c; k++) {
             gpt_real norm = (x[k] - mean[i]) * rstd[i];
             gpt_real dn = w[k] * d[k];
+            if (dw) {
+                db[k] += d[k];
+                dw[k] += norm * d[k];
+            }
+            dx[k] += (gpt_real)((dn - dnorm_mean - norm * dnorm_norm_mean) * rstd[i]);
+        }
+    }
+}
+
+void gpt_layernorm_wgrad(gpt_real *dw, gpt_real *db, const gpt_real *dout, const gpt_real *in,
+                         const gpt_real *mean, const gpt_real *rstd, int n, int c)
+{
+    for (int i = 0; i < n; i++) {
+        const gpt_real *x = in + (size_t)i * c, *d = dout + (size_t)i * c;
+        for (int k = 0; k < c; k++) {
+            gpt_real norm = (x[k] - mean[i]) * rstd[i];
             db[k] += d[k];
             dw[k] += norm * d[k];
-            dx[k] += (gpt_real)((dn - dnorm_mean - norm * dnorm_norm_mean) * rstd[i]);
         }
     }
 }

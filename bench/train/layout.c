@@ -1,6 +1,8 @@
 /* mesh-train's layout: the grid, the tp handle and the model's hooks. */
 #include "layout.h"
 
+#include <mesh/pipeline.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,16 +27,24 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     for (int a = 0; a < MESH_AXIS_COUNT; a++)
         prod *= p->size[a] > 0 ? p->size[a] : 1;
     /* axes whose layers are not part of mesh-train yet: refused, never silently ignored */
-    static const char *const missing[MESH_AXIS_COUNT] = {[MESH_AXIS_CP] = "context parallelism",
-                                                         [MESH_AXIS_EP] = "expert parallelism",
-                                                         [MESH_AXIS_PP] = "pipeline parallelism"};
+    static const char *const missing[MESH_AXIS_COUNT] = {
+        [MESH_AXIS_CP] = "context parallelism", [MESH_AXIS_EP] = "expert parallelism"};
     for (int a = 0; a < MESH_AXIS_COUNT; a++)
         if (missing[a] && p->size[a] > 1) {
             snprintf(lo->err, sizeof(lo->err),
-                     "--mesh %s=%d: %s is not available in mesh-train yet (tp and dp are)",
+                     "--mesh %s=%d: %s is not available in mesh-train yet (tp, dp and pp are)",
                      axis_names[a], p->size[a], missing[a]);
             return -1;
         }
+    /* stages 2 and 3 reduce (and gather) at every micro-batch boundary, and a pipeline runs
+     * several micro-batches at once */
+    if (p->size[MESH_AXIS_PP] > 1 && p->stage >= 2) {
+        snprintf(lo->err, sizeof(lo->err),
+                 "--zero %d with pp=%d: stages 2 and 3 reduce every micro-batch, which a pipeline "
+                 "interleaves; use --zero 0 or 1",
+                 p->stage, p->size[MESH_AXIS_PP]);
+        return -1;
+    }
     if (prod != mesh_comm_size(world)) {
         snprintf(lo->err, sizeof(lo->err),
                  "--mesh: the axis sizes multiply to %d, but %d ranks run (meshrun -n %d)", prod,
@@ -53,6 +63,8 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
         s = mesh_grid_comm(lo->grid, "tp", &lo->tp_comm);
     if (s == MESH_OK)
         s = mesh_grid_comm(lo->grid, "dp", &lo->dp_comm);
+    if (s == MESH_OK)
+        s = mesh_grid_comm(lo->grid, "pp", &lo->pp_comm);
     mesh_tp_params_t tpp = {.field_mask = MESH_TP_PARAM_FIELD_FLAGS,
                             .flags = p->sequence_parallel ? MESH_TP_SEQUENCE_PARALLEL : 0};
     if (s == MESH_OK)
@@ -63,6 +75,8 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     }
     lo->tp_size = mesh_comm_size(lo->tp_comm), lo->tp_rank = mesh_comm_rank(lo->tp_comm);
     lo->dp_size = mesh_comm_size(lo->dp_comm), lo->dp_rank = mesh_comm_rank(lo->dp_comm);
+    lo->pp_size = mesh_comm_size(lo->pp_comm), lo->pp_rank = mesh_comm_rank(lo->pp_comm);
+    lo->tied_peer = -1;
     return 0;
 }
 
@@ -205,7 +219,7 @@ static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t 
         memset(g, 0, sizeof(*g));
     for (int i = 0; i < lo->m->n_tensors; i++) {
         const gpt_tensor_t *t = &lo->m->tensors[i];
-        if (t->group != group)
+        if (t->group != group || (lo->owned && !lo->owned[i]))
             continue;
         float *w = param_of(lo, t);
         if (!w)
@@ -222,10 +236,29 @@ static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t 
     return zst(mesh_zero_progress(lo->z));
 }
 
+/* A tensor's gradient is final for the step: tp-replicated gradients summed under sequence
+ * parallelism, bf16 ones stored, marked ready so that its bucket's reduction starts under the
+ * rest of the backward pass. */
+static int hand_over(layout_t *lo, const gpt_tensor_t *t)
+{
+    void *gp;
+    if (zst(mesh_zero_grad(lo->z, t->name, &gp)))
+        return -1;
+    float *g32 = lo->bf16 ? lo->work_g + t->offset : gp;
+    if (lo->tp_size > 1 && t->split == GPT_WHOLE &&
+        st(mesh_tp_replicated_grad(lo->tp, g32, t->numel, MESH_FP32)))
+        return -1;
+    if (lo->bf16) {
+        for (size_t k = 0; k < t->numel; k++)
+            ((uint16_t *)gp)[k] = to_bf16(g32[k]);
+        memset(g32, 0, t->numel * sizeof(float));
+    }
+    return zst(mesh_zero_grad_ready(lo->z, t->name));
+}
+
 /* At the end of a group's backward pass in a micro-batch whose gradients the optimizer takes
- * (the last before a step; every one in stages 2 and 3, which reduce each micro-batch):
- * tp-replicated gradients summed under sequence parallelism, bf16 ones stored, each marked
- * ready so that its bucket's reduction starts under the rest of the backward pass. */
+ * (the last before a step; every one in stages 2 and 3, which reduce each micro-batch), each
+ * of the group's gradients is handed over. */
 static int release(void *ctx, int group, int phase)
 {
     layout_t *lo = ctx;
@@ -233,27 +266,45 @@ static int release(void *ctx, int group, int phase)
      * the gradient over */
     int last = --lo->held[group] == 0;
     int taken = last && (lo->boundary || lo->stage >= 2);
+    if (lo->pp_size > 1 && group == 0)
+        taken = 0; /* layout_pp_handover */
     for (int i = 0; phase == GPT_BWD && taken && i < lo->m->n_tensors; i++) {
         const gpt_tensor_t *t = &lo->m->tensors[i];
-        if (t->group != group)
-            continue;
-        void *gp;
-        if (zst(mesh_zero_grad(lo->z, t->name, &gp)))
-            return -1;
-        float *g32 = lo->bf16 ? lo->work_g + t->offset : gp;
-        if (lo->tp_size > 1 && t->split == GPT_WHOLE &&
-            st(mesh_tp_replicated_grad(lo->tp, g32, t->numel, MESH_FP32)))
-            return -1;
-        if (lo->bf16) {
-            for (size_t k = 0; k < t->numel; k++)
-                ((uint16_t *)gp)[k] = to_bf16(g32[k]);
-            memset(g32, 0, t->numel * sizeof(float));
-        }
-        if (zst(mesh_zero_grad_ready(lo->z, t->name)))
+        if (t->group == group && (!lo->owned || lo->owned[i]) && hand_over(lo, t))
             return -1;
     }
     if (lo->stage == 3 && zst(mesh_zero_release(lo->z, group)))
         return -1;
+    return 0;
+}
+
+int layout_pp_handover(layout_t *lo)
+{
+    gpt_t *m = lo->m;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const gpt_tensor_t *t = &m->tensors[i];
+        if (t->group != 0 || (lo->owned && !lo->owned[i]))
+            continue;
+        if (!strcmp(t->name, "wte") && lo->tied_peer >= 0) {
+            void *gp;
+            if (zst(mesh_zero_grad(lo->z, t->name, &gp)))
+                return -1;
+            float *g32 = lo->bf16 ? lo->work_g + t->offset : gp;
+            float *other = malloc(t->numel * sizeof(float));
+            if (!other)
+                return -1;
+            /* the two stages add the same two numbers: their copies stay identical */
+            int rc = st(mesh_sendrecv(lo->pp_comm, g32, t->numel, lo->tied_peer, other, t->numel,
+                                      lo->tied_peer, MESH_FP32, MESH_PP_TAG_END, NULL, NULL));
+            for (size_t k = 0; rc == 0 && k < t->numel; k++)
+                g32[k] += other[k];
+            free(other);
+            if (rc)
+                return -1;
+        }
+        if (hand_over(lo, t))
+            return -1;
+    }
     return 0;
 }
 
@@ -273,15 +324,23 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
     p.stage = lo->stage;
     p.dtype = lo->bf16 ? MESH_BF16 : MESH_FP32;
     p.grad_scale = 1.0; /* the model's loss is already the mean over the global batch */
-    if (lo->tp_size > 1) {
+    /* the gradient norm is global: summed over the tp shards and the pipeline stages */
+    if (lo->tp_size > 1 || lo->pp_size > 1) {
         p.field_mask |= MESH_ZERO_PARAM_FIELD_MP_COMM;
-        p.mp_comm = lo->tp_comm;
+        if (lo->pp_size == 1)
+            p.mp_comm = lo->tp_comm;
+        else if (zst(mesh_grid_comm(lo->grid, "tp-pp", &p.mp_comm)))
+            return -1;
     }
     if (zst(mesh_zero_create(lo->dp_comm, &p, &lo->z)))
         return -1;
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor_t *t = &m->tensors[i];
+        if (lo->owned && !lo->owned[i])
+            continue;
         unsigned flags = t->split == GPT_WHOLE && lo->tp_size > 1 ? MESH_ZERO_REPLICATED : 0;
+        if (!strcmp(t->name, "wte") && lo->tied_peer >= 0)
+            flags |= MESH_ZERO_SHARED; /* on the first and the last stage */
         if (t->cols == 1)
             flags |= MESH_ZERO_NO_DECAY; /* biases and layernorms */
         size_t shape[2] = {t->numel / (size_t)t->cols, (size_t)t->cols};
@@ -310,6 +369,8 @@ int layout_init_params(layout_t *lo, uint64_t seed)
     gpt_t *m = lo->m;
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor_t *t = &m->tensors[i];
+        if (lo->owned && !lo->owned[i])
+            continue;
         float *full = malloc((size_t)t->rows * t->cols * sizeof(float));
         float *local = malloc(t->numel * sizeof(float));
         if (!full || !local)
@@ -424,6 +485,6 @@ void layout_destroy(layout_t *lo)
     free(lo->prefetched), free(lo->held);
     mesh_tp_destroy(lo->tp);
     mesh_grid_destroy(lo->grid);
-    free(lo->work_p), free(lo->work_g);
+    free(lo->work_p), free(lo->work_g), free(lo->owned);
     memset(lo, 0, sizeof(*lo));
 }

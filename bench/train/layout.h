@@ -20,10 +20,10 @@ typedef struct {
 } layout_params_t;
 
 typedef struct {
-    mesh_comm_h world, tp_comm, dp_comm;
+    mesh_comm_h world, tp_comm, dp_comm, pp_comm;
     mesh_grid_h grid;
     mesh_tp_h tp;
-    int tp_size, tp_rank, dp_size, dp_rank;
+    int tp_size, tp_rank, dp_size, dp_rank, pp_size, pp_rank;
     gpt_t *m;
     mesh_zero_h z;
     int bf16, stage;
@@ -31,6 +31,13 @@ typedef struct {
     float *work_p, *work_g; /* fp32 copies the model works on when storage is bf16 */
     int *held;              /* per group: acquisitions not yet released */
     int boundary;           /* the micro-batch being run is the last before a step */
+    /* Pipeline parallelism (set before layout_bind): the tensors this rank's stages hold
+     * (NULL: all), and the pp rank holding the other copy of the tied token table (-1: none).
+     * The token table's gradient is complete only when both stages have run their backward
+     * passes, so group 0 is handed to the optimizer by layout_pp_handover after the step's
+     * schedule, not by the hooks. */
+    int *owned;
+    int tied_peer;
     char err[512];
 } layout_t;
 
@@ -39,6 +46,9 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p);
 /* Points the model's hooks at the layout; registers its tensors with the sharded optimizer
  * (created with zp, over dp, the norm summed over tp) and finalizes it. */
 int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp);
+/* Pipeline parallelism, after the step's schedule has run: the tied token table's gradient
+ * summed with the other stage's copy, then group 0 handed to the optimizer. */
+int layout_pp_handover(layout_t *lo);
 /* Model initialisation independent of the layout: each full tensor from (seed, name), then this
  * rank's shard. */
 int layout_init_params(layout_t *lo, uint64_t seed);

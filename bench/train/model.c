@@ -53,6 +53,12 @@ static void colsum(gpt_real *dbias, const gpt_real *d, int n, int c)
             dbias[k] += d[(size_t)i * c + k];
 }
 
+/* Split backward: what a weight gradient needs beyond the activations, kept from B for W. */
+static void keep(gpt_t *m, int mb, int l, int slot, const gpt_real *src)
+{
+    memcpy(gpt_wgrad_slot(m, mb, l, slot), src, gpt_wgrad_slot_numel(m, slot) * sizeof(gpt_real));
+}
+
 /* ---------------------------------------------------------------- attention and MLP */
 
 static int attn_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_real *in,
@@ -74,6 +80,17 @@ static int attn_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_rea
     return 0;
 }
 
+/* The key bias adds q.b to every score of a row, which the softmax ignores: its gradient is
+ * zero, given as such rather than as rounding noise (which Adam would scale up to a full step,
+ * differently for every order of summation). */
+static void qkv_bias_grad(gpt_real *dqkvb, const gpt_real *dqkv, int n, int cl)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 3 * cl; k++)
+            if (k < cl || k >= 2 * cl)
+                dqkvb[k] += dqkv[(size_t)i * 3 * cl + k];
+}
+
 static int attn_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g,
                     const gpt_real *dout, gpt_real *din)
 {
@@ -82,21 +99,39 @@ static int attn_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *
     gpt_real *in_l = a->ln1_in + (size_t)l * N * C, *qkv = a->qkv + (size_t)l * N * 3 * Cl;
     gpt_real *att = a->att + (size_t)l * m->b * m->NHl * m->T * m->T;
     gpt_real *atty = a->atty + (size_t)l * N * Cl;
-    colsum(g->attprojb, dout, No, C);
+    /* g NULL: the input gradient only, what W needs kept */
+    if (g)
+        colsum(g->attprojb, dout, No, C);
+    else
+        keep(m, mb, l, GPT_WG_ATTN_DOUT, dout);
     if (exit_bwd(m, dout, m->partial, C))
         return -1;
+    if (!g)
+        keep(m, mb, l, GPT_WG_ATTN_PARTIAL, m->partial);
     gpt_real *datty = m->wide_a, *dqkv = m->wide_b;
-    gpt_matmul_backward(datty, g->attprojw, NULL, m->partial, atty, p->attprojw, N, Cl, C, 0);
+    gpt_matmul_backward(datty, g ? g->attprojw : NULL, NULL, m->partial, atty, p->attprojw, N, Cl,
+                        C, 0);
     gpt_attention_backward(dqkv, m->datt, datty, qkv, att, m->b, m->T, m->NHl, m->hs);
-    gpt_matmul_backward(m->dinside, g->qkvw, NULL, dqkv, in_l, p->qkvw, N, C, 3 * Cl, 0);
-    /* The key bias adds q.b to every score of a row, which the softmax ignores: its gradient is
-     * zero, given as such rather than as rounding noise (which Adam would scale up to a full
-     * step, differently for every order of summation). */
-    for (int i = 0; i < N; i++)
-        for (int k = 0; k < 3 * Cl; k++)
-            if (k < Cl || k >= 2 * Cl)
-                g->qkvb[k] += dqkv[(size_t)i * 3 * Cl + k];
+    gpt_matmul_backward(m->dinside, g ? g->qkvw : NULL, NULL, dqkv, in_l, p->qkvw, N, C, 3 * Cl, 0);
+    if (g)
+        qkv_bias_grad(g->qkvb, dqkv, N, Cl);
+    else
+        keep(m, mb, l, GPT_WG_ATTN_DQKV, dqkv);
     return enter_bwd(m, m->dinside, din, C);
+}
+
+static int attn_wgrad(gpt_t *m, int mb, int l, gpt_group_t *g)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int N = m->b * m->T, No = m->b * m->tl, C = m->C, Cl = m->Cl;
+    const gpt_real *in_l = a->ln1_in + (size_t)l * N * C, *atty = a->atty + (size_t)l * N * Cl;
+    const gpt_real *dqkv = gpt_wgrad_slot(m, mb, l, GPT_WG_ATTN_DQKV);
+    colsum(g->attprojb, gpt_wgrad_slot(m, mb, l, GPT_WG_ATTN_DOUT), No, C);
+    gpt_matmul_backward(NULL, g->attprojw, NULL, gpt_wgrad_slot(m, mb, l, GPT_WG_ATTN_PARTIAL),
+                        atty, NULL, N, Cl, C, 0);
+    gpt_matmul_backward(NULL, g->qkvw, NULL, dqkv, in_l, NULL, N, C, 3 * Cl, 0);
+    qkv_bias_grad(g->qkvb, dqkv, N, Cl);
+    return 0;
 }
 
 static int mlp_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_real *in, gpt_real *out)
@@ -123,17 +158,43 @@ static int mlp_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g
     int N = m->b * m->T, No = m->b * m->tl, C = m->C, F = m->Fl;
     gpt_real *in_l = a->ln2_in + (size_t)l * N * C, *fch = a->fch + (size_t)l * N * F;
     gpt_real *gel = a->fch_gelu + (size_t)l * N * F;
-    colsum(g->fcprojb, dout, No, C);
+    if (g)
+        colsum(g->fcprojb, dout, No, C);
+    else
+        keep(m, mb, l, GPT_WG_MLP_DOUT, dout);
     if (exit_bwd(m, dout, m->partial, C))
         return -1;
+    if (!g)
+        keep(m, mb, l, GPT_WG_MLP_PARTIAL, m->partial);
     gpt_real *dgel = m->wide_a, *dfch = m->wide_b;
-    gpt_matmul_backward(dgel, g->fcprojw, NULL, m->partial, gel, p->fcprojw, N, F, C, 0);
+    gpt_matmul_backward(dgel, g ? g->fcprojw : NULL, NULL, m->partial, gel, p->fcprojw, N, F, C, 0);
     gpt_gelu_backward(dfch, fch, dgel, N * F);
-    gpt_matmul_backward(m->dinside, g->fcw, g->fcb, dfch, in_l, p->fcw, N, C, F, 0);
+    if (!g)
+        keep(m, mb, l, GPT_WG_MLP_DFCH, dfch);
+    gpt_matmul_backward(m->dinside, g ? g->fcw : NULL, g ? g->fcb : NULL, dfch, in_l, p->fcw, N, C,
+                        F, 0);
     return enter_bwd(m, m->dinside, din, C);
 }
 
-const gpt_layers_t gpt_default_layers = {attn_fwd, attn_bwd, mlp_fwd, mlp_bwd};
+static int mlp_wgrad(gpt_t *m, int mb, int l, gpt_group_t *g)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int N = m->b * m->T, No = m->b * m->tl, C = m->C, F = m->Fl;
+    const gpt_real *in_l = a->ln2_in + (size_t)l * N * C, *gel = a->fch_gelu + (size_t)l * N * F;
+    colsum(g->fcprojb, gpt_wgrad_slot(m, mb, l, GPT_WG_MLP_DOUT), No, C);
+    gpt_matmul_backward(NULL, g->fcprojw, NULL, gpt_wgrad_slot(m, mb, l, GPT_WG_MLP_PARTIAL), gel,
+                        NULL, N, F, C, 0);
+    gpt_matmul_backward(NULL, g->fcw, g->fcb, gpt_wgrad_slot(m, mb, l, GPT_WG_MLP_DFCH), in_l, NULL,
+                        N, C, F, 0);
+    return 0;
+}
+
+const gpt_layers_t gpt_default_layers = {.attn_fwd = attn_fwd,
+                                         .attn_bwd = attn_bwd,
+                                         .mlp_fwd = mlp_fwd,
+                                         .mlp_bwd = mlp_bwd,
+                                         .attn_wgrad = attn_wgrad,
+                                         .mlp_wgrad = mlp_wgrad};
 
 /* ---------------------------------------------------------------- the whole model */
 
@@ -233,57 +294,69 @@ int gpt_head_fwd(gpt_t *m, int mb, double *loss_sum)
 int gpt_head_bwd(gpt_t *m, int mb)
 {
     gpt_acts_t *a = &m->acts[mb];
-    int N = m->b * m->T, No = m->b * m->tl, C = m->C, L = m->L;
+    int N = m->b * m->T, No = m->b * m->tl, C = m->C, L = m->L, split = m->split_backward;
     gpt_group_t p0, g0, p, g;
-    if (acquire(m, 0, GPT_BWD, &p0, &g0) || HOOK(m, prefetch, L + 1))
+    if (acquire(m, 0, GPT_BWD, &p0, split ? NULL : &g0) || HOOK(m, prefetch, L + 1))
         return -1;
     for (int i = 0; i < N; i++)
         m->dloss[i] = m->dloss_scale;
-    gpt_real *dlogits = a->logits; /* in place: the logits are not needed after this */
+    /* in place: the logits are not needed after this, and the head's weight gradient of a split
+     * backward reads their gradient there */
+    gpt_real *dlogits = a->logits;
     if (m->ops.loss_bwd) {
         if (m->ops.loss_bwd(m->ops.ctx, a->logits, a->targets, a->lse, m->dloss, dlogits, N))
             return -1;
     } else {
         gpt_ce_backward(dlogits, a->logits, a->targets, a->lse, m->dloss, N, m->V);
     }
-    gpt_matmul_backward(m->dinside, g0.wte, NULL, dlogits, a->lnf_in, p0.wte, N, C, m->Vl, 0);
+    gpt_matmul_backward(m->dinside, split ? NULL : g0.wte, NULL, dlogits, a->lnf_in, p0.wte, N, C,
+                        m->Vl, 0);
     if (enter_bwd(m, m->dinside, m->dtmp, C))
         return -1;
     if (HOOK(m, release, 0, GPT_BWD))
         return -1;
     memset(m->dx, 0, sizeof(gpt_real) * No * C);
-    if (acquire(m, L + 1, GPT_BWD, &p, &g) || HOOK(m, prefetch, L))
+    if (acquire(m, L + 1, GPT_BWD, &p, split ? NULL : &g) || HOOK(m, prefetch, L))
         return -1;
-    gpt_layernorm_backward(m->dx, g.lnfw, g.lnfb, m->dtmp, a->x + (size_t)L * No * C, p.lnfw,
-                           a->lnf_mean, a->lnf_rstd, No, C);
+    if (split)
+        keep(m, mb, L, GPT_WG_LNF, m->dtmp);
+    gpt_layernorm_backward(m->dx, split ? NULL : g.lnfw, split ? NULL : g.lnfb, m->dtmp,
+                           a->x + (size_t)L * No * C, p.lnfw, a->lnf_mean, a->lnf_rstd, No, C);
     return HOOK(m, release, L + 1, GPT_BWD);
 }
 
 int gpt_blocks_bwd(gpt_t *m, int mb, int l0, int l1)
 {
     gpt_acts_t *a = &m->acts[mb];
-    int No = m->b * m->tl, C = m->C;
-    gpt_group_t p, g;
+    int No = m->b * m->tl, C = m->C, split = m->split_backward;
+    gpt_group_t p, g, *gp = split ? NULL : &g;
     for (int l = l1 - 1; l >= l0; l--) {
         size_t o = (size_t)l * No * C;
-        if (acquire(m, l + 1, GPT_BWD, &p, &g) || (l > l0 && HOOK(m, prefetch, l)))
+        if (acquire(m, l + 1, GPT_BWD, &p, gp) || (l > l0 && HOOK(m, prefetch, l)))
             return -1;
         /* dx holds d(block output); the residual passes it through to xmid and x */
-        if (m->layers.mlp_bwd(m, mb, l, &p, &g, m->dx, m->dtmp))
+        if (m->layers.mlp_bwd(m, mb, l, &p, gp, m->dx, m->dtmp))
             return -1;
-        gpt_layernorm_backward(m->dx, g.ln2w, g.ln2b, m->dtmp, a->xmid + o, p.ln2w,
-                               a->ln2_mean + (size_t)l * No, a->ln2_rstd + (size_t)l * No, No, C);
-        if (m->layers.attn_bwd(m, mb, l, &p, &g, m->dx, m->dtmp))
+        if (split)
+            keep(m, mb, l, GPT_WG_LN2, m->dtmp);
+        gpt_layernorm_backward(m->dx, gp ? g.ln2w : NULL, gp ? g.ln2b : NULL, m->dtmp, a->xmid + o,
+                               p.ln2w, a->ln2_mean + (size_t)l * No, a->ln2_rstd + (size_t)l * No,
+                               No, C);
+        if (m->layers.attn_bwd(m, mb, l, &p, gp, m->dx, m->dtmp))
             return -1;
-        gpt_layernorm_backward(m->dx, g.ln1w, g.ln1b, m->dtmp, a->x + o, p.ln1w,
-                               a->ln1_mean + (size_t)l * No, a->ln1_rstd + (size_t)l * No, No, C);
+        if (split)
+            keep(m, mb, l, GPT_WG_LN1, m->dtmp);
+        gpt_layernorm_backward(m->dx, gp ? g.ln1w : NULL, gp ? g.ln1b : NULL, m->dtmp, a->x + o,
+                               p.ln1w, a->ln1_mean + (size_t)l * No, a->ln1_rstd + (size_t)l * No,
+                               No, C);
         if (HOOK(m, release, l + 1, GPT_BWD))
             return -1;
     }
     return 0;
 }
 
-int gpt_embed_bwd(gpt_t *m, int mb)
+/* The embeddings' gradients from d(x[0]) */
+static int embed_grads(gpt_t *m, int mb, const gpt_real *dx)
 {
     gpt_acts_t *a = &m->acts[mb];
     int b = m->b, C = m->C;
@@ -292,18 +365,69 @@ int gpt_embed_bwd(gpt_t *m, int mb)
         return -1;
     for (int s = 0; s < b; s++)
         for (int t = 0; t < m->tl; t++) {
-            const gpt_real *row = m->dx + ((size_t)s * m->tl + t) * C;
+            const gpt_real *row = dx + ((size_t)s * m->tl + t) * C;
             gpt_real *pos = g0.wpe + (size_t)(m->t0 + t) * C;
             for (int k = 0; k < C; k++)
                 pos[k] += row[k];
         }
     if (m->ops.embed_bwd) {
-        if (m->ops.embed_bwd(m->ops.ctx, a->tokens, m->dx, g0.wte, b))
+        if (m->ops.embed_bwd(m->ops.ctx, a->tokens, dx, g0.wte, b))
             return -1;
     } else {
-        gpt_embed_backward(g0.wte, a->tokens, m->dx, b * m->T, C);
+        gpt_embed_backward(g0.wte, a->tokens, dx, b * m->T, C);
     }
     return HOOK(m, release, 0, GPT_BWD);
+}
+
+int gpt_embed_bwd(gpt_t *m, int mb)
+{
+    /* nothing but weight gradients here */
+    if (m->split_backward) {
+        keep(m, mb, m->L, GPT_WG_EMBED, m->dx);
+        return 0;
+    }
+    return embed_grads(m, mb, m->dx);
+}
+
+int gpt_head_wgrad(gpt_t *m, int mb)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int N = m->b * m->T, No = m->b * m->tl, C = m->C, L = m->L;
+    gpt_group_t p0, g0, p, g;
+    if (acquire(m, 0, GPT_BWD, &p0, &g0))
+        return -1;
+    gpt_matmul_backward(NULL, g0.wte, NULL, a->logits, a->lnf_in, NULL, N, C, m->Vl, 0);
+    if (HOOK(m, release, 0, GPT_BWD) || acquire(m, L + 1, GPT_BWD, &p, &g))
+        return -1;
+    gpt_layernorm_wgrad(g.lnfw, g.lnfb, gpt_wgrad_slot(m, mb, L, GPT_WG_LNF),
+                        a->x + (size_t)L * No * C, a->lnf_mean, a->lnf_rstd, No, C);
+    return HOOK(m, release, L + 1, GPT_BWD);
+}
+
+int gpt_blocks_wgrad(gpt_t *m, int mb, int l0, int l1)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    int No = m->b * m->tl, C = m->C;
+    gpt_group_t p, g;
+    for (int l = l1 - 1; l >= l0; l--) {
+        size_t o = (size_t)l * No * C;
+        if (acquire(m, l + 1, GPT_BWD, &p, &g) || m->layers.mlp_wgrad(m, mb, l, &g))
+            return -1;
+        gpt_layernorm_wgrad(g.ln2w, g.ln2b, gpt_wgrad_slot(m, mb, l, GPT_WG_LN2), a->xmid + o,
+                            a->ln2_mean + (size_t)l * No, a->ln2_rstd + (size_t)l * No, No, C);
+        if (m->layers.attn_wgrad(m, mb, l, &g))
+            return -1;
+        gpt_layernorm_wgrad(g.ln1w, g.ln1b, gpt_wgrad_slot(m, mb, l, GPT_WG_LN1), a->x + o,
+                            a->ln1_mean + (size_t)l * No, a->ln1_rstd + (size_t)l * No, No, C);
+        if (HOOK(m, release, l + 1, GPT_BWD))
+            return -1;
+    }
+    return 0;
+}
+
+int gpt_embed_wgrad(gpt_t *m, int mb)
+{
+    return embed_grads(m, mb, gpt_wgrad_slot(m, mb, m->L, GPT_WG_EMBED));
 }
 
 int gpt_forward(gpt_t *m, int mb, double *loss_sum)

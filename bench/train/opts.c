@@ -17,12 +17,18 @@ static const char usage[] =
     "layout.\n"
     "\n"
     "layout:\n"
-    "  --mesh tp=A,dp=B,...   axis sizes (tp, dp; pp, cp and ep are refused until their layers\n"
+    "  --mesh tp=A,pp=P,dp=B  axis sizes (tp, pp, dp; cp and ep are refused until their layers\n"
     "                         come); they multiply to the number of ranks, dp by default takes\n"
     "                         what the others leave (default: dp = all ranks)\n"
+    "  --schedule S           pipeline schedule with pp > 1: afab, 1f1b (default), interleaved,\n"
+    "                         zb1 or zbv; the blocks are split evenly over pp x chunks stages,\n"
+    "                         the embedding on the first, final layernorm, head and loss on the\n"
+    "                         last (the tied token table on both, its gradient summed between\n"
+    "                         them); --microbatches is the schedule's micro-batch count\n"
+    "  --chunks V             model chunks per pp rank (interleaved: default 2; zbv: 2; else 1)\n"
     "  --order O              rank order of the axes, innermost first (default tp-cp-ep-dp-pp)\n"
     "  --sequence-parallel    split activations outside tp regions along the sequence\n"
-    "  --zero S               ZeRO stage 0..3 over dp (default 0)\n"
+    "  --zero S               ZeRO stage 0..3 over dp (default 0; with pp > 1: 0 or 1)\n"
     "  --no-overlap           reduce gradients after the backward pass, not under it\n"
     "  --bucket-mb X          gradient bucket size in MiB (default 4)\n"
     "model:\n"
@@ -117,6 +123,8 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
         WD,
         BUCKET,
         QUIET,
+        SCHEDULE,
+        CHUNKS,
         HELP
     };
     static const struct option longs[] = {{"mesh", 1, 0, MESH},
@@ -143,6 +151,8 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                                           {"weight-decay", 1, 0, WD},
                                           {"bucket-mb", 1, 0, BUCKET},
                                           {"quiet", 0, 0, QUIET},
+                                          {"schedule", 1, 0, SCHEDULE},
+                                          {"chunks", 1, 0, CHUNKS},
                                           {"help", 0, 0, HELP},
                                           {0, 0, 0, 0}};
     opterr = print;
@@ -229,6 +239,12 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
             break;
         case QUIET:
             o->quiet = 1;
+            break;
+        case SCHEDULE:
+            o->schedule = optarg;
+            break;
+        case CHUNKS:
+            rc = positive("--chunks", optarg, &o->chunks, say);
             break;
         case HELP:
         case 'h':

@@ -10,6 +10,8 @@ typedef struct {
     int zero;
     int layers, d_model, heads, seq, vocab;
     int batch, microbatches, steps;
+    const char *schedule; /* pipeline schedule; NULL: not given */
+    int chunks;           /* 0: not given */
     double lr, clip, weight_decay;
     uint64_t seed;
     int bf16;

@@ -7,6 +7,7 @@
 #include "gpt.h"
 #include "layout.h"
 #include "opts.h"
+#include "pipe.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -47,16 +48,20 @@ static double median(double *v, int n)
 }
 
 static void describe(char *buf, size_t len, const train_opts_t *o, const layout_t *lo,
-                     const gpt_t *m, size_t params, mesh_comm_h world)
+                     const pipe_t *pp, const gpt_t *m, size_t params, mesh_comm_h world)
 {
+    char sched[64] = "";
+    if (lo->pp_size > 1)
+        snprintf(sched, sizeof(sched), " schedule=%s chunks=%d",
+                 mesh_pp_kind_name(mesh_pp_schedule_kind(pp->sched)), pp->v);
     snprintf(buf, len,
-             "mesh-train tp=%d dp=%d pp=1 cp=1 ep=1 order=%s zero=%d dtype=%s sp=%d "
+             "mesh-train tp=%d dp=%d pp=%d%s cp=1 ep=1 order=%s zero=%d dtype=%s sp=%d "
              "overlap=%d layers=%d d_model=%d heads=%d seq=%d vocab=%d batch=%d microbatches=%d "
              "lr=%g seed=%llu params=%zu ranks=%d nodes=%d",
-             lo->tp_size, lo->dp_size, o->order ? o->order : "tp-cp-ep-dp-pp", o->zero,
-             o->bf16 ? "bf16" : "fp32", o->sequence_parallel, o->overlap, m->L, m->C, m->NH, m->T,
-             m->V, o->batch, o->microbatches, o->lr, (unsigned long long)o->seed, params,
-             mesh_comm_size(world), mesh_comm_node_count(world));
+             lo->tp_size, lo->dp_size, lo->pp_size, sched, o->order ? o->order : "tp-cp-ep-dp-pp",
+             o->zero, o->bf16 ? "bf16" : "fp32", o->sequence_parallel, o->overlap, m->L, m->C,
+             m->NH, m->T, m->V, o->batch, o->microbatches, o->lr, (unsigned long long)o->seed,
+             params, mesh_comm_size(world), mesh_comm_node_count(world));
 }
 
 int main(int argc, char **argv)
@@ -88,7 +93,9 @@ int main(int argc, char **argv)
     }
     layout_t lo;
     gpt_t m;
+    pipe_t pp;
     memset(&m, 0, sizeof(m));
+    memset(&pp, 0, sizeof(pp));
     rc = 1;
     int agreed = 0; /* every rank found the same error: they leave together, none is killed */
     if (layout_create(&lo, world, &lp)) {
@@ -125,6 +132,23 @@ int main(int argc, char **argv)
         goto out;
     }
     m.dloss_scale = 1.0f / ((float)o.batch * o.seq);
+    const char *pp_refused = o.save   ? "--save"
+                             : o.load ? "--load"
+                             : o.dump ? "--dump-params"
+                                      : NULL;
+    if (lo.pp_size == 1 && (o.schedule || o.chunks)) {
+        if (say)
+            fprintf(stderr, "mesh-train: --schedule and --chunks need --mesh pp=P with P > 1\n");
+        goto out_agreed;
+    } else if (lo.pp_size > 1 && pp_refused) {
+        if (say)
+            fprintf(stderr, "mesh-train: %s is not available with pp > 1 yet\n", pp_refused);
+        goto out_agreed;
+    } else if (lo.pp_size > 1 && pipe_create(&pp, &lo, &m, o.schedule, o.chunks)) {
+        if (say)
+            fprintf(stderr, "mesh-train: %s\n", pp.err);
+        goto out_agreed;
+    }
     mesh_zero_params_t zp = {
         .field_mask = MESH_ZERO_PARAM_FIELD_OPTIMIZER | MESH_ZERO_PARAM_FIELD_LR |
                       MESH_ZERO_PARAM_FIELD_BETAS | MESH_ZERO_PARAM_FIELD_EPS |
@@ -141,6 +165,10 @@ int main(int argc, char **argv)
         .bucket_bytes = (size_t)(o.bucket_mb * 1048576.0)};
     if (layout_bind(&lo, &m, &zp))
         goto out;
+    if (lo.pp_size > 1 && pipe_start(&pp)) {
+        fprintf(stderr, "mesh-train: %s\n", pp.err);
+        goto out;
+    }
     int64_t start = 0;
     if (o.load) {
         if (layout_load(&lo, o.load, &start))
@@ -156,7 +184,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < m.n_tensors; i++)
         full_params += (size_t)m.tensors[i].rows * m.tensors[i].cols;
     char desc[512];
-    describe(desc, sizeof(desc), &o, &lo, &m, full_params, world);
+    describe(desc, sizeof(desc), &o, &lo, &pp, &m, full_params, world);
     FILE *csv = NULL;
     if (say) {
         printf("# %s\n", desc);
@@ -183,6 +211,8 @@ int main(int argc, char **argv)
             for (int s = 0; s < b; s++)
                 train_data_sample(o.seed, step, first_sample + s, m.T, m.V, a->tokens + s * m.T,
                                   a->targets + s * m.T);
+            if (lo.pp_size > 1)
+                continue; /* the schedule runs them all below */
             double ls;
             lo.boundary = mb == o.microbatches - 1;
             if (mesh_zero_micro_begin(lo.z, lo.boundary) != MESH_OK) {
@@ -193,6 +223,10 @@ int main(int argc, char **argv)
                 goto out_loop;
             loss += ls;
         }
+        if (lo.pp_size > 1 && pipe_step(&pp, &loss)) {
+            fprintf(stderr, "mesh-train: %s\n", pp.err);
+            goto out_loop;
+        }
         double t1 = now_ms();
         mesh_zero_step_info_t info;
         if (mesh_zero_step(lo.z, &info) != MESH_OK) {
@@ -201,7 +235,13 @@ int main(int argc, char **argv)
         }
         double norm = info.grad_norm;
         double t2 = now_ms();
-        /* every tp rank holds the same rows' losses; the dp ranks hold different samples */
+        /* every tp rank holds the same rows' losses; the dp ranks hold different samples; the
+         * last pipeline stage has them all, the others add zero */
+        if (lo.pp_size > 1 &&
+            mesh_allreduce(lo.pp_comm, &loss, &loss, 1, MESH_FP64, MESH_SUM, NULL, NULL)) {
+            fprintf(stderr, "mesh-train: loss all-reduce: %s\n", mesh_comm_last_error(NULL));
+            goto out_loop;
+        }
         if (lo.dp_size > 1 &&
             mesh_allreduce(lo.dp_comm, &loss, &loss, 1, MESH_FP64, MESH_SUM, NULL, NULL)) {
             fprintf(stderr, "mesh-train: loss all-reduce: %s\n", mesh_comm_last_error(NULL));
@@ -240,6 +280,7 @@ out_loop:
 out_agreed:
     agreed = 1;
 out:
+    pipe_destroy(&pp);
     gpt_destroy(&m);
     layout_destroy(&lo);
     if (rc && agreed)

@@ -168,7 +168,6 @@ refused() {
         head -5 "$tmp/refused.out"
     fi
 }
-refused "pp=2: pipeline parallelism is not available" 2 --mesh pp=2
 refused "cp=2: context parallelism is not available" 2 --mesh cp=2
 refused "ep=2: expert parallelism is not available" 2 --mesh ep=2
 refused "multiply to 4, but 2 ranks run" 2 --mesh tp=2,dp=2

@@ -3,7 +3,9 @@
  * backward pass's gradient of every element of every parameter tensor against central finite
  * differences of the mean loss, |analytic - numeric| <= 1e-7 + 1e-5 |numeric|. Single process,
  * a tiny model (2 layers, d_model 16, 4 heads, seq 8, vocab 32, 2 samples) whose parameters are
- * perturbed from their initialisation so that no gradient is zero by symmetry.
+ * perturbed from their initialisation so that no gradient is zero by symmetry. Then the split
+ * backward of zero-bubble pipelines: B alone adds no weight gradient and passes on the same input
+ * gradient, and W after it gives the weight gradients of the backward pass (within 1e-12).
  */
 #include "bench/train/gpt.h"
 #include <math.h>
@@ -28,6 +30,50 @@ static double loss_of(gpt_t *m)
         exit(1);
     }
     return s * m->dloss_scale;
+}
+
+static int split_backward(gpt_t *m, gpt_flat_t *flat)
+{
+    size_t nx = (size_t)m->b * m->tl * m->C;
+    gpt_real *whole = flat->grads, *split = calloc(m->n_params, sizeof(gpt_real));
+    gpt_real *dx0 = malloc(nx * sizeof(gpt_real));
+    if (!split || !dx0 || gpt_alloc_wgrad(m))
+        return 1;
+    memcpy(dx0, m->dx, nx * sizeof(gpt_real)); /* d(x[0]) of the whole backward pass */
+    flat->grads = split;
+    loss_of(m);
+    m->split_backward = 1;
+    int bad = gpt_head_bwd(m, 0) || gpt_blocks_bwd(m, 0, 0, m->L) || gpt_embed_bwd(m, 0);
+    m->split_backward = 0;
+    for (size_t i = 0; !bad && i < m->n_params; i++)
+        if (split[i] != 0) {
+            printf("FAIL split backward: B wrote weight gradient element %zu\n", i);
+            bad = 1;
+        }
+    for (size_t i = 0; !bad && i < nx; i++)
+        if (m->dx[i] != dx0[i]) {
+            printf("FAIL split backward: d(x[0])[%zu] %.17g, whole pass %.17g\n", i, m->dx[i],
+                   dx0[i]);
+            bad = 1;
+        }
+    if (!bad)
+        bad = gpt_head_wgrad(m, 0) || gpt_blocks_wgrad(m, 0, 0, m->L) || gpt_embed_wgrad(m, 0);
+    for (int ti = 0; !bad && ti < m->n_tensors; ti++) {
+        const gpt_tensor_t *t = &m->tensors[ti];
+        for (size_t k = 0; k < t->numel; k++) {
+            double a = whole[t->offset + k], b = split[t->offset + k];
+            if (fabs(a - b) > 1e-12 * (fabs(a) + 1e-300)) {
+                printf("FAIL split backward: %s[%zu] %.17g, whole pass %.17g\n", t->name, k, b, a);
+                bad = 1;
+                break;
+            }
+        }
+    }
+    if (!bad)
+        printf("split backward: B adds no weight gradient, W gives the whole pass's\n");
+    flat->grads = whole;
+    free(split), free(dx0);
+    return bad;
 }
 
 int main(void)
@@ -57,7 +103,7 @@ int main(void)
     double l0 = loss_of(&m);
     if (gpt_backward(&m, 0))
         return 1;
-    int failures = 0;
+    int failures = split_backward(&m, &flat);
     size_t checked = 0, zero = 0;
     const double h = 1e-5;
     for (int ti = 0; ti < m.n_tensors; ti++) {
