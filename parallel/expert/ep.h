@@ -28,16 +28,30 @@ struct mesh_ep_layout {
     size_t *expert_rows;   /* [local] */
     uint64_t *routed, *dropped; /* [local] */
     mesh_ep_source_t *sources;  /* [nrecv] */
-    void *scratch;              /* packed rows, kept between calls */
+    /* rows a rank routes to its own experts skip the all-to-all: packed rows [self_lo, self_hi)
+     * are expert rows self_map[r - self_lo] */
+    size_t self_lo, self_hi;
+    size_t *self_map;
+    void *scratch; /* packed rows, kept between calls */
     size_t scratch_size;
     size_t *counts;       /* [local][4][size]: the all-to-all-vs' counts and displacements */
     mesh_request_h *reqs; /* [local] */
 };
 
 /* Moves rows between the packed source side and the grouped expert side: forward sends
- * packed -> expert rows, reverse sends them back. rb is the row size in bytes. */
+ * packed -> expert rows, reverse sends them back. rb is the row size in bytes. The rows that
+ * stay on this rank are not moved (see mesh_ep_row). */
 mesh_status_t mesh_ep_move(mesh_ep_layout_h l, const void *packed, void *grouped, size_t rb,
                            int reverse, const char *fn);
+/* Where packed row r of rb bytes lives: in the expert rows when it stays on this rank. */
+static inline char *mesh_ep_row(mesh_ep_layout_h l, char *packed, char *grouped, size_t r,
+                                size_t rb)
+{
+    if (r >= l->self_lo && r < l->self_hi)
+        return grouped + l->self_map[r - l->self_lo] * rb;
+    return packed + r * rb;
+}
+
 /* The packed scratch for rb-byte rows, or NULL (error recorded). */
 void *mesh_ep_scratch(mesh_ep_layout_h l, size_t rb, const char *fn);
 

@@ -47,7 +47,8 @@ mesh_status_t mesh_ep_dispatch(mesh_ep_layout_h l, const void *in, void *out, si
         return MESH_ERR_NO_MEMORY;
     size_t k = (size_t)l->ep->topk;
     for (size_t i = 0; i < l->nsend; i++)
-        memcpy(packed + i * rb, (const char *)in + (size_t)l->send_slot[i] / k * rb, rb);
+        memcpy(mesh_ep_row(l, packed, out, i, rb),
+               (const char *)in + (size_t)l->send_slot[i] / k * rb, rb);
     return mesh_ep_move(l, packed, out, rb, 0, fn);
 }
 
@@ -75,7 +76,7 @@ static mesh_status_t gather_sum(mesh_ep_layout_h l, const char *fn, const void *
                     memset(g, 0, rb);
                 continue;
             }
-            const char *row = packed + (size_t)r * rb;
+            const char *row = mesh_ep_row(l, packed, (char *)(uintptr_t)rows, (size_t)r, rb);
             double w = weights ? weights[t * k + j] : 1.0;
             if (dtype == MESH_FP32) { /* the common case, in loops the compiler vectorises */
                 const float *f = (const float *)row;
@@ -150,9 +151,9 @@ mesh_status_t mesh_ep_combine_backward(mesh_ep_layout_h l, const void *grad_out,
     for (size_t i = 0; i < l->nsend; i++) {
         size_t s = (size_t)l->send_slot[i];
         const char *g = (const char *)grad_out + s / k * rb;
+        char *o = mesh_ep_row(l, packed, grad_expert_out, i, rb);
         for (size_t h = 0; h < hidden; h++)
-            mesh_ep_store(packed + i * rb, h, (double)weights[s] * mesh_ep_load(g, h, dtype),
-                          dtype);
+            mesh_ep_store(o, h, (double)weights[s] * mesh_ep_load(g, h, dtype), dtype);
     }
     for (size_t s = 0; grad_weights && s < l->tokens * k; s++) {
         double d = 0;

@@ -82,6 +82,7 @@ void mesh_ep_layout_destroy(mesh_ep_layout_h l)
     free(l->expert_rows);
     free(l->routed);
     free(l->sources);
+    free(l->self_map);
     free(l->scratch);
     free(l->counts);
     free(l->reqs);
@@ -212,6 +213,16 @@ static mesh_status_t build(mesh_ep_layout_h l, const int32_t *ids, const int64_t
         }
     }
     l->nrecv = s;
+    int me = ep->rank;
+    l->self_lo = l->self_hi = l->soff[me * L];
+    for (int x = 0; x < L; x++)
+        l->self_hi += l->scount[me * L + x];
+    l->self_map = malloc((l->self_hi - l->self_lo + 1) * sizeof(size_t));
+    if (l->self_map == NULL)
+        return mesh_par_error(MESH_ERR_NO_MEMORY, "%s: out of memory", fn);
+    for (int x = 0; x < L; x++)
+        for (size_t i = 0; i < l->scount[me * L + x]; i++)
+            l->self_map[l->soff[me * L + x] - l->self_lo + i] = l->roff[me * L + x] + i;
     l->send_slot = malloc((l->nsend ? l->nsend : 1) * sizeof(int64_t));
     size_t *seen = calloc(n, sizeof(size_t));
     if (l->send_slot == NULL || seen == NULL) {
@@ -245,6 +256,8 @@ static mesh_status_t exchange_sources(mesh_ep_layout_h l)
         return mesh_par_error(MESH_ERR_NO_MEMORY, "%s: out of memory", fn);
     }
     mesh_status_t st = mesh_ep_move(l, l->send_slot, got, sizeof(int64_t), 0, fn);
+    for (size_t r = l->self_lo; r < l->self_hi; r++)
+        got[l->self_map[r - l->self_lo]] = l->send_slot[r];
     if (st == MESH_OK)
         for (int p = 0; p < P; p++)
             for (int x = 0; x < L; x++)

@@ -25,6 +25,7 @@ mesh_status_t mesh_ep_move(mesh_ep_layout_h l, const void *packed, void *grouped
             gc[p] = l->rcount[p * L + x] * rb;
             gd[p] = l->roff[p * L + x] * rb;
         }
+        pc[ep->rank] = gc[ep->rank] = 0; /* mesh_ep_row finds them in place */
         if (reverse)
             st = mesh_alltoallv(ep->comm, grouped, gc, gd, (void *)(uintptr_t)packed, pc, pd,
                                 MESH_UINT8, NULL, &reqs[n]);
