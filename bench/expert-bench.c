@@ -5,7 +5,9 @@
  *   tools/meshrun -n 4 --nodes 2 bench/expert-bench --skew 0,1.5
  * Each rank routes its tokens to the top-k experts drawn with probability proportional to
  * 1 / (e + 1)^skew (0: uniform). Times are the slowest rank's; bytes are those that leave a
- * rank, both ways; rank 0 prints the medians and the ratio of the throughputs.
+ * rank, both ways; rank 0 prints the medians, the ratio of the throughputs (all-to-all-v's
+ * median time over dispatch + combine's) and the median of the per-iteration ratios, which a
+ * load that drifts during the run disturbs less.
  */
 #include "mesh.h"
 #include "mesh/expert.h"
@@ -138,7 +140,7 @@ int main(int argc, char **argv)
         in[i] = (char)(mix(i) & 0x3f);
     size_t *sc = calloc(4 * (size_t)P, sizeof(size_t)), *sd = sc + P, *rc = sd + P, *rd = rc + P;
     double *te = malloc(iters * sizeof(double)), *ta = malloc(iters * sizeof(double));
-    double *td = malloc(iters * sizeof(double));
+    double *td = malloc(iters * sizeof(double)), *tr = malloc(iters * sizeof(double));
     if (rank == 0)
         printf("# expert-bench: %d ranks on %d nodes, %zu tokens per rank, hidden %zu %s, E=%d "
                "top-%d, %d iterations\n",
@@ -197,14 +199,15 @@ int main(int argc, char **argv)
                 te[it] = t[0], ta[it] = t[1], td[it] = t[2];
         }
         if (status == 0 && rank == 0) {
+            for (int it = 0; it < iters; it++) /* paired: each iteration's two runs are adjacent */
+                tr[it] = ta[it] / te[it];
             double me = median(te, iters), ma = median(ta, iters), md = median(td, iters);
-            uint64_t routed[256], dropped[256];
-            mesh_ep_layout_stats(l, routed, dropped);
-            printf(
-                "skew %-4g rank 0's experts get %5.1f%% of the rows: dispatch+combine %8.3f ms "
-                "%7.1f MB/s (dispatch %.3f ms) | alltoallv x2 %8.3f ms %7.1f MB/s | ratio %.2f\n",
-                skew, 100.0 * nrecv / ((double)tokens * k * P), me * 1e3, bytes[1] / me / 1e6,
-                md * 1e3, ma * 1e3, bytes[1] / ma / 1e6, ma / me);
+            double mr = median(tr, iters);
+            printf("skew %-4g rank 0's experts get %5.1f%% of the rows: dispatch+combine %8.3f ms "
+                   "%7.1f MB/s (dispatch %.3f ms) | alltoallv x2 %8.3f ms %7.1f MB/s | ratio %.2f "
+                   "(median of paired ratios %.2f)\n",
+                   skew, 100.0 * nrecv / ((double)tokens * k * P), me * 1e3, bytes[1] / me / 1e6,
+                   md * 1e3, ma * 1e3, bytes[1] / ma / 1e6, ma / me, mr);
         }
         free(sb), free(rbuf), free(ex);
         mesh_ep_layout_destroy(l);
@@ -213,6 +216,6 @@ int main(int argc, char **argv)
     }
     mesh_ep_destroy(ep);
     mesh_comm_destroy(comm);
-    free(ids), free(w), free(in), free(out), free(sc), free(te), free(ta), free(td);
+    free(ids), free(w), free(in), free(out), free(sc), free(te), free(ta), free(td), free(tr);
     return status;
 }
