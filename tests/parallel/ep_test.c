@@ -27,7 +27,8 @@
 enum { H = 12 };
 enum { RANDOM, SAME, ALL };
 
-static int wrank, wsize, failures;
+static int wrank, failures;
+static int erank, esize; /* in the ep group */
 #define CHECK(cond, ...) MESH_MP_CHECK(wrank, failures, cond, __VA_ARGS__)
 
 static uint64_t mix(uint64_t seed, uint64_t i)
@@ -96,8 +97,8 @@ static void make(const cas_t *c, batch_t *b, uint64_t seed)
 {
     int E = c->E, k = c->k;
     size_t n = c->tokens;
-    b->start = slice_start(n, wrank, wsize);
-    b->count = slice_start(n, wrank + 1, wsize) - b->start;
+    b->start = slice_start(n, erank, esize);
+    b->count = slice_start(n, erank + 1, esize) - b->start;
     b->ids = malloc(n * k * sizeof(int32_t) + 1);
     b->x = malloc(n * H * sizeof(float) + 1);
     b->g = malloc(n * H * sizeof(float) + 1);
@@ -162,7 +163,7 @@ static void unmake(batch_t *b)
 static int owner(size_t n, size_t t)
 {
     int r = 0;
-    while (r + 1 < wsize && slice_start(n, r + 1, wsize) <= t)
+    while (r + 1 < esize && slice_start(n, r + 1, esize) <= t)
         r++;
     return r;
 }
@@ -188,14 +189,14 @@ static void run_case(mesh_comm_h world, const cas_t *c, uint64_t seed)
         goto out;
     int first, L;
     mesh_ep_local_experts(ep, &first, &L);
-    CHECK(first == wrank * (E / wsize) && L == E / wsize, "%s: local experts %d+%d", c->name, first,
+    CHECK(first == erank * (E / esize) && L == E / esize, "%s: local experts %d+%d", c->name, first,
           L);
 
     /* the expected expert rows: local expert, then global token order, kept choices only */
     size_t want = 0;
     for (size_t t = 0; t < n; t++)
         for (int j = 0; j < k; j++)
-            want += b.ids[t * k + j] / L == wrank && !b.drop[t * k + j];
+            want += b.ids[t * k + j] / L == erank && !b.drop[t * k + j];
     size_t nrecv = mesh_ep_layout_recv_rows(l);
     CHECK(nrecv == want, "%s: %zu expert rows, want %zu", c->name, nrecv, want);
     if (nrecv != want)
@@ -214,7 +215,7 @@ static void run_case(mesh_comm_h world, const cas_t *c, uint64_t seed)
                 if (b.ids[t * k + j] != first + x || b.drop[t * k + j])
                     continue;
                 int r = owner(n, t);
-                size_t lt = t - slice_start(n, r, wsize);
+                size_t lt = t - slice_start(n, r, esize);
                 if (src[i].rank != r || src[i].token != (int64_t)lt || src[i].slot != j ||
                     memcmp(ex + i * H, b.x + t * H, H * sizeof(float)))
                     if (bad++ == 0)
@@ -266,7 +267,7 @@ static void run_case(mesh_comm_h world, const cas_t *c, uint64_t seed)
     CHECK(bw == 0, "%s: weight gradients differ in %zu values", c->name, bw);
     size_t be = 0;
     for (size_t r = 0; r < nrecv; r++) {
-        size_t t = slice_start(n, src[r].rank, wsize) + (size_t)src[r].token;
+        size_t t = slice_start(n, src[r].rank, esize) + (size_t)src[r].token;
         float w = b.w[t * k + src[r].slot];
         for (int h = 0; h < H; h++)
             be += gex[r * H + h] != (float)((double)w * b.g[t * H + h]);
@@ -282,7 +283,7 @@ static void run_case(mesh_comm_h world, const cas_t *c, uint64_t seed)
     ok(mesh_ep_combine(l, eb, ws, ob, NULL, H, MESH_BF16), "combine bf16");
     size_t bb = 0;
     for (size_t r = 0; r < nrecv; r++) {
-        size_t t = slice_start(n, src[r].rank, wsize) + (size_t)src[r].token;
+        size_t t = slice_start(n, src[r].rank, esize) + (size_t)src[r].token;
         for (int h = 0; h < H; h++)
             bb += eb[r * H + h] != to_bf16(b.x[t * H + h]);
     }
@@ -315,7 +316,7 @@ static void run_case(mesh_comm_h world, const cas_t *c, uint64_t seed)
         CHECK(ndrop > 0, "%s: the capacity drops nothing, the case proves nothing", c->name);
 
     mesh_comm_h self = NULL;
-    ok(mesh_comm_split(world, wrank, 0, &self), "split");
+    ok(mesh_comm_split(world, erank, 0, &self), "split"); /* world: the ep group here */
     mesh_ep_h ep1 = NULL;
     mesh_ep_layout_h l1 = NULL;
     if (self && mesh_ep_create(self, &p, &ep1) == MESH_OK &&
@@ -326,7 +327,7 @@ static void run_case(mesh_comm_h world, const cas_t *c, uint64_t seed)
               "%s: dropped choices differ from the 1-rank layout", c->name);
         CHECK(mesh_ep_layout_capacity(l1) == mesh_ep_layout_capacity(l),
               "%s: capacity %zu on 1 rank, %zu on %d", c->name, mesh_ep_layout_capacity(l1),
-              mesh_ep_layout_capacity(l), wsize);
+              mesh_ep_layout_capacity(l), esize);
         free(d1);
     } else {
         CHECK(0, "%s: 1-rank layout: %s", c->name, mesh_comm_last_error(NULL));
@@ -347,7 +348,7 @@ static void refusals(mesh_comm_h world)
 {
     mesh_ep_h ep = NULL;
     mesh_ep_params_t p = {.field_mask = MESH_EP_PARAM_FIELD_EXPERTS | MESH_EP_PARAM_FIELD_TOPK,
-                          .experts = 4 * wsize,
+                          .experts = 4 * esize,
                           .topk = 2};
     mesh_ep_params_t q = p;
     q.topk = q.experts + 1;
@@ -355,9 +356,9 @@ static void refusals(mesh_comm_h world)
     q = p;
     q.field_mask &= ~(uint64_t)MESH_EP_PARAM_FIELD_EXPERTS;
     refused(mesh_ep_create(world, &q, &ep), "no experts", "experts must be set");
-    if (wsize > 1) {
+    if (esize > 1) {
         q = p;
-        q.experts = wsize + 1;
+        q.experts = esize + 1;
         refused(mesh_ep_create(world, &q, &ep), "E % ep", "not a multiple of the ep size");
     }
     q = p;
@@ -372,14 +373,14 @@ static void refusals(mesh_comm_h world)
     int32_t ids[8] = {0, 1, 2, 3, 1, 0, 3, 2};
     mesh_ep_layout_h l = (mesh_ep_layout_h)(uintptr_t)1;
     /* a bad id on rank 0 fails the layout everywhere */
-    if (wrank == 0)
+    if (erank == 0)
         ids[5] = p.experts;
     mesh_status_t st = mesh_ep_layout_create(ep, 4, ids, &l);
-    refused(st, "id out of range", wrank == 0 ? "expert_ids[5]" : "ep rank 0");
+    refused(st, "id out of range", erank == 0 ? "expert_ids[5]" : "ep rank 0");
     CHECK(l == (mesh_ep_layout_h)(uintptr_t)1, "a refused layout set its output");
-    ids[5] = wrank == wsize - 1 ? 1 : 0;
+    ids[5] = erank == esize - 1 ? 1 : 0;
     st = mesh_ep_layout_create(ep, 4, ids, &l);
-    refused(st, "duplicate id", wrank == wsize - 1 ? "chooses expert 1 twice" : "ep rank");
+    refused(st, "duplicate id", erank == esize - 1 ? "chooses expert 1 twice" : "ep rank");
     ids[5] = 0;
     refused(mesh_ep_layout_create(ep, 4, NULL, &l), "NULL ids", "expert_ids is NULL");
     l = NULL;
@@ -410,16 +411,40 @@ static void refusals(mesh_comm_h world)
 
 int main(int argc, char **argv)
 {
-    (void)argc, (void)argv;
+    int epn = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--ep") && i + 1 < argc) {
+            epn = atoi(argv[++i]);
+        } else {
+            fprintf(stderr, "usage: ep_test [--ep N]   (default: the world is the ep group)\n");
+            return 2;
+        }
+    }
     mesh_comm_h world;
     if (mesh_comm_init_env(&world) != MESH_OK) {
         fprintf(stderr, "init: %s\n", mesh_comm_last_error(NULL));
         return 1;
     }
     wrank = mesh_comm_rank(world);
-    wsize = mesh_comm_size(world);
+    int wsize = mesh_comm_size(world), group = 0;
+    mesh_comm_h epc = world;
+    mesh_grid_h grid = NULL;
+    if (epn > 0 && epn != wsize) {
+        /* ep groups of an ep x dp grid side by side, each with its own batch */
+        mesh_grid_params_t gp = {.field_mask = MESH_GRID_PARAM_FIELD_SIZES,
+                                 .size = {[MESH_AXIS_EP] = epn, [MESH_AXIS_DP] = wsize / epn}};
+        if (wsize % epn || mesh_grid_create(world, &gp, &grid) != MESH_OK ||
+            mesh_grid_comm(grid, "ep", &epc) != MESH_OK) {
+            fprintf(stderr, "[rank %d] grid ep=%d of %d ranks: %s\n", wrank, epn, wsize,
+                    mesh_comm_last_error(NULL));
+            return 1;
+        }
+        group = mesh_grid_coord(grid, "edp");
+    }
+    erank = mesh_comm_rank(epc);
+    esize = mesh_comm_size(epc);
     /* E a multiple of every ep size tested (1, 2, 4; 3 and 5 scale it) */
-    int m = 4 % wsize == 0 ? 1 : wsize;
+    int m = 4 % esize == 0 ? 1 : esize;
     const cas_t cases[] = {
         {"random E=4 k=2", 4 * m, 2, RANDOM, 61, 0},
         {"random E=8 k=3", 8 * m, 3, RANDOM, 50, 0},
@@ -433,12 +458,13 @@ int main(int argc, char **argv)
         {"capacity k=E", 4 * m, 4 * m, ALL, 29, 0.6},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
-        run_case(world, &cases[c], 100 + c);
-    refusals(world);
+        run_case(epc, &cases[c], 100 + c + 1000 * (uint64_t)group);
+    refusals(epc);
     int64_t f = failures;
     mesh_allreduce(world, &f, &f, 1, MESH_INT64, MESH_SUM, NULL, NULL);
     if (wrank == 0)
-        printf("ep_test ranks=%d: %lld failures\n", wsize, (long long)f);
+        printf("ep_test ranks=%d ep=%d: %lld failures\n", wsize, esize, (long long)f);
+    mesh_grid_destroy(grid);
     mesh_comm_destroy(world);
     return f ? 1 : 0;
 }
