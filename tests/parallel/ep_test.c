@@ -1,12 +1,13 @@
 /*
  * Expert dispatch and combine against the expected math, under meshrun: every rank builds the
  * global batch (token rows, routing, weights) from one seed, takes its slice of the tokens
- * (uneven slices, some empty), runs the layer over the world as the ep group and compares,
- * bit for bit:
+ * (uneven slices, some empty), runs the layer over the ep group (the world, or with --ep N the
+ * ep groups of an ep x dp grid, each with its own batch) and compares, bit for bit:
  *   - the rows each rank receives and their sources with the expected grouping (local expert,
  *     then global token order), fp32 and bf16;
  *   - combine with identity experts with each token's rows summed times its weights (in the
- *     layer's stated order: the token's choices in order, in double, rounded once);
+ *     layer's stated order: the token's choices in order, in double, rounded once), and with
+ *     weights in eighths, where every sum is exact, with the token times the sum of its weights;
  *   - both backward passes (sum of the kept rows; weighted rows and the weights' gradients);
  *   - with a capacity factor, the dropped choices and the per-expert statistics with a
  *     reference computed here from the global order, and with the layer run on one rank holding
@@ -78,6 +79,7 @@ typedef struct {
     int E, k, mode;
     size_t tokens;   /* global */
     double capacity; /* factor; 0 dropless */
+    int dyadic;      /* weights in eighths: every sum is exact, so out == (sum of w) * x */
 } cas_t;
 
 typedef struct {
@@ -131,7 +133,9 @@ static void make(const cas_t *c, batch_t *b, uint64_t seed)
                     : c->mode == ALL ? (int)((t + j) % E)
                                      : allowed[j];
             b->ids[t * k + j] = e;
-            b->w[t * k + j] = (float)(0.05 + 0.9 * (uniform(seed + 3, t * k + j) + 1) / 2);
+            b->w[t * k + j] = c->dyadic
+                                  ? (float)(1 + mix(seed + 3, t * k + j) % 8) / 8
+                                  : (float)(0.05 + 0.9 * (uniform(seed + 3, t * k + j) + 1) / 2);
         }
         (void)perm;
     }
@@ -243,13 +247,16 @@ static void run_case(mesh_comm_h world, const cas_t *c, uint64_t seed)
     size_t bc = 0, bd = 0, bg = 0, bw = 0;
     for (size_t t = 0; t < T; t++)
         for (int h = 0; h < H; h++) {
-            double s = 0, u = 0;
+            double s = 0, u = 0, wsum = 0;
             for (int j = 0; j < k; j++)
                 if (!ds[t * k + j]) {
                     s += (double)ws[t * k + j] * xs[t * H + h];
                     u += xs[t * H + h];
+                    wsum += ws[t * k + j];
                 }
             bc += out[t * H + h] != (float)s;
+            if (c->dyadic)
+                bc += out[t * H + h] != (float)(wsum * xs[t * H + h]);
             bd += gin[t * H + h] != (float)u;
             for (int j = 0; j < k; j++)
                 bg += gath[(t * k + j) * H + h] != (ds[t * k + j] ? 0.0f : xs[t * H + h]);
@@ -456,6 +463,8 @@ int main(int argc, char **argv)
         {"capacity 0.5 E=8", 8 * m, 2, RANDOM, 64, 0.5},
         {"capacity one expert", 4 * m, 1, SAME, 40, 1.0},
         {"capacity k=E", 4 * m, 4 * m, ALL, 29, 0.6},
+        {"dyadic random k=2", 4 * m, 2, RANDOM, 45, 0, 1},
+        {"dyadic k=E", 4 * m, 4 * m, ALL, 21, 0, 1},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
         run_case(epc, &cases[c], 100 + c + 1000 * (uint64_t)group);
