@@ -52,6 +52,11 @@ static inline char *mesh_ep_row(mesh_ep_layout_h l, char *packed, char *grouped,
     return packed + r * rb;
 }
 
+/* out = sum over j < n of w[j] * rows[j] (hidden elements of dtype), in order, in double,
+ * rounded once; acc holds hidden doubles (unused for n <= 2). */
+void mesh_ep_weighted_sum(char *out, const char **rows, const double *w, int n, size_t hidden,
+                          mesh_dtype_t dtype, double *acc);
+
 /* The packed scratch for rb-byte rows, or NULL (error recorded). */
 void *mesh_ep_scratch(mesh_ep_layout_h l, size_t rb, const char *fn);
 
@@ -74,11 +79,10 @@ static inline void mesh_ep_store(void *row, size_t i, double v, mesh_dtype_t dty
     }
     uint32_t u;
     memcpy(&u, &f, sizeof(u));
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN stays a (quiet) NaN */
-        u |= 0x00400000u;
-    else
-        u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
-    ((uint16_t *)row)[i] = (uint16_t)(u >> 16);
+    /* round to nearest even; a NaN stays a (quiet) NaN. Selects, not branches, so that loops
+     * over a row vectorise. */
+    uint32_t r = u + 0x7fffu + ((u >> 16) & 1u), q = u | 0x00400000u;
+    ((uint16_t *)row)[i] = (uint16_t)(((u & 0x7fffffffu) > 0x7f800000u ? q : r) >> 16);
 }
 
 #endif

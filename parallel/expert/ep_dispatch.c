@@ -52,31 +52,6 @@ mesh_status_t mesh_ep_dispatch(mesh_ep_layout_h l, const void *in, void *out, si
     return mesh_ep_move(l, packed, out, rb, 0, fn);
 }
 
-/* out = sum of w[j] * rows[j] over n rows, in order, in double, rounded once; fp32 in one pass
- * for the usual n (the sums are the same as the general loop's). */
-static void weighted_sum(char *out, const char **rows, const double *w, int n, size_t hidden,
-                         mesh_dtype_t dtype, double *acc)
-{
-    if (dtype == MESH_FP32 && n <= 2) {
-        float *o = (float *)out;
-        const float *a = (const float *)rows[0], *b = (const float *)rows[n - 1];
-        if (n == 1)
-            for (size_t h = 0; h < hidden; h++)
-                o[h] = (float)(w[0] * a[h]);
-        else
-            for (size_t h = 0; h < hidden; h++)
-                o[h] = (float)(w[0] * a[h] + w[1] * b[h]);
-        return;
-    }
-    for (size_t h = 0; h < hidden; h++)
-        acc[h] = w[0] * mesh_ep_load(rows[0], h, dtype);
-    for (int j = 1; j < n; j++)
-        for (size_t h = 0; h < hidden; h++)
-            acc[h] += w[j] * mesh_ep_load(rows[j], h, dtype);
-    for (size_t h = 0; h < hidden; h++)
-        mesh_ep_store(out, h, acc[h], dtype);
-}
-
 /* Brings the expert rows back and sums them per token with weights (1 where NULL). */
 static mesh_status_t gather_sum(mesh_ep_layout_h l, const char *fn, const void *rows,
                                 const float *weights, void *out, void *gathered, size_t hidden,
@@ -113,7 +88,7 @@ static mesh_status_t gather_sum(mesh_ep_layout_h l, const char *fn, const void *
         if (n == 0)
             memset(o, 0, rb);
         else
-            weighted_sum(o, src, w, n, hidden, dtype, acc);
+            mesh_ep_weighted_sum(o, src, w, n, hidden, dtype, acc);
     }
     free(acc);
     return st;
@@ -162,9 +137,10 @@ mesh_status_t mesh_ep_combine_backward(mesh_ep_layout_h l, const void *grad_out,
     for (size_t i = 0; i < l->nsend; i++) {
         size_t s = (size_t)l->send_slot[i];
         const char *g = (const char *)grad_out + s / k * rb;
-        char *o = mesh_ep_row(l, packed, grad_expert_out, i, rb);
-        for (size_t h = 0; h < hidden; h++)
-            mesh_ep_store(o, h, (double)weights[s] * mesh_ep_load(g, h, dtype), dtype);
+        const char *row = g;
+        double w = weights[s];
+        mesh_ep_weighted_sum(mesh_ep_row(l, packed, grad_expert_out, i, rb), &row, &w, 1, hidden,
+                             dtype, NULL);
     }
     for (size_t s = 0; grad_weights && s < l->tokens * k; s++) {
         double d = 0;
