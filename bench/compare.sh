@@ -14,12 +14,14 @@
 # section sets mesh against the machine's limits: the largest one-node all-reduce against
 # memcpy of the same size, and every two-node all-reduce and all-gather of 64 MiB and more (or
 # the largest size) against iperf3. CSV files of every run stay in the output folder.
+# With --peer-build DIR, the peer is not MPI but the mesh of another build tree (DIR's meshrun
+# and mesh-bench, over the same transports): the cost of a change, measured in the same run.
 set -u
 
 usage() {
     cat <<EOF
 usage: $0 [-o ops] [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r rounds]
-          [--out DIR] [--builddir DIR] [--skip-iperf]
+          [--out DIR] [--builddir DIR] [--peer-build DIR] [--skip-iperf]
   -o ops        comma-separated (default allreduce,reduce_scatter,allgather,alltoall,broadcast)
   -b/-e/-f      sizes as in mesh-bench (default 8 / 8m / 4)
   -n/-w         timed and warm-up iterations per size (default 20 / 5)
@@ -27,6 +29,7 @@ usage: $0 [-o ops] [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r roun
   --out DIR     where the CSV files and logs go (default: a new folder in \$TMPDIR or /tmp)
   --builddir    build tree holding tools/meshrun and bench/ (default: this script's .. when
                 built there, else the current folder)
+  --peer-build  the peer is mesh built in this other tree (called "peer" in the tables), not MPI
 EOF
 }
 
@@ -36,7 +39,11 @@ minb=8 maxb=8m factor=4 iters=20 warmup=5 rounds=3 out="" skip_iperf=0
 builddir=$(cd "$(dirname "$0")/.." && pwd)
 [ -x "$builddir/tools/meshrun" ] || builddir=$(pwd)
 . "$(dirname "$0")/compare_lib.sh"
-extra_arg() { return 1; }
+peer_build=""
+extra_arg() {
+    [ "$1" = --peer-build ] || return 1
+    peer_build=$2
+}
 parse_args "$@"
 
 MESHRUN=$builddir/tools/meshrun
@@ -48,7 +55,13 @@ done
 [ -n "$out" ] || out=$(mktemp -d "${TMPDIR:-/tmp}/mesh-compare.XXXXXX")
 mkdir -p "$out" || exit 2
 have_mpi=1
-if [ ! -x "$MPIBENCH" ] || ! command -v mpirun >/dev/null; then
+PEER=MPI
+if [ -n "$peer_build" ]; then
+    PEER=peer
+    for f in "$peer_build/tools/meshrun" "$peer_build/bench/mesh-bench"; do
+        [ -x "$f" ] || { echo "compare.sh: $f not built" >&2; exit 2; }
+    done
+elif [ ! -x "$MPIBENCH" ] || ! command -v mpirun >/dev/null; then
     have_mpi=0
     echo "note: mpi-bench or mpirun missing (configure found no MPI): mesh numbers only"
 fi
@@ -68,11 +81,11 @@ latency() {
     p=$(awk -F, 'NR > 1 && $1 == "allreduce" && $4 == 8 && $11 == 0 { print $7 }' \
         "${2:-/dev/null}" 2>/dev/null)
     if [ -n "$m" ] && [ -n "$p" ]; then
-        awk -v m="$m" -v p="$p" 'BEGIN {
-            fmt = "  8-byte allreduce latency: mesh %.2f us, MPI %.2f us, mesh/MPI %.2f\n"
-            printf fmt, m, p, (p > 0 ? m / p : 0) }'
+        awk -v m="$m" -v p="$p" -v P="$PEER" 'BEGIN {
+            fmt = "  8-byte allreduce latency: mesh %.2f us, %s %.2f us, mesh/%s %.2f\n"
+            printf fmt, m, P, p, P, (p > 0 ? m / p : 0) }'
     else
-        echo "  8-byte allreduce latency: mesh ${m:-?} us, MPI ${p:-?} us"
+        echo "  8-byte allreduce latency: mesh ${m:-?} us, $PEER ${p:-?} us"
     fi
 }
 
@@ -110,27 +123,29 @@ rounds() {
     return 0
 }
 
-echo "mesh vs MPI, 2 ranks; sizes $minb..$maxb x$factor, $iters iterations (warm-up $warmup)"
+echo "mesh vs $PEER${peer_build:+ ($peer_build)}, 2 ranks; sizes $minb..$maxb x$factor, $iters iterations (warm-up $warmup)"
 echo "results and logs: $out"
 
 # ---------------------------------------------------------------- (a) one node
 echo
-echo "== (a) one node: mesh (shared memory) vs MPI (its default shared-memory btl)"
-rounds 1node "$MESHRUN" -n 2 "$MESHBENCH" "${common[@]}" -- \
-    mpirun "${mpirun_flags[@]}" "$MPIBENCH" "${common[@]}"
-rounds 1node-lat "$MESHRUN" -n 2 "$MESHBENCH" "${lat[@]}" -- \
-    mpirun "${mpirun_flags[@]}" "$MPIBENCH" "${lat[@]}"
+echo "== (a) one node: mesh (shared memory) vs ${peer_build:+the peer build}${peer_build:-MPI (its default shared-memory btl)}"
+mpi1=(mpirun "${mpirun_flags[@]}" "$MPIBENCH")
+[ -z "$peer_build" ] || mpi1=("$peer_build/tools/meshrun" -n 2 "$peer_build/bench/mesh-bench")
+rounds 1node "$MESHRUN" -n 2 "$MESHBENCH" "${common[@]}" -- "${mpi1[@]}" "${common[@]}"
+rounds 1node-lat "$MESHRUN" -n 2 "$MESHBENCH" "${lat[@]}" -- "${mpi1[@]}" "${lat[@]}"
 report 1node
 
 # ---------------------------------------------------------------- (b) two nodes
 echo
 if [ $root = 1 ]; then
-    echo "== (b) two simulated nodes: mesh between 2 network namespaces (veth + bridge) vs MPI"
+    echo "== (b) two simulated nodes: mesh between 2 network namespaces (veth + bridge) vs $PEER"
 else
     echo "== (b) two simulated nodes: mesh between 2 node labels on loopback (not root: no"
-    echo "   namespaces) vs MPI"
+    echo "   namespaces) vs $PEER"
 fi
-if [ $root = 1 ]; then
+if [ -n "$peer_build" ]; then
+    echo "   the peer build runs exactly as mesh does (meshrun --nodes 2)"
+elif [ $root = 1 ]; then
     # MPI over the same simulated network: meshrun builds the two namespaces and runs mpirun in
     # node 0's; each MPI rank k enters node k's namespace before it starts, and talks TCP over
     # eth0 only (PMIx and the runtime too, since rank 1 cannot reach node 0's loopback)
@@ -151,6 +166,8 @@ else
     mpi2=(mpirun "${mpirun_flags[@]}" --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo
           "$MPIBENCH")
 fi
+[ -z "$peer_build" ] ||
+    mpi2=("$peer_build/tools/meshrun" -n 2 --nodes 2 "$peer_build/bench/mesh-bench")
 iperf_check
 [ $do_iperf = 1 ] && each_round=iperf_round
 rounds 2node "$MESHRUN" -n 2 --nodes 2 "$MESHBENCH" "${common[@]}" -- "${mpi2[@]}" "${common[@]}"

@@ -74,7 +74,8 @@ median() {
 }
 
 # table NAME (compare.sh's tables): time and busbw of mesh and MPI per op and size (out of
-# place) from the medians ($out/{mesh,mpi}-NAME.csv), the busbw ratio mesh/MPI, and the lowest
+# place) from the medians ($out/{mesh,mpi}-NAME.csv), the busbw ratio mesh/MPI ($PEER names the
+# peer when it is not MPI), and the lowest
 # and highest ratio of one round (mesh's round r against MPI's round r, which ran right after
 # it). Both ratios come from the times (MPI time over mesh time: busbw's ratio for the same op
 # and size), as the CSV's busbw column rounds a slow round's figure down to zero.
@@ -84,7 +85,7 @@ table() {
         [ -f "$out/mesh-$name.$r.csv" ] && [ -f "$out/mpi-$name.$r.csv" ] &&
             files+=("$out/mesh-$name.$r.csv" "$out/mpi-$name.$r.csv")
     done
-    awk -F, '
+    awk -F, -v P="${PEER:-MPI}" '
         FNR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; file++; next }
         $col["in_place"] != 0 { next }
         {
@@ -102,8 +103,8 @@ table() {
         }
         END {
             f = "  %-15s %10s  %-13s %10s %10s %10s %10s %9s %11s\n"
-            printf f, "op", "bytes", "mesh algo", "mesh time", "MPI time", "mesh busbw",
-                   "MPI busbw", "mesh/MPI", "one round"
+            printf f, "op", "bytes", "mesh algo", "mesh time", P " time", "mesh busbw",
+                   P " busbw", "mesh/" P, "one round"
             printf f, "", "", "", "(us)", "(us)", "(GB/s)", "(GB/s)", "busbw", "low-high"
             for (i = 0; i < n; i++) {
                 k = order[i]; split(k, kk, SUBSEP)

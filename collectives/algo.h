@@ -43,6 +43,7 @@ typedef struct {
     int uniform;
     size_t dsize;
     size_t bytes; /* message size used for selection (nccl-tests' S) */
+    int opcode;   /* the caller's operation for the call's signature (signature.h): 0 none */
     const size_t *counts, *displs;
     const size_t *rcounts, *rdispls;
 } mesh_coll_args_t;

@@ -4,6 +4,7 @@
 #define MESH_COLL_API_H
 
 #include "collectives/algo.h"
+#include "collectives/signature.h"
 
 #define CHECK_ARG(cond, ...)                                                                   \
     do {                                                                                      \
@@ -24,6 +25,12 @@ mesh_status_t mesh_api_check_overlap(mesh_comm_t *comm, const char *fn, const vo
                                      size_t alen, const void *b, size_t blen, int in_place);
 /* size * arrays size_t values (counts, displs, ...), freed with the request. */
 mesh_status_t mesh_api_alloc_blocks(mesh_comm_t *comm, const char *fn, int arrays, size_t **out);
+/* The signature's code of a reduction the caller named (a valid op, checked before). */
+static inline int mesh_api_opcode(mesh_op_t op)
+{
+    return (unsigned)op < MESH_OP_COUNT ? 1 + (int)op : MESH_SIG_OP_PREMUL;
+}
+
 /* The largest buffer mesh accepts, in bytes: beyond any machine's memory and address space, so
  * that every sum of counts, displacements and offsets below it is exact. */
 #define MESH_API_MAX_BYTES ((size_t)1 << 48)

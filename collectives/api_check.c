@@ -15,9 +15,10 @@ mesh_status_t mesh_api_check_comm(mesh_comm_t *comm, const char *fn, void *strea
         return mesh_comm_fail(comm, mesh_error(MESH_ERR_ABORTED, "%s: communicator was aborted", fn));
     if (comm->failed < 0)
         return mesh_comm_fail(comm, mesh_error(comm->failed,
-                                               "%s: communicator failed earlier (%s); abort and "
-                                               "destroy it",
-                                               fn, mesh_status_string(comm->failed)));
+                                               "%s: the communicator failed earlier (%s: %s); "
+                                               "abort and destroy it",
+                                               fn, mesh_status_string(comm->failed),
+                                               comm->failure));
     if (stream != NULL)
         return mesh_comm_fail(comm, mesh_error(MESH_ERR_INVALID_ARG,
                                                "%s: stream must be NULL for host buffers", fn));
@@ -36,6 +37,7 @@ mesh_status_t mesh_api_check_op(mesh_comm_t *comm, const char *fn, mesh_op_t op,
 {
     *scalar = NULL;
     if ((unsigned)op < MESH_OP_COUNT) {
+        /* the caller's operation is named by the call's signature: ranks must agree on it */
         /* AVG reduces as a sum; the division happens once, at completion */
         *base = op == MESH_AVG ? MESH_SUM : op;
         return MESH_OK;

@@ -3,6 +3,7 @@
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/api.h"
 #include "collectives/request.h"
+#include "collectives/signature.h"
 #include "libmesh/log.h"
 #include "libmesh/reduce.h"
 #include <stdlib.h>
@@ -81,16 +82,25 @@ mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
                         ? api_key(comm, args, avg_buf != NULL, keybuf, &heap)
                         : 0;
     const unsigned char *key = heap ? heap : keybuf;
+    uint32_t sig = mesh_coll_sig(args, args->opcode, comm->size);
+    int root = args->type == MESH_COLL_REDUCE || args->type == MESH_COLL_BROADCAST ||
+                       args->type == MESH_COLL_GATHER || args->type == MESH_COLL_SCATTER
+                   ? args->root
+                   : -1;
     mesh_comm_lock(comm); /* released by mesh_request_submit */
+    uint32_t seq = comm->coll_seq++;
+    mesh_comm_note_call(comm, seq, sig, args->count);
     if (keylen != 0) s = mesh_sched_reuse(comm, key, keylen, (const void **)&algo);
     if (s != NULL) {
-        mesh_sched_set_tag(s, mesh_tag_coll(comm->coll_seq++, 0));
+        mesh_sched_set_tag(s, mesh_tag_coll(seq, sig));
+        mesh_sched_set_call(s, seq, args->count, root);
         comm->replays++;
         goto launch;
     }
     st = mesh_sched_create(comm, args->dtype, args->op, &s);
     if (st < 0) goto err;
-    mesh_sched_set_tag(s, mesh_tag_coll(comm->coll_seq++, 0));
+    mesh_sched_set_tag(s, mesh_tag_coll(seq, sig));
+    mesh_sched_set_call(s, seq, args->count, root);
     if (scalar != NULL && in_count > 0) {
         /* pre-multiplied sum: scale our contribution once, then sum */
         tmp = malloc(in_count * args->dsize);

@@ -20,8 +20,9 @@ mesh_status_t mesh_allreduce(mesh_comm_h comm, const void *sbuf, void *rbuf, siz
     MESH_CHECK(mesh_api_check_buf(comm, fn, "rbuf", rbuf, count));
     MESH_CHECK(mesh_api_check_overlap(comm, fn, sbuf, count * ds, rbuf, count * ds, sbuf == rbuf));
     mesh_coll_args_t a = {.type = MESH_COLL_ALLREDUCE, .sbuf = sbuf, .rbuf = rbuf, .count = count,
-                          .dtype = dtype, .op = base, .in_place = sbuf == rbuf, .uniform = 1,
-                          .dsize = ds, .bytes = count * ds};
+                          .dtype = dtype, .op = base, .opcode = mesh_api_opcode(op),
+                          .in_place = sbuf == rbuf, .uniform = 1, .dsize = ds,
+                          .bytes = count * ds};
     return mesh_api_launch(comm, &a, scalar, count, op == MESH_AVG ? rbuf : NULL, count, NULL, req);
 }
 
@@ -45,7 +46,8 @@ mesh_status_t mesh_reduce(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t
         MESH_CHECK(mesh_api_check_overlap(comm, fn, sbuf, count * ds, rbuf, count * ds, sbuf == rbuf));
     }
     mesh_coll_args_t a = {.type = MESH_COLL_REDUCE, .sbuf = sbuf, .rbuf = is_root ? rbuf : NULL,
-                          .count = count, .dtype = dtype, .op = base, .root = root,
+                          .count = count, .dtype = dtype, .op = base,
+                          .opcode = mesh_api_opcode(op), .root = root,
                           .in_place = sbuf == rbuf, .uniform = 1, .dsize = ds,
                           .bytes = count * ds};
     return mesh_api_launch(comm, &a, scalar, count, op == MESH_AVG && is_root ? rbuf : NULL, count, NULL,
@@ -80,7 +82,7 @@ static mesh_status_t reduce_scatter_common(mesh_comm_t *comm, const char *fn, co
     }
     mesh_coll_args_t a = {.type = MESH_COLL_REDUCE_SCATTER, .sbuf = sbuf, .rbuf = rbuf,
                           .count = counts[comm->rank], .dtype = dtype, .op = base,
-                          .in_place = in_place, .uniform = uniform, .dsize = ds,
+                          .opcode = mesh_api_opcode(op), .in_place = in_place, .uniform = uniform, .dsize = ds,
                           .bytes = total * ds, .counts = counts, .displs = displs};
     return mesh_api_launch(comm, &a, scalar, total, op == MESH_AVG ? rbuf : NULL,
                            counts[comm->rank], blocks, req);

@@ -239,6 +239,7 @@ static void comm_release_resources(mesh_comm_t *c)
     free(c->ctl_rops);
     free(c->ctl_sops);
     free(c->alive);
+    free(c->answers);
     c->ntls = 0;
     c->nactive = c->cap_active = 0;
     c->nnodes = 0;
@@ -252,6 +253,7 @@ static void comm_release_resources(mesh_comm_t *c)
     c->ctl_in = NULL;
     c->ctl_rops = c->verdict_sops = c->ctl_sops = NULL;
     c->alive = NULL;
+    c->answers = NULL;
 }
 
 static void comm_free(mesh_comm_t *c)

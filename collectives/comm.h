@@ -15,12 +15,37 @@
 
 typedef struct mesh_sched mesh_sched_t;
 
-/* A control message: what kind, and the rank a verdict names. */
-enum { MESH_CTL_FAILED = 1, MESH_CTL_HUNG, MESH_CTL_PROBE, MESH_CTL_ALIVE };
+/* A control message: what kind, and the rank a verdict names; a mismatch verdict also carries
+ * the two calls' signatures (the reporter's first) and the reporter's count. */
+enum { MESH_CTL_FAILED = 1, MESH_CTL_HUNG, MESH_CTL_PROBE, MESH_CTL_ALIVE, MESH_CTL_MISMATCH };
 typedef struct {
     int32_t kind;
     int32_t rank;
+    uint32_t sig_mine, sig_theirs;
+    uint64_t count;
+    /* a probe: the collective (sequence number) the prober waits in. An answer: the sequence
+     * number of the answerer's latest collective (seq_last), and, when it made the asked one
+     * (found), its signature (sig_mine) and count there */
+    uint32_t seq, seq_last;
+    int32_t found, pad;
 } mesh_comm_ctl_t;
+
+/* The collectives this rank started lately, for the answers to probes. */
+#define MESH_COMM_RECENT 16
+typedef struct {
+    uint32_t seq, sig;
+    uint64_t count;
+} mesh_comm_recent_t;
+
+/* What a timed-out wait found out from the probe (mesh_comm_find_hung). */
+typedef struct {
+    enum { MESH_DIAG_NONE = 0, MESH_DIAG_HUNG, MESH_DIAG_MISMATCH, MESH_DIAG_BEHIND } kind;
+    int peer;            /* the rank to name */
+    uint32_t their_sig;  /* MISMATCH: its signature at the same collective */
+    uint64_t their_count;
+    uint32_t their_last; /* BEHIND: the sequence number of its latest collective */
+    int started;         /* BEHIND: it made any collective call at all */
+} mesh_comm_diag_t;
 struct mesh_sched_cache; /* finished schedules kept for reuse; owned by sched.c */
 
 /* One open transport interface of a communicator plus its byte counters. */
@@ -82,8 +107,12 @@ typedef struct mesh_comm {
     mesh_tl_op_t *ctl_rops;      /* [size] standing receives, posted again after probes */
     mesh_tl_op_t *verdict_sops;  /* [size] verdicts sent */
     mesh_tl_op_t *ctl_sops;      /* [size] probes and answers sent; allocated by the first */
+    mesh_comm_ctl_t *answers;    /* [size] their answers (allocated with alive) */
     uint8_t *alive;              /* [size] answered this rank's probe */
+    mesh_comm_recent_t recent[MESH_COMM_RECENT]; /* by seq % MESH_COMM_RECENT */
+    uint32_t nstarted;           /* collectives started (recent[] holds the last ones) */
     int verdict_sent;
+    int mismatch_seen;           /* a mismatch verdict arrived (or this rank sent one) */
     double verdict_wait_s;       /* MESH_VERDICT_WAIT */
     double probe_wait_s;         /* MESH_HANG_PROBE */
 
@@ -105,6 +134,7 @@ typedef struct mesh_comm {
     char last_error[512];
     atomic_int aborted;
     mesh_status_t failed; /* sticky: set once a peer failed or a wait timed out */
+    char failure[384];    /* the message of that first failure */
     /* the user's handle, plus one per request alive: a destroyed communicator keeps its
      * structure (released set, every resource gone) until its last request is freed */
     atomic_int refs;
@@ -128,20 +158,26 @@ static inline void mesh_comm_unlock(mesh_comm_t *c)
     atomic_store_explicit(&c->lock, 0, memory_order_release);
 }
 
-/* Message tags: bit 63 separates point-to-point (sequence in the low 32 bits) and control
- * traffic from collectives (31-bit sequence above a 32-bit message index). */
+/* Message tags. Bit 63 set: point-to-point (the user's tag in bits 32..61, a sequence per
+ * (peer, tag) in the low 32) and control traffic (bit 62). Bit 63 clear: a collective, with its
+ * sequence number on the communicator in bits 44..62, the index of the message between the pair
+ * in bits 24..43, and the call's signature in the low MESH_TL_TAG_SIG_BITS (24) bits, which
+ * receives do not compare (tl.h): a message of another call shows as a signature that differs. */
 #define MESH_TAG_P2P (1ull << 63)
 #define MESH_TAG_VERDICT (MESH_TAG_P2P | (1ull << 62))
+#define MESH_TAG_COLL_SEQ_BITS 19
+#define MESH_TAG_COLL_INDEX_BITS 20
 /* Capabilities (MESH_TL_CAP_*) of the transport that carries messages to and from a peer; none
  * for a communicator without routes (the schedule simulators of the tests). */
 static inline uint64_t mesh_comm_peer_caps(const mesh_comm_t *c, int peer)
 {
     return c->peers ? c->tls[c->peers[peer].tl].caps.flags : 0;
 }
-
-static inline uint64_t mesh_tag_coll(uint32_t seq, uint32_t index)
+static inline uint64_t mesh_tag_coll(uint32_t seq, uint32_t sig)
 {
-    return ((uint64_t)(seq & 0x7fffffffu) << 32) | index;
+    return ((uint64_t)(seq & ((1u << MESH_TAG_COLL_SEQ_BITS) - 1))
+            << (MESH_TL_TAG_SIG_BITS + MESH_TAG_COLL_INDEX_BITS)) |
+           (sig & MESH_TL_TAG_SIG_MASK);
 }
 
 /* Context, transports and the collectives' config table, once per process. */
@@ -196,10 +232,19 @@ mesh_status_t mesh_comm_irecv(mesh_comm_t *comm, int peer, uint64_t tag, void *b
 /* After a peer failure (hung: it stopped answering): records the culprit and tells every other
  * live rank, flushing for a bounded moment so the notice leaves before the caller aborts. */
 void mesh_comm_publish_verdict(mesh_comm_t *comm, int culprit, int hung);
-/* A wait timed out on peers waits[0..nwaits): probes every rank for MESH_HANG_PROBE seconds and
- * returns the rank to name (one waited on that did not answer, else any that did not, or the
- * culprit another rank's verdict named meanwhile), or -1 when every rank answered. */
-int mesh_comm_find_hung(mesh_comm_t *comm, const int *waits, int nwaits);
+/* This rank received from peer a message of another call: tells every other rank (each fails
+ * its operations with MESH_ERR_MISMATCH naming both calls). */
+void mesh_comm_publish_mismatch(mesh_comm_t *comm, int peer, uint32_t sig_mine,
+                                uint32_t sig_theirs, uint64_t count);
+/* A wait timed out on peers waits[0..nwaits) in collective seq with signature sig (seq
+ * UINT32_MAX: point-to-point): probes every rank for MESH_HANG_PROBE seconds. HUNG: diag->peer
+ * did not answer (one waited on first), or another rank's verdict named it meanwhile; MISMATCH:
+ * it answered from another call at the same collective; BEHIND: it answered but has not made
+ * this collective call; NONE: every rank answered and is at this call. */
+void mesh_comm_find_hung(mesh_comm_t *comm, const int *waits, int nwaits, uint32_t seq,
+                         uint32_t sig, mesh_comm_diag_t *diag);
+/* Records a collective this rank starts, for the answers to probes. */
+void mesh_comm_note_call(mesh_comm_t *comm, uint32_t seq, uint32_t sig, uint64_t count);
 /* Posts the standing receive of peer's control messages. */
 mesh_status_t mesh_comm_post_ctl(mesh_comm_t *comm, int peer);
 /* After seeing a peer fail, listens for another rank's verdict for MESH_VERDICT_WAIT seconds

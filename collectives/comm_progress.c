@@ -46,6 +46,7 @@ void mesh_comm_set_failed(mesh_comm_t *c, mesh_status_t status)
         c->failed = status;
         /* the detecting thread holds the message now; whichever thread waits reads it here */
         snprintf(c->last_error, sizeof(c->last_error), "%s", mesh_error_last());
+        snprintf(c->failure, sizeof(c->failure), "%s", mesh_error_last());
     }
 }
 

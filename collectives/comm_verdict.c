@@ -7,12 +7,11 @@
  * counted as user bytes) on one standing receive per peer. */
 #define MESH_LOG_SUBSYSTEM "comm"
 #include "collectives/comm.h"
+#include "collectives/signature.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
 #include <stdlib.h>
 
-static const mesh_comm_ctl_t ctl_probe = {.kind = MESH_CTL_PROBE, .rank = -1};
-static const mesh_comm_ctl_t ctl_alive = {.kind = MESH_CTL_ALIVE, .rank = -1};
 
 mesh_status_t mesh_comm_post_ctl(mesh_comm_t *c, int p)
 {
@@ -31,6 +30,28 @@ static void progress_transports(mesh_comm_t *c)
 {
     for (int t = 0; t < c->ntls; t++)
         if (c->tls[t].iface) mesh_tl_progress(c->tls[t].iface);
+}
+
+void mesh_comm_note_call(mesh_comm_t *c, uint32_t seq, uint32_t sig, uint64_t count)
+{
+    c->recent[seq % MESH_COMM_RECENT] = (mesh_comm_recent_t){.seq = seq, .sig = sig,
+                                                             .count = count};
+    c->nstarted = seq + 1;
+}
+
+/* This rank's answer to a probe about collective seq: where it is, and what it called there. */
+static const mesh_comm_ctl_t *answer(mesh_comm_t *c, uint32_t seq)
+{
+    static _Thread_local mesh_comm_ctl_t a;
+    const mesh_comm_recent_t *r = &c->recent[seq % MESH_COMM_RECENT];
+    a = (mesh_comm_ctl_t){.kind = MESH_CTL_ALIVE, .rank = -1, .seq = seq,
+                          .seq_last = c->nstarted ? c->nstarted - 1 : UINT32_MAX};
+    if (c->nstarted > seq && r->seq == seq) {
+        a.found = 1;
+        a.sig_mine = r->sig;
+        a.count = r->count;
+    }
+    return &a;
 }
 
 /* Probes and answers on the send ops of the channel, allocated when first needed. */
@@ -53,14 +74,32 @@ static int take_ctl(mesh_comm_t *c)
     for (int p = 0; p < c->size; p++) {
         if (p == c->rank || c->ctl_rops[p].status != MESH_OK) continue;
         mesh_comm_ctl_t m = c->ctl_in[p];
+        if (m.kind == MESH_CTL_MISMATCH) {
+            if (c->mismatch_seen || m.rank < 0 || m.rank >= c->size) continue;
+            c->mismatch_seen = 1;
+            char mine[96], theirs[96];
+            mesh_coll_sig_describe(m.sig_mine, (size_t)m.count, -1, mine, sizeof(mine));
+            mesh_coll_sig_describe(m.sig_theirs, SIZE_MAX, -1, theirs, sizeof(theirs));
+            mesh_error(MESH_ERR_MISMATCH, "rank %d called %s where rank %d called %s (%s; "
+                       "reported by rank %d)", m.rank, theirs, p, mine,
+                       mesh_coll_sig_diff(m.sig_mine, m.sig_theirs), p);
+            /* also when nothing runs here now: the next call says why the communicator failed */
+            mesh_comm_set_failed(c, MESH_ERR_MISMATCH);
+            mesh_comm_fail_active(c, MESH_ERR_MISMATCH);
+            continue;
+        }
         if (is_verdict(&m, c->size)) {
             if (c->culprit >= 0) continue;
             c->culprit = m.rank;
             c->culprit_hung = m.kind == MESH_CTL_HUNG;
             return p;
         }
-        if (m.kind == MESH_CTL_PROBE) ctl_send(c, p, &ctl_alive);
-        else if (m.kind == MESH_CTL_ALIVE && c->alive != NULL) c->alive[p] = 1;
+        if (m.kind == MESH_CTL_PROBE) {
+            ctl_send(c, p, answer(c, m.seq));
+        } else if (m.kind == MESH_CTL_ALIVE && c->alive != NULL) {
+            c->alive[p] = 1;
+            c->answers[p] = m;
+        }
         /* ready for the next one */
         if (mesh_comm_post_ctl(c, p) != MESH_OK) c->ctl_rops[p].status = MESH_ERR_PEER_FAILED;
     }
@@ -72,14 +111,14 @@ void mesh_comm_check_verdicts(mesh_comm_t *c)
     int had = c->culprit >= 0;
     int from = take_ctl(c);
     if (had || from < 0) return;
-    if (c->culprit_hung) {
-        mesh_error(MESH_ERR_TIMEOUT, "rank %d stopped answering (found by rank %d when its wait "
-                   "timed out)", c->culprit, from);
-        mesh_comm_fail_active(c, MESH_ERR_TIMEOUT);
-    } else {
-        mesh_error(MESH_ERR_PEER_FAILED, "rank %d failed (reported by rank %d)", c->culprit, from);
-        mesh_comm_fail_active(c, MESH_ERR_PEER_FAILED);
-    }
+    mesh_status_t st = c->culprit_hung ? MESH_ERR_TIMEOUT : MESH_ERR_PEER_FAILED;
+    if (c->culprit_hung)
+        mesh_error(st, "rank %d stopped answering (found by rank %d when its wait timed out)",
+                   c->culprit, from);
+    else
+        mesh_error(st, "rank %d failed (reported by rank %d)", c->culprit, from);
+    mesh_comm_set_failed(c, st);
+    mesh_comm_fail_active(c, st);
 }
 
 int mesh_comm_await_verdict(mesh_comm_t *c)
@@ -122,6 +161,33 @@ void mesh_comm_publish_verdict(mesh_comm_t *c, int culprit, int hung)
     }
 }
 
+void mesh_comm_publish_mismatch(mesh_comm_t *c, int peer, uint32_t sig_mine, uint32_t sig_theirs,
+                                uint64_t count)
+{
+    if (c->mismatch_seen) return;
+    c->mismatch_seen = 1;
+    c->verdict_out = (mesh_comm_ctl_t){.kind = MESH_CTL_MISMATCH, .rank = peer,
+                                       .sig_mine = sig_mine, .sig_theirs = sig_theirs,
+                                       .count = count};
+    int pending = 0;
+    for (int p = 0; p < c->size; p++) {
+        if (p == c->rank || c->peers[p].ep == NULL || mesh_comm_check_peer(c, p) != MESH_OK)
+            continue;
+        if (mesh_tl_isend(c->peers[p].ep, MESH_TAG_VERDICT, &c->verdict_out,
+                          sizeof(mesh_comm_ctl_t), &c->verdict_sops[p]) == MESH_OK)
+            pending = 1;
+    }
+    double until = mesh_time() + 0.2;
+    while (pending && mesh_time() < until) {
+        pending = 0;
+        progress_transports(c);
+        for (int p = 0; p < c->size; p++)
+            if (p != c->rank && c->verdict_sops[p].status == MESH_INPROGRESS && c->peers[p].ep &&
+                mesh_comm_check_peer(c, p) == MESH_OK)
+                pending = 1;
+    }
+}
+
 int mesh_comm_blame(mesh_comm_t *c, int peer)
 {
     if (c->culprit < 0) mesh_comm_await_verdict(c);
@@ -130,31 +196,78 @@ int mesh_comm_blame(mesh_comm_t *c, int peer)
     return peer;
 }
 
-int mesh_comm_find_hung(mesh_comm_t *c, const int *waits, int nwaits)
+/* Among the ranks that answered, one at this collective from another call, or one that has not
+ * made it; waited-on ranks first. */
+static void diagnose(mesh_comm_t *c, const int *waits, int nwaits, uint32_t seq, uint32_t sig,
+                     mesh_comm_diag_t *d)
 {
-    if (c->culprit >= 0) return c->culprit;
-    if (c->probe_wait_s <= 0 || c->size < 2) return -1;
-    if (c->alive == NULL && (c->alive = calloc((size_t)c->size, 1)) == NULL) return -1;
+    if (seq == UINT32_MAX) return; /* point-to-point: no call to compare */
+    for (int pass = 0; pass < 2 && d->kind == MESH_DIAG_NONE; pass++) {
+        int n = pass == 0 ? nwaits : c->size;
+        for (int i = 0; i < n && d->kind == MESH_DIAG_NONE; i++) {
+            int p = pass == 0 ? waits[i] : i;
+            if (p < 0 || p >= c->size || p == c->rank || !c->alive[p]) continue;
+            const mesh_comm_ctl_t *a = &c->answers[p];
+            if (a->found && a->seq == seq && a->sig_mine != sig)
+                *d = (mesh_comm_diag_t){.kind = MESH_DIAG_MISMATCH, .peer = p,
+                                        .their_sig = a->sig_mine, .their_count = a->count};
+            else if (a->seq_last == UINT32_MAX || a->seq_last < seq)
+                *d = (mesh_comm_diag_t){.kind = MESH_DIAG_BEHIND, .peer = p,
+                                        .their_last = a->seq_last,
+                                        .started = a->seq_last != UINT32_MAX};
+        }
+    }
+}
+
+void mesh_comm_find_hung(mesh_comm_t *c, const int *waits, int nwaits, uint32_t seq,
+                         uint32_t sig, mesh_comm_diag_t *d)
+{
+    *d = (mesh_comm_diag_t){.kind = MESH_DIAG_NONE, .peer = -1};
+    if (c->culprit >= 0) {
+        *d = (mesh_comm_diag_t){.kind = MESH_DIAG_HUNG, .peer = c->culprit};
+        return;
+    }
+    if (c->probe_wait_s <= 0 || c->size < 2) return;
+    if (c->alive == NULL) {
+        c->alive = calloc((size_t)c->size, 1);
+        c->answers = calloc((size_t)c->size, sizeof(*c->answers));
+        if (c->alive == NULL || c->answers == NULL) return;
+    }
+    mesh_comm_ctl_t probe = {.kind = MESH_CTL_PROBE, .rank = -1, .seq = seq};
     int asked = 0;
     for (int p = 0; p < c->size; p++) {
         c->alive[p] = p == c->rank;
         /* a rank already known gone cannot answer: the ordinary failure path names it */
-        if (p != c->rank && mesh_comm_check_peer(c, p) == MESH_OK && ctl_send(c, p, &ctl_probe) == 0)
+        if (p != c->rank && mesh_comm_check_peer(c, p) == MESH_OK && ctl_send(c, p, &probe) == 0)
             asked = 1;
     }
-    if (!asked) return -1;
+    if (!asked) return;
     double until = mesh_time() + c->probe_wait_s;
     for (;;) {
         progress_transports(c);
         take_ctl(c);
-        if (c->culprit >= 0) return c->culprit; /* another rank named one meanwhile */
+        /* ranks probing this one on other communicators get their answers meanwhile */
+        mesh_progress_idle();
+        if (c->culprit >= 0) { /* another rank named one meanwhile */
+            *d = (mesh_comm_diag_t){.kind = MESH_DIAG_HUNG, .peer = c->culprit};
+            return;
+        }
         int all = 1;
         for (int p = 0; p < c->size && all; p++) all = c->alive[p];
         if (all || mesh_time() >= until) break;
     }
+    /* a rank that answers from another call explains the hang better than one that is silent
+     * (it may have left the communicator after failing on the mismatch itself) */
+    diagnose(c, waits, nwaits, seq, sig, d);
+    if (d->kind != MESH_DIAG_NONE) return;
     for (int i = 0; i < nwaits; i++)
-        if (waits[i] >= 0 && waits[i] < c->size && !c->alive[waits[i]]) return waits[i];
+        if (waits[i] >= 0 && waits[i] < c->size && !c->alive[waits[i]]) {
+            *d = (mesh_comm_diag_t){.kind = MESH_DIAG_HUNG, .peer = waits[i]};
+            return;
+        }
     for (int p = 0; p < c->size; p++)
-        if (!c->alive[p]) return p;
-    return -1;
+        if (!c->alive[p]) {
+            *d = (mesh_comm_diag_t){.kind = MESH_DIAG_HUNG, .peer = p};
+            return;
+        }
 }

@@ -1,6 +1,7 @@
 /* The schedule executor: a task graph run on the progress engine. */
 #define MESH_LOG_SUBSYSTEM "sched"
 #include "collectives/sched.h"
+#include "collectives/signature.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
 #include "libmesh/reduce.h"
@@ -84,6 +85,10 @@ struct mesh_sched {
     uint32_t *send_count; /* [comm size] messages to each peer so far (build) */
     uint32_t *recv_count;
     uint64_t tag_base;
+    /* the call, for a message naming it when a peer called another operation */
+    uint32_t call_seq;
+    int call_root;
+    size_t call_count;
 
     mesh_scratch_t *scratch;
     mesh_scratch_t *spare; /* kept from an earlier use of this schedule object */
@@ -327,6 +332,17 @@ static int add_task(mesh_sched_t *s, const mesh_task_t *t, const int *deps, int 
     return id;
 }
 
+/* The next message between this rank and peer, placed in a collective's tag (comm.h). */
+static uint64_t msg_index(mesh_sched_t *s, uint32_t *count, int peer)
+{
+    if (count[peer] >> MESH_TAG_COLL_INDEX_BITS) {
+        s->status = mesh_error(MESH_ERR_UNSUPPORTED, "a collective of more than %u messages "
+                               "between two ranks", 1u << MESH_TAG_COLL_INDEX_BITS);
+        return 0;
+    }
+    return (uint64_t)count[peer]++ << MESH_TL_TAG_SIG_BITS;
+}
+
 int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, const int *deps,
                     int ndeps)
 {
@@ -336,7 +352,7 @@ int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, co
                                s->comm->size - 1);
         return -1;
     }
-    t.tag = s->status == MESH_OK ? s->send_count[peer]++ : 0;
+    t.tag = s->status == MESH_OK ? msg_index(s, s->send_count, peer) : 0;
     return add_task(s, &t, deps, ndeps);
 }
 
@@ -375,7 +391,7 @@ int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const in
                                s->comm->size - 1);
         return -1;
     }
-    t.tag = s->status == MESH_OK ? s->recv_count[peer]++ : 0;
+    t.tag = s->status == MESH_OK ? msg_index(s, s->recv_count, peer) : 0;
     return add_task(s, &t, deps, ndeps);
 }
 
@@ -446,6 +462,13 @@ mesh_status_t mesh_sched_state(const mesh_sched_t *s)
 mesh_comm_t *mesh_sched_comm(const mesh_sched_t *s) { return s->comm; }
 
 void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base) { s->tag_base = tag_base; }
+
+void mesh_sched_set_call(mesh_sched_t *s, uint32_t seq, size_t count, int root)
+{
+    s->call_seq = seq;
+    s->call_count = count;
+    s->call_root = root;
+}
 
 static void ready_push(mesh_sched_t *s, int id)
 {
@@ -584,6 +607,20 @@ static mesh_status_t op_failure(mesh_sched_t *s, const mesh_task_t *t, mesh_stat
                       mesh_status_string(st), task_kind_names[t->kind], dir, t->peer);
 }
 
+/* A message of another call: say which calls, and tell every rank. */
+static mesh_status_t op_mismatch(mesh_sched_t *s, const mesh_task_t *t)
+{
+    uint32_t mine = (uint32_t)(task_tag(s, t) & MESH_TL_TAG_SIG_MASK);
+    uint32_t theirs = (uint32_t)(t->op.peer_tag & MESH_TL_TAG_SIG_MASK);
+    char a[96], b[96];
+    mesh_coll_sig_describe(mine, s->call_count, s->call_root, a, sizeof(a));
+    mesh_coll_sig_describe(theirs, SIZE_MAX, -1, b, sizeof(b));
+    mesh_comm_publish_mismatch(s->comm, t->peer, mine, theirs, s->call_count);
+    return mesh_error(MESH_ERR_MISMATCH, "rank %d called %s where rank %d called %s (%s; "
+                      "collective %u of the communicator)", t->peer, b, s->comm->rank, a,
+                      mesh_coll_sig_diff(mine, theirs), s->call_seq);
+}
+
 /* Slow path while nothing moves: is a rank this schedule still exchanges with known dead?
  * Ranks it is done with may have finished and exited legitimately; a failure further away
  * reaches us as a verdict from the rank that saw it. */
@@ -658,12 +695,27 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
                 i++;
                 continue;
             }
+            /* a message longer than its receive is, in a collective, another call's message */
+            if (t->kind == TASK_RECV && (st == MESH_OK || st == MESH_ERR_TRUNCATED) &&
+                ((t->op.peer_tag ^ task_tag(s, t)) & MESH_TL_TAG_SIG_MASK) != 0)
+                return fail_with(s, op_mismatch(s, t));
+            if (t->kind == TASK_RECV && st == MESH_ERR_TRUNCATED &&
+                !(task_tag(s, t) & MESH_TL_TAG_EXACT)) {
+                char len[32] = "longer";
+                if (t->op.length > t->n) snprintf(len, sizeof(len), "%zu bytes", t->op.length);
+                return fail_with(s, mesh_error(MESH_ERR_MISMATCH,
+                                               "a message from rank %d has %s where rank %d "
+                                               "expected %zu: the ranks called with different "
+                                               "counts",
+                                               t->peer, len, s->comm->rank, t->n));
+            }
             if (st < 0) return fail_with(s, op_failure(s, t, (mesh_status_t)st));
             if (t->kind == TASK_RECV && t->op.length != t->n) {
-                return fail_with(s, mesh_error(MESH_ERR_INTERNAL,
-                                               "message from rank %d has %zu bytes, expected %zu"
-                                               " (mismatched collective calls?)",
-                                               t->peer, t->op.length, t->n));
+                return fail_with(s, mesh_error(MESH_ERR_MISMATCH,
+                                               "a message from rank %d has %zu bytes where rank "
+                                               "%d expected %zu: the ranks called with different "
+                                               "counts",
+                                               t->peer, t->op.length, s->comm->rank, t->n));
             }
             s->inflight[i] = s->inflight[--s->ninflight];
             complete_task(s, (int)(t - s->tasks));
@@ -701,7 +753,33 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
         int peers[8], npeers = 0;
         for (int i = 0; i < s->ninflight && npeers < 8; i++)
             peers[npeers++] = s->tasks[s->inflight[i]].peer;
-        int hung = mesh_comm_find_hung(comm, peers, npeers);
+        uint32_t sig = (uint32_t)(s->tag_base & MESH_TL_TAG_SIG_MASK);
+        uint32_t seq = (s->tag_base & MESH_TAG_P2P) ? UINT32_MAX : s->call_seq;
+        mesh_comm_diag_t d;
+        mesh_comm_find_hung(comm, peers, npeers, seq, sig, &d);
+        int hung = d.kind == MESH_DIAG_HUNG ? d.peer : -1;
+        if (d.kind == MESH_DIAG_MISMATCH) {
+            char a[96], b[96];
+            mesh_coll_sig_describe(sig, s->call_count, s->call_root, a, sizeof(a));
+            mesh_coll_sig_describe(d.their_sig, (size_t)d.their_count, -1, b, sizeof(b));
+            mesh_comm_publish_mismatch(comm, d.peer, sig, d.their_sig, s->call_count);
+            return fail_with(s, mesh_error(MESH_ERR_MISMATCH, "rank %d called %s where rank %d "
+                                           "called %s (%s; collective %u of the communicator, "
+                                           "found when rank %d's wait timed out)", d.peer, b,
+                                           comm->rank, a, mesh_coll_sig_diff(sig, d.their_sig),
+                                           seq, comm->rank));
+        }
+        if (d.kind == MESH_DIAG_BEHIND) {
+            char a[96], last[48] = "no collective call yet";
+            mesh_coll_sig_describe(sig, s->call_count, s->call_root, a, sizeof(a));
+            if (d.started) snprintf(last, sizeof(last), "its last is collective %u", d.their_last);
+            mesh_comm_publish_verdict(comm, d.peer, 1);
+            return fail_with(s, mesh_error(MESH_ERR_TIMEOUT, "rank %d has not called collective "
+                                           "%u of the communicator, %s, which rank %d waits in "
+                                           "since %.1f s (MESH_TIMEOUT): a call missing on rank "
+                                           "%d, or made on another communicator?", d.peer, seq,
+                                           a, comm->rank, comm->timeout_s, d.peer));
+        }
         if (hung >= 0 && comm->culprit == hung && !comm->culprit_hung)
             return fail_with(s, mesh_error(MESH_ERR_PEER_FAILED, "rank %d failed (reported by "
                                            "another rank) while rank %d waited on: %s", hung,

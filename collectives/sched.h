@@ -68,8 +68,12 @@ void mesh_sched_set_key(mesh_sched_t *s, const void *key, size_t len, const void
 mesh_sched_t *mesh_sched_reuse(mesh_comm_t *comm, const void *key, size_t len,
                                const void **cookie);
 
-/* Where a collective's tags come from: mesh_tag_coll(seq, 0); each message adds its index. */
+/* Where a collective's tags come from: mesh_tag_coll(seq, signature); each message adds its
+ * index. */
 void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base);
+/* The call a collective's schedule serves (its sequence number, count and root, -1 for none),
+ * for the message that names it when a peer called another operation. */
+void mesh_sched_set_call(mesh_sched_t *s, uint32_t seq, size_t count, int root);
 
 /* Starts the schedule (the communicator holds it as active until it ends). The caller holds the
  * communicator's lock for this and every call below. */

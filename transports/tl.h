@@ -24,10 +24,29 @@ typedef struct mesh_tl_iface mesh_tl_iface_t;
 typedef struct mesh_tl_ep mesh_tl_ep_t;
 typedef struct mesh_tl_ops mesh_tl_ops_t;
 
+/* Tags are 64 bits. A collective's tag (bit 63 clear) carries in its low MESH_TL_TAG_SIG_BITS
+ * bits a signature of the call that sent it: a receive matches a message whose tag equals its
+ * own but for those bits, and reports the message's whole tag in op->peer_tag, so that the
+ * receiver can tell a different call from its own. Point-to-point and control tags (bit 63 set)
+ * match exactly. */
+#define MESH_TL_TAG_EXACT (1ull << 63) /* tags with this bit set match exactly */
+#define MESH_TL_TAG_SIG_BITS 24
+#define MESH_TL_TAG_SIG_MASK ((1ull << MESH_TL_TAG_SIG_BITS) - 1)
+/* The bits a receive posted with tag does not compare. */
+static inline uint64_t mesh_tl_tag_ignore(uint64_t tag)
+{
+    return (tag & MESH_TL_TAG_EXACT) ? 0 : MESH_TL_TAG_SIG_MASK;
+}
+static inline int mesh_tl_tag_match(uint64_t posted, uint64_t incoming)
+{
+    return ((posted ^ incoming) & ~mesh_tl_tag_ignore(posted)) == 0;
+}
+
 /* One pending operation; owned by the caller, which must keep it alive until completion. */
 typedef struct mesh_tl_op {
     volatile int status; /* MESH_INPROGRESS, then MESH_OK or a negative mesh_status_t */
     size_t length;       /* bytes transferred (a receive may get fewer than posted) */
+    uint64_t peer_tag;   /* a receive: the tag its message was sent with (see above) */
     unsigned flags;      /* MESH_TL_OP_*, set by the caller before posting */
     struct mesh_tl_op *tl_next; /* for the transport's own lists */
     void *tl_priv[4];           /* for the transport */
@@ -59,7 +78,11 @@ enum {
     MESH_TL_CAP_MULTI_STREAM = 1u << 5, /* stripes large messages over several connections */
     /* network transports: the path uses RDMA-class hardware here. Without it a library
      * transport (ucx, ofi) would only wrap sockets, which the tcp transport drives directly. */
-    MESH_TL_CAP_HW_NET = 1u << 6
+    MESH_TL_CAP_HW_NET = 1u << 6,
+    /* receives report the sender's signature bits in peer_tag (above); without it peer_tag
+     * holds the receive's own tag, and a collective learns of another call only from lengths
+     * and from the hang probe */
+    MESH_TL_CAP_SIGNATURE = 1u << 7
 };
 
 typedef struct {
@@ -187,6 +210,7 @@ static inline mesh_status_t mesh_tl_irecv(mesh_tl_ep_t *ep, uint64_t tag, void *
 {
     op->status = MESH_INPROGRESS;
     op->length = 0;
+    op->peer_tag = tag;
     return ep->iface->ops.irecv(ep, tag, buf, len, op);
 }
 

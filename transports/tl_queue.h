@@ -86,13 +86,15 @@ static inline mesh_tl_op_t *mesh_tl_opq_pop(mesh_tl_opq_t *q)
     return op;
 }
 
-/* Removes and returns the oldest operation with this tag, or NULL. */
+/* Removes and returns the oldest posted receive that a message with this tag matches
+ * (mesh_tl_tag_match), recording the tag in its peer_tag; NULL if none. */
 static inline mesh_tl_op_t *mesh_tl_opq_take_tag(mesh_tl_opq_t *q, uint64_t tag)
 {
     mesh_tl_op_t *prev = NULL;
     for (mesh_tl_op_t *op = q->head; op; prev = op, op = op->tl_next) {
-        if (mesh_tl_op_tag(op) != tag)
+        if (!mesh_tl_tag_match(mesh_tl_op_tag(op), tag))
             continue;
+        op->peer_tag = tag;
         if (prev)
             prev->tl_next = op->tl_next;
         else

@@ -49,6 +49,7 @@ typedef struct {
 static shared_t *sh;
 static int g_rank, g_size;
 static const mesh_tl_ops_t *g_ops;
+static int g_signature; /* the transport reports senders' signatures (MESH_TL_CAP_SIGNATURE) */
 static mesh_tl_iface_t *g_iface;
 static mesh_tl_ep_t *g_ep[MAX_RANKS];
 
@@ -132,7 +133,7 @@ static void test_sizes(int late, unsigned flags)
         unsigned char *sbuf[MAX_RANKS], *rbuf[MAX_RANKS];
         mesh_tl_op_t sop[MAX_RANKS] = {0}, rop[MAX_RANKS] = {0};
         mesh_tl_op_t *all[2 * MAX_RANKS];
-        uint64_t tag = ((uint64_t)(1 + late + 3 * !!flags) << 40) | k;
+        uint64_t tag = MESH_TL_TAG_EXACT | ((uint64_t)(1 + late + 3 * !!flags) << 40) | k;
         for (int i = 0; i < np; i++) {
             sop[i].flags = flags;
             sbuf[i] = malloc(size + 1);
@@ -200,7 +201,7 @@ static void test_truncate(int late)
         unsigned char *sbuf = malloc(len), *rbuf[MAX_RANKS];
         mesh_tl_op_t sop[MAX_RANKS] = {0}, rop[MAX_RANKS] = {0};
         mesh_tl_op_t *all[2 * MAX_RANKS];
-        uint64_t tag = (0x75ull << 40) | ((uint64_t)late << 32) | (uint64_t)c;
+        uint64_t tag = MESH_TL_TAG_EXACT | (0x75ull << 40) | ((uint64_t)late << 32) | (uint64_t)c;
         CHECK(sbuf);
         memset(sbuf, 0x5c, len);
         for (int i = 0; i < np; i++) {
@@ -251,8 +252,13 @@ static void test_truncate(int late)
                           g_ops->name, how, cap, pl[i], len, j);
             free(rbuf[i]);
         }
-        /* the last failure of this rank: the peer and both sizes */
-        CHECK_MSG(strstr(msg, want_cap) && (strstr(msg, want_len) || rop[np - 1].length == 0) &&
+        /* the last failure of this rank, from whichever peer came last: the peer and both
+         * sizes, or the receive's size alone where that peer's receive learned no length */
+        int unsized = 0;
+        for (int i = 0; i < np; i++)
+            unsized |= rop[i].length == 0;
+        CHECK_MSG(strstr(msg, want_cap) &&
+                      (strstr(msg, want_len) || (unsized && !strstr(msg, "-byte message"))) &&
                       strstr(msg, "rank "),
                   "%s: truncation message '%s' does not name the peer and both sizes (%zu, %zu)",
                   g_ops->name, msg, len, cap);
@@ -277,7 +283,7 @@ static void test_tags(void)
             CHECK(rbuf[i][t]);
             /* half the receives are posted now, half after the sends */
             if (t % 2 == 0) {
-                CHECK(mesh_tl_irecv(g_ep[pl[i]], 0x7700000000ull + (uint64_t)t, rbuf[i][t], size,
+                CHECK(mesh_tl_irecv(g_ep[pl[i]], MESH_TL_TAG_EXACT + 0x7700000000ull + (uint64_t)t, rbuf[i][t], size,
                                     &rop[i][t]) == MESH_OK);
                 all[n++] = &rop[i][t];
             }
@@ -290,7 +296,7 @@ static void test_tags(void)
             sbuf[i][t] = malloc(size + 1);
             CHECK(sbuf[i][t]);
             fill(sbuf[i][t], g_rank, pl[i] + 100 * t, size);
-            CHECK(mesh_tl_isend(g_ep[pl[i]], 0x7700000000ull + (uint64_t)t, sbuf[i][t], size,
+            CHECK(mesh_tl_isend(g_ep[pl[i]], MESH_TL_TAG_EXACT + 0x7700000000ull + (uint64_t)t, sbuf[i][t], size,
                                 &sop[i][t]) == MESH_OK);
             all[n++] = &sop[i][t];
         }
@@ -300,7 +306,7 @@ static void test_tags(void)
             if (t % 2 == 0)
                 continue;
             size_t size = sizes[t % NSIZES] / (t >= (int)NSIZES ? 4 : 1) + (size_t)t % 3;
-            CHECK(mesh_tl_irecv(g_ep[pl[i]], 0x7700000000ull + (uint64_t)t, rbuf[i][t], size,
+            CHECK(mesh_tl_irecv(g_ep[pl[i]], MESH_TL_TAG_EXACT + 0x7700000000ull + (uint64_t)t, rbuf[i][t], size,
                                 &rop[i][t]) == MESH_OK);
             all[n++] = &rop[i][t];
         }
@@ -333,8 +339,8 @@ static void test_kill(void)
     mesh_tl_op_t sop = {0}, rop = {0};
     mesh_tl_op_t *all[2] = {&sop, &rop};
     CHECK(sbuf && rbuf);
-    CHECK(mesh_tl_irecv(g_ep[victim], 0x99, rbuf, 64, &rop) == MESH_OK);
-    mesh_status_t st = mesh_tl_isend(g_ep[victim], 0x9a, sbuf, big, &sop);
+    CHECK(mesh_tl_irecv(g_ep[victim], MESH_TL_TAG_EXACT | 0x99, rbuf, 64, &rop) == MESH_OK);
+    mesh_status_t st = mesh_tl_isend(g_ep[victim], MESH_TL_TAG_EXACT | 0x9a, sbuf, big, &sop);
     if (st != MESH_OK) { /* already known dead: that is a valid answer too */
         CHECK(st == MESH_ERR_PEER_FAILED);
         sop.status = st;
@@ -364,14 +370,14 @@ static void test_send_and_leave(void)
     if (g_rank == 0) {
         memset(a, 0, sizeof(a));
         memset(b, 0, sizeof(b));
-        CHECK(mesh_tl_irecv(g_ep[last], 0x31, a, sizeof(a), &ra) == MESH_OK);
+        CHECK(mesh_tl_irecv(g_ep[last], MESH_TL_TAG_EXACT | 0x31, a, sizeof(a), &ra) == MESH_OK);
     }
     barrier();
     if (g_rank == last) {
         fill(a, last, 0, sizeof(a));
         fill(b, last, 1, sizeof(b));
-        CHECK(mesh_tl_isend(g_ep[0], 0x31, a, sizeof(a), &sa) == MESH_OK);
-        CHECK(mesh_tl_isend(g_ep[0], 0x32, b, sizeof(b), &sb) == MESH_OK);
+        CHECK(mesh_tl_isend(g_ep[0], MESH_TL_TAG_EXACT | 0x31, a, sizeof(a), &sa) == MESH_OK);
+        CHECK(mesh_tl_isend(g_ep[0], MESH_TL_TAG_EXACT | 0x32, b, sizeof(b), &sb) == MESH_OK);
         mesh_tl_op_t *all[2] = {&sa, &sb};
         wait_all(all, 2, WAIT_S);
         CHECK(sa.status == MESH_OK && sb.status == MESH_OK);
@@ -386,7 +392,7 @@ static void test_send_and_leave(void)
     CHECK_MSG(g_ops->ep_check(g_ep[last]) == MESH_OK || ra.status == MESH_OK,
               "%s: a peer that sent and left counts as failed before its message was read",
               g_ops->name);
-    CHECK(mesh_tl_irecv(g_ep[last], 0x32, b, sizeof(b), &rb) == MESH_OK);
+    CHECK(mesh_tl_irecv(g_ep[last], MESH_TL_TAG_EXACT | 0x32, b, sizeof(b), &rb) == MESH_OK);
     mesh_tl_op_t *all[2] = {&ra, &rb};
     wait_all(all, 2, WAIT_S);
     CHECK_MSG(ra.status == MESH_OK && rb.status == MESH_OK && ra.length == sizeof(a) &&
@@ -395,6 +401,98 @@ static void test_send_and_leave(void)
               ra.status, rb.status, ra.length, rb.length);
     verify(a, last, 0, sizeof(a), "sent before leaving");
     verify(b, last, 1, sizeof(b), "sent before leaving");
+}
+
+/* A collective's tag (bit 63 clear) matches a receive posted with another signature in its low
+ * MESH_TL_TAG_SIG_BITS bits, and the receive reports the sender's whole tag; with bit 63 set,
+ * tags match exactly. Small and large messages, receives posted before and after. */
+static void test_sig_match(void)
+{
+    static const size_t sizes[] = {8, (size_t)1 << 20};
+    for (int late = 0; late < 2; late++) {
+        for (int k = 0; k < 2; k++) {
+            size_t size = sizes[k];
+            int np, pl[MAX_RANKS];
+            np = peers(pl);
+            unsigned char *sbuf[MAX_RANKS], *rbuf[MAX_RANKS];
+            static mesh_tl_op_t sop[MAX_RANKS], rop[MAX_RANKS], xop[MAX_RANKS];
+            static mesh_tl_op_t *all[4 * MAX_RANKS];
+            int n = 0;
+            uint64_t base = (0x33ull << 48) | ((uint64_t)(late * 2 + k) << 30);
+            for (int i = 0; i < np; i++) {
+                sbuf[i] = malloc(size);
+                rbuf[i] = malloc(size);
+                CHECK(sbuf[i] && rbuf[i]);
+                fill(sbuf[i], g_rank, pl[i], size);
+                memset(rbuf[i], 0, size);
+                /* the receive's signature is this rank's, the message's the sender's */
+                if (!late)
+                    CHECK(mesh_tl_irecv(g_ep[pl[i]], base | (0x100u + (unsigned)g_rank), rbuf[i],
+                                        size, &rop[i]) == MESH_OK);
+            }
+            barrier();
+            for (int i = 0; i < np; i++) {
+                CHECK(mesh_tl_isend(g_ep[pl[i]], base | (0x100u + (unsigned)g_rank), sbuf[i],
+                                    size, &sop[i]) == MESH_OK);
+                all[n++] = &sop[i];
+            }
+            for (int i = 0; i < np; i++) {
+                if (late)
+                    CHECK(mesh_tl_irecv(g_ep[pl[i]], base | (0x100u + (unsigned)g_rank), rbuf[i],
+                                        size, &rop[i]) == MESH_OK);
+                all[n++] = &rop[i];
+            }
+            wait_all(all, n, WAIT_S);
+            for (int i = 0; i < np; i++) {
+                CHECK_MSG(rop[i].status == MESH_OK && rop[i].length == size,
+                          "%s: signed tag from rank %d (%zu bytes, %s): status %d", g_ops->name,
+                          pl[i], size, late ? "late" : "early", rop[i].status);
+                /* a transport without signatures reports the receive's own tag */
+                uint64_t want = base | (0x100u + (unsigned)(g_signature ? pl[i] : g_rank));
+                CHECK_MSG(rop[i].peer_tag == want,
+                          "%s: rank %d's message reported tag %#llx, sent %#llx", g_ops->name,
+                          pl[i], (unsigned long long)rop[i].peer_tag, (unsigned long long)want);
+                verify(rbuf[i], pl[i], g_rank, size, "signed tag");
+            }
+            /* exact tags: a receive with other low bits stays unmatched until its own message */
+            static mesh_tl_op_t sop2[MAX_RANKS];
+            n = 0;
+            for (int i = 0; i < np; i++) {
+                CHECK(mesh_tl_irecv(g_ep[pl[i]], MESH_TL_TAG_EXACT | base | 1, rbuf[i], size,
+                                    &xop[i]) == MESH_OK);
+                CHECK(mesh_tl_isend(g_ep[pl[i]], MESH_TL_TAG_EXACT | base | 2, sbuf[i], size,
+                                    &sop[i]) == MESH_OK);
+            }
+            double t0 = mesh_time();
+            while (mesh_time() - t0 < 0.05) mesh_tl_progress(g_iface);
+            for (int i = 0; i < np; i++)
+                CHECK_MSG(xop[i].status == MESH_INPROGRESS,
+                          "%s: an exact tag matched a message with other low bits", g_ops->name);
+            barrier();
+            n = 0;
+            for (int i = 0; i < np; i++) {
+                CHECK(mesh_tl_irecv(g_ep[pl[i]], MESH_TL_TAG_EXACT | base | 2, rbuf[i], size,
+                                    &rop[i]) == MESH_OK);
+                CHECK(mesh_tl_isend(g_ep[pl[i]], MESH_TL_TAG_EXACT | base | 1, sbuf[i], size,
+                                    &sop2[i]) == MESH_OK);
+                all[n++] = &rop[i];
+                all[n++] = &sop[i];
+                all[n++] = &sop2[i];
+                all[n++] = &xop[i];
+            }
+            wait_all(all, n, WAIT_S);
+            for (int i = 0; i < np; i++)
+                CHECK_MSG(rop[i].status == MESH_OK && xop[i].status == MESH_OK &&
+                              rop[i].peer_tag == (MESH_TL_TAG_EXACT | base | 2),
+                          "%s: exact tags from rank %d: status %d, %d", g_ops->name, pl[i],
+                          rop[i].status, xop[i].status);
+            barrier();
+            for (int i = 0; i < np; i++) {
+                free(sbuf[i]);
+                free(rbuf[i]);
+            }
+        }
+    }
 }
 
 /* Rank 0 never creates its endpoint to the last rank: the last rank's wireup must time out at
@@ -493,6 +591,7 @@ static int child(int rank, int size, uint64_t uid, int kill_case, int no_ptrace)
         test_truncate(0);
         test_truncate(1);
         test_tags();
+        test_sig_match();
     }
     for (int p = 0; p < size; p++)
         if (g_ep[p])
@@ -599,6 +698,7 @@ int main(int argc, char **argv)
         ops->query(probe, &caps);
         ops->close(probe);
         CHECK(caps.flags & MESH_TL_CAP_TAGGED);
+        g_signature = (caps.flags & MESH_TL_CAP_SIGNATURE) != 0;
         int lo = caps.scope == MESH_TL_SCOPE_SELF ? 1 : 2;
         int hi = caps.scope == MESH_TL_SCOPE_SELF ? 1 : MAX_RANKS;
         for (int n = lo; n <= hi; n++) {

@@ -41,7 +41,7 @@ static void xfer(int from, size_t len, int recv_first)
     for (size_t i = 0; i < len; i++) s[i] = (unsigned char)(i * 7 + len + from);
     memset(r, 0xee, len + 1);
     mesh_tl_op_t so = {0}, ro = {0};
-    uint64_t tag = 1000 + len;
+    uint64_t tag = MESH_TL_TAG_EXACT | (1000 + len);
     if (recv_first) CHECK(mesh_tl_irecv(ep[to], tag, r, len, &ro) == MESH_OK);
     CHECK(mesh_tl_isend(ep[from], tag, s, len, &so) == MESH_OK);
     if (!recv_first) {
@@ -122,9 +122,9 @@ int main(void)
     static mesh_tl_op_t so[N], ro[N];
     for (int i = 0; i < N; i++) {
         sv[i] = i * 3;
-        CHECK(mesh_tl_isend(ep[0], 7, &sv[i], sizeof(int), &so[i]) == MESH_OK);
+        CHECK(mesh_tl_isend(ep[0], MESH_TL_TAG_EXACT | 7, &sv[i], sizeof(int), &so[i]) == MESH_OK);
     }
-    for (int i = 0; i < N; i++) CHECK(mesh_tl_irecv(ep[1], 7, &rv[i], sizeof(int), &ro[i]) == 0);
+    for (int i = 0; i < N; i++) CHECK(mesh_tl_irecv(ep[1], MESH_TL_TAG_EXACT | 7, &rv[i], sizeof(int), &ro[i]) == 0);
     for (int i = 0; i < N; i++) {
         wait_op(&so[i]);
         wait_op(&ro[i]);
@@ -133,8 +133,8 @@ int main(void)
     /* a receive smaller than the message fails; the sender completes */
     char big[20000] = {0}, small[10];
     mesh_tl_op_t bs, br;
-    CHECK(mesh_tl_irecv(ep[1], 9, small, sizeof(small), &br) == MESH_OK);
-    CHECK(mesh_tl_isend(ep[0], 9, big, sizeof(big), &bs) == MESH_OK);
+    CHECK(mesh_tl_irecv(ep[1], MESH_TL_TAG_EXACT | 9, small, sizeof(small), &br) == MESH_OK);
+    CHECK(mesh_tl_isend(ep[0], MESH_TL_TAG_EXACT | 9, big, sizeof(big), &bs) == MESH_OK);
     wait_op(&bs);
     wait_op(&br);
     CHECK(bs.status == MESH_OK && br.status == MESH_ERR_INVALID_ARG);

@@ -82,7 +82,7 @@ static void self_close(mesh_tl_iface_t *iface)
 static void self_query(mesh_tl_iface_t *iface, mesh_tl_caps_t *caps)
 {
     memset(caps, 0, sizeof(*caps));
-    caps->flags = MESH_TL_CAP_TAGGED | MESH_TL_CAP_SINGLE_COPY;
+    caps->flags = MESH_TL_CAP_TAGGED | MESH_TL_CAP_SIGNATURE | MESH_TL_CAP_SINGLE_COPY;
     caps->scope = MESH_TL_SCOPE_SELF;
     caps->latency_us = 0.05;
     caps->bandwidth_GBps = 10.0;
@@ -161,8 +161,9 @@ static mesh_status_t self_irecv(mesh_tl_ep_t *ep, uint64_t tag, void *buf, size_
     mesh_tl_op_set(op, tag, buf, len);
     mesh_tl_self_msg_t *prev = NULL;
     for (mesh_tl_self_msg_t *m = si->unexp_head; m; prev = m, m = m->next) {
-        if (m->tag != tag)
+        if (!mesh_tl_tag_match(tag, m->tag))
             continue;
+        op->peer_tag = m->tag;
         if (prev)
             prev->next = m->next;
         else

@@ -210,7 +210,7 @@ static void shm_query(mesh_tl_iface_t *iface, mesh_tl_caps_t *caps)
 {
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
     memset(caps, 0, sizeof(*caps));
-    caps->flags = MESH_TL_CAP_TAGGED | (si->cma ? MESH_TL_CAP_SINGLE_COPY : 0);
+    caps->flags = MESH_TL_CAP_TAGGED | MESH_TL_CAP_SIGNATURE | (si->cma ? MESH_TL_CAP_SINGLE_COPY : 0);
     caps->scope = MESH_TL_SCOPE_NODE;
     caps->latency_us = 0.5;
     caps->bandwidth_GBps = si->cma ? 8.0 : 4.0;

@@ -209,8 +209,9 @@ mesh_status_t mesh_tl_shm_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
     if (op->flags & MESH_TL_OP_STANDING)
         ep->nstanding++;
     for (mesh_tl_shm_unexp_t *u = ep->unexp_head; u; u = u->next) {
-        if (u->op != NULL || u->type == 0 || u->tag != tag)
+        if (u->op != NULL || u->type == 0 || !mesh_tl_tag_match(tag, u->tag))
             continue;
+        op->peer_tag = u->tag;
         if (u->type == SHM_PKT_RNDV) {
             mesh_tl_shm_pkt_t pkt = u->pkt;
             unexp_free(ep, u);

@@ -155,7 +155,7 @@ static void tcp_query(mesh_tl_iface_t *iface, mesh_tl_caps_t *caps)
 {
     mesh_tl_tcp_iface_t *ti = (mesh_tl_tcp_iface_t *)iface;
     memset(caps, 0, sizeof(*caps));
-    caps->flags = MESH_TL_CAP_TAGGED | (ti->nstreams > 1 ? MESH_TL_CAP_MULTI_STREAM : 0);
+    caps->flags = MESH_TL_CAP_TAGGED | MESH_TL_CAP_SIGNATURE | (ti->nstreams > 1 ? MESH_TL_CAP_MULTI_STREAM : 0);
     caps->scope = MESH_TL_SCOPE_NET;
     caps->latency_us = 20.0;
     caps->bandwidth_GBps = 1.0;

@@ -305,7 +305,7 @@ static void ucx_close(mesh_tl_iface_t *iface)
 static void ucx_query(mesh_tl_iface_t *iface, mesh_tl_caps_t *caps)
 {
     memset(caps, 0, sizeof(*caps));
-    caps->flags = MESH_TL_CAP_TAGGED | (mesh_tl_rdma_present() ? MESH_TL_CAP_HW_NET : 0);
+    caps->flags = MESH_TL_CAP_TAGGED | MESH_TL_CAP_SIGNATURE | (mesh_tl_rdma_present() ? MESH_TL_CAP_HW_NET : 0);
     caps->scope = MESH_TL_SCOPE_NET;
     caps->latency_us = 10.0;
     caps->bandwidth_GBps = 1.0;

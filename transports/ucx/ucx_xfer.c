@@ -127,6 +127,9 @@ static void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *i
     mesh_tl_ucx_iface_t *ui = user_data;
     size_t length = st == UCS_OK ? info->length : 0;
     mesh_tl_op_t *op = req->op != NULL ? req->op : ui->posting;
+    if (op != NULL && (st == UCS_OK || st == UCS_ERR_MESSAGE_TRUNCATED))
+        op->peer_tag = mesh_tl_ucx_tag(ui, ((mesh_tl_ucx_ep_t *)UCX_OP_EP(op))->super.peer,
+                                       info->sender_tag);
     if (st == UCS_ERR_MESSAGE_TRUNCATED && op != NULL) {
         /* UCX reports the message's length where it knows it */
         size_t cap = (size_t)(uintptr_t)UCX_OP_LEN(op);
@@ -239,8 +242,9 @@ mesh_status_t mesh_tl_ucx_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
     UCX_OP_EP(op) = ep;
     UCX_OP_LEN(op) = (void *)(uintptr_t)len;
     ui->posting = op;
+    /* the signature bits of a collective's tag are not compared (tl.h) */
     void *r = ucp_tag_recv_nbx(ui->worker, buf, len, mesh_tl_ucx_tag(ui, uep->peer, tag),
-                               ~(ucp_tag_t)0, &p);
+                               ~(ucp_tag_t)mesh_tl_tag_ignore(tag), &p);
     if (ui->posting == NULL) {
         if (r != NULL && !UCS_PTR_IS_ERR(r))
             ucp_request_free(r);

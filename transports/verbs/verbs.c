@@ -404,7 +404,7 @@ static void verbs_query(mesh_tl_iface_t *iface, mesh_tl_caps_t *caps)
     mesh_tl_verbs_iface_t *vi = (mesh_tl_verbs_iface_t *)iface;
     memset(caps, 0, sizeof(*caps));
     /* an open verbs interface is an RDMA port: it never gives way to tcp */
-    caps->flags = MESH_TL_CAP_TAGGED | MESH_TL_CAP_SINGLE_COPY | MESH_TL_CAP_HW_NET;
+    caps->flags = MESH_TL_CAP_TAGGED | MESH_TL_CAP_SIGNATURE | MESH_TL_CAP_SINGLE_COPY | MESH_TL_CAP_HW_NET;
     caps->scope = MESH_TL_SCOPE_NET;
     caps->latency_us = 2.0;
     /* active_speed/width would give the link rate; a round figure is enough to rank */

@@ -202,7 +202,8 @@ mesh_status_t mesh_tl_verbs_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, si
     MESH_CHECK(mesh_tl_post_check(&vi->aborted, MESH_OK, NULL, "receive from", uep->peer));
     mesh_tl_op_set(op, tag, buf, len);
     for (mesh_tl_verbs_msg_t *m = ep->unexp.head; m; m = m->next) {
-        if (m->tag != tag) continue;
+        if (!mesh_tl_tag_match(tag, m->tag)) continue;
+        op->peer_tag = m->tag;
         msgq_remove(&ep->unexp, m);
         if (m->is_rts) {
             rndv_recv_start(ep, m, op);
