@@ -27,10 +27,11 @@
  * the rows. Bad routing input on any rank fails the layout on every rank (MESH_ERR_INVALID_ARG;
  * the offending rank's message names the argument, the others' name that rank). Rows travel
  * by mesh_alltoallv on the ep communicator, one per local expert index, all in flight at once,
- * straight into their place: the path is the one mesh picks for that communicator. Buffers are
- * host memory; rows are fp32 or bf16; combine sums in double and rounds once. Calls taking a
- * layout are collective over the ep communicator; a layout's calls must not run concurrently
- * (it keeps their scratch).
+ * straight into their place: the path is the one mesh picks for that communicator; the rows
+ * a rank routes to its own experts are copied, never sent. Buffers are host memory; rows are
+ * fp32 or bf16; combine sums in double and rounds once. Calls taking a layout are collective
+ * over the ep communicator; a layout's calls must not run concurrently (it keeps their
+ * scratch).
  */
 #ifndef MESH_EXPERT_H
 #define MESH_EXPERT_H
