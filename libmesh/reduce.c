@@ -116,6 +116,20 @@ static const mesh_reduce_fns_t mesh_reduce_table[MESH_DTYPE_COUNT][MESH_MAX + 1]
     [MESH_FP8_E5M2] = MESH_FNS_OPS(e5m2, e5m2, e5m2),
 };
 
+/* declared whatever the compiler, so that the knob means the same to every build */
+static const mesh_config_entry_t mesh_reduce_entries[] = {
+    {.name = "REDUCE_AVX2", .dflt = "yes", .type = MESH_CFG_BOOL,
+     .doc = "Use the AVX2 loops for fp16 and bf16 reductions when the CPU has AVX2 and F16C."},
+    {.name = NULL},
+};
+
+static const mesh_config_table_t mesh_reduce_config = {"reduce", mesh_reduce_entries};
+
+mesh_status_t mesh_reduce_config_register(void)
+{
+    return mesh_config_register(&mesh_reduce_config);
+}
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 #define MESH_REDUCE_HAVE_AVX2 1
@@ -241,19 +255,6 @@ static const mesh_reduce3_fn mesh_reduce_avx2_nt[3][MESH_MAX + 1] = {
     {mesh_avx2_nt_f16_sum, mesh_avx2_nt_f16_prod, mesh_avx2_nt_f16_min, mesh_avx2_nt_f16_max},
     {mesh_avx2_nt_bf16_sum, mesh_avx2_nt_bf16_prod, mesh_avx2_nt_bf16_min,
      mesh_avx2_nt_bf16_max}};
-
-static const mesh_config_entry_t mesh_reduce_entries[] = {
-    {.name = "REDUCE_AVX2", .dflt = "yes", .type = MESH_CFG_BOOL,
-     .doc = "Use the AVX2 loops for fp16 and bf16 reductions when the CPU has AVX2 and F16C."},
-    {.name = NULL},
-};
-
-static const mesh_config_table_t mesh_reduce_config = {"reduce", mesh_reduce_entries};
-
-mesh_status_t mesh_reduce_config_register(void)
-{
-    return mesh_config_register(&mesh_reduce_config);
-}
 
 static int mesh_reduce_avx2_ok(void)
 {
