@@ -22,8 +22,10 @@
 #define MESH_R_ID(v) (v)
 
 /* x86-64's baseline is SSE2; an AVX2 clone of each loop, chosen at load time, doubles the
- * vector width and makes the narrow-float conversions cheaper. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__gnu_linux__)
+ * vector width and makes the narrow-float conversions cheaper. Not under ThreadSanitizer: the
+ * choosing runs at relocation, before its runtime, and its instrumentation faults there. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__gnu_linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define MESH_REDUCE_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define MESH_REDUCE_CLONES
