@@ -10,6 +10,7 @@
 #include "tests/fuzz/fuzz_tl.h"
 #include "transports/tcp/tcp.h"
 
+#include <dirent.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,18 @@ static const mesh_tl_ops_t *tcp_ops(void)
     return ops;
 }
 
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return -1;
+    while (readdir(d) != NULL)
+        n++;
+    closedir(d);
+    return n;
+}
+
 static int ep_failed(mesh_tl_ep_t *ep)
 {
     return ((mesh_tl_tcp_ep_t *)ep)->failed != MESH_OK;
@@ -40,6 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 2)
         return 0;
     const mesh_tl_ops_t *ops = tcp_ops();
+    int fds = open_fds();
     mesh_tl_open_params_t p = {
         .rank = 1, .size = 2, .comm_uid = FUZZ_UID, .node = "fuzz", .timeout_s = 1};
     mesh_tl_iface_t *iface;
@@ -91,5 +105,7 @@ out:
     if (ep != NULL)
         ops->ep_destroy(ep);
     ops->close(iface);
+    if (open_fds() != fds)
+        abort(); /* a connection the transport kept no track of */
     return 0;
 }
