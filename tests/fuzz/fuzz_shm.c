@@ -12,6 +12,7 @@
 #include "libmesh/context.h"
 #include "transports/shm/shm.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -77,5 +78,11 @@ out:
     for (int k = 1; k >= 0; k--)
         if (iface[k] != NULL)
             ops->close(iface[k]);
+    for (int k = 0; k < 2; k++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/dev/shm/mesh-%016llx-%d", (unsigned long long)uid, k);
+        if (access(path, F_OK) == 0)
+            abort(); /* a segment left behind */
+    }
     return 0;
 }
