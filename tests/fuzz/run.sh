@@ -47,11 +47,12 @@ for t in $targets; do
     fi
     echo "== $t: $secs s"
     # A peer may announce a message of any length it could send, and an unexpected one gets a
-    # buffer of that length: allocations as large as the address space are the transports'
-    # normal work here (a failed one must fail the peer cleanly), so only resident memory is
-    # limited, not the size of one allocation.
+    # buffer of that length: large allocations are the transports' normal work here. libFuzzer
+    # does not stop at them (-malloc_limit_mb); the sanitizer refuses those above 256 MiB, which
+    # exercises the transports' clean failure and spares the sanitizer marking gigabytes of
+    # shadow memory on every such run.
     # shellcheck disable=SC2086
-    ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1} \
+    ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:max_allocation_size_mb=256} \
         "$work/src/tests/fuzz/$t" -max_total_time="$secs" -print_final_stats=1 -timeout=20 \
         -rss_limit_mb=4096 -malloc_limit_mb=1048576 -max_len=$max_len -artifact_prefix="$work/crashes/$t-" \
         $mode ${FUZZ_ARGS:-} "$work/corpus/$t" $seeds >"$work/$t.log" 2>&1
@@ -64,10 +65,18 @@ for t in $targets; do
     corp=$(printf '%s\n' "$last" | sed -n 's/.* corp: \([0-9]*\).*/\1/p')
     result=ok
     if [ -n "$mode" ]; then
-        # a crash counts as hwloc's when hwloc's own lstopo dies on the same file
-        hw=0 ours=0
+        # a crash counts as hwloc's when hwloc's own lstopo dies on the same file; an input
+        # that does not crash the target again (fork mode sometimes saves the wrong one, e.g.
+        # an empty file) is counted apart
+        hw=0 ours=0 gone=0
         for f in "$work/crashes/$t"-crash-*; do
             [ -f "$f" ] || continue
+            if ASAN_OPTIONS=allocator_may_return_null=1 "$work/src/tests/fuzz/$t" \
+                -detect_leaks=0 "$f" >/dev/null 2>&1; then
+                gone=$((gone + 1))
+                mkdir -p "$work/crashes/gone" && mv "$f" "$work/crashes/gone/"
+                continue
+            fi
             timeout 20 lstopo-no-graphics --input "$f" >/dev/null 2>&1
             if [ $? -ge 128 ]; then
                 hw=$((hw + 1))
@@ -77,12 +86,14 @@ for t in $targets; do
             fi
         done
         [ $hw -gt 0 ] && result="ok($hw-hwloc-crashes)"
+        [ $gone -gt 0 ] && result="$result($gone-not-reproduced)"
         if [ $ours -gt 0 ]; then
             result="FAILED($ours-crashes)"
             status=1
         fi
     fi
-    if [ $rc -ne 0 ]; then
+    # in fork mode the exit status counts the crashes let through; their check above decides
+    if [ $rc -ne 0 ] && [ -z "$mode" ]; then
         result="FAILED(exit $rc)"
         status=1
         grep -E 'ERROR|SUMMARY|Test unit written' "$work/$t.log" | head -n 5
