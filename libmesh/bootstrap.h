@@ -55,6 +55,22 @@ mesh_status_t mesh_bootstrap_star_create(int rank, int size, double timeout_s,
                                          const uint8_t secret[32], int lfd,
                                          const mesh_sockaddr_t *root, mesh_bootstrap_t **bs);
 
+/* The star's wire parsers, pure so that tests and fuzzers reach them without sockets. */
+/* A hello of len bytes: the rank it claims (1..size-1), or -1 with the reason in why. */
+int mesh_bootstrap_star_hello_parse(const void *buf, size_t len, const uint8_t *secret, int size,
+                                    char *why, size_t wlen);
+typedef struct {
+    uint32_t type;
+    uint64_t seq;
+    uint64_t len; /* an abort's reason length, at most what rank 0 ever sends */
+    mesh_status_t status; /* an abort's status, always an error */
+} mesh_bootstrap_star_msg_t;
+/* A message header of len bytes: 0 with its fields, -1 when it is not a star message. */
+int mesh_bootstrap_star_msg_parse(const void *buf, size_t len, mesh_bootstrap_star_msg_t *out);
+/* The address and secret in a unique id's bytes (u: the layout), or MESH_ERR_INVALID_ARG. */
+mesh_status_t mesh_bootstrap_uid_parse(const mesh_unique_id_t *id, mesh_uid_layout_t *u,
+                                       mesh_sockaddr_t *addr);
+
 /* From the environment: MESH_RANK/MESH_SIZE/MESH_ADDR(/MESH_SECRET), torchrun's
  * RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or PMIx when built with it. Fails with
  * MESH_ERR_NOT_FOUND naming the variables when none is set. */

@@ -185,6 +185,16 @@ static void uid_addr(const mesh_uid_layout_t *u, mesh_sockaddr_t *a)
     }
 }
 
+mesh_status_t mesh_bootstrap_uid_parse(const mesh_unique_id_t *id, mesh_uid_layout_t *u,
+                                       mesh_sockaddr_t *addr)
+{
+    memcpy(u, id->internal, sizeof(*u));
+    if (u->magic != MESH_UID_MAGIC || (u->family != AF_INET && u->family != AF_INET6))
+        return mesh_error(MESH_ERR_INVALID_ARG, "not a mesh unique id (bad magic or family)");
+    uid_addr(u, addr);
+    return MESH_OK;
+}
+
 /* ------------------------------------------------------------ the star */
 
 static void star_msg(star_msg_t *m, uint32_t type, uint64_t seq, uint64_t len, int32_t status)
@@ -265,34 +275,70 @@ typedef struct {
     star_hello_t h;
 } star_pending_t;
 
-/* Checks a complete hello; returns the rank it claims or -1 (logged) when it is refused. */
-static int star_check_hello(star_t *s, const uint8_t *secret, const star_pending_t *p)
+int mesh_bootstrap_star_hello_parse(const void *buf, size_t len, const uint8_t *secret, int size,
+                                    char *why, size_t wlen)
 {
-    char as[80];
-    int rank = (int32_t)ntohl((uint32_t)p->h.rank);
-    int size = (int32_t)ntohl((uint32_t)p->h.size);
-    peer_name(p->fd, as, sizeof(as));
-    if (ntohl(p->h.magic) != STAR_HELLO_MAGIC || ntohl(p->h.version) != STAR_VERSION) {
-        mesh_log_warn("refused bootstrap connection from %s: not a mesh hello", as);
+    star_hello_t h;
+    if (len != sizeof(h)) {
+        snprintf(why, wlen, "a hello of %zu bytes, expected %zu", len, sizeof(h));
+        return -1;
+    }
+    memcpy(&h, buf, sizeof(h));
+    int rank = (int32_t)ntohl((uint32_t)h.rank);
+    int hsize = (int32_t)ntohl((uint32_t)h.size);
+    if (ntohl(h.magic) != STAR_HELLO_MAGIC || ntohl(h.version) != STAR_VERSION) {
+        snprintf(why, wlen, "not a mesh hello");
         return -1;
     }
     /* Compare all bytes so the time taken does not tell how much of the secret matched. */
     uint8_t diff = 0;
     for (int i = 0; i < 32; i++)
-        diff |= (uint8_t)(p->h.secret[i] ^ secret[i]);
+        diff |= (uint8_t)(h.secret[i] ^ secret[i]);
     if (diff != 0) {
-        mesh_log_warn("refused bootstrap connection from %s (claims rank %d): wrong secret", as,
-                      rank);
+        snprintf(why, wlen, "(claims rank %d): wrong secret", rank);
         return -1;
     }
-    if (size != s->base.size) {
-        mesh_log_warn("refused bootstrap connection from %s (rank %d): size %d, expected %d", as,
-                      rank, size, s->base.size);
+    if (hsize != size) {
+        snprintf(why, wlen, "(rank %d): size %d, expected %d", rank, hsize, size);
         return -1;
     }
-    if (rank <= 0 || rank >= s->base.size) {
-        mesh_log_warn("refused bootstrap connection from %s: rank %d out of range 1..%d", as, rank,
-                      s->base.size - 1);
+    if (rank <= 0 || rank >= size) {
+        snprintf(why, wlen, "rank %d out of range 1..%d", rank, size - 1);
+        return -1;
+    }
+    return rank;
+}
+
+int mesh_bootstrap_star_msg_parse(const void *buf, size_t len, mesh_bootstrap_star_msg_t *out)
+{
+    star_msg_t m;
+    if (len != sizeof(m))
+        return -1;
+    memcpy(&m, buf, sizeof(m));
+    if (ntohl(m.magic) != STAR_MSG_MAGIC)
+        return -1;
+    out->type = ntohl(m.type);
+    out->seq = be64toh(m.seq);
+    out->len = be64toh(m.len);
+    out->status = (mesh_status_t)(int32_t)ntohl((uint32_t)m.status);
+    /* an abort's reason follows, cut to what rank 0 ever sends; its status is an error */
+    if (out->type == STAR_ABORT) {
+        out->len = out->len > STAR_ABORT_TEXT ? STAR_ABORT_TEXT : out->len;
+        if (out->status >= 0)
+            out->status = MESH_ERR_BOOTSTRAP;
+    }
+    return 0;
+}
+
+/* Checks a complete hello; returns the rank it claims or -1 (logged) when it is refused. */
+static int star_check_hello(star_t *s, const uint8_t *secret, const star_pending_t *p)
+{
+    char as[80], why[128];
+    peer_name(p->fd, as, sizeof(as));
+    int rank =
+        mesh_bootstrap_star_hello_parse(&p->h, sizeof(p->h), secret, s->base.size, why, sizeof(why));
+    if (rank < 0) {
+        mesh_log_warn("refused bootstrap connection from %s: %s", as, why);
         return -1;
     }
     if (s->fds[rank] >= 0) {
@@ -418,18 +464,14 @@ static int star_recv_quiet(int fd, void *buf, size_t len, double grace_s)
 }
 
 /* Non-root: rank 0 gave up and said why (m is its abort message); fails with its status. */
-static mesh_status_t star_root_gave_up(star_t *s, const star_msg_t *m)
+static mesh_status_t star_root_gave_up(star_t *s, const mesh_bootstrap_star_msg_t *m)
 {
     char why[STAR_ABORT_TEXT + 1];
-    uint64_t l = be64toh(m->len);
-    l = l > STAR_ABORT_TEXT ? STAR_ABORT_TEXT : l;
+    size_t l = (size_t)m->len;
     if (star_recv_quiet(s->fds[0], why, l, 1.0) != 0)
         l = 0;
     why[l] = '\0';
-    mesh_status_t rst = (mesh_status_t)(int32_t)ntohl((uint32_t)m->status);
-    if (rst >= 0)
-        rst = MESH_ERR_BOOTSTRAP;
-    return s->failed = mesh_error(rst, "bootstrap rank %d: rank 0 gave up: %s", s->base.rank,
+    return s->failed = mesh_error(m->status, "bootstrap rank %d: rank 0 gave up: %s", s->base.rank,
                                   l ? why : "no reason given");
 }
 
@@ -438,10 +480,11 @@ static mesh_status_t star_root_gave_up(star_t *s, const star_msg_t *m)
 static mesh_status_t star_lost_root(star_t *s, mesh_status_t st)
 {
     char cause[STAR_ABORT_TEXT];
-    star_msg_t m;
+    star_msg_t raw;
+    mesh_bootstrap_star_msg_t m;
     LAST_CAUSE(cause);
-    if (st == MESH_ERR_PEER_FAILED && star_recv_quiet(s->fds[0], &m, sizeof(m), 0.2) == 0 &&
-        ntohl(m.magic) == STAR_MSG_MAGIC && ntohl(m.type) == STAR_ABORT)
+    if (st == MESH_ERR_PEER_FAILED && star_recv_quiet(s->fds[0], &raw, sizeof(raw), 0.2) == 0 &&
+        mesh_bootstrap_star_msg_parse(&raw, sizeof(raw), &m) == 0 && m.type == STAR_ABORT)
         return star_root_gave_up(s, &m);
     return s->failed =
                mesh_error(st, "bootstrap rank %d: lost rank 0 (the root): %s", s->base.rank, cause);
@@ -451,17 +494,18 @@ static mesh_status_t star_lost_root(star_t *s, mesh_status_t st)
  * abort from rank 0 fails with rank 0's status and reason. */
 static mesh_status_t star_recv_root(star_t *s, uint32_t type, uint64_t len, double deadline)
 {
-    star_msg_t m;
+    star_msg_t raw;
+    mesh_bootstrap_star_msg_t m;
     /* Rank 0 reports the real cause at its own deadline; give its message time to arrive. */
     double d = deadline + 0.5 + 0.05 * s->base.timeout_s;
-    mesh_status_t st = mesh_sock_recv_all(s->fds[0], &m, sizeof(m), d);
+    mesh_status_t st = mesh_sock_recv_all(s->fds[0], &raw, sizeof(raw), d);
     if (st != MESH_OK)
         return star_lost_root(s, st);
-    uint32_t t = ntohl(m.type);
-    uint64_t l = be64toh(m.len), q = be64toh(m.seq);
-    if (ntohl(m.magic) != STAR_MSG_MAGIC)
+    if (mesh_bootstrap_star_msg_parse(&raw, sizeof(raw), &m) != 0)
         return s->failed = mesh_error(MESH_ERR_BOOTSTRAP, "bootstrap rank %d: garbage from rank 0",
                                       s->base.rank);
+    uint32_t t = m.type;
+    uint64_t l = m.len, q = m.seq;
     if (t == STAR_ABORT)
         return star_root_gave_up(s, &m);
     if (t != type || l != len || (t == STAR_DATA && q != s->seq))
@@ -509,13 +553,13 @@ static mesh_status_t star_root_allgather(star_t *s, char *out, size_t len, doubl
             while (s->fds[r] != pfd[i].fd)
                 r++;
             st = mesh_sock_recv_all(s->fds[r], &m, sizeof(m), deadline);
-            if (st == MESH_OK && (ntohl(m.magic) != STAR_MSG_MAGIC || ntohl(m.type) != STAR_DATA ||
-                                  be64toh(m.seq) != s->seq || be64toh(m.len) != len)) {
+            mesh_bootstrap_star_msg_t h = {0};
+            if (st == MESH_OK && (mesh_bootstrap_star_msg_parse(&m, sizeof(m), &h) != 0 ||
+                                  h.type != STAR_DATA || h.seq != s->seq || h.len != len)) {
                 return star_root_fail(s, MESH_ERR_BOOTSTRAP,
                                       "bootstrap rank 0: rank %d sent round %llu length %llu, "
                                       "expected round %llu length %zu",
-                                      r, (unsigned long long)be64toh(m.seq),
-                                      (unsigned long long)be64toh(m.len),
+                                      r, (unsigned long long)h.seq, (unsigned long long)h.len,
                                       (unsigned long long)s->seq, len);
             }
             if (st == MESH_OK)
@@ -677,12 +721,9 @@ mesh_status_t mesh_bootstrap_tcp_create(const mesh_unique_id_t *id, int rank, in
     uint64_t token = 0;
 
     MESH_CHECK(mesh_bootstrap_config_register());
-    memcpy(&u, id->internal, sizeof(u));
-    if (u.magic != MESH_UID_MAGIC || (u.family != AF_INET && u.family != AF_INET6))
-        return mesh_error(MESH_ERR_INVALID_ARG, "not a mesh unique id (bad magic or family)");
+    MESH_CHECK(mesh_bootstrap_uid_parse(id, &u, &addr));
     if (size < 1 || rank < 0 || rank >= size)
         return mesh_error(MESH_ERR_INVALID_ARG, "bad rank %d for size %d", rank, size);
-    uid_addr(&u, &addr);
     if (rank == 0) {
         lfd = uid_claim(u.listener_token);
         if (lfd == -2)

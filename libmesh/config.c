@@ -200,6 +200,64 @@ static char *mesh_config_trim(char *s)
     return s;
 }
 
+/* Reads NAME=value lines from fp into f (path names it in messages). */
+static mesh_status_t mesh_config_file_read(FILE *fp, const char *path, mesh_config_file_t *f)
+{
+    char line[1024];
+    int lineno = 0;
+    while (fgets(line, sizeof(line), fp) != NULL) {
+        lineno++;
+        size_t n = strlen(line);
+        /* a longer line would be read as several: refuse it rather than guess */
+        if (n == sizeof(line) - 1 && line[n - 1] != '\n' && !feof(fp))
+            return mesh_error(MESH_ERR_INVALID_ARG, "%s:%d: line longer than %zu characters",
+                              path, lineno, sizeof(line) - 2);
+        char *s = mesh_config_trim(line);
+        if (*s == '\0' || *s == '#')
+            continue;
+        char *eq = strchr(s, '=');
+        if (eq == NULL)
+            return mesh_error(MESH_ERR_INVALID_ARG, "%s:%d: expected NAME=value, got '%s'", path,
+                              lineno, s);
+        *eq = '\0';
+        char *name = mesh_config_trim(s);
+        char *value = mesh_config_trim(eq + 1);
+        if (strncmp(name, MESH_CONFIG_PREFIX, strlen(MESH_CONFIG_PREFIX)) == 0)
+            name += strlen(MESH_CONFIG_PREFIX);
+        char **names = realloc(f->names, (size_t)(f->count + 1) * sizeof(*names));
+        if (names != NULL)
+            f->names = names;
+        char **values = realloc(f->values, (size_t)(f->count + 1) * sizeof(*values));
+        if (values != NULL)
+            f->values = values;
+        char *nc = names && values ? strdup(name) : NULL, *vc = nc ? strdup(value) : NULL;
+        if (vc == NULL) {
+            free(nc);
+            return mesh_error(MESH_ERR_NO_MEMORY, "cannot store the entries of '%s'", path);
+        }
+        f->names[f->count] = nc;
+        f->values[f->count] = vc;
+        f->count++;
+    }
+    return MESH_OK;
+}
+
+mesh_status_t mesh_config_file_parse(const char *path, const char *text, size_t len,
+                                     int *entries)
+{
+    mesh_config_file_t f = {0};
+    FILE *fp = len > 0 ? fmemopen((void *)text, len, "r") : NULL;
+    if (len > 0 && fp == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot read the text of '%s'", path);
+    mesh_status_t st = fp != NULL ? mesh_config_file_read(fp, path, &f) : MESH_OK;
+    if (fp != NULL)
+        fclose(fp);
+    if (st == MESH_OK)
+        *entries = f.count;
+    mesh_config_file_clear(&f);
+    return st;
+}
+
 /* (Re)reads the file named by MESH_CONFIG_FILE when that name changed. Called locked. */
 static mesh_status_t mesh_config_file_load(void)
 {
@@ -216,39 +274,7 @@ static mesh_status_t mesh_config_file_load(void)
     if (fp == NULL)
         return mesh_error(MESH_ERR_INVALID_ARG, "cannot open MESH_CONFIG_FILE '%s': %m", path);
     mesh_config_file_t f = {.path = strdup(path)};
-    char line[1024];
-    int lineno = 0;
-    mesh_status_t st = MESH_OK;
-    while (fgets(line, sizeof(line), fp) != NULL) {
-        lineno++;
-        char *s = mesh_config_trim(line);
-        if (*s == '\0' || *s == '#')
-            continue;
-        char *eq = strchr(s, '=');
-        if (eq == NULL) {
-            st = mesh_error(MESH_ERR_INVALID_ARG, "%s:%d: expected NAME=value, got '%s'", path,
-                            lineno, s);
-            break;
-        }
-        *eq = '\0';
-        char *name = mesh_config_trim(s);
-        char *value = mesh_config_trim(eq + 1);
-        if (strncmp(name, MESH_CONFIG_PREFIX, strlen(MESH_CONFIG_PREFIX)) == 0)
-            name += strlen(MESH_CONFIG_PREFIX);
-        char **names = realloc(f.names, (size_t)(f.count + 1) * sizeof(*names));
-        if (names != NULL)
-            f.names = names;
-        char **values = realloc(f.values, (size_t)(f.count + 1) * sizeof(*values));
-        if (values != NULL)
-            f.values = values;
-        if (names == NULL || values == NULL) {
-            st = mesh_error(MESH_ERR_NO_MEMORY, "cannot store the entries of '%s'", path);
-            break;
-        }
-        f.names[f.count] = strdup(name);
-        f.values[f.count] = strdup(value);
-        f.count++;
-    }
+    mesh_status_t st = mesh_config_file_read(fp, path, &f);
     fclose(fp);
     if (st != MESH_OK) {
         mesh_config_file_clear(&f);

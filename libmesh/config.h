@@ -62,6 +62,11 @@ mesh_status_t mesh_config_parse_bool(const char *text, int *out);
 mesh_status_t mesh_config_parse_int(const char *text, long long *out);
 mesh_status_t mesh_config_parse_double(const char *text, double *out);
 
+/* Parses the text of a MESH_CONFIG_FILE (NAME=value lines, '#' comments) without keeping it;
+ * the number of entries, or MESH_ERR_INVALID_ARG naming path and the line. */
+mesh_status_t mesh_config_file_parse(const char *path, const char *text, size_t len,
+                                     int *entries);
+
 /* Value of a knob as text if a registered table declares it, else NULL (no error recorded). */
 const char *mesh_config_value(const char *name);
 

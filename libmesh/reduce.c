@@ -22,8 +22,10 @@
 #define MESH_R_ID(v) (v)
 
 /* x86-64's baseline is SSE2; an AVX2 clone of each loop, chosen at load time, doubles the
- * vector width and makes the narrow-float conversions cheaper. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__gnu_linux__)
+ * vector width and makes the narrow-float conversions cheaper. Not under ThreadSanitizer: the
+ * choosing runs at relocation, before its runtime, and its instrumentation faults there. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__gnu_linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define MESH_REDUCE_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define MESH_REDUCE_CLONES
@@ -115,6 +117,20 @@ static const mesh_reduce_fns_t mesh_reduce_table[MESH_DTYPE_COUNT][MESH_MAX + 1]
     [MESH_FP8_E4M3] = MESH_FNS_OPS(e4m3, e4m3, e4m3),
     [MESH_FP8_E5M2] = MESH_FNS_OPS(e5m2, e5m2, e5m2),
 };
+
+/* declared whatever the compiler, so that the knob means the same to every build */
+static const mesh_config_entry_t mesh_reduce_entries[] = {
+    {.name = "REDUCE_AVX2", .dflt = "yes", .type = MESH_CFG_BOOL,
+     .doc = "Use the AVX2 loops for fp16 and bf16 reductions when the CPU has AVX2 and F16C."},
+    {.name = NULL},
+};
+
+static const mesh_config_table_t mesh_reduce_config = {"reduce", mesh_reduce_entries};
+
+mesh_status_t mesh_reduce_config_register(void)
+{
+    return mesh_config_register(&mesh_reduce_config);
+}
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
@@ -241,19 +257,6 @@ static const mesh_reduce3_fn mesh_reduce_avx2_nt[3][MESH_MAX + 1] = {
     {mesh_avx2_nt_f16_sum, mesh_avx2_nt_f16_prod, mesh_avx2_nt_f16_min, mesh_avx2_nt_f16_max},
     {mesh_avx2_nt_bf16_sum, mesh_avx2_nt_bf16_prod, mesh_avx2_nt_bf16_min,
      mesh_avx2_nt_bf16_max}};
-
-static const mesh_config_entry_t mesh_reduce_entries[] = {
-    {.name = "REDUCE_AVX2", .dflt = "yes", .type = MESH_CFG_BOOL,
-     .doc = "Use the AVX2 loops for fp16 and bf16 reductions when the CPU has AVX2 and F16C."},
-    {.name = NULL},
-};
-
-static const mesh_config_table_t mesh_reduce_config = {"reduce", mesh_reduce_entries};
-
-mesh_status_t mesh_reduce_config_register(void)
-{
-    return mesh_config_register(&mesh_reduce_config);
-}
 
 static int mesh_reduce_avx2_ok(void)
 {

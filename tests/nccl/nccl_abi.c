@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -396,7 +397,7 @@ static void test_errors(ncclComm_t comm, int r, int n)
 typedef struct {
     ncclComm_t comm;
     int peer;
-    volatile int done;
+    atomic_int done; /* set last, with release: res and t_end are read after it */
     ncclResult_t res;
     double t_end;
 } blocked_t;
@@ -408,7 +409,7 @@ static void *blocked_recv(void *arg)
     /* nobody sends: only the abort ends this */
     b->res = ncclRecv(&v, 1, ncclInt32, b->peer, b->comm, NULL);
     b->t_end = now_s();
-    b->done = 1;
+    atomic_store_explicit(&b->done, 1, memory_order_release);
     return NULL;
 }
 
@@ -425,12 +426,13 @@ static void test_abort(ncclComm_t comm, const ncclUniqueId *id, int r, int n)
     double t0 = now_s();
     if (r == 0) {
         usleep(300 * 1000);
-        CHECK(!b.done);
+        CHECK(!atomic_load_explicit(&b.done, memory_order_acquire));
         t0 = now_s();
         NCCLCHECK(ncclCommAbort(b.comm));
     }
-    while (!b.done && now_s() - t0 < 15) usleep(1000);
-    CHECK(b.done);
+    while (!atomic_load_explicit(&b.done, memory_order_acquire) && now_s() - t0 < 15)
+        usleep(1000);
+    CHECK(atomic_load_explicit(&b.done, memory_order_acquire));
     pthread_join(th, NULL);
     CHECK(b.res != ncclSuccess);
     CHECK(b.t_end - t0 < 10);

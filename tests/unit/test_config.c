@@ -13,6 +13,29 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* MESH_CONFIG_FILE's text: entries counted, bad lines named, an overlong line refused whole
+ * (it used to be read as several lines, its tail taken for an entry of its own). */
+static void check_file_text(void)
+{
+    int n = -1;
+    const char ok[] = "# c\n\nA = 1\n  MESH_B=two words  \nC=\n";
+    CHECK(mesh_config_file_parse("t.conf", ok, strlen(ok), &n) == MESH_OK && n == 3);
+    CHECK(mesh_config_file_parse("t.conf", "", 0, &n) == MESH_OK && n == 0);
+    const char bad[] = "A=1\nno equals\n";
+    CHECK(mesh_config_file_parse("t.conf", bad, strlen(bad), &n) == MESH_ERR_INVALID_ARG);
+    CHECK(strstr(mesh_error_last(), "t.conf:2") != NULL);
+    char longline[3000];
+    memset(longline, 'x', sizeof(longline));
+    memcpy(longline, "A=", 2);
+    memcpy(longline + 1500, "=B\n", 3); /* read in pieces, the tail would be an entry */
+    longline[sizeof(longline) - 1] = '\n';
+    n = -1;
+    CHECK(mesh_config_file_parse("t.conf", longline, sizeof(longline), &n) ==
+          MESH_ERR_INVALID_ARG);
+    CHECK(strstr(mesh_error_last(), "t.conf:1: line longer") != NULL);
+    CHECK(n == -1);
+}
+
 static void check_parsers(void)
 {
     long long i;
@@ -360,5 +383,6 @@ int main(void)
     unlink(logpath);
     unlink(cfgpath);
     rmdir(dir);
+    check_file_text();
     return 0;
 }

@@ -73,6 +73,8 @@ static mesh_tl_shm_unexp_t *unexp_new(mesh_tl_shm_ep_t *ep, size_t len)
             return NULL;
         u->pooled = 1;
     } else {
+        if (len > SIZE_MAX - sizeof(*u)) /* an impossible length from the peer */
+            return NULL;
         u = malloc(sizeof(*u) + len);
         if (u == NULL)
             return NULL;

@@ -220,7 +220,9 @@ static int conn_adopt(mesh_tl_tcp_iface_t *ti, mesh_tl_tcp_conn_t *c)
     if (ep == NULL)
         return 0; /* its endpoint is created later */
     mesh_tl_tcp_stream_t *s = &ep->streams[c->hello.stream];
-    if (c->hello.nstreams != (uint32_t)ep->nstreams || s->state != TCP_ST_NONE) {
+    /* a stream beyond the endpoint's count would never be polled nor closed */
+    if (c->hello.nstreams != (uint32_t)ep->nstreams || c->hello.stream >= (uint32_t)ep->nstreams ||
+        s->state != TCP_ST_NONE) {
         mesh_log_warn("dropping unexpected connection from rank %u stream %u", c->hello.rank,
                       c->hello.stream);
         close(c->fd);

@@ -316,11 +316,16 @@ static int on_header(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
         s->rx_state = TCP_RX_PAYLOAD;
         return 0;
     }
-    if (h->offset + h->chunk_len > h->msg_len)
+    /* the chunk lies inside its message (checked without a sum that could wrap) */
+    if (h->chunk_len > h->msg_len || h->offset > h->msg_len - h->chunk_len)
         return mesh_tl_tcp_ep_fail(ep, MESH_ERR_PEER_FAILED, "malformed chunk header");
     for (m = ep->incoming; m; m = m->next)
         if (m->msg_id == h->msg_id && !m->complete)
             break;
+    /* a later chunk must describe the message its first one did, within what is left of it */
+    if (m != NULL && (m->msg_len != h->msg_len || m->tag != h->tag ||
+                      h->chunk_len > m->msg_len - m->received))
+        return mesh_tl_tcp_ep_fail(ep, MESH_ERR_PEER_FAILED, "chunk header contradicts its message");
     if (m == NULL) {
         m = rmsg_get(ti);
         if (m == NULL)
