@@ -128,7 +128,11 @@ echo "results and logs: $out"
 
 # ---------------------------------------------------------------- (a) one node
 echo
-echo "== (a) one node: mesh (shared memory) vs ${peer_build:+the peer build ($peer_build)}${peer_build:-MPI (its default shared-memory btl)}"
+if [ -n "$peer_build" ]; then
+    echo "== (a) one node: mesh (shared memory) vs the peer build ($peer_build)"
+else
+    echo "== (a) one node: mesh (shared memory) vs MPI (its default shared-memory btl)"
+fi
 mpi1=(mpirun "${mpirun_flags[@]}" "$MPIBENCH")
 [ -z "$peer_build" ] || mpi1=("$peer_build/tools/meshrun" -n 2 "$peer_build/bench/mesh-bench")
 rounds 1node "$MESHRUN" -n 2 "$MESHBENCH" "${common[@]}" -- "${mpi1[@]}" "${common[@]}"
