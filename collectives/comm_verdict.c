@@ -131,6 +131,29 @@ int mesh_comm_await_verdict(mesh_comm_t *c)
     return c->culprit;
 }
 
+/* Sends verdict_out to every live peer but skip, and gives the notices a bounded moment to
+ * leave: the caller is about to fail, abort or exit. */
+static void send_verdict(mesh_comm_t *c, int skip)
+{
+    int pending = 0;
+    for (int p = 0; p < c->size; p++) {
+        if (p == c->rank || p == skip || c->peers[p].ep == NULL) continue;
+        if (mesh_comm_check_peer(c, p) != MESH_OK) continue;
+        if (mesh_tl_isend(c->peers[p].ep, MESH_TAG_VERDICT, &c->verdict_out,
+                          sizeof(mesh_comm_ctl_t), &c->verdict_sops[p]) == MESH_OK)
+            pending = 1;
+    }
+    double until = mesh_time() + 0.2;
+    while (pending && mesh_time() < until) {
+        pending = 0;
+        progress_transports(c);
+        for (int p = 0; p < c->size; p++)
+            if (c->verdict_sops[p].status == MESH_INPROGRESS && c->peers[p].ep &&
+                p != c->rank && p != skip && mesh_comm_check_peer(c, p) == MESH_OK)
+                pending = 1;
+    }
+}
+
 void mesh_comm_publish_verdict(mesh_comm_t *c, int culprit, int hung)
 {
     if (c->verdict_sent || culprit < 0) return;
@@ -141,24 +164,7 @@ void mesh_comm_publish_verdict(mesh_comm_t *c, int culprit, int hung)
     }
     c->verdict_out = (mesh_comm_ctl_t){.kind = c->culprit_hung ? MESH_CTL_HUNG : MESH_CTL_FAILED,
                                        .rank = c->culprit};
-    int pending = 0;
-    for (int p = 0; p < c->size; p++) {
-        if (p == c->rank || p == c->culprit || c->peers[p].ep == NULL) continue;
-        if (mesh_comm_check_peer(c, p) != MESH_OK) continue;
-        if (mesh_tl_isend(c->peers[p].ep, MESH_TAG_VERDICT, &c->verdict_out,
-                          sizeof(mesh_comm_ctl_t), &c->verdict_sops[p]) == MESH_OK)
-            pending = 1;
-    }
-    /* give the notices a bounded moment to leave: the caller is about to abort or exit */
-    double until = mesh_time() + 0.2;
-    while (pending && mesh_time() < until) {
-        pending = 0;
-        progress_transports(c);
-        for (int p = 0; p < c->size; p++)
-            if (c->verdict_sops[p].status == MESH_INPROGRESS && c->peers[p].ep &&
-                p != c->rank && p != c->culprit && mesh_comm_check_peer(c, p) == MESH_OK)
-                pending = 1;
-    }
+    send_verdict(c, c->culprit);
 }
 
 void mesh_comm_publish_mismatch(mesh_comm_t *c, int peer, uint32_t sig_mine, uint32_t sig_theirs,
@@ -169,23 +175,7 @@ void mesh_comm_publish_mismatch(mesh_comm_t *c, int peer, uint32_t sig_mine, uin
     c->verdict_out = (mesh_comm_ctl_t){.kind = MESH_CTL_MISMATCH, .rank = peer,
                                        .sig_mine = sig_mine, .sig_theirs = sig_theirs,
                                        .count = count};
-    int pending = 0;
-    for (int p = 0; p < c->size; p++) {
-        if (p == c->rank || c->peers[p].ep == NULL || mesh_comm_check_peer(c, p) != MESH_OK)
-            continue;
-        if (mesh_tl_isend(c->peers[p].ep, MESH_TAG_VERDICT, &c->verdict_out,
-                          sizeof(mesh_comm_ctl_t), &c->verdict_sops[p]) == MESH_OK)
-            pending = 1;
-    }
-    double until = mesh_time() + 0.2;
-    while (pending && mesh_time() < until) {
-        pending = 0;
-        progress_transports(c);
-        for (int p = 0; p < c->size; p++)
-            if (p != c->rank && c->verdict_sops[p].status == MESH_INPROGRESS && c->peers[p].ep &&
-                mesh_comm_check_peer(c, p) == MESH_OK)
-                pending = 1;
-    }
+    send_verdict(c, -1);
 }
 
 int mesh_comm_blame(mesh_comm_t *c, int peer)
