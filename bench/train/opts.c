@@ -20,6 +20,13 @@ static const char usage[] =
     "  --mesh tp=A,pp=P,dp=B  axis sizes (tp, pp, dp; cp and ep are refused until their layers\n"
     "                         come); they multiply to the number of ranks, dp by default takes\n"
     "                         what the others leave (default: dp = all ranks)\n"
+    "  --mesh auto[,AXIS=N]   (or --plan) the layout from the planner (<mesh/plan.h>, as\n"
+    "                         tools/mesh-plan) for this model, --batch and the ranks and nodes\n"
+    "                         of the run, as CPU ranks, among what mesh-train runs (cp = ep = 1,\n"
+    "                         no recomputation, ZeRO 2 and 3 without pp): tp, pp, dp, --zero,\n"
+    "                         --schedule, --chunks and --microbatches not given are its choice;\n"
+    "                         the choice, its predicted step time and the planner's reasons\n"
+    "                         are printed before the first step\n"
     "  --schedule S           pipeline schedule with pp > 1: afab, 1f1b (default), interleaved,\n"
     "                         zb1 or zbv; the blocks are split evenly over pp x chunks stages,\n"
     "                         the embedding on the first, final layernorm, head and loss on the\n"
@@ -51,6 +58,10 @@ static int sizes(train_opts_t *o, const char *arg, int say)
     static const char *const names[MESH_AXIS_COUNT] = {"tp", "cp", "ep", "dp", "pp"};
     char *copy = strdup(arg), *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(tok, "auto")) {
+            o->plan = 1;
+            continue;
+        }
         char *eq = strchr(tok, '=');
         int a = -1;
         for (int i = 0; eq && i < MESH_AXIS_COUNT; i++)
@@ -58,7 +69,7 @@ static int sizes(train_opts_t *o, const char *arg, int say)
                 a = i;
         int v = eq ? atoi(eq + 1) : 0;
         if (a < 0 || v < 1) {
-            SAY("mesh-train: --mesh %s: '%s' is not AXIS=SIZE with AXIS one of "
+            SAY("mesh-train: --mesh %s: '%s' is neither auto nor AXIS=SIZE with AXIS one of "
                 "tp, dp, pp, cp, ep\n",
                 arg, tok);
             free(copy);
@@ -100,6 +111,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                         .bucket_mb = 4};
     enum {
         MESH = 256,
+        PLAN,
         ORDER,
         ZERO,
         LAYERS,
@@ -128,6 +140,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
         HELP
     };
     static const struct option longs[] = {{"mesh", 1, 0, MESH},
+                                          {"plan", 0, 0, PLAN},
                                           {"order", 1, 0, ORDER},
                                           {"zero", 1, 0, ZERO},
                                           {"layers", 1, 0, LAYERS},
@@ -163,6 +176,9 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
         case MESH:
             rc = sizes(o, optarg, say);
             break;
+        case PLAN:
+            o->plan = 1;
+            break;
         case ORDER:
             o->order = optarg;
             break;
@@ -172,6 +188,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                 rc = -1;
             }
             o->zero = atoi(optarg);
+            o->zero_given = 1;
             break;
         case LAYERS:
             rc = positive("--layers", optarg, &o->layers, say);
@@ -193,6 +210,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
             break;
         case MB:
             rc = positive("--microbatches", optarg, &o->microbatches, say);
+            o->microbatches_given = 1;
             break;
         case STEPS:
             rc = positive("--steps", optarg, &o->steps, say);

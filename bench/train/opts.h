@@ -6,10 +6,11 @@
 
 typedef struct {
     int size[MESH_AXIS_COUNT]; /* 0: not given */
+    int plan;                  /* --mesh auto: the planner fills what was not given */
     const char *order;
-    int zero;
+    int zero, zero_given;
     int layers, d_model, heads, seq, vocab;
-    int batch, microbatches, steps;
+    int batch, microbatches, microbatches_given, steps;
     const char *schedule; /* pipeline schedule; NULL: not given */
     int chunks;           /* 0: not given */
     double lr, clip, weight_decay;

@@ -3,6 +3,7 @@
  * the same model, seed and global batch follows the single-process loss curve; see --help and
  * the README.
  */
+#include "auto.h"
 #include "data.h"
 #include "gpt.h"
 #include "layout.h"
@@ -80,6 +81,20 @@ int main(int argc, char **argv)
     }
     int wrank = mesh_comm_rank(world), wsize = mesh_comm_size(world);
     int say = wrank == 0;
+    layout_t lo;
+    gpt_t m;
+    pipe_t pp;
+    memset(&lo, 0, sizeof(lo));
+    memset(&m, 0, sizeof(m));
+    memset(&pp, 0, sizeof(pp));
+    rc = 1;
+    int agreed = 0; /* every rank found the same error: they leave together, none is killed */
+    char plan_why[1024] = "", err[512];
+    if (o.plan && train_auto(&o, world, plan_why, sizeof(plan_why), err, sizeof(err))) {
+        if (say)
+            fprintf(stderr, "mesh-train: %s\n", err);
+        goto out_agreed;
+    }
     layout_params_t lp = {.order = o.order,
                           .sequence_parallel = o.sequence_parallel,
                           .bf16 = o.bf16,
@@ -91,13 +106,6 @@ int main(int argc, char **argv)
             other *= lp.size[a] ? lp.size[a] : 1;
         lp.size[MESH_AXIS_DP] = wsize % other ? 1 : wsize / other;
     }
-    layout_t lo;
-    gpt_t m;
-    pipe_t pp;
-    memset(&m, 0, sizeof(m));
-    memset(&pp, 0, sizeof(pp));
-    rc = 1;
-    int agreed = 0; /* every rank found the same error: they leave together, none is killed */
     if (layout_create(&lo, world, &lp)) {
         if (say)
             fprintf(stderr, "mesh-train: %s\n", lo.err);
@@ -111,7 +119,6 @@ int main(int argc, char **argv)
                         .tp = lo.tp_size,
                         .tp_rank = lo.tp_rank,
                         .sequence_parallel = o.sequence_parallel};
-    char err[256];
     if (gpt_create(&m, &cfg, err, sizeof(err))) {
         if (say)
             fprintf(stderr, "mesh-train: %s\n", err);
@@ -187,6 +194,8 @@ int main(int argc, char **argv)
     describe(desc, sizeof(desc), &o, &lo, &pp, &m, full_params, world);
     FILE *csv = NULL;
     if (say) {
+        if (plan_why[0])
+            printf("%s\n", plan_why);
         printf("# %s\n", desc);
         printf("# model state per rank (MiB): parameters %.3f, gradients %.3f, master %.3f, "
                "optimizer %.3f, buffers %.3f\n",

@@ -1,0 +1,312 @@
+/* mesh-train --mesh auto: the planner's layout among those mesh-train runs. */
+#include "auto.h"
+
+#include <mesh/pipeline.h>
+#include <mesh/plan.h>
+
+#include <stdio.h>
+#include <string.h>
+
+/* What the trainer takes from a plan; broadcast from rank 0 as ints. */
+enum { C_OK, C_TP, C_PP, C_DP, C_ZERO, C_SCHED, C_VPP, C_MB, C_COUNT };
+
+/* the trainer's schedule for a planner's one (zbv has no counterpart in the planner) */
+static mesh_pp_kind_t pp_kind(mesh_plan_schedule_t s)
+{
+    return s == MESH_PLAN_SCHED_AFAB          ? MESH_PP_AFAB
+           : s == MESH_PLAN_SCHED_INTERLEAVED ? MESH_PP_INTERLEAVED
+           : s == MESH_PLAN_SCHED_ZB_H1       ? MESH_PP_ZB1
+                                              : MESH_PP_1F1B;
+}
+
+static unsigned sched_bit(const char *name)
+{
+    mesh_pp_kind_t k;
+    if (!name || mesh_pp_kind_parse(name, &k) != MESH_OK)
+        return 0;
+    return k == MESH_PP_AFAB                      ? 1u << MESH_PLAN_SCHED_AFAB
+           : k == MESH_PP_1F1B                    ? 1u << MESH_PLAN_SCHED_1F1B
+           : k == MESH_PP_INTERLEAVED             ? 1u << MESH_PLAN_SCHED_INTERLEAVED
+           : k == MESH_PP_ZB1 || k == MESH_PP_ZBV ? 1u << MESH_PLAN_SCHED_ZB_H1
+                                                  : 0;
+}
+
+/* Why the trainer cannot run a layout the planner accepts; NULL when it can. The planner
+ * splits uneven stages and knows nothing of the vocabulary-parallel head. */
+static const char *unrunnable(const train_opts_t *o, const mesh_plan_layout_t *l, char *buf,
+                              size_t len)
+{
+    if (o->vocab % l->tp)
+        return snprintf(buf, len, "vocab %d is not divisible by tp=%d", o->vocab, l->tp), buf;
+    if (o->sequence_parallel && o->seq % l->tp)
+        return snprintf(buf, len, "seq %d is not divisible by tp=%d", o->seq, l->tp), buf;
+    if (l->pp == 1)
+        return o->schedule || o->chunks ? "--schedule and --chunks need pp > 1" : NULL;
+    if (l->zero >= 2)
+        return snprintf(buf, len, "zero=%d with pp=%d", l->zero, l->pp), buf;
+    /* the user's schedule runs as given (zbv is planned as zb-h1); else the planner's */
+    mesh_pp_kind_t kind = pp_kind(l->schedule);
+    if (o->schedule)
+        mesh_pp_kind_parse(o->schedule, &kind);
+    int v = o->chunks                     ? o->chunks
+            : kind == MESH_PP_INTERLEAVED ? l->vpp
+            : kind == MESH_PP_ZBV         ? 2
+                                          : 1;
+    if (o->layers % (l->pp * v))
+        return snprintf(buf, len, "%d layers do not split into pp=%d x %d chunks", o->layers, l->pp,
+                        v),
+               buf;
+    mesh_pp_schedule_params_t sp = {.field_mask = MESH_PP_SCHED_FIELD_CHUNKS,
+                                    .kind = kind,
+                                    .stages = l->pp,
+                                    .microbatches = l->micro_batches,
+                                    .chunks = v};
+    mesh_pp_schedule_h s;
+    if (mesh_pp_schedule_create(&sp, &s) != MESH_OK)
+        return snprintf(buf, len, "schedule %s: %s", mesh_pp_kind_name(sp.kind),
+                        mesh_comm_last_error(NULL)),
+               buf;
+    mesh_pp_schedule_destroy(s);
+    return NULL;
+}
+
+typedef struct {
+    int found;
+    mesh_plan_eval_t best;
+    int rank_in_search;   /* 0: the planner's first, and its reasons apply */
+    char reasons[3][160]; /* tp, pp and dp, each to its first ';' */
+    char skipped[400];    /* the planner's first when the trainer cannot run it */
+    char none[400];       /* why a search gave nothing */
+} pick_t;
+
+static void keep_reasons(pick_t *pk, mesh_plan_result_h r)
+{
+    static const char *const axes[3] = {"tp=", "pp=", "dp="};
+    const char *line;
+    for (int a = 0; a < 3; a++)
+        pk->reasons[a][0] = 0;
+    for (int i = 0; (line = mesh_plan_result_reason(r, i)); i++)
+        for (int a = 0; a < 3; a++)
+            if (!strncmp(line, axes[a], 3)) {
+                size_t n = strcspn(line, ";");
+                if (n >= sizeof(pk->reasons[a]))
+                    n = sizeof(pk->reasons[a]) - 1;
+                memcpy(pk->reasons[a], line, n);
+                pk->reasons[a][n] = 0;
+            }
+}
+
+/* One search; its fastest layout the trainer runs competes with pk's (ties: the earlier). */
+static void search(const train_opts_t *o, const mesh_plan_model_t *m, const mesh_plan_cluster_t *cl,
+                   const mesh_plan_params_t *p, pick_t *pk)
+{
+    mesh_plan_result_h r;
+    if (mesh_plan_search(m, cl, p, &r) != MESH_OK) {
+        snprintf(pk->none, sizeof(pk->none), "%s", mesh_comm_last_error(NULL));
+        return;
+    }
+    char buf[200], skipped[400] = "";
+    int n = mesh_plan_result_count(r);
+    if (n == 0) {
+        const mesh_plan_eval_t *rej = mesh_plan_result_rejected(r, 0);
+        snprintf(pk->none, sizeof(pk->none), "%s", rej ? rej->why : "no layout");
+    } else if (mesh_plan_result_forced_span(r)) {
+        snprintf(pk->none, sizeof(pk->none), "only layouts whose tp spans nodes fit");
+        n = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        const mesh_plan_eval_t *e = mesh_plan_result_layout(r, i);
+        const char *why = unrunnable(o, &e->layout, buf, sizeof(buf));
+        if (why) {
+            if (i == 0) {
+                char l[160];
+                mesh_plan_layout_format(&e->layout, l, sizeof(l));
+                snprintf(skipped, sizeof(skipped), "%s cannot run in mesh-train: %s", l, why);
+            }
+            if (i == n - 1)
+                snprintf(pk->none, sizeof(pk->none), "%s", skipped);
+            continue;
+        }
+        if (!pk->found || e->step < pk->best.step) {
+            pk->found = 1;
+            pk->best = *e;
+            pk->rank_in_search = i;
+            snprintf(pk->skipped, sizeof(pk->skipped), "%s", skipped);
+            if (i == 0)
+                keep_reasons(pk, r);
+        }
+        break;
+    }
+    mesh_plan_result_free(r);
+}
+
+/* The planner's choice on this rank: c[C_OK] = 0 with err set when there is none. */
+static void choose(const train_opts_t *o, mesh_comm_h world, int c[C_COUNT], double *step,
+                   pick_t *pk, char *err, size_t errlen)
+{
+    int w = mesh_comm_size(world), nodes = mesh_comm_node_count(world);
+    int per = mesh_comm_local_size(world, 0);
+    memset(c, 0, sizeof(int) * C_COUNT);
+    for (int n = 1; n < nodes; n++)
+        if (mesh_comm_local_size(world, n) != per) {
+            snprintf(err, errlen,
+                     "--mesh auto: the nodes run %d and %d ranks; the planner "
+                     "needs the same number on each",
+                     per, mesh_comm_local_size(world, n));
+            return;
+        }
+    mesh_plan_model_t m = {.layers = o->layers,
+                           .hidden = o->d_model,
+                           .heads = o->heads,
+                           .vocab = o->vocab,
+                           .seq = o->seq,
+                           .tied = 1};
+    snprintf(m.name, sizeof(m.name), "mesh-train");
+    mesh_plan_cluster_t cl;
+    if (mesh_plan_cluster_preset("cpu", w, &cl) != MESH_OK) {
+        snprintf(err, errlen, "--mesh auto: %s", mesh_comm_last_error(NULL));
+        return;
+    }
+    cl.gpus_per_node = per;
+    mesh_plan_params_t base = {
+        .field_mask = MESH_PLAN_PARAM_FIELD_BATCH | MESH_PLAN_PARAM_FIELD_FIX |
+                      MESH_PLAN_PARAM_FIELD_CHOICES | MESH_PLAN_PARAM_FIELD_TOP,
+        .batch_tokens = (double)o->batch * o->seq,
+        .fix = {.cp = 1, .ep = 1},
+        .fix_set = MESH_PLAN_SET_CP | MESH_PLAN_SET_EP,
+        .recompute_mask = 1u << MESH_PLAN_RECOMPUTE_NONE, /* mesh-train keeps activations */
+        .no_sp = !o->sequence_parallel,
+        .top = 64};
+    static const unsigned set[3] = {MESH_PLAN_SET_TP, MESH_PLAN_SET_PP, MESH_PLAN_SET_DP};
+    static const int axis[3] = {MESH_AXIS_TP, MESH_AXIS_PP, MESH_AXIS_DP};
+    for (int a = 0; a < 3; a++)
+        if (o->size[axis[a]]) {
+            base.fix_set |= set[a];
+            int v = o->size[axis[a]];
+            *(axis[a] == MESH_AXIS_TP   ? &base.fix.tp
+              : axis[a] == MESH_AXIS_PP ? &base.fix.pp
+                                        : &base.fix.dp) = v;
+        }
+    if (o->schedule) {
+        base.schedule_mask = sched_bit(o->schedule);
+        if (!base.schedule_mask) {
+            snprintf(err, errlen, "--schedule %s: one of afab, 1f1b, interleaved, zb1, zbv",
+                     o->schedule);
+            return;
+        }
+    }
+    if (o->chunks) {
+        base.fix.vpp = o->chunks;
+        base.fix_set |= MESH_PLAN_SET_VPP;
+    }
+    /* Stages 2 and 3 run without a pipeline only: one search with pp = 1 and every stage, one
+     * with stages 0 and 1 and any pp; the faster wins. */
+    unsigned zmask[2] = {0xf, 0x3};
+    int zpp[2] = {1, 0}, cases = 2;
+    if (o->zero_given) {
+        zmask[0] = 1u << o->zero, cases = 1;
+        zpp[0] = o->zero >= 2 && !o->size[MESH_AXIS_PP];
+    } else if (o->size[MESH_AXIS_PP]) {
+        zmask[0] = o->size[MESH_AXIS_PP] > 1 ? 0x3 : 0xf, zpp[0] = 0, cases = 1;
+    }
+    memset(pk, 0, sizeof(*pk));
+    for (int k = 0; k < cases; k++) {
+        mesh_plan_params_t p = base;
+        p.zero_mask = zmask[k];
+        if (zpp[k]) {
+            p.fix.pp = 1;
+            p.fix_set |= MESH_PLAN_SET_PP;
+        }
+        /* --microbatches M: the micro-batch size follows from dp, one search per dp */
+        for (int dp = 1; dp <= w; dp++) {
+            if (o->microbatches_given) {
+                if (w % dp || o->batch % (dp * o->microbatches) ||
+                    (o->size[MESH_AXIS_DP] && o->size[MESH_AXIS_DP] != dp)) {
+                    if (!pk->none[0])
+                        snprintf(pk->none, sizeof(pk->none),
+                                 "--batch %d does not split into "
+                                 "dp ranks x --microbatches %d for any dp",
+                                 o->batch, o->microbatches);
+                    continue;
+                }
+                p.fix.dp = dp;
+                p.fix.mbs = o->batch / (dp * o->microbatches);
+                p.fix_set |= MESH_PLAN_SET_DP | MESH_PLAN_SET_MBS;
+            } else if (dp > 1) {
+                break;
+            }
+            search(o, &m, &cl, &p, pk);
+        }
+    }
+    if (!pk->found) {
+        snprintf(err, errlen,
+                 "--mesh auto: the planner finds no layout mesh-train can run "
+                 "on %d rank%s (%d per node): %s",
+                 w, w == 1 ? "" : "s", per, pk->none[0] ? pk->none : "no candidate");
+        return;
+    }
+    const mesh_plan_layout_t *l = &pk->best.layout;
+    c[C_OK] = 1, c[C_TP] = l->tp, c[C_PP] = l->pp, c[C_DP] = l->dp, c[C_ZERO] = l->zero;
+    c[C_SCHED] = l->schedule, c[C_VPP] = l->vpp, c[C_MB] = l->micro_batches;
+    *step = pk->best.step;
+}
+
+int train_auto(train_opts_t *o, mesh_comm_h world, char *why, size_t whylen, char *err,
+               size_t errlen)
+{
+    int mine[C_COUNT], c[C_COUNT], differs;
+    double step = 0;
+    pick_t pk;
+    err[0] = 0;
+    choose(o, world, mine, &step, &pk, err, errlen);
+    /* the planner is deterministic; rank 0's choice is taken, and a rank that differs says so */
+    if (mesh_broadcast(world, mine, c, C_COUNT, MESH_INT32, 0, NULL, NULL) != MESH_OK ||
+        mesh_broadcast(world, &step, &step, 1, MESH_FP64, 0, NULL, NULL) != MESH_OK) {
+        snprintf(err, errlen, "--mesh auto: %s", mesh_comm_last_error(NULL));
+        return -1;
+    }
+    differs = memcmp(mine, c, sizeof(c)) != 0;
+    if (mesh_allreduce(world, &differs, &differs, 1, MESH_INT32, MESH_MAX, NULL, NULL) != MESH_OK) {
+        snprintf(err, errlen, "--mesh auto: %s", mesh_comm_last_error(NULL));
+        return -1;
+    }
+    if (!c[C_OK]) {
+        if (mesh_comm_rank(world) != 0 || !err[0])
+            snprintf(err, errlen, "--mesh auto: the planner finds no layout on rank 0");
+        return -1;
+    }
+    if (differs) {
+        snprintf(err, errlen, "--mesh auto: the ranks' planners chose different layouts");
+        return -1;
+    }
+    o->size[MESH_AXIS_TP] = c[C_TP], o->size[MESH_AXIS_PP] = c[C_PP];
+    o->size[MESH_AXIS_DP] = c[C_DP];
+    o->zero = c[C_ZERO];
+    o->microbatches = c[C_MB];
+    if (c[C_PP] > 1 && !o->schedule)
+        o->schedule = mesh_pp_kind_name(pp_kind((mesh_plan_schedule_t)c[C_SCHED]));
+    if (c[C_PP] > 1 && !o->chunks && c[C_SCHED] == MESH_PLAN_SCHED_INTERLEAVED)
+        o->chunks = c[C_VPP];
+    char sched[48] = "";
+    if (c[C_PP] > 1)
+        snprintf(sched, sizeof(sched), " schedule=%s chunks=%d", o->schedule,
+                 o->chunks                                                            ? o->chunks
+                 : !strcmp(o->schedule, "interleaved") || !strcmp(o->schedule, "zbv") ? 2
+                                                                                      : 1);
+    int w = mesh_comm_size(world), nodes = mesh_comm_node_count(world);
+    int n = snprintf(why, whylen,
+                     "# plan: tp=%d pp=%d dp=%d zero=%d%s microbatches=%d: predicted step %.3f "
+                     "ms on %d CPU rank%s, %d per node (planner's CPU figures)",
+                     c[C_TP], c[C_PP], c[C_DP], c[C_ZERO], sched, c[C_MB], step * 1e3, w,
+                     w == 1 ? "" : "s", w / nodes);
+    /* the reasons are the planner's for its first layout; rank 0 prints them */
+    if (n > 0 && (size_t)n < whylen) {
+        if (pk.rank_in_search == 0 && pk.reasons[0][0])
+            snprintf(why + n, whylen - (size_t)n, "\n# why: %s; %s; %s", pk.reasons[0],
+                     pk.reasons[1], pk.reasons[2]);
+        else if (pk.skipped[0])
+            snprintf(why + n, whylen - (size_t)n, "\n# why: the fastest mesh-train runs; %s",
+                     pk.skipped);
+    }
+    return 0;
+}

@@ -1,0 +1,155 @@
+#!/bin/sh
+# mesh-train --mesh auto: the layout from the planner. The tiny GPT of train.sh (2 layers,
+# d_model 32, 4 heads, seq 16, vocab 64, global batch 8, 10 steps) on 2 ranks, 4 ranks, 4 ranks
+# over 2 simulated nodes, and 4 ranks with pp=2 given:
+#   - the loss of each step equals the 1-rank run within 1e-4 relative;
+#   - the printed tp, pp, dp, ZeRO stage and micro-batches are those tools/mesh-plan ranks first
+#     for the same model, CPU cluster and restrictions (cp = ep = 1, no recomputation, no
+#     sequence parallelism; ZeRO 2 and 3 only with pp = 1: the faster of the two searches);
+# a request nothing fits (pp=4 for 2 layers) is refused with the planner's reason.
+# MESH_TEST_SANITIZED=1 keeps 2 ranks, 4 ranks over 2 nodes and the refusal.
+set -u
+b=${top_builddir:-.}
+prog="$b/bench/mesh-train"
+plan="$b/tools/mesh-plan"
+if [ ! -x "$prog" ]; then
+    echo "SKIP: bench/mesh-train not built (configure found no OpenBLAS)"
+    exit 77
+fi
+export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
+export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+model="--layers 2 --d-model 32 --heads 4 --seq 16 --vocab 64 --batch 8 --steps 10 --lr 3e-3 --quiet"
+pmodel="layers=2,hidden=32,heads=4,seq=16,vocab=64,tied=1,dropout=0"
+status=0
+fail() {
+    echo "FAIL: $*"
+    status=1
+}
+
+# train NAME RANKS [meshrun options --] mesh-train options: runs, leaves NAME.csv and NAME.out
+train() {
+    name=$1 n=$2
+    shift 2
+    mr=""
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do mr="$mr $1"; shift; done
+    [ $# -gt 0 ] && shift
+    # shellcheck disable=SC2086
+    if ! "$b/tools/meshrun" -n "$n" $mr --timeout 120 "$prog" $model --csv "$tmp/$name.csv" \
+        "$@" >"$tmp/$name.out" 2>&1; then
+        fail "$name: mesh-train failed"
+        head -20 "$tmp/$name.out"
+        return 1
+    fi
+}
+
+# same_loss NAME REF TOL: the loss of every step within TOL relative
+same_loss() {
+    awk -F, -v tol="$3" -v name="$1" '
+        /^#/ || $1 == "step" { next }
+        NR == FNR { ref[$1] = $2; next }
+        {
+            seen++
+            if (!($1 in ref)) { printf "%s: step %s not in the reference\n", name, $1; bad++; next }
+            d = $2 - ref[$1]; if (d < 0) d = -d
+            r = ref[$1] < 0 ? -ref[$1] : ref[$1]
+            if (d > tol * r) {
+                printf "%s: step %s loss %s, reference %s\n", name, $1, $2, ref[$1]
+                bad++
+            }
+        }
+        END { if (seen < 10) { printf "%s: %d steps\n", name, seen; bad++ } exit bad > 0 }' \
+        "$tmp/$2.csv" "$tmp/$1.csv" || fail "$1: loss differs from $2 beyond $3"
+}
+
+# first_plan FILE: "tp=A pp=B dp=C zero=Z microbatches=M STEP" of mesh-plan --json's first layout
+first_plan() {
+    n='\([-0-9.e+]*\)'
+    grep -m1 '^ *{"tp":' "$1" | sed -n "s/.*\"tp\": $n,.*\"dp\": $n, \"pp\": $n,.*\"zero\": $n, \
+\"mbs\": $n, \"micro_batches\": $n,.*\"step_s\": $n,.*/tp=\1 pp=\3 dp=\2 zero=\4 \
+microbatches=\6 \7/p"
+}
+
+# expect NAME GPUS PER_NODE [FIX]: mesh-plan's choice as mesh-train makes it; without pp in FIX,
+# the faster of pp=1 with every ZeRO stage and any pp with stages 0 and 1 (pp=1 on a tie)
+expect() {
+    name=$1
+    common="--model $pmodel --cluster cpu,gpus=$2,gpus-per-node=$3 --batch-seqs 8"
+    common="$common --recompute none --no-sp --json"
+    fix="cp=1,ep=1${4:+,$4}"
+    case ",$fix," in
+    *,pp=1,*) searches="a" ;;
+    *,pp=*) searches="b" ;;
+    *) searches="a b" ;;
+    esac
+    best="" best_step=""
+    for s in $searches; do
+        # shellcheck disable=SC2086
+        if [ "$s" = a ]; then
+            fixa=$fix
+            case ",$fix," in *,pp=*) ;; *) fixa="$fix,pp=1" ;; esac
+            "$plan" $common --fix "$fixa" >"$tmp/$name.plan$s" 2>&1
+        else
+            "$plan" $common --fix "$fix" --zero 0,1 >"$tmp/$name.plan$s" 2>&1
+        fi
+        line=$(first_plan "$tmp/$name.plan$s")
+        if [ -z "$line" ]; then # said by check_plan, outside this subshell
+            echo "$name: mesh-plan gave no layout:" >&2
+            cat "$tmp/$name.plan$s" >&2
+            continue
+        fi
+        step=${line##* }
+        if [ -z "$best" ] || awk -v a="$best_step" -v b="$step" 'BEGIN { exit !(b < a) }'; then
+            best=${line% *} best_step=$step
+        fi
+    done
+    echo "$best"
+}
+
+# check_plan NAME GPUS PER_NODE [FIX]: mesh-train printed mesh-plan's choice
+check_plan() {
+    want=$(expect "$@")
+    k='[0-9]*'
+    got=$(sed -n "s/^# plan: \(tp=$k pp=$k dp=$k zero=$k\).* \(microbatches=$k\):.*/\1 \2/p" \
+        "$tmp/$1.out")
+    if [ -z "$want" ] || [ "$got" != "$want" ]; then
+        fail "$1: mesh-train chose [$got], mesh-plan [$want]"
+        head -3 "$tmp/$1.out"
+    else
+        echo "ok: $1: $got, as mesh-plan"
+    fi
+    grep -q '^# plan: .*predicted step [0-9.]* ms' "$tmp/$1.out" ||
+        fail "$1: no predicted step time"
+    grep -q '^# why: ' "$tmp/$1.out" || fail "$1: no reasons"
+}
+
+cases="auto2 auto4 auto4nodes auto4pp2"
+[ "${MESH_TEST_SANITIZED:-0}" = 1 ] && cases="auto2 auto4nodes"
+
+train one 1 || exit 1
+for c in $cases; do
+    case $c in
+    auto2) train "$c" 2 -- --mesh auto && check_plan "$c" 2 2 ;;
+    auto4) train "$c" 4 -- --mesh auto && check_plan "$c" 4 4 ;;
+    auto4nodes) train "$c" 4 --nodes 2 -- --mesh auto && check_plan "$c" 4 2 ;;
+    auto4pp2) train "$c" 4 -- --mesh auto,pp=2 && check_plan "$c" 4 4 pp=2 ;;
+    esac
+    [ -f "$tmp/$c.csv" ] && same_loss "$c" one 1e-4
+done
+grep -q '^# plan: .* pp=2 .*schedule=' "$tmp/auto4pp2.out" 2>/dev/null ||
+    [ "${MESH_TEST_SANITIZED:-0}" = 1 ] || fail "auto4pp2: no pipeline schedule chosen"
+
+# nothing fits: refused on every rank with the planner's reason, before any step
+# shellcheck disable=SC2086
+if "$b/tools/meshrun" -n 4 --timeout 60 "$prog" $model --mesh auto,pp=4 >"$tmp/none.out" 2>&1; then
+    fail "pp=4 for 2 layers was accepted"
+elif ! grep -q 'mesh-train: --mesh auto: the planner finds no layout .*pp=4 exceeds the 2 layers' \
+    "$tmp/none.out"; then
+    fail "pp=4 for 2 layers: no reason"
+    cat "$tmp/none.out"
+else
+    echo "ok: nothing fits: $(grep -m1 'mesh-train:' "$tmp/none.out")"
+fi
+grep -q '^step\|^# plan' "$tmp/none.out" && fail "pp=4: training started"
+exit $status
