@@ -11,6 +11,7 @@
  * dispatch and per combine through the transports that reach other nodes
  * (mesh_comm_tl_bytes), named in the heading.
  */
+#include "bench/bench_ep.h"
 #include "mesh.h"
 #include "mesh/expert.h"
 #include <math.h>
@@ -77,46 +78,6 @@ static uint64_t cross_bytes(mesh_comm_h comm, const char **names, int nn)
         if (mesh_comm_tl_bytes(comm, names[i], &sent, NULL) == MESH_OK)
             sum += sent;
     return sum;
-}
-
-static int parse_path(const char *s, mesh_ep_path_t *path)
-{
-    size_t n = strcspn(s, ",");
-    if (n == 4 && !strncmp(s, "flat", 4))
-        *path = MESH_EP_PATH_FLAT;
-    else if (n == 4 && !strncmp(s, "hier", 4))
-        *path = MESH_EP_PATH_HIER;
-    else if (n == 4 && !strncmp(s, "auto", 4))
-        *path = MESH_EP_PATH_AUTO;
-    else
-        return -1;
-    return 0;
-}
-
-/* Top-k distinct experts, each drawn from the skewed distribution among those left. */
-static void route(int32_t *ids, size_t tokens, int E, int k, double skew, uint64_t seed)
-{
-    double p[256];
-    for (size_t t = 0; t < tokens; t++) {
-        double total = 0;
-        for (int e = 0; e < E; e++)
-            total += p[e] = pow(e + 1.0, -skew);
-        for (int j = 0; j < k; j++) {
-            double u = (double)(mix(seed * 1000003u + t * 64 + j) >> 11) / 9007199254740992.0;
-            double acc = 0;
-            int e = 0;
-            for (; e < E - 1; e++) {
-                acc += p[e] / total;
-                if (p[e] > 0 && u < acc)
-                    break;
-            }
-            while (p[e] == 0)
-                e = (e + E - 1) % E;
-            ids[t * k + j] = e;
-            total -= p[e];
-            p[e] = 0;
-        }
-    }
 }
 
 /* What every run shares. */
@@ -266,7 +227,7 @@ int main(int argc, char **argv)
     }
     mesh_ep_path_t path;
     for (const char *s = paths; s; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL)
-        if (parse_path(s, &path)) {
+        if (bench_ep_path(s, &path)) {
             usage();
             return 2;
         }
@@ -313,9 +274,13 @@ int main(int argc, char **argv)
     for (const char *s = skews; s && *s && !status;
          s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL) {
         double skew = atof(s);
-        route(b.ids, b.tokens, b.E, b.k, skew, (uint64_t)b.rank + 1);
+        if (bench_ep_route(b.ids, b.tokens, b.E, b.k, skew, (uint64_t)b.rank + 1)) {
+            fprintf(stderr, "expert-bench: out of memory\n");
+            status = 1;
+            break;
+        }
         for (const char *q = paths; q && !status; q = strchr(q, ',') ? strchr(q, ',') + 1 : NULL) {
-            parse_path(q, &path);
+            bench_ep_path(q, &path);
             status = run_path(&b, skew, path);
         }
     }
