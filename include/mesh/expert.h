@@ -47,10 +47,9 @@
  * the choice. The hierarchical path uses point-to-point messages with tag MESH_EP_TAG on the
  * ep communicator, which the caller's own messages there must not use while a move runs.
  *
- * Buffers are host memory; rows are
- * fp32 or bf16; combine sums in double and rounds once. Calls taking a layout are collective
- * over the ep communicator; a layout's calls must not run concurrently (it keeps their
- * scratch).
+ * Buffers are host memory; rows are fp32 or bf16; combine sums in double and rounds once.
+ * Calls taking a layout are collective over the ep communicator; a layout's calls must not run
+ * concurrently (it keeps their scratch).
  */
 #ifndef MESH_EXPERT_H
 #define MESH_EXPERT_H
