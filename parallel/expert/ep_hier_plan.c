@@ -4,6 +4,7 @@
  * row lands on the way back. Built once per layout from its counts and offsets, with two
  * point-to-point exchanges between each source and its forwarders: the counts, then the
  * choices, one int64 each: ((token's row in the message * E + expert) << 1) | whole.
+ * The ep handle's node map lives here too.
  */
 #include "ep_hier.h"
 #include <stdlib.h>
