@@ -46,8 +46,14 @@ typedef enum {
     BENCH_GATHER,
     BENCH_SCATTER,
     BENCH_SENDRECV,
+    BENCH_DISPATCH_COMBINE, /* expert dispatch + combine (mesh-bench only; bench_ep.h) */
     BENCH_OP_COUNT
 } bench_op_t;
+
+/* dispatch_combine: rows of at most BENCH_EP_HIDDEN elements, each token to BENCH_EP_TOPK of
+ * 2 x ranks experts. */
+#define BENCH_EP_HIDDEN 1024
+#define BENCH_EP_TOPK 2
 
 /* The axes of --mesh, in the order of mesh_axis_t (mesh-bench checks it at compile time). */
 typedef enum {
@@ -80,6 +86,8 @@ typedef struct {
     const char *json;  /* --json FILE */
     const char *plot;  /* --plot DIR */
     int bytes;         /* --bytes: bytes each transport carried per call */
+    double skew;       /* --skew: dispatch_combine's routing skew (0: uniform) */
+    const char *ep_path; /* --ep-path: dispatch_combine's path, flat, hier or auto (default) */
 } bench_opts_t;
 
 /* One call as the driver prepares it; buffers follow the in-place conventions of mesh.h. */

@@ -151,6 +151,10 @@ static void bench_src(const bench_call_t *c, int q, int n, size_t idx, unsigned 
         bench_encode(c->dtype, bench_value(c, q, n, idx), out);
         return;
     }
+    if (c->op == BENCH_DISPATCH_COMBINE) { /* eighths up to 16, exact in fp32 and bf16 */
+        bench_encode(c->dtype, (double)(((size_t)q * 37 + idx * 11) % 255) / 8 - 15.875, out);
+        return;
+    }
     for (size_t b = 0; b < dsize; b++)
         out[b] = (unsigned char)((size_t)q * 37 + idx * 11 + b * 101 + 1);
 }
@@ -244,6 +248,8 @@ uint64_t bench_check(const bench_call_t *c, const bench_sizes_t *sz, int rank, i
         return bench_compare(c, out, cnt, c->root, (size_t)rank * cnt, 0, n);
     case BENCH_SENDRECV:
         return bench_compare(c, out, cnt, (rank + n - 1) % n, 0, 0, n);
+    case BENCH_DISPATCH_COMBINE: /* identity experts, weights summing to 1 */
+        return bench_compare(c, out, cnt, rank, 0, 0, n);
     default:
         return 0;
     }

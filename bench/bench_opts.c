@@ -9,7 +9,7 @@
 
 static const char *const bench_op_names[BENCH_OP_COUNT] = {
     "allreduce", "reduce",  "broadcast", "reduce_scatter", "allgather",
-    "alltoall",  "gather",  "scatter",   "sendrecv"};
+    "alltoall",  "gather",  "scatter",   "sendrecv", "dispatch_combine"};
 static const char *const bench_dtype_names[BENCH_DTYPE_COUNT] = {
     "int8", "uint8", "int32", "uint32", "int64", "uint64",
     "fp16", "bf16",  "fp32",  "fp64",   "e4m3",  "e5m2"};
@@ -36,7 +36,8 @@ static const char bench_usage[] =
     "Measures collectives like nccl-tests: every size is validated first, then timed.\n"
     "\n"
     "  -o, --op LIST        allreduce reduce broadcast reduce_scatter allgather alltoall\n"
-    "                       gather scatter sendrecv, comma-separated, or all (default allreduce)\n"
+    "                       gather scatter sendrecv dispatch_combine, comma-separated, or all\n"
+    "                       (default allreduce)\n"
     "  -b, --minbytes B     smallest size S in bytes, suffixes k m g (default 8)\n"
     "  -e, --maxbytes B     largest size S (default 8m)\n"
     "  -f, --stepfactor F   multiply the size by F between rows (default 2)\n"
@@ -56,6 +57,9 @@ static const char bench_usage[] =
     "      --memcpy         measure this process's memcpy bandwidth over the sizes instead\n"
     "      --bytes          show the bytes each transport carried per out-of-place call,\n"
     "                       summed over the ranks (e.g. tcp between nodes, shm within)\n"
+    "      --skew S         dispatch_combine: each token's 2 experts of 2 x ranks drawn with\n"
+    "                       probability proportional to 1 / (e + 1)^S (default 0, uniform)\n"
+    "      --ep-path P      dispatch_combine: flat, hier or auto (default; mesh-bench only)\n"
     "  -h, --help           this text\n"
     "\n"
     "Per-axis bench of a 5D mesh (mesh-bench only):\n"
@@ -71,7 +75,9 @@ static const char bench_usage[] =
     "S follows nccl-tests: count x type size for allreduce, reduce, broadcast and sendrecv;\n"
     "the whole buffer (all ranks' blocks) for reduce_scatter, allgather, alltoall, gather\n"
     "and scatter. algbw = S / time; busbw = algbw x 2(n-1)/n (allreduce), (n-1)/n\n"
-    "(reduce_scatter, allgather, alltoall, gather, scatter), 1 (the others). time is each\n"
+    "(reduce_scatter, allgather, alltoall, gather, scatter), 4(n-1)/n (dispatch_combine,\n"
+    "whose S is this rank's token rows: each goes to 2 experts and comes back; skew changes\n"
+    "what leaves a rank), 1 (the others). time is each\n"
     "rank's average over the iterations, the maximum across ranks (of every group of the axis\n"
     "with --mesh). The exit status is 1 when any element was wrong.\n";
 
@@ -186,7 +192,7 @@ unsigned bench_axis_ops(const bench_opts_t *o, const char *axis)
 int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
 {
     enum { OPT_CSV = 256, OPT_MEMCPY, OPT_MESH, OPT_ORDER, OPT_REORDER, OPT_AXES, OPT_JSON,
-           OPT_PLOT, OPT_BYTES };
+           OPT_PLOT, OPT_BYTES, OPT_SKEW, OPT_EP_PATH };
     static const struct option longopts[] = {
         {"op", required_argument, NULL, 'o'},       {"minbytes", required_argument, NULL, 'b'},
         {"maxbytes", required_argument, NULL, 'e'}, {"stepfactor", required_argument, NULL, 'f'},
@@ -198,7 +204,8 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
         {"mesh", required_argument, NULL, OPT_MESH}, {"order", required_argument, NULL, OPT_ORDER},
         {"reorder", no_argument, NULL, OPT_REORDER}, {"axes", required_argument, NULL, OPT_AXES},
         {"json", required_argument, NULL, OPT_JSON}, {"plot", required_argument, NULL, OPT_PLOT},
-        {"bytes", no_argument, NULL, OPT_BYTES}, {NULL, 0, NULL, 0}};
+        {"bytes", no_argument, NULL, OPT_BYTES}, {"skew", required_argument, NULL, OPT_SKEW},
+        {"ep-path", required_argument, NULL, OPT_EP_PATH}, {NULL, 0, NULL, 0}};
     int c, f;
 
     *o = (bench_opts_t){.ops = 1u << BENCH_ALLREDUCE,
@@ -279,6 +286,22 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
         case OPT_BYTES:
             o->bytes = 1;
             break;
+        case OPT_SKEW: {
+            char *end;
+            o->skew = strtod(optarg, &end);
+            if (end == optarg || *end || !(o->skew >= 0) || o->skew > 100) {
+                fprintf(stderr, "error: --skew expects a number from 0 to 100, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case OPT_EP_PATH:
+            if (strcmp(optarg, "flat") && strcmp(optarg, "hier") && strcmp(optarg, "auto")) {
+                fprintf(stderr, "error: --ep-path expects flat, hier or auto, got '%s'\n", optarg);
+                return 2;
+            }
+            o->ep_path = optarg;
+            break;
         case 'h':
             printf(bench_usage, prog, strcmp(prog, "mpi-bench") ? "meshrun" : "mpirun");
             return 1;
@@ -316,7 +339,8 @@ void bench_tune_string(const bench_opts_t *o, char *buf, size_t len)
         return;
     }
     for (int op = 0; op < BENCH_OP_COUNT; op++) {
-        if (!(o->ops & (1u << op)) || op == BENCH_SENDRECV) continue;
+        if (!(o->ops & (1u << op)) || op == BENCH_SENDRECV || op == BENCH_DISPATCH_COMBINE)
+            continue;
         int n = snprintf(buf + used, len - used, "%s%s:%s", used ? "," : "", bench_op_names[op],
                          o->algo);
         if (n < 0 || (size_t)n >= len - used) break;
@@ -340,6 +364,10 @@ void bench_sizes(bench_op_t op, bench_dtype_t d, size_t bytes, int nranks, bench
         sz->rbytes = op == BENCH_REDUCE_SCATTER || op == BENCH_SCATTER ? sz->count * dsize
                                                                         : sz->bytes;
         break;
+    case BENCH_DISPATCH_COMBINE: /* count: whole rows of BENCH_EP_HIDDEN when longer */
+        sz->count = total > BENCH_EP_HIDDEN ? total - total % BENCH_EP_HIDDEN : total;
+        sz->bytes = sz->sbytes = sz->rbytes = sz->count * dsize;
+        break;
     default:
         sz->count = total;
         sz->bytes = sz->sbytes = sz->rbytes = total * dsize;
@@ -359,6 +387,8 @@ double bench_busbw_factor(bench_op_t op, int nranks)
     case BENCH_GATHER:
     case BENCH_SCATTER:
         return (n - 1) / n;
+    case BENCH_DISPATCH_COMBINE:
+        return 2.0 * BENCH_EP_TOPK * (n - 1) / n;
     default:
         return 1.0;
     }

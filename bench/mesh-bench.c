@@ -5,6 +5,7 @@
  */
 #include "config.h"
 #include "bench/bench.h"
+#include "bench/bench_ep.h"
 #include "mesh.h"
 
 #include <stdlib.h>
@@ -38,8 +39,11 @@ static struct {
 static int *bench_coords;   /* [size][BENCH_AXIS_COUNT + 1]: each rank's coordinates, grid rank */
 static char bench_mesh[256]; /* the grid for titles */
 
+static const bench_opts_t *bench_o;
+
 static int mesh_supports(bench_op_t op, bench_dtype_t d, bench_redop_t r, int in_place)
 {
+    if (op == BENCH_DISPATCH_COMBINE) return !in_place && (d == BENCH_FP32 || d == BENCH_BF16);
     return !(in_place && op == BENCH_SENDRECV);
 }
 
@@ -87,6 +91,12 @@ static int mesh_run(const bench_call_t *c)
     case BENCH_SENDRECV:
         st = ring_sendrecv(c);
         break;
+    case BENCH_DISPATCH_COMBINE: {
+        mesh_ep_path_t path = MESH_EP_PATH_AUTO;
+        if (bench_o->ep_path) bench_ep_path(bench_o->ep_path, &path);
+        st = bench_ep_run(comm, c->sbuf, c->rbuf, c->count, t, bench_o->skew, path);
+        break;
+    }
     default:
         st = MESH_ERR_INVALID_ARG;
         break;
@@ -114,6 +124,7 @@ static int mesh_axis(int i, bench_axis_t *a)
 static const char *mesh_algo(bench_op_t op)
 {
     if (op == BENCH_SENDRECV) return "p2p";
+    if (op == BENCH_DISPATCH_COMBINE) return bench_ep_algo();
     const char *a = mesh_comm_last_algorithm(bench_cur);
     return a && *a ? a : "?";
 }
@@ -333,6 +344,7 @@ int main(int argc, char **argv)
     int rc = bench_parse(argc, argv, "mesh-bench", &o);
     if (rc) return rc == 1 ? 0 : 2;
     if (o.memcpy_mode) return bench_memcpy(&o);
+    bench_o = &o;
 
     /* -a goes through the same override string users set, read when the library starts */
     bench_tune_string(&o, tune, sizeof(tune));
@@ -376,6 +388,7 @@ int main(int argc, char **argv)
      * its last messages can be taken for a failed one. Only the leaving can fail here, after the
      * results stand, so the status does not count. */
     if (!bench_aborted) (void)mesh_barrier(bench_comm, NULL);
+    bench_ep_free();
     if (bench_grid) mesh_grid_destroy(bench_grid);
     mesh_comm_destroy(bench_comm);
     free(bench_coords);

@@ -42,7 +42,7 @@ static MPI_Op mpi_op(bench_redop_t r)
 
 static int mpi_supports(bench_op_t op, bench_dtype_t d, bench_redop_t r, int in_place)
 {
-    if (mpi_dtype(d) == MPI_DATATYPE_NULL) return 0;
+    if (mpi_dtype(d) == MPI_DATATYPE_NULL || op == BENCH_DISPATCH_COMBINE) return 0;
     if (bench_op_is_reduction(op) && mpi_op(r) == MPI_OP_NULL) return 0;
     if (in_place && (op == BENCH_REDUCE_SCATTER || op == BENCH_SENDRECV)) return 0;
     return 1;

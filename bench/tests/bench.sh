@@ -1,6 +1,7 @@
 #!/bin/sh
 # mesh-bench end to end: every op validated on 2 and 3 ranks (-c 1 makes a wrong element fail
-# the run), one rank without a launcher, two simulated nodes, the CSV file and -a.
+# the run), one rank without a launcher, two simulated nodes, the CSV file and -a; expert
+# dispatch + combine across two nodes on each path.
 . "$(dirname "$0")/lib.sh"
 ops=allreduce,reduce,broadcast,reduce_scatter,allgather,alltoall,gather,scatter,sendrecv
 
@@ -37,5 +38,16 @@ check "forced algorithm reported" ring "$(awk -F, 'NR == 2 { print $6 }' "$tmp/r
 "$BENCH" -o nonsense >/dev/null 2>&1
 check "bad op is a usage error" 2 $?
 
-[ $fail = 0 ] || for f in out2 out3 out1 out4 outa; do echo "--- $f"; cat "$tmp/$f"; done
+for p in flat hier; do
+    "$MESHRUN" -n 4 --nodes 2 --timeout 120 "$BENCH" -o dispatch_combine -d fp32,bf16 --skew 1.5 \
+        --ep-path $p -b 8 -e 64k -f 32 -n 2 -w 1 --csv "$tmp/ep_$p.csv" >"$tmp/outep_$p" 2>&1
+    check "dispatch_combine on the $p path, validated" 0 $?
+    check "dispatch_combine: every row on the $p path, none wrong" 0 \
+        "$(awk -F, -v p=$p 'NR > 1 && ($6 != p || $10 != 0)' "$tmp/ep_$p.csv" | wc -l | tr -d ' ')"
+done
+
+[ $fail = 0 ] || for f in out2 out3 out1 out4 outa outep_flat outep_hier; do
+    echo "--- $f"
+    cat "$tmp/$f"
+done
 exit $fail

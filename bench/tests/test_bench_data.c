@@ -92,6 +92,9 @@ static void run_collective(bench_op_t op, int n, size_t cnt, size_t dsize)
         case BENCH_SENDRECV:
             memcpy(out, input[(r + n - 1) % n], blk);
             break;
+        case BENCH_DISPATCH_COMBINE: /* identity experts: the token rows come back */
+            memcpy(out, input[r], blk);
+            break;
         default:
             CHECK(0);
         }
@@ -265,6 +268,16 @@ int main(void)
     CHECK(bench_busbw_factor(BENCH_ALLREDUCE, 4) == 1.5);
     CHECK(bench_busbw_factor(BENCH_ALLTOALL, 4) == 0.75);
     CHECK(bench_busbw_factor(BENCH_BROADCAST, 4) == 1.0);
+    CHECK(bench_busbw_factor(BENCH_DISPATCH_COMBINE, 4) == 3.0);
+    /* dispatch_combine: whole rows of BENCH_EP_HIDDEN elements beyond one row */
+    bench_sizes(BENCH_DISPATCH_COMBINE, BENCH_FP32, 4 * (3 * BENCH_EP_HIDDEN + 5), 4, &sz);
+    CHECK(sz.count == 3 * BENCH_EP_HIDDEN && sz.bytes == sz.count * 4 && sz.rbytes == sz.bytes);
+    bench_sizes(BENCH_DISPATCH_COMBINE, BENCH_BF16, 2 * 100, 4, &sz);
+    CHECK(sz.count == 100 && sz.sbytes == 200);
+    CHECK(parse("-o dispatch_combine --skew 1.5 --ep-path hier") == 0 &&
+          opts.ops == 1u << BENCH_DISPATCH_COMBINE && opts.skew == 1.5 &&
+          !strcmp(opts.ep_path, "hier"));
+    CHECK(parse("--skew -1") == 2 && parse("--ep-path ring") == 2);
 
     for (int op = 0; op < BENCH_OP_COUNT; op++)
         for (int d = 0; d < BENCH_DTYPE_COUNT; d++)
@@ -272,7 +285,8 @@ int main(void)
                 for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++)
                     for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
                         for (int ip = 0; ip < 2; ip++) {
-                            if (ip && op == BENCH_SENDRECV) continue;
+                            if (ip && (op == BENCH_SENDRECV || op == BENCH_DISPATCH_COMBINE))
+                                continue;
                             one((bench_op_t)op, (bench_dtype_t)d, (bench_redop_t)r, ns[ni],
                                 counts[ci], ip);
                         }

@@ -28,10 +28,28 @@
  * the offending rank's message names the argument, the others' name that rank). Rows travel
  * by mesh_alltoallv on the ep communicator, one per local expert index, all in flight at once,
  * straight into their place: the path is the one mesh picks for that communicator; the rows
- * a rank routes to its own experts are copied, never sent. Buffers are host memory; rows are
- * fp32 or bf16; combine sums in double and rounds once. Calls taking a layout are collective
- * over the ep communicator; a layout's calls must not run concurrently (it keeps their
- * scratch).
+ * a rank routes to its own experts are copied, never sent.
+ *
+ * Hierarchical path (MESH_EP_PATH_HIER): when the ep communicator spans nodes, a token row
+ * crosses to another node once, not once per expert chosen there: dispatch and combine_backward
+ * send each token's row to one forwarder per other node (the rank there with the sender's index
+ * on its own node, modulo that node's size: a rail), which copies it (combine_backward: scales
+ * it by each choice's weight, sent beside it) to the experts of its node; rows for experts of
+ * the sender's own node go to them directly. combine and dispatch_backward run the reverse way:
+ * expert rows go to the forwarder, which sends a source the rows of its choices on that node in
+ * one message; where all of a token's kept choices lie on one other node and combine needs no
+ * gathered rows, the forwarder sums them (the same weighted sum, in the same order, in double,
+ * rounded once) and one row crosses instead. A token whose choices span nodes brings back its
+ * rows: summing part of them elsewhere would change the rounding, and every path gives the
+ * same bits. MESH_EP_PATH_AUTO (the default) takes this path when the ep communicator spans
+ * more than one node and the routing sends fewer rows across nodes this way (counted from the
+ * routed choices, before any capacity, so every rank chooses alike); mesh_ep_layout_path tells
+ * the choice. The hierarchical path uses point-to-point messages with tag MESH_EP_TAG on the
+ * ep communicator, which the caller's own messages there must not use while a move runs.
+ *
+ * Buffers are host memory; rows are fp32 or bf16; combine sums in double and rounds once.
+ * Calls taking a layout are collective over the ep communicator; a layout's calls must not run
+ * concurrently (it keeps their scratch).
  */
 #ifndef MESH_EXPERT_H
 #define MESH_EXPERT_H
@@ -50,14 +68,26 @@ typedef struct mesh_ep_layout *mesh_ep_layout_h;
 enum {
     MESH_EP_PARAM_FIELD_EXPERTS = 1u << 0,
     MESH_EP_PARAM_FIELD_TOPK = 1u << 1,
-    MESH_EP_PARAM_FIELD_CAPACITY = 1u << 2
+    MESH_EP_PARAM_FIELD_CAPACITY = 1u << 2,
+    MESH_EP_PARAM_FIELD_PATH = 1u << 3
 };
+
+/* How rows travel (see above). */
+typedef enum {
+    MESH_EP_PATH_AUTO = 0, /* hierarchical across nodes where it moves fewer rows between them */
+    MESH_EP_PATH_FLAT = 1, /* one mesh_alltoallv per local expert index */
+    MESH_EP_PATH_HIER = 2  /* forwarders per node, also on one node (for tests) */
+} mesh_ep_path_t;
+
+/* The point-to-point tag of the hierarchical path. */
+#define MESH_EP_TAG 0x3e9e0001
 
 typedef struct {
     uint64_t field_mask;
     int experts;            /* E, a multiple of the ep size (required) */
     int topk;               /* k, 1..E (required) */
     double capacity_factor; /* 0 (default): dropless */
+    mesh_ep_path_t path;    /* MESH_EP_PATH_AUTO (default) */
 } mesh_ep_params_t;
 
 /* Where an expert row came from: the source rank, the token's index there and which of its k
@@ -86,6 +116,8 @@ MESH_API void mesh_ep_layout_destroy(mesh_ep_layout_h layout);
 MESH_API size_t mesh_ep_layout_recv_rows(mesh_ep_layout_h layout);
 /* Tokens of this rank the layout was built for. */
 MESH_API size_t mesh_ep_layout_tokens(mesh_ep_layout_h layout);
+/* The path the layout's moves take: MESH_EP_PATH_FLAT or MESH_EP_PATH_HIER (never AUTO). */
+MESH_API mesh_ep_path_t mesh_ep_layout_path(mesh_ep_layout_h layout);
 /* Per-expert capacity (0: dropless). */
 MESH_API size_t mesh_ep_layout_capacity(mesh_ep_layout_h layout);
 /* rows [local experts]: how many expert rows each local expert has, in order. */

@@ -13,7 +13,23 @@ struct mesh_ep {
     int experts, local; /* E and E / size */
     int topk;
     double capacity_factor;
+    mesh_ep_path_t path;
+    /* the node map: nodes, node_of[rank], ranks of node b at node_ranks[node_first[b]..+1],
+     * node_index[rank] its place there */
+    int nodes;
+    int *node_of, *node_first, *node_ranks, *node_index;
 };
+
+/* The rank of node b that forwards rows of rank p there (p itself on its own node). */
+static inline int mesh_ep_forwarder(mesh_ep_h ep, int p, int b)
+{
+    if (ep->node_of[p] == b)
+        return p;
+    int n = ep->node_first[b + 1] - ep->node_first[b];
+    return ep->node_ranks[ep->node_first[b] + ep->node_index[p] % n];
+}
+
+struct mesh_ep_hier;
 
 /* Counts are indexed [peer * local + l]: the peer's local expert l on the send side, this
  * rank's local expert l on the receive side. */
@@ -34,8 +50,10 @@ struct mesh_ep_layout {
     size_t *self_map;
     void *scratch; /* packed rows, kept between calls */
     size_t scratch_size;
-    size_t *counts;       /* [local][4][size]: the all-to-all-vs' counts and displacements */
-    mesh_request_h *reqs; /* [local] */
+    size_t *counts;            /* [local][4][size]: the all-to-all-vs' counts and displacements */
+    mesh_request_h *reqs;      /* [local] */
+    mesh_ep_path_t path;       /* FLAT or HIER */
+    struct mesh_ep_hier *hier; /* the hierarchical path's plan; NULL on the flat path */
 };
 
 /* Moves rows between the packed source side and the grouped expert side: forward sends
@@ -59,6 +77,27 @@ void mesh_ep_weighted_sum(char *out, const char **rows, const double *w, int n, 
 
 /* The packed scratch for rb-byte rows, or NULL (error recorded). */
 void *mesh_ep_scratch(mesh_ep_layout_h l, size_t rb, const char *fn);
+/* At least bytes of scratch, or NULL (error recorded). */
+void *mesh_ep_scratch_bytes(mesh_ep_layout_h l, size_t bytes, const char *fn);
+
+/* Fills ep's node map from its communicator; MESH_ERR_NO_MEMORY (nothing recorded). */
+mesh_status_t mesh_ep_node_map(mesh_ep_h ep);
+/* Hierarchical path (ep_hier.c). Rows this rank's routing sends to other nodes: cross[0] one
+ * per choice (flat), cross[1] one per token and node (hierarchical). Local. */
+void mesh_ep_hier_count(mesh_ep_h ep, size_t tokens, const int32_t *ids, int64_t cross[2]);
+/* Builds l->hier from a built layout (slot_row, counts, offsets) and its routing; collective
+ * over the ep communicator. */
+mesh_status_t mesh_ep_hier_build(mesh_ep_layout_h l, const int32_t *ids);
+void mesh_ep_hier_destroy(struct mesh_ep_hier *h);
+/* Token rows -> expert rows: in [tokens] rows to out [nrecv] rows, each scaled by its choice's
+ * weight when weights is not NULL. */
+mesh_status_t mesh_ep_hier_forward(mesh_ep_layout_h l, const void *in, const float *weights,
+                                   void *out, size_t hidden, mesh_dtype_t dtype, const char *fn);
+/* Expert rows -> per token, the weighted sum of its kept rows (weights 1 where NULL), and
+ * gathered rows when not NULL (see mesh_ep_combine). */
+mesh_status_t mesh_ep_hier_reverse(mesh_ep_layout_h l, const void *rows, const float *weights,
+                                   void *out, void *gathered, size_t hidden, mesh_dtype_t dtype,
+                                   const char *fn);
 
 static inline float mesh_ep_load(const void *row, size_t i, mesh_dtype_t dtype)
 {

@@ -42,6 +42,8 @@ mesh_status_t mesh_ep_dispatch(mesh_ep_layout_h l, const void *in, void *out, si
     static const char fn[] = "mesh_ep_dispatch";
     size_t rb;
     MESH_PAR_CHECK(check(l, fn, in, "in", out, "out", hidden, dtype, &rb));
+    if (l->hier)
+        return mesh_ep_hier_forward(l, in, NULL, out, hidden, dtype, fn);
     char *packed = mesh_ep_scratch(l, rb, fn);
     if (packed == NULL)
         return MESH_ERR_NO_MEMORY;
@@ -57,6 +59,8 @@ static mesh_status_t gather_sum(mesh_ep_layout_h l, const char *fn, const void *
                                 const float *weights, void *out, void *gathered, size_t hidden,
                                 mesh_dtype_t dtype, size_t rb)
 {
+    if (l->hier)
+        return mesh_ep_hier_reverse(l, rows, weights, out, gathered, hidden, dtype, fn);
     size_t k = (size_t)l->ep->topk;
     char *packed = mesh_ep_scratch(l, rb, fn);
     double *acc = malloc(hidden * sizeof(double) + k * (sizeof(double) + sizeof(char *)));
@@ -130,18 +134,7 @@ mesh_status_t mesh_ep_combine_backward(mesh_ep_layout_h l, const void *grad_out,
     if (grad_weights && gathered == NULL && l->tokens)
         return mesh_par_error(MESH_ERR_INVALID_ARG,
                               "%s: gathered is NULL but grad_weights is asked for", fn);
-    char *packed = mesh_ep_scratch(l, rb, fn);
-    if (packed == NULL)
-        return MESH_ERR_NO_MEMORY;
     size_t k = (size_t)l->ep->topk;
-    for (size_t i = 0; i < l->nsend; i++) {
-        size_t s = (size_t)l->send_slot[i];
-        const char *g = (const char *)grad_out + s / k * rb;
-        const char *row = g;
-        double w = weights[s];
-        mesh_ep_weighted_sum(mesh_ep_row(l, packed, grad_expert_out, i, rb), &row, &w, 1, hidden,
-                             dtype, NULL);
-    }
     for (size_t s = 0; grad_weights && s < l->tokens * k; s++) {
         double d = 0;
         if (l->slot_row[s] >= 0) {
@@ -151,6 +144,18 @@ mesh_status_t mesh_ep_combine_backward(mesh_ep_layout_h l, const void *grad_out,
                 d += (double)mesh_ep_load(g, h, dtype) * mesh_ep_load(y, h, dtype);
         }
         grad_weights[s] = (float)d;
+    }
+    if (l->hier)
+        return mesh_ep_hier_forward(l, grad_out, weights, grad_expert_out, hidden, dtype, fn);
+    char *packed = mesh_ep_scratch(l, rb, fn);
+    if (packed == NULL)
+        return MESH_ERR_NO_MEMORY;
+    for (size_t i = 0; i < l->nsend; i++) {
+        size_t s = (size_t)l->send_slot[i];
+        const char *row = (const char *)grad_out + s / k * rb;
+        double w = weights[s];
+        mesh_ep_weighted_sum(mesh_ep_row(l, packed, grad_expert_out, i, rb), &row, &w, 1, hidden,
+                             dtype, NULL);
     }
     return mesh_ep_move(l, packed, grad_expert_out, rb, 0, fn);
 }

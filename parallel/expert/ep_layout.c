@@ -4,6 +4,7 @@
  * then the offsets of every row on both sides and the rows' source positions.
  */
 #include "ep.h"
+#include "ep_hier.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,12 @@ mesh_status_t mesh_ep_create(mesh_comm_h comm, const mesh_ep_params_t *params, m
         return mesh_par_error(MESH_ERR_INVALID_ARG,
                               "%s: capacity_factor=%g must be finite and >= 0 (0: dropless)", fn,
                               cf);
+    mesh_ep_path_t path =
+        params->field_mask & MESH_EP_PARAM_FIELD_PATH ? params->path : MESH_EP_PATH_AUTO;
+    if (path != MESH_EP_PATH_AUTO && path != MESH_EP_PATH_FLAT && path != MESH_EP_PATH_HIER)
+        return mesh_par_error(MESH_ERR_INVALID_ARG,
+                              "%s: path=%d is not MESH_EP_PATH_AUTO, _FLAT or _HIER", fn,
+                              (int)path);
     mesh_ep_h e = calloc(1, sizeof(*e));
     if (e == NULL)
         return mesh_par_error(MESH_ERR_NO_MEMORY, "%s: out of memory", fn);
@@ -44,13 +51,20 @@ mesh_status_t mesh_ep_create(mesh_comm_h comm, const mesh_ep_params_t *params, m
                           .experts = params->experts,
                           .local = params->experts / size,
                           .topk = params->topk,
-                          .capacity_factor = cf};
+                          .capacity_factor = cf,
+                          .path = path};
+    if (mesh_ep_node_map(e) != MESH_OK) {
+        free(e);
+        return mesh_par_error(MESH_ERR_NO_MEMORY, "%s: out of memory", fn);
+    }
     *ep = e;
     return MESH_OK;
 }
 
 void mesh_ep_destroy(mesh_ep_h ep)
 {
+    if (ep)
+        free(ep->node_of);
     free(ep);
 }
 
@@ -86,6 +100,7 @@ void mesh_ep_layout_destroy(mesh_ep_layout_h l)
     free(l->scratch);
     free(l->counts);
     free(l->reqs);
+    mesh_ep_hier_destroy(l->hier);
     free(l);
 }
 
@@ -127,14 +142,14 @@ static void prefix(const size_t *count, size_t *off, size_t n, size_t *total)
 }
 
 /* The owners' half: what each source may send to each local expert. */
-static void decide_kept(mesh_ep_layout_h l, const int64_t *msg, int64_t *kept)
+static void decide_kept(mesh_ep_layout_h l, const int64_t *msg, int64_t *kept, int W)
 {
     mesh_ep_h ep = l->ep;
     int P = ep->size, L = ep->local;
     for (int x = 0; x < L; x++) {
         size_t before = 0;
         for (int s = 0; s < P; s++) {
-            size_t n = (size_t)msg[s * (L + 2) + 2 + x], keep = n;
+            size_t n = (size_t)msg[s * W + 4 + x], keep = n;
             if (l->capacity)
                 keep = before >= l->capacity      ? 0
                        : l->capacity - before < n ? l->capacity - before
@@ -148,24 +163,44 @@ static void decide_kept(mesh_ep_layout_h l, const int64_t *msg, int64_t *kept)
     }
 }
 
+/* The path of the layout's moves: the same on every rank, from what every rank sent. */
+static int choose_hier(mesh_ep_h ep, const int64_t *rmsg, int stride)
+{
+    if (ep->path != MESH_EP_PATH_AUTO)
+        return ep->path == MESH_EP_PATH_HIER;
+    if (ep->nodes < 2)
+        return 0;
+    int64_t flat = 0, hier = 0;
+    for (int s = 0; s < ep->size; s++) {
+        flat += rmsg[s * stride + 2];
+        hier += rmsg[s * stride + 3];
+    }
+    return hier < flat;
+}
+
 static mesh_status_t build(mesh_ep_layout_h l, const int32_t *ids, const int64_t *count)
 {
     static const char fn[] = "mesh_ep_layout_create";
     mesh_ep_h ep = l->ep;
-    int P = ep->size, L = ep->local, k = ep->topk, E = ep->experts;
+    int P = ep->size, L = ep->local, k = ep->topk, E = ep->experts, W = L + 4;
     size_t n = (size_t)P * L;
-    int64_t *msg = calloc((size_t)P * (L + 2) * 2 + n, sizeof(int64_t));
+    int64_t *msg = calloc((size_t)P * W * 2 + n, sizeof(int64_t)), cross[2] = {0, 0};
     if (msg == NULL)
         return mesh_par_error(MESH_ERR_NO_MEMORY, "%s: out of memory", fn);
-    int64_t *rmsg = msg + (size_t)P * (L + 2), *kept = rmsg + (size_t)P * (L + 2);
-    /* to each destination: this rank's verdict, its token count, its counts for their experts */
+    int64_t *rmsg = msg + (size_t)P * W, *kept = rmsg + (size_t)P * W;
+    if (count)
+        mesh_ep_hier_count(ep, l->tokens, ids, cross);
+    /* to each destination: this rank's verdict, its token count, the rows it would send to
+     * other nodes on each path, its counts for their experts */
     for (int d = 0; d < P; d++) {
-        msg[d * (L + 2)] = count == NULL;
-        msg[d * (L + 2) + 1] = (int64_t)l->tokens;
+        msg[d * W] = count == NULL;
+        msg[d * W + 1] = (int64_t)l->tokens;
+        msg[d * W + 2] = cross[0];
+        msg[d * W + 3] = cross[1];
         for (int x = 0; x < L && count; x++)
-            msg[d * (L + 2) + 2 + x] = count[d * L + x];
+            msg[d * W + 4 + x] = count[d * L + x];
     }
-    mesh_status_t st = mesh_alltoall(ep->comm, msg, rmsg, (size_t)(L + 2), MESH_INT64, NULL, NULL);
+    mesh_status_t st = mesh_alltoall(ep->comm, msg, rmsg, (size_t)W, MESH_INT64, NULL, NULL);
     if (st != MESH_OK) {
         free(msg);
         return mesh_par_fail(ep->comm, st, "mesh_ep_layout_create: count exchange");
@@ -173,9 +208,9 @@ static mesh_status_t build(mesh_ep_layout_h l, const int32_t *ids, const int64_t
     int bad = -1;
     uint64_t global = 0;
     for (int s = 0; s < P; s++) {
-        if (rmsg[s * (L + 2)] && bad < 0)
+        if (rmsg[s * W] && bad < 0)
             bad = s;
-        global += (uint64_t)rmsg[s * (L + 2) + 1];
+        global += (uint64_t)rmsg[s * W + 1];
     }
     if (bad >= 0) {
         free(msg);
@@ -186,7 +221,8 @@ static mesh_status_t build(mesh_ep_layout_h l, const int32_t *ids, const int64_t
     }
     if (ep->capacity_factor > 0)
         l->capacity = (size_t)ceil(ep->capacity_factor * (double)global * k / E);
-    decide_kept(l, rmsg, kept);
+    l->path = choose_hier(ep, rmsg, W) ? MESH_EP_PATH_HIER : MESH_EP_PATH_FLAT;
+    decide_kept(l, rmsg, kept, W);
     if (l->capacity) {
         st = mesh_alltoall(ep->comm, kept, msg, (size_t)L, MESH_INT64, NULL, NULL);
         if (st != MESH_OK) {
@@ -310,6 +346,8 @@ mesh_status_t mesh_ep_layout_create(mesh_ep_h ep, size_t tokens, const int32_t *
     free(count);
     if (st == MESH_OK)
         st = exchange_sources(l);
+    if (st == MESH_OK && l->path == MESH_EP_PATH_HIER)
+        st = mesh_ep_hier_build(l, expert_ids);
     if (st != MESH_OK) {
         mesh_ep_layout_destroy(l);
         return st;
@@ -321,6 +359,11 @@ mesh_status_t mesh_ep_layout_create(mesh_ep_h ep, size_t tokens, const int32_t *
 size_t mesh_ep_layout_recv_rows(mesh_ep_layout_h l)
 {
     return l ? l->nrecv : 0;
+}
+
+mesh_ep_path_t mesh_ep_layout_path(mesh_ep_layout_h l)
+{
+    return l ? l->path : MESH_EP_PATH_FLAT;
 }
 
 size_t mesh_ep_layout_tokens(mesh_ep_layout_h l)

@@ -45,7 +45,11 @@ mesh_status_t mesh_ep_move(mesh_ep_layout_h l, const void *packed, void *grouped
 
 void *mesh_ep_scratch(mesh_ep_layout_h l, size_t rb, const char *fn)
 {
-    size_t need = (l->nsend ? l->nsend : 1) * rb;
+    return mesh_ep_scratch_bytes(l, (l->nsend ? l->nsend : 1) * rb, fn);
+}
+
+void *mesh_ep_scratch_bytes(mesh_ep_layout_h l, size_t need, const char *fn)
+{
     if (need > l->scratch_size) {
         void *p = realloc(l->scratch, need);
         if (p == NULL) {

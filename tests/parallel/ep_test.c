@@ -29,7 +29,8 @@ enum { H = 12 };
 enum { RANDOM, SAME, ALL };
 
 static int wrank, failures;
-static int erank, esize; /* in the ep group */
+static int erank, esize;          /* in the ep group */
+static mesh_ep_path_t path_param; /* --path */
 #define CHECK(cond, ...) MESH_MP_CHECK(wrank, failures, cond, __VA_ARGS__)
 
 static uint64_t mix(uint64_t seed, uint64_t i)
@@ -179,10 +180,11 @@ static void run_case(mesh_comm_h world, const cas_t *c, uint64_t seed)
     batch_t b;
     make(c, &b, seed);
     mesh_ep_params_t p = {.field_mask = MESH_EP_PARAM_FIELD_EXPERTS | MESH_EP_PARAM_FIELD_TOPK |
-                                        MESH_EP_PARAM_FIELD_CAPACITY,
+                                        MESH_EP_PARAM_FIELD_CAPACITY | MESH_EP_PARAM_FIELD_PATH,
                           .experts = E,
                           .topk = k,
-                          .capacity_factor = c->capacity};
+                          .capacity_factor = c->capacity,
+                          .path = path_param};
     mesh_ep_h ep = NULL;
     mesh_ep_layout_h l = NULL;
     ok(mesh_ep_create(world, &p, &ep), c->name);
@@ -191,6 +193,9 @@ static void run_case(mesh_comm_h world, const cas_t *c, uint64_t seed)
     ok(mesh_ep_layout_create(ep, b.count, b.ids + b.start * k, &l), c->name);
     if (l == NULL)
         goto out;
+    if (path_param != MESH_EP_PATH_AUTO)
+        CHECK(mesh_ep_layout_path(l) == path_param, "%s: path %d, forced %d", c->name,
+              (int)mesh_ep_layout_path(l), (int)path_param);
     int first, L;
     mesh_ep_local_experts(ep, &first, &L);
     CHECK(first == erank * (E / esize) && L == E / esize, "%s: local experts %d+%d", c->name, first,
@@ -351,6 +356,110 @@ out:
     unmake(&b);
 }
 
+/* Bytes this rank sent through the transports that reach ranks of other nodes. */
+static uint64_t cross_bytes(mesh_comm_h comm)
+{
+    const char *names[8];
+    int nn = 0, me = mesh_comm_node(comm, mesh_comm_rank(comm));
+    for (int p = 0; p < mesh_comm_size(comm); p++) {
+        const char *t = mesh_comm_peer_transport(comm, p);
+        int i = 0;
+        while (i < nn && strcmp(names[i], t))
+            i++;
+        if (mesh_comm_node(comm, p) != me && i == nn && nn < 8)
+            names[nn++] = t;
+    }
+    uint64_t sum = 0, sent;
+    for (int i = 0; i < nn; i++)
+        if (mesh_comm_tl_bytes(comm, names[i], &sent, NULL) == MESH_OK)
+            sum += sent;
+    return sum;
+}
+
+/* Tokens that choose every expert of the next node, in a rotating order: the hierarchical path
+ * sends each token's row across once and brings back one summed row, and gives the flat
+ * path's bits in all four moves; the automatic choice takes it. */
+static void fewer_bytes(mesh_comm_h comm)
+{
+    int N = mesh_comm_node_count(comm), k = 1 << 30, E = 2 * esize;
+    if (N < 2)
+        return;
+    for (int b = 0; b < N; b++)
+        k = 2 * mesh_comm_local_size(comm, b) < k ? 2 * mesh_comm_local_size(comm, b) : k;
+    int ranks[64],
+        nb = mesh_comm_node_ranks(comm, (mesh_comm_node(comm, erank) + 1) % N, ranks, 64);
+    enum { T = 40 };
+    int32_t ids[T * 16];
+    float x[T * H], w[T * 16], *res[3][4];
+    if (k > 16 || nb > 64)
+        return;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < k; j++) {
+            int c = (t + j) % k; /* the c-th expert of that node */
+            ids[t * k + j] = 2 * ranks[c / 2] + c % 2;
+            w[t * k + j] = 0.05f + 0.9f * (uniform(77 + erank, (uint64_t)(t * k + j)) + 1) / 2;
+        }
+    for (int i = 0; i < T * H; i++)
+        x[i] = uniform(99 + erank, (uint64_t)i);
+    uint64_t bytes[3][2] = {{0}};
+    const mesh_ep_path_t paths[3] = {MESH_EP_PATH_FLAT, MESH_EP_PATH_HIER, MESH_EP_PATH_AUTO};
+    for (int v = 0; v < 3; v++) {
+        mesh_ep_params_t p = {.field_mask = MESH_EP_PARAM_FIELD_EXPERTS | MESH_EP_PARAM_FIELD_TOPK |
+                                            MESH_EP_PARAM_FIELD_PATH,
+                              .experts = E,
+                              .topk = k,
+                              .path = paths[v]};
+        mesh_ep_h ep = NULL;
+        mesh_ep_layout_h l = NULL;
+        size_t nrecv = 0;
+        for (int m = 0; m < 4; m++)
+            res[v][m] = calloc((size_t)T * k * esize * H + 1, sizeof(float)); /* >= rows */
+        ok(mesh_ep_create(comm, &p, &ep), "bytes: create");
+        if (ep)
+            ok(mesh_ep_layout_create(ep, T, ids, &l), "bytes: layout");
+        if (l == NULL) {
+            mesh_ep_destroy(ep);
+            continue;
+        }
+        CHECK(mesh_ep_layout_path(l) == (v ? MESH_EP_PATH_HIER : MESH_EP_PATH_FLAT),
+              "bytes: path %d took %d", (int)paths[v], (int)mesh_ep_layout_path(l));
+        nrecv = mesh_ep_layout_recv_rows(l);
+        float *ex = malloc((nrecv + 1) * H * sizeof(float));
+        uint64_t b0 = cross_bytes(comm);
+        ok(mesh_ep_dispatch(l, x, ex, H, MESH_FP32), "bytes: dispatch");
+        uint64_t b1 = cross_bytes(comm);
+        ok(mesh_ep_combine(l, ex, w, res[v][0], NULL, H, MESH_FP32), "bytes: combine");
+        bytes[v][0] = b1 - b0;
+        bytes[v][1] = cross_bytes(comm) - b1;
+        memcpy(res[v][1], ex, nrecv * H * sizeof(float));
+        ok(mesh_ep_dispatch_backward(l, ex, res[v][2], H, MESH_FP32), "bytes: dispatch_backward");
+        ok(mesh_ep_combine_backward(l, x, w, NULL, res[v][3], NULL, H, MESH_FP32),
+           "bytes: combine_backward");
+        free(ex);
+        mesh_ep_layout_destroy(l);
+        mesh_ep_destroy(ep);
+        size_t len[4] = {T * H, nrecv * H, T * H, nrecv * H};
+        for (int m = 0; v && m < 4; m++)
+            CHECK(!memcmp(res[v][m], res[0][m], len[m] * sizeof(float)),
+                  "bytes: path %s: move %d differs from the flat path", v == 1 ? "hier" : "auto",
+                  m);
+    }
+    mesh_allreduce(comm, bytes, bytes, 6, MESH_UINT64, MESH_SUM, NULL, NULL);
+    uint64_t rb = H * sizeof(float), rows = (uint64_t)T * esize;
+    CHECK(bytes[0][0] >= rows * k * rb && bytes[1][0] == rows * rb && bytes[2][0] == rows * rb,
+          "bytes: dispatch sent %llu across nodes flat, %llu hierarchical, %llu auto; want %llu "
+          "for the last two",
+          (unsigned long long)bytes[0][0], (unsigned long long)bytes[1][0],
+          (unsigned long long)bytes[2][0], (unsigned long long)(rows * rb));
+    CHECK(bytes[0][1] >= rows * k * rb && bytes[1][1] == rows * (rb + 4 * k),
+          "bytes: combine sent %llu across nodes flat, %llu hierarchical; want %llu for the last",
+          (unsigned long long)bytes[0][1], (unsigned long long)bytes[1][1],
+          (unsigned long long)(rows * (rb + 4 * k)));
+    for (int v = 0; v < 3; v++)
+        for (int m = 0; m < 4; m++)
+            free(res[v][m]);
+}
+
 static void refusals(mesh_comm_h world)
 {
     mesh_ep_h ep = NULL;
@@ -372,6 +481,10 @@ static void refusals(mesh_comm_h world)
     q.field_mask |= MESH_EP_PARAM_FIELD_CAPACITY;
     q.capacity_factor = -1;
     refused(mesh_ep_create(world, &q, &ep), "capacity", "capacity_factor=");
+    q = p;
+    q.field_mask |= MESH_EP_PARAM_FIELD_PATH;
+    q.path = (mesh_ep_path_t)7;
+    refused(mesh_ep_create(world, &q, &ep), "path", "path=7");
     refused(mesh_ep_create(NULL, &p, &ep), "comm", "comm is NULL");
     CHECK(ep == NULL, "a refused create set its output");
     ok(mesh_ep_create(world, &p, &ep), "create");
@@ -422,8 +535,14 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ep") && i + 1 < argc) {
             epn = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--path") && i + 1 < argc) {
+            const char *v = argv[++i];
+            path_param = !strcmp(v, "flat")   ? MESH_EP_PATH_FLAT
+                         : !strcmp(v, "hier") ? MESH_EP_PATH_HIER
+                                              : MESH_EP_PATH_AUTO;
         } else {
-            fprintf(stderr, "usage: ep_test [--ep N]   (default: the world is the ep group)\n");
+            fprintf(stderr, "usage: ep_test [--ep N] [--path auto|flat|hier]\n"
+                            "  (default: the world is the ep group, the automatic path)\n");
             return 2;
         }
     }
@@ -469,6 +588,7 @@ int main(int argc, char **argv)
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
         run_case(epc, &cases[c], 100 + c + 1000 * (uint64_t)group);
     refusals(epc);
+    fewer_bytes(epc);
     int64_t f = failures;
     mesh_allreduce(world, &f, &f, 1, MESH_INT64, MESH_SUM, NULL, NULL);
     if (wrank == 0)
