@@ -1,15 +1,16 @@
-# Shell functions shared by the comparison scripts (compare.sh, compare-net.sh); sourced first.
-# run, median and the iperf functions need $out (the output folder), $MESHRUN and $status set
-# by the caller; table and iperf_medians also need $rounds.
+# Shell functions shared by the comparison scripts (compare.sh, compare-net.sh, and
+# torch-bench.sh's parse_args and run); sourced first. run, median and the iperf functions need
+# $out (the output folder), $MESHRUN and $status set by the caller; table and iperf_medians also
+# need $rounds.
 
-# parse_args "$@": the options both scripts take, into ops, minb, maxb, factor, iters, warmup,
-# rounds, out, builddir and skip_iperf (the caller sets their defaults and usage()). Any other
-# option with a value goes to the caller's extra_arg NAME VALUE, which fails for one it does
-# not know either.
+# parse_args "$@": the options the scripts take, into ops, minb, maxb, factor, iters, warmup,
+# rounds, out, builddir and skip_iperf (the caller sets their defaults and usage(); -o and
+# --skip-iperf are taken only where it gave ops and skip_iperf one). Any other option with a
+# value goes to the caller's extra_arg NAME VALUE, which fails for one it does not know either.
 parse_args() {
     while [ $# -gt 0 ]; do
         case $1 in
-        -o) ops=$2; shift 2 ;;
+        -o) [ -n "${ops+set}" ] || unknown_arg "$1"; ops=$2; shift 2 ;;
         -b) minb=$2; shift 2 ;;
         -e) maxb=$2; shift 2 ;;
         -f) factor=$2; shift 2 ;;
@@ -18,16 +19,20 @@ parse_args() {
         -r) rounds=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --builddir) builddir=$2; shift 2 ;;
-        --skip-iperf) skip_iperf=1; shift ;;
+        --skip-iperf) [ -n "${skip_iperf+set}" ] || unknown_arg "$1"; skip_iperf=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *)
             if [ $# -ge 2 ] && extra_arg "$1" "$2"; then
                 shift 2
             else
-                echo "${0##*/}: unknown argument '$1'" >&2; usage >&2; exit 2
+                unknown_arg "$1"
             fi ;;
         esac
     done
+}
+
+unknown_arg() {
+    echo "${0##*/}: unknown argument '$1'" >&2; usage >&2; exit 2
 }
 
 # median_of: the median of the numbers on standard input, one per line (nothing when none)

@@ -14,15 +14,8 @@ b=${top_builddir:-$(dirname "$0")/..}
 minutes=10
 seed=${SOAK_SEED:-$(date +%s)}
 runs="shm:4:1: tcp:2:2: tcponly:3:1:MESH_TLS=self,tcp mixed:4:2:"
-while [ $# -gt 0 ]; do
-    case $1 in
-    --minutes) minutes=$2; shift 2 ;;
-    --seed) seed=$2; shift 2 ;;
-    --runs) runs=$2; shift 2 ;;
-    -h | --help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "soak.sh: unknown option $1" >&2; exit 1 ;;
-    esac
-done
+. "$(dirname "$0")/long_opts.sh"
+long_opts soak.sh 10 1 "minutes seed runs" "$@"
 prog="$b/bench/soak"
 [ -x "$prog" ] || { echo "soak.sh: build $prog first (make)" >&2; exit 1; }
 nruns=$(echo $runs | wc -w)

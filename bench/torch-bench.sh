@@ -28,23 +28,17 @@ minb=64k maxb=256m factor=4 iters=20 warmup=3 rounds=2 turns=3 out="" py=""
 placements=1node,2nodes
 builddir=$(cd "$(dirname "$0")/.." && pwd)
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
-while [ $# -gt 0 ]; do
+. "$srcdir/bench/compare_lib.sh"
+extra_arg() {
     case $1 in
-    -b) minb=$2; shift 2 ;;
-    -e) maxb=$2; shift 2 ;;
-    -f) factor=$2; shift 2 ;;
-    -n) iters=$2; shift 2 ;;
-    -w) warmup=$2; shift 2 ;;
-    -r) rounds=$2; shift 2 ;;
-    -t) turns=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --builddir) builddir=$(cd "$2" && pwd); shift 2 ;;
-    --python) py=$2; shift 2 ;;
-    --placements) placements=$2; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "${0##*/}: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    -t) turns=$2 ;;
+    --python) py=$2 ;;
+    --placements) placements=$2 ;;
+    *) return 1 ;;
     esac
-done
+}
+parse_args "$@"
+builddir=$(cd "$builddir" && pwd)
 [ -n "$py" ] || py=$(sed -n 's/^TORCH_PYTHON = //p' "$builddir/Makefile" 2>/dev/null)
 if [ -z "$py" ]; then
     echo "${0##*/}: mesh was configured without torch; give --python or configure --with-torch" >&2
@@ -58,14 +52,6 @@ MESHRUN=$builddir/tools/meshrun
 MESHBENCH=$builddir/bench/mesh-bench
 ops_mb=allreduce,allgather,reduce_scatter,alltoall,broadcast
 status=0
-
-run() {
-    local name=$1; shift
-    if ! "$@" >"$out/$name.log" 2>&1; then
-        echo "warning: $name failed (exit $?); see $out/$name.log"
-        status=1
-    fi
-}
 
 echo "torch-bench: $rounds rounds, $turns turns each, sizes $minb..$maxb x$factor; output in $out"
 for place in ${placements//,/ }; do

@@ -24,17 +24,8 @@ layouts="one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp dp2nodes"
 stages="0 1 2 3"
 model="--layers 6 --d-model 384 --heads 8 --seq 128 --vocab 4096 --batch 8"
 out=train-bench
-while [ $# -gt 0 ]; do
-    case $1 in
-    --steps) steps=$2; shift 2 ;;
-    --layouts) layouts=$2; shift 2 ;;
-    --stages) stages=$2; shift 2 ;;
-    --model) model=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "train-bench: unknown option $1" >&2; exit 2 ;;
-    esac
-done
+. "$here/long_opts.sh"
+long_opts train-bench 20 2 "steps layouts stages model out" "$@"
 prog="$top/bench/mesh-train"
 meshrun="$top/tools/meshrun"
 [ -x "$prog" ] || { echo "train-bench: build bench/mesh-train first (needs OpenBLAS)" >&2; exit 1; }

@@ -443,32 +443,12 @@ static mesh_status_t star_root_accept(star_t *s, const uint8_t *secret, double d
     return MESH_OK;
 }
 
-/* Reads len bytes within a short grace period without reporting anything; 0 on success. */
-static int star_recv_quiet(int fd, void *buf, size_t len, double grace_s)
-{
-    double deadline = mesh_time() + grace_s;
-    char *p = buf;
-    while (len > 0) {
-        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n == 0 || (errno != EAGAIN && errno != EINTR) || mesh_time() >= deadline)
-            return -1;
-        struct pollfd pf = {.fd = fd, .events = POLLIN};
-        (void)poll(&pf, 1, 50);
-    }
-    return 0;
-}
-
 /* Non-root: rank 0 gave up and said why (m is its abort message); fails with its status. */
 static mesh_status_t star_root_gave_up(star_t *s, const mesh_bootstrap_star_msg_t *m)
 {
     char why[STAR_ABORT_TEXT + 1];
     size_t l = (size_t)m->len;
-    if (star_recv_quiet(s->fds[0], why, l, 1.0) != 0)
+    if (mesh_sock_recv_quiet(s->fds[0], why, l, mesh_time() + 1.0) != MESH_OK)
         l = 0;
     why[l] = '\0';
     return s->failed = mesh_error(m->status, "bootstrap rank %d: rank 0 gave up: %s", s->base.rank,
@@ -483,7 +463,8 @@ static mesh_status_t star_lost_root(star_t *s, mesh_status_t st)
     star_msg_t raw;
     mesh_bootstrap_star_msg_t m;
     LAST_CAUSE(cause);
-    if (st == MESH_ERR_PEER_FAILED && star_recv_quiet(s->fds[0], &raw, sizeof(raw), 0.2) == 0 &&
+    if (st == MESH_ERR_PEER_FAILED &&
+        mesh_sock_recv_quiet(s->fds[0], &raw, sizeof(raw), mesh_time() + 0.2) == MESH_OK &&
         mesh_bootstrap_star_msg_parse(&raw, sizeof(raw), &m) == 0 && m.type == STAR_ABORT)
         return star_root_gave_up(s, &m);
     return s->failed =

@@ -262,6 +262,27 @@ void mesh_grid_layout_free(mesh_grid_layout_t *l)
     l->world_of = l->grid_of = NULL;
 }
 
+int mesh_grid_layout_axes(const mesh_grid_layout_t *l, mesh_grid_axis_t *out)
+{
+    int n = 0;
+    for (int kind = 0; kind < MESH_GRID_KINDS; kind++) {
+        const mesh_grid_dims_t *d = &l->dims[kind];
+        if (kind == MESH_GRID_EXPERT && !l->expert_ok)
+            continue;
+        for (int i = 0; i < d->naxes; i++) {
+            int id = d->id[i];
+            /* pp is the same in both grids; ep alone is the expert grid's when there is one */
+            if (kind == MESH_GRID_DENSE && id == MESH_AXIS_EP && l->expert_ok)
+                continue;
+            if (kind == MESH_GRID_EXPERT && id == MESH_AXIS_PP)
+                continue;
+            out[n++] =
+                (mesh_grid_axis_t){.kind = (mesh_grid_kind_t)kind, .id = id, .size = d->size[i]};
+        }
+    }
+    return n;
+}
+
 unsigned mesh_grid_layout_nontrivial(const mesh_grid_layout_t *l, mesh_grid_kind_t kind,
                                      unsigned mask)
 {

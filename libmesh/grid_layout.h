@@ -68,6 +68,16 @@ const char *mesh_grid_axis_name(int id);
 mesh_status_t mesh_grid_parse_axes(const char *fn, const char *names, mesh_grid_kind_t *kind,
                                    unsigned *mask);
 
+/* One axis of a grid. */
+typedef struct {
+    mesh_grid_kind_t kind;
+    int id, size;
+} mesh_grid_axis_t;
+#define MESH_GRID_MAX_AXES (MESH_GRID_KINDS * MESH_AXIS_COUNT)
+/* Every axis of the layout once, grid by grid in their order (at most MESH_GRID_MAX_AXES):
+ * pp is the dense grid's, ep the expert grid's when there is one (left out when !expert_ok).
+ * Returns how many. */
+int mesh_grid_layout_axes(const mesh_grid_layout_t *l, mesh_grid_axis_t *out);
 /* Drops the axes of size 1 from a mask. */
 unsigned mesh_grid_layout_nontrivial(const mesh_grid_layout_t *l, mesh_grid_kind_t kind,
                                      unsigned mask);

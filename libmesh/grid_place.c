@@ -112,19 +112,12 @@ static mesh_status_t grid_not_fitting(const mesh_grid_layout_t *l, mesh_grid_kin
 static mesh_status_t grid_check(const mesh_grid_layout_t *l, const int *node_of, const int *count,
                                 int nnodes, int *members)
 {
-    for (int kind = 0; kind < MESH_GRID_KINDS; kind++) {
-        const mesh_grid_dims_t *d = &l->dims[kind];
-        if (kind == MESH_GRID_EXPERT && !l->expert_ok) continue;
-        for (int i = 0; i < d->naxes; i++) {
-            int id = d->id[i];
-            /* each axis once: pp is shared, and the expert grid's ep is the one checked */
-            if (kind == MESH_GRID_DENSE && id == MESH_AXIS_EP && l->expert_ok) continue;
-            if (kind == MESH_GRID_EXPERT && id == MESH_AXIS_PP) continue;
-            if (!(l->intra & MESH_GRID_BIT(id)) || d->size[i] == 1) continue;
-            if (grid_split_group(l, (mesh_grid_kind_t)kind, id, node_of, members) >= 0)
-                return grid_not_fitting(l, (mesh_grid_kind_t)kind, id, node_of, count, nnodes,
-                                        members);
-        }
+    mesh_grid_axis_t ax[MESH_GRID_MAX_AXES];
+    int n = mesh_grid_layout_axes(l, ax);
+    for (int i = 0; i < n; i++) {
+        if (!(l->intra & MESH_GRID_BIT(ax[i].id)) || ax[i].size == 1) continue;
+        if (grid_split_group(l, ax[i].kind, ax[i].id, node_of, members) >= 0)
+            return grid_not_fitting(l, ax[i].kind, ax[i].id, node_of, count, nnodes, members);
     }
     return MESH_OK;
 }

@@ -357,48 +357,46 @@ static mesh_status_t peer_str_error(mesh_status_t st, int fd, const char *what)
     return mesh_error(st, "%s %s timed out", what, as);
 }
 
-mesh_status_t mesh_sock_send_all(int fd, const void *buf, size_t len, double deadline)
+/* Sends (out) or receives exactly len bytes before the deadline; a failure is reported unless
+ * quiet. */
+static mesh_status_t sock_move(int fd, char *p, size_t len, double deadline, int out, int quiet)
 {
-    const char *p = buf;
     while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n =
+            out ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT) : recv(fd, p, len, MSG_DONTWAIT);
         if (n > 0) {
             p += n;
             len -= (size_t)n;
             continue;
         }
-        if (errno == EPIPE || errno == ECONNRESET)
-            return peer_str_error(MESH_ERR_PEER_FAILED, fd, "send to");
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return peer_str_error(MESH_ERR_IO, fd, "send to");
-        if (mesh_time() >= deadline)
-            return peer_str_error(MESH_ERR_TIMEOUT, fd, "send to");
-        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        mesh_status_t st = MESH_OK;
+        if ((!out && n == 0) || errno == ECONNRESET || (out && errno == EPIPE))
+            st = MESH_ERR_PEER_FAILED;
+        else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            st = MESH_ERR_IO;
+        else if (mesh_time() >= deadline)
+            st = MESH_ERR_TIMEOUT;
+        if (st != MESH_OK)
+            return quiet ? st : peer_str_error(st, fd, out ? "send to" : "receive from");
+        struct pollfd pf = {.fd = fd, .events = out ? POLLOUT : POLLIN};
         poll(&pf, 1, ms_left(deadline, 1000));
     }
     return MESH_OK;
 }
 
+mesh_status_t mesh_sock_send_all(int fd, const void *buf, size_t len, double deadline)
+{
+    return sock_move(fd, (char *)buf, len, deadline, 1, 0);
+}
+
 mesh_status_t mesh_sock_recv_all(int fd, void *buf, size_t len, double deadline)
 {
-    char *p = buf;
-    while (len > 0) {
-        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n == 0 || errno == ECONNRESET)
-            return peer_str_error(MESH_ERR_PEER_FAILED, fd, "receive from");
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return peer_str_error(MESH_ERR_IO, fd, "receive from");
-        if (mesh_time() >= deadline)
-            return peer_str_error(MESH_ERR_TIMEOUT, fd, "receive from");
-        struct pollfd pf = {.fd = fd, .events = POLLIN};
-        poll(&pf, 1, ms_left(deadline, 1000));
-    }
-    return MESH_OK;
+    return sock_move(fd, buf, len, deadline, 0, 0);
+}
+
+mesh_status_t mesh_sock_recv_quiet(int fd, void *buf, size_t len, double deadline)
+{
+    return sock_move(fd, buf, len, deadline, 0, 1);
 }
 
 mesh_status_t mesh_sock_set_nonblocking(int fd, int on)

@@ -32,6 +32,8 @@ mesh_status_t mesh_sock_accept(int lfd, double deadline, int *fd);
 /* Sends or receives exactly len bytes before the deadline (EOF: MESH_ERR_PEER_FAILED). */
 mesh_status_t mesh_sock_send_all(int fd, const void *buf, size_t len, double deadline);
 mesh_status_t mesh_sock_recv_all(int fd, void *buf, size_t len, double deadline);
+/* As mesh_sock_recv_all, reporting nothing (a peer that may be gone). */
+mesh_status_t mesh_sock_recv_quiet(int fd, void *buf, size_t len, double deadline);
 mesh_status_t mesh_sock_set_nonblocking(int fd, int on);
 void mesh_sock_set_nodelay(int fd);
 

@@ -181,9 +181,7 @@ NCCL_API(ncclResult_t, ncclReduce, (const void *sendbuff, void *recvbuff, size_t
                   "root", stream);
 }
 
-NCCL_API(ncclResult_t, ncclBroadcast, (const void *sendbuff, void *recvbuff, size_t count,
-                                       ncclDataType_t datatype, int root, ncclComm_t comm,
-                                       ncclStream_t stream))
+NCCL_API(ncclResult_t, ncclBroadcast, NCCL_ABI_ROOTED_PARAMS)
 {
     return submit(OP_BROADCAST, "ncclBroadcast", comm, sendbuff, recvbuff, count, datatype, 0, 0,
                   root, "root", stream);
@@ -220,17 +218,13 @@ NCCL_API(ncclResult_t, ncclAlltoAll, (const void *sendbuff, void *recvbuff, size
                   NULL, stream);
 }
 
-NCCL_API(ncclResult_t, ncclGather, (const void *sendbuff, void *recvbuff, size_t count,
-                                    ncclDataType_t datatype, int root, ncclComm_t comm,
-                                    ncclStream_t stream))
+NCCL_API(ncclResult_t, ncclGather, NCCL_ABI_ROOTED_PARAMS)
 {
     return submit(OP_GATHER, "ncclGather", comm, sendbuff, recvbuff, count, datatype, 0, 0, root,
                   "root", stream);
 }
 
-NCCL_API(ncclResult_t, ncclScatter, (const void *sendbuff, void *recvbuff, size_t count,
-                                     ncclDataType_t datatype, int root, ncclComm_t comm,
-                                     ncclStream_t stream))
+NCCL_API(ncclResult_t, ncclScatter, NCCL_ABI_ROOTED_PARAMS)
 {
     return submit(OP_SCATTER, "ncclScatter", comm, sendbuff, recvbuff, count, datatype, 0, 0,
                   root, "root", stream);

@@ -124,6 +124,11 @@ typedef struct ncclLsaBarrierHandle ncclLsaBarrierHandle_t;
 typedef struct ncclGinBarrierHandle ncclGinBarrierHandle_t;
 typedef struct ncclLLA2AHandle ncclLLA2AHandle_t;
 
+/* The parameters of the collectives that move data to or from a root without reducing. */
+#define NCCL_ABI_ROOTED_PARAMS                                                                 \
+    (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,    \
+     ncclComm_t comm, ncclStream_t stream)
+
 /* X(return type, name, parameters): every host entry point, each exported as name and pname. */
 #define NCCL_ABI_FUNCS(X)                                                                      \
     X(ncclResult_t, ncclMemAlloc, (void **ptr, size_t size))                                   \
@@ -170,9 +175,7 @@ typedef struct ncclLLA2AHandle ncclLLA2AHandle_t;
                                  ncclComm_t comm, ncclStream_t stream))                        \
     X(ncclResult_t, ncclBcast, (void *buff, size_t count, ncclDataType_t datatype, int root,   \
                                 ncclComm_t comm, ncclStream_t stream))                         \
-    X(ncclResult_t, ncclBroadcast, (const void *sendbuff, void *recvbuff, size_t count,        \
-                                    ncclDataType_t datatype, int root, ncclComm_t comm,        \
-                                    ncclStream_t stream))                                      \
+    X(ncclResult_t, ncclBroadcast, NCCL_ABI_ROOTED_PARAMS)                                     \
     X(ncclResult_t, ncclAllReduce, (const void *sendbuff, void *recvbuff, size_t count,        \
                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,  \
                                     ncclStream_t stream))                                      \
@@ -185,12 +188,8 @@ typedef struct ncclLLA2AHandle ncclLLA2AHandle_t;
     X(ncclResult_t, ncclAlltoAll, (const void *sendbuff, void *recvbuff, size_t count,         \
                                    ncclDataType_t datatype, ncclComm_t comm,                   \
                                    ncclStream_t stream))                                       \
-    X(ncclResult_t, ncclGather, (const void *sendbuff, void *recvbuff, size_t count,           \
-                                 ncclDataType_t datatype, int root, ncclComm_t comm,           \
-                                 ncclStream_t stream))                                         \
-    X(ncclResult_t, ncclScatter, (const void *sendbuff, void *recvbuff, size_t count,          \
-                                  ncclDataType_t datatype, int root, ncclComm_t comm,          \
-                                  ncclStream_t stream))                                        \
+    X(ncclResult_t, ncclGather, NCCL_ABI_ROOTED_PARAMS)                                        \
+    X(ncclResult_t, ncclScatter, NCCL_ABI_ROOTED_PARAMS)                                       \
     X(ncclResult_t, ncclSend, (const void *sendbuff, size_t count, ncclDataType_t datatype,    \
                                int peer, ncclComm_t comm, ncclStream_t stream))                \
     X(ncclResult_t, ncclRecv, (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, \

@@ -165,20 +165,12 @@ typedef struct {
 
 static int grid_names(const mesh_grid_layout_t *l, grid_name_t *out)
 {
-    int n = 0;
-    for (int kind = 0; kind < MESH_GRID_KINDS; kind++) {
-        const mesh_grid_dims_t *d = &l->dims[kind];
-        if (kind == MESH_GRID_EXPERT && !l->expert_ok) continue;
-        for (int i = 0; i < d->naxes; i++) {
-            int id = d->id[i];
-            /* ep alone is the expert grid's when there is one; pp is the same in both */
-            if (kind == MESH_GRID_DENSE && id == MESH_AXIS_EP && l->expert_ok) continue;
-            if (kind == MESH_GRID_EXPERT && id == MESH_AXIS_PP) continue;
-            out[n].kind = (mesh_grid_kind_t)kind;
-            out[n].mask = MESH_GRID_BIT(id);
-            snprintf(out[n].name, sizeof(out[n].name), "%s", mesh_grid_axis_name(id));
-            n++;
-        }
+    mesh_grid_axis_t ax[MESH_GRID_MAX_AXES];
+    int n = mesh_grid_layout_axes(l, ax);
+    for (int i = 0; i < n; i++) {
+        out[i].kind = ax[i].kind;
+        out[i].mask = MESH_GRID_BIT(ax[i].id);
+        snprintf(out[i].name, sizeof(out[i].name), "%s", mesh_grid_axis_name(ax[i].id));
     }
     for (int kind = 0; kind < MESH_GRID_KINDS; kind++) {
         if (kind == MESH_GRID_EXPERT && !l->expert_ok) continue;

@@ -92,18 +92,29 @@ static int plan_key(const char *s, size_t len, const char *key)
     return strlen(key) == len && strncasecmp(s, key, len) == 0;
 }
 
-/* Walks KEY=VALUE,... calling set(key, klen, value, vlen); a first item without '=' goes to
- * first(). */
+/* Walks KEY=VALUE,... calling set(key, klen, value, vlen); a first item without '=' names a
+ * preset, which goes to preset(name). */
 typedef int (*plan_kv_fn)(void *ctx, const char *k, size_t kl, const char *v, size_t vl);
-static int plan_kv(const char *spec, void *ctx, plan_kv_fn set, plan_kv_fn first,
+typedef int (*plan_preset_fn)(void *ctx, const char *name);
+
+static int plan_preset(void *ctx, plan_preset_fn preset, const char *s, size_t len)
+{
+    char name[64];
+    if (len >= sizeof(name))
+        return mesh_error_report(MESH_ERR_NOT_FOUND, "'%.*s' is not a preset", (int)len, s);
+    snprintf(name, sizeof(name), "%.*s", (int)len, s);
+    return preset(ctx, name);
+}
+
+static int plan_kv(const char *spec, void *ctx, plan_kv_fn set, plan_preset_fn preset,
                    const char *what)
 {
     int i = 0;
     for (const char *s = spec; *s; i++) {
         size_t item = strcspn(s, ","), klen = strcspn(s, "=,");
         if (s[klen] != '=') {
-            if (i == 0 && first) {
-                if (first(ctx, s, item, NULL, 0) != 0) {
+            if (i == 0 && preset) {
+                if (plan_preset(ctx, preset, s, item) != 0) {
                     fprintf(stderr, "mesh-plan: %s: %s\n", what, mesh_comm_last_error(NULL));
                     return -1;
                 }
@@ -119,14 +130,9 @@ static int plan_kv(const char *spec, void *ctx, plan_kv_fn set, plan_kv_fn first
     return 0;
 }
 
-static int plan_model_first(void *ctx, const char *k, size_t kl, const char *v, size_t vl)
+static int plan_model_preset(void *ctx, const char *name)
 {
     plan_opts_t *o = ctx;
-    char name[64];
-    (void)v, (void)vl;
-    if (kl >= sizeof(name))
-        return mesh_error_report(MESH_ERR_NOT_FOUND, "'%.*s' is not a preset", (int)kl, k);
-    snprintf(name, sizeof(name), "%.*s", (int)kl, k);
     return mesh_plan_model_preset(name, &o->model) == MESH_OK ? 0 : -1;
 }
 
@@ -186,14 +192,9 @@ static int plan_model_set(void *ctx, const char *k, size_t kl, const char *v, si
     return 0;
 }
 
-static int plan_cluster_first(void *ctx, const char *k, size_t kl, const char *v, size_t vl)
+static int plan_cluster_preset(void *ctx, const char *name)
 {
     plan_opts_t *o = ctx;
-    char name[64];
-    (void)v, (void)vl;
-    if (kl >= sizeof(name))
-        return mesh_error_report(MESH_ERR_NOT_FOUND, "'%.*s' is not a preset", (int)kl, k);
-    snprintf(name, sizeof(name), "%.*s", (int)kl, k);
     return mesh_plan_cluster_preset(name, 0, &o->cluster) == MESH_OK ? 0 : -1;
 }
 
@@ -303,7 +304,7 @@ static int plan_parse(int argc, char **argv, plan_opts_t *o)
         switch (c) {
         case O_MODEL:
             memset(&o->model, 0, sizeof(o->model));
-            if (plan_kv(optarg, o, plan_model_set, plan_model_first, "--model") != 0) return -1;
+            if (plan_kv(optarg, o, plan_model_set, plan_model_preset, "--model") != 0) return -1;
             o->model_changes = NULL;
             if (o->model.source && strchr(optarg, '=')) o->model_changes = strchr(optarg, ',') + 1;
             o->have_model = 1;
@@ -398,7 +399,7 @@ static int plan_parse(int argc, char **argv, plan_opts_t *o)
         if (cluster && plan_kv(cluster, o, plan_cluster_set, NULL, "--cluster") != 0) return -1;
     } else {
         memset(&o->cluster, 0, sizeof(o->cluster));
-        if (plan_kv(cluster, o, plan_cluster_set, plan_cluster_first, "--cluster") != 0)
+        if (plan_kv(cluster, o, plan_cluster_set, plan_cluster_preset, "--cluster") != 0)
             return -1;
         mesh_plan_cluster_t *cl = &o->cluster;
         if (o->nodes > 0) {

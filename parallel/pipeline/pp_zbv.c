@@ -25,59 +25,53 @@ static int zbv_stage(const zbv_t *z, int r, int c)
     return c == 0 ? r : 2 * z->p - 1 - r;
 }
 
-/* The action rank r starts at time t, or 0 when it has none ready. */
+/* Whether what ends at when (-1: not started) has ended by time t. */
+static int zbv_ended(int when, int t)
+{
+    return when >= 0 && when <= t;
+}
+
+/* The micro-batch whose op (MESH_PP_F, _B or _W, also the index of next) rank r can start on
+ * chunk c at time t, or -1. */
+static int zbv_ready(const zbv_t *z, int r, int c, mesh_pp_op_t op, int t)
+{
+    int mb = ZBV_NEXT(z, r, c, op), st = zbv_stage(z, r, c);
+    switch (op) {
+    case MESH_PP_F: /* the previous stage's F, and room for the activation */
+        if (mb >= z->m || z->stored[r] + 1 > 2 * z->p - (c == 0))
+            return -1;
+        return st == 0 || zbv_ended(z->fdone[mb * z->S + st - 1], t) ? mb : -1;
+    case MESH_PP_B: /* its F and the next stage's B */
+        if (mb >= z->m || mb >= ZBV_NEXT(z, r, c, MESH_PP_F))
+            return -1;
+        if (!zbv_ended(z->fdone[mb * z->S + st], t))
+            return -1;
+        return st == z->S - 1 || zbv_ended(z->bdone[mb * z->S + st + 1], t) ? mb : -1;
+    default: /* its B */
+        if (mb >= ZBV_NEXT(z, r, c, MESH_PP_B))
+            return -1;
+        return zbv_ended(z->bdone[mb * z->S + st], t) ? mb : -1;
+    }
+}
+
+/* The action rank r starts at time t, or 0 when it has none ready: a B, else an F, else a W;
+ * of each the oldest micro-batch, the later stage first. */
 static int zbv_pick(zbv_t *z, int r, int t, mesh_pp_action_t *a)
 {
-    int best = -1, best_c = 0, limit = 2 * z->p;
-    for (int c = 1; c >= 0; c--) { /* B: oldest micro-batch, later stage first */
-        int mb = ZBV_NEXT(z, r, c, 1), st = zbv_stage(z, r, c);
-        if (mb >= z->m || mb >= ZBV_NEXT(z, r, c, 0))
-            continue;
-        int *f = &z->fdone[mb * z->S + st];
-        if (*f < 0 || *f > t)
-            continue;
-        if (st < z->S - 1) {
-            int g = z->bdone[mb * z->S + st + 1];
-            if (g < 0 || g > t)
-                continue;
+    static const mesh_pp_op_t order[] = {MESH_PP_B, MESH_PP_F, MESH_PP_W};
+    for (int i = 0; i < 3; i++) {
+        int best = -1, best_c = 0;
+        for (int c = 1; c >= 0; c--) {
+            int mb = zbv_ready(z, r, c, order[i], t);
+            if (mb >= 0 && (best < 0 || mb < best))
+                best = mb, best_c = c;
         }
-        if (best < 0 || mb < best)
-            best = mb, best_c = c;
-    }
-    if (best >= 0) {
-        *a = (mesh_pp_action_t){.op = MESH_PP_B, .mb = best, .chunk = best_c};
-        return 1;
-    }
-    for (int c = 1; c >= 0; c--) {
-        int mb = ZBV_NEXT(z, r, c, 0), st = zbv_stage(z, r, c);
-        if (mb >= z->m || z->stored[r] + 1 > limit - (c == 0))
-            continue;
-        if (st > 0) {
-            int f = z->fdone[mb * z->S + st - 1];
-            if (f < 0 || f > t)
-                continue;
+        if (best >= 0) {
+            *a = (mesh_pp_action_t){.op = order[i], .mb = best, .chunk = best_c};
+            return 1;
         }
-        if (best < 0 || mb < best)
-            best = mb, best_c = c;
     }
-    if (best >= 0) {
-        *a = (mesh_pp_action_t){.op = MESH_PP_F, .mb = best, .chunk = best_c};
-        return 1;
-    }
-    for (int c = 1; c >= 0; c--) {
-        int mb = ZBV_NEXT(z, r, c, 2);
-        if (mb >= ZBV_NEXT(z, r, c, 1))
-            continue;
-        int g = z->bdone[mb * z->S + zbv_stage(z, r, c)];
-        if (g < 0 || g > t)
-            continue;
-        if (best < 0 || mb < best)
-            best = mb, best_c = c;
-    }
-    if (best < 0)
-        return 0;
-    *a = (mesh_pp_action_t){.op = MESH_PP_W, .mb = best, .chunk = best_c};
-    return 1;
+    return 0;
 }
 
 mesh_status_t mesh_pp_zbv_order(const struct mesh_pp_schedule *s, int rank, mesh_pp_action_t *out,

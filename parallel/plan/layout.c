@@ -64,6 +64,16 @@ mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout_t *layou
         {"vpp", MESH_PLAN_SET_VPP, offsetof(mesh_plan_layout_t, vpp), 1, 1 << 10},
         {"sp", MESH_PLAN_SET_SP, offsetof(mesh_plan_layout_t, sp), 0, 1},
     };
+    static const struct { /* the keys whose values are names */
+        const char *key;
+        unsigned bit;
+        int (*of)(const char *s, size_t len);
+        const char *choices;
+    } names[] = {
+        {"schedule", MESH_PLAN_SET_SCHEDULE, plan_sched_of,
+         "afab, 1f1b, interleaved, zb-h1 or none"},
+        {"recompute", MESH_PLAN_SET_RECOMPUTE, plan_rc_of, "none, selective or full"},
+    };
     if (!spec || !layout || !set)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_plan_layout_parse: NULL argument");
     mesh_plan_layout_t l = *layout;
@@ -77,21 +87,17 @@ mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout_t *layou
             return mesh_par_error(MESH_ERR_INVALID_ARG, "layout: '%.*s' is not KEY=VALUE",
                                   (int)item, s);
         int done = 0;
-        if (plan_word(s, klen, "schedule")) {
-            int v = plan_sched_of(val, vlen);
+        for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+            if (!plan_word(s, klen, names[k].key)) continue;
+            int v = names[k].of(val, vlen);
             if (v < 0)
-                return mesh_par_error(MESH_ERR_INVALID_ARG, "layout: schedule '%.*s' is not "
-                                      "afab, 1f1b, interleaved, zb-h1 or none", (int)vlen, val);
-            l.schedule = (mesh_plan_schedule_t)v;
-            got |= MESH_PLAN_SET_SCHEDULE;
-            done = 1;
-        } else if (plan_word(s, klen, "recompute")) {
-            int v = plan_rc_of(val, vlen);
-            if (v < 0)
-                return mesh_par_error(MESH_ERR_INVALID_ARG, "layout: recompute '%.*s' is not "
-                                      "none, selective or full", (int)vlen, val);
-            l.recompute = (mesh_plan_recompute_t)v;
-            got |= MESH_PLAN_SET_RECOMPUTE;
+                return mesh_par_error(MESH_ERR_INVALID_ARG, "layout: %s '%.*s' is not %s",
+                                      names[k].key, (int)vlen, val, names[k].choices);
+            if (names[k].bit == MESH_PLAN_SET_SCHEDULE)
+                l.schedule = (mesh_plan_schedule_t)v;
+            else
+                l.recompute = (mesh_plan_recompute_t)v;
+            got |= names[k].bit;
             done = 1;
         }
         for (size_t k = 0; !done && k < sizeof(keys) / sizeof(keys[0]); k++) {

@@ -60,21 +60,27 @@ mesh_status_t mesh_tp_reduce_backward(mesh_tp_h tp, const void *grad_in, void *g
     return tp_copy(grad_in, grad_out, count, dtype, "mesh_tp_reduce_backward");
 }
 
-/* Checks a sequence-split shape; sets the bytes of one rank's block ([batch, seq/tp, width]). */
-static mesh_status_t sp_shape(mesh_tp_h tp, const void *a, const void *b, size_t batch, size_t seq,
+/* Checks a sequence-split shape; sets the element size and the rows of one rank's block
+ * ([batch, seq/tp, width]). Where there is nothing to communicate (no elements, or one rank: in
+ * is copied to out) it sets *done. */
+static mesh_status_t sp_shape(mesh_tp_h tp, const void *in, void *out, size_t batch, size_t seq,
                               size_t width, mesh_dtype_t dtype, const char *fn, size_t *elem,
-                              size_t *rows_local)
+                              size_t *rows_local, int *done)
 {
     MESH_PAR_CHECK(mesh_tp_check(tp, fn));
     MESH_PAR_CHECK(mesh_tp_elem(dtype, fn, elem));
     mesh_tp_range_t r;
     if (mesh_tp_split(seq, tp->size, tp->rank, "seq", &r) != MESH_OK)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: %s", fn, mesh_comm_last_error(NULL));
-    if (batch * seq * width != 0 && (a == NULL || b == NULL))
+    if (batch * seq * width != 0 && (in == NULL || out == NULL))
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: NULL buffer", fn);
-    if (a == b && batch * seq * width != 0 && tp->size > 1)
+    if (in == out && batch * seq * width != 0 && tp->size > 1)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: in and out are the same buffer", fn);
+    size_t count = batch * r.count * width;
+    if (count != 0 && tp->size == 1)
+        memmove(out, in, count * *elem);
     *rows_local = r.count;
+    *done = count == 0 || tp->size == 1;
     return MESH_OK;
 }
 
@@ -94,114 +100,77 @@ static void sp_permute(const char *src, char *dst, size_t batch, int parts, size
         }
 }
 
-static mesh_status_t sp_allgather(mesh_tp_h tp, const void *local, void *full, size_t batch,
-                                  size_t seq, size_t width, mesh_dtype_t dtype, const char *fn)
+/* The sequence all-gather (gather: in local, out full) or reduce-scatter (in full, out local). */
+static mesh_status_t sp_exchange(mesh_tp_h tp, const void *in, void *out, size_t batch, size_t seq,
+                                 size_t width, mesh_dtype_t dtype, const char *fn, int gather)
 {
-    size_t e, sl;
-    MESH_PAR_CHECK(sp_shape(tp, local, full, batch, seq, width, dtype, fn, &e, &sl));
+    size_t e = 0, sl = 0;
+    int done = 1;
+    MESH_PAR_CHECK(sp_shape(tp, in, out, batch, seq, width, dtype, fn, &e, &sl, &done));
+    if (done)
+        return MESH_OK;
     size_t count = batch * sl * width;
-    if (count == 0)
-        return MESH_OK;
-    if (tp->size == 1) {
-        memmove(full, local, count * e);
-        return MESH_OK;
-    }
-    void *dst = full;
+    void *scratch = NULL;
     if (batch > 1)
-        MESH_PAR_CHECK(mesh_tp_scratch(tp, 0, count * e * (size_t)tp->size, &dst));
-    mesh_status_t st = mesh_allgather(tp->comm, local, dst, count, dtype, NULL, NULL);
-    if (st != MESH_OK)
-        return mesh_par_fail(tp->comm, st, fn);
-    if (batch > 1)
-        sp_permute(dst, full, batch, tp->size, sl * width * e, 0);
-    return MESH_OK;
-}
-
-static mesh_status_t sp_reduce_scatter(mesh_tp_h tp, const void *full, void *local, size_t batch,
-                                       size_t seq, size_t width, mesh_dtype_t dtype, const char *fn)
-{
-    size_t e, sl;
-    MESH_PAR_CHECK(sp_shape(tp, full, local, batch, seq, width, dtype, fn, &e, &sl));
-    size_t count = batch * sl * width;
-    if (count == 0)
-        return MESH_OK;
-    if (tp->size == 1) {
-        memmove(local, full, count * e);
-        return MESH_OK;
+        MESH_PAR_CHECK(mesh_tp_scratch(tp, 0, count * e * (size_t)tp->size, &scratch));
+    mesh_status_t st;
+    if (gather) {
+        st = mesh_allgather(tp->comm, in, scratch ? scratch : out, count, dtype, NULL, NULL);
+        if (st == MESH_OK && scratch)
+            sp_permute(scratch, out, batch, tp->size, sl * width * e, 0);
+    } else {
+        if (scratch)
+            sp_permute(in, scratch, batch, tp->size, sl * width * e, 1);
+        st = mesh_reduce_scatter(tp->comm, scratch ? scratch : in, out, count, dtype, MESH_SUM,
+                                 NULL, NULL);
     }
-    const void *src = full;
-    if (batch > 1) {
-        void *s;
-        MESH_PAR_CHECK(mesh_tp_scratch(tp, 0, count * e * (size_t)tp->size, &s));
-        sp_permute(full, s, batch, tp->size, sl * width * e, 1);
-        src = s;
-    }
-    mesh_status_t st =
-        mesh_reduce_scatter(tp->comm, src, local, count, dtype, MESH_SUM, NULL, NULL);
     return st == MESH_OK ? MESH_OK : mesh_par_fail(tp->comm, st, fn);
 }
 
 mesh_status_t mesh_tp_sp_gather_forward(mesh_tp_h tp, const void *local, void *full, size_t batch,
                                         size_t seq, size_t width, mesh_dtype_t dtype)
 {
-    return sp_allgather(tp, local, full, batch, seq, width, dtype, "mesh_tp_sp_gather_forward");
+    return sp_exchange(tp, local, full, batch, seq, width, dtype, "mesh_tp_sp_gather_forward", 1);
 }
 
 mesh_status_t mesh_tp_sp_gather_backward(mesh_tp_h tp, const void *grad_full, void *grad_local,
                                          size_t batch, size_t seq, size_t width, mesh_dtype_t dtype)
 {
-    return sp_reduce_scatter(tp, grad_full, grad_local, batch, seq, width, dtype,
-                             "mesh_tp_sp_gather_backward");
+    return sp_exchange(tp, grad_full, grad_local, batch, seq, width, dtype,
+                       "mesh_tp_sp_gather_backward", 0);
 }
 
 mesh_status_t mesh_tp_sp_scatter_forward(mesh_tp_h tp, const void *full, void *local, size_t batch,
                                          size_t seq, size_t width, mesh_dtype_t dtype)
 {
-    return sp_reduce_scatter(tp, full, local, batch, seq, width, dtype,
-                             "mesh_tp_sp_scatter_forward");
+    return sp_exchange(tp, full, local, batch, seq, width, dtype, "mesh_tp_sp_scatter_forward", 0);
 }
 
 mesh_status_t mesh_tp_sp_scatter_backward(mesh_tp_h tp, const void *grad_local, void *grad_full,
                                           size_t batch, size_t seq, size_t width,
                                           mesh_dtype_t dtype)
 {
-    return sp_allgather(tp, grad_local, grad_full, batch, seq, width, dtype,
-                        "mesh_tp_sp_scatter_backward");
+    return sp_exchange(tp, grad_local, grad_full, batch, seq, width, dtype,
+                       "mesh_tp_sp_scatter_backward", 1);
 }
 
 #define TP_SP(tp) ((tp) != NULL && ((tp)->flags & MESH_TP_SEQUENCE_PARALLEL))
 
-mesh_status_t mesh_tp_enter_forward(mesh_tp_h tp, const void *outside, void *inside, size_t batch,
-                                    size_t seq, size_t width, mesh_dtype_t dtype)
-{
-    if (TP_SP(tp))
-        return mesh_tp_sp_gather_forward(tp, outside, inside, batch, seq, width, dtype);
-    return mesh_tp_copy_forward(tp, outside, inside, batch * seq * width, dtype);
-}
+/* The ends of the tp region: the sequence collective under sequence parallelism, else the
+ * conjugate operator over every element. */
+#define TP_END(name, sp, whole)                                                                    \
+    mesh_status_t name(mesh_tp_h tp, const void *in, void *out, size_t batch, size_t seq,          \
+                       size_t width, mesh_dtype_t dtype)                                           \
+    {                                                                                              \
+        if (TP_SP(tp))                                                                             \
+            return sp(tp, in, out, batch, seq, width, dtype);                                      \
+        return whole(tp, in, out, batch * seq * width, dtype);                                     \
+    }
 
-mesh_status_t mesh_tp_enter_backward(mesh_tp_h tp, const void *grad_inside, void *grad_outside,
-                                     size_t batch, size_t seq, size_t width, mesh_dtype_t dtype)
-{
-    if (TP_SP(tp))
-        return mesh_tp_sp_gather_backward(tp, grad_inside, grad_outside, batch, seq, width, dtype);
-    return mesh_tp_copy_backward(tp, grad_inside, grad_outside, batch * seq * width, dtype);
-}
-
-mesh_status_t mesh_tp_exit_forward(mesh_tp_h tp, const void *inside, void *outside, size_t batch,
-                                   size_t seq, size_t width, mesh_dtype_t dtype)
-{
-    if (TP_SP(tp))
-        return mesh_tp_sp_scatter_forward(tp, inside, outside, batch, seq, width, dtype);
-    return mesh_tp_reduce_forward(tp, inside, outside, batch * seq * width, dtype);
-}
-
-mesh_status_t mesh_tp_exit_backward(mesh_tp_h tp, const void *grad_outside, void *grad_inside,
-                                    size_t batch, size_t seq, size_t width, mesh_dtype_t dtype)
-{
-    if (TP_SP(tp))
-        return mesh_tp_sp_scatter_backward(tp, grad_outside, grad_inside, batch, seq, width, dtype);
-    return mesh_tp_reduce_backward(tp, grad_outside, grad_inside, batch * seq * width, dtype);
-}
+TP_END(mesh_tp_enter_forward, mesh_tp_sp_gather_forward, mesh_tp_copy_forward)
+TP_END(mesh_tp_enter_backward, mesh_tp_sp_gather_backward, mesh_tp_copy_backward)
+TP_END(mesh_tp_exit_forward, mesh_tp_sp_scatter_forward, mesh_tp_reduce_forward)
+TP_END(mesh_tp_exit_backward, mesh_tp_sp_scatter_backward, mesh_tp_reduce_backward)
 
 mesh_status_t mesh_tp_replicated_grad(mesh_tp_h tp, void *grad, size_t count, mesh_dtype_t dtype)
 {

@@ -3,15 +3,21 @@
 #include "zero_impl.h"
 #include <stdlib.h>
 
-static mesh_status_t find_group(const struct mesh_zero *z, const char *fn, int id, int *g)
+/* The group id of z, for fn; NULL where the stage keeps whole parameters (nothing to do).
+ * gathered: the group must be gathered already. */
+static mesh_status_t find_group(struct mesh_zero *z, const char *fn, int id, int gathered,
+                                zero_group_t **gr)
 {
     if (z == NULL)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: z is NULL", fn);
     if (!z->finalized)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: call mesh_zero_finalize first", fn);
-    *g = mesh_zero__group(z, id);
-    if (*g < 0)
+    int g = mesh_zero__group(z, id);
+    if (g < 0)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: no tensor has group %d", fn, id);
+    if (z->stage == 3 && gathered && z->g[g].refs == 0)
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: group %d is not gathered", fn, id);
+    *gr = z->stage == 3 ? &z->g[g] : NULL;
     return MESH_OK;
 }
 
@@ -33,11 +39,10 @@ static mesh_status_t wait_group(struct mesh_zero *z, zero_group_t *gr, const cha
 mesh_status_t mesh_zero_gather(mesh_zero_h z, int id)
 {
     static const char fn[] = "mesh_zero_gather";
-    int g = -1;
-    MESH_PAR_CHECK(find_group(z, fn, id, &g));
-    if (z->stage != 3)
+    zero_group_t *gr;
+    MESH_PAR_CHECK(find_group(z, fn, id, 0, &gr));
+    if (gr == NULL)
         return MESH_OK;
-    zero_group_t *gr = &z->g[g];
     if (gr->refs++ > 0)
         return mesh_zero__poll(z); /* already gathered or on its way */
     if (gr->reqs == NULL && (gr->reqs = calloc((size_t)gr->count, sizeof(*gr->reqs))) == NULL) {
@@ -64,13 +69,10 @@ mesh_status_t mesh_zero_gather(mesh_zero_h z, int id)
 mesh_status_t mesh_zero_wait_params(mesh_zero_h z, int id)
 {
     static const char fn[] = "mesh_zero_wait_params";
-    int g = -1;
-    MESH_PAR_CHECK(find_group(z, fn, id, &g));
-    if (z->stage != 3)
+    zero_group_t *gr;
+    MESH_PAR_CHECK(find_group(z, fn, id, 1, &gr));
+    if (gr == NULL)
         return MESH_OK;
-    zero_group_t *gr = &z->g[g];
-    if (gr->refs == 0)
-        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: group %d is not gathered", fn, id);
     MESH_PAR_CHECK(wait_group(z, gr, fn));
     gr->waited = 1;
     return MESH_OK;
@@ -79,13 +81,10 @@ mesh_status_t mesh_zero_wait_params(mesh_zero_h z, int id)
 mesh_status_t mesh_zero_release(mesh_zero_h z, int id)
 {
     static const char fn[] = "mesh_zero_release";
-    int g = -1;
-    MESH_PAR_CHECK(find_group(z, fn, id, &g));
-    if (z->stage != 3)
+    zero_group_t *gr;
+    MESH_PAR_CHECK(find_group(z, fn, id, 1, &gr));
+    if (gr == NULL)
         return MESH_OK;
-    zero_group_t *gr = &z->g[g];
-    if (gr->refs == 0)
-        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: group %d is not gathered", fn, id);
     if (--gr->refs > 0)
         return MESH_OK;
     /* the all-gather must be over before its pages go */

@@ -88,6 +88,9 @@ class ProcessGroupMesh : public BackendBase {
     c10::intrusive_ptr<c10d::Work> launch(const c10::intrusive_ptr<WorkMesh> &work,
                                           const Comm::PostFn &fn,
                                           std::chrono::milliseconds timeout = c10d::kUnsetTimeout);
+    /* send (or recv) of tensors' one tensor to (from) peer. */
+    c10::intrusive_ptr<c10d::Work> point_to_point(std::vector<at::Tensor> &tensors, int peer,
+                                                  int tag, bool send);
     void check_root(int64_t root, const char *op) const;
     void check_peer(int peer, const char *op) const;
 

@@ -126,46 +126,61 @@ void Engine::backoff(unsigned &idle) const
     nanosleep(&ts, nullptr);
 }
 
-void Engine::wait(WorkMesh *w, std::chrono::milliseconds timeout)
+void Engine::step(std::unique_lock<std::mutex> &lk, std::vector<Done> &done, unsigned &idle,
+                  std::optional<bool> mark)
 {
-    using clock = std::chrono::steady_clock;
-    const auto deadline = timeout.count() > 0 ? clock::now() + timeout : clock::time_point::max();
-    std::vector<Done> done;
-    unsigned idle = 0;
-    bool aborted = false;
-    std::unique_lock<std::mutex> lk(mu_);
-    drivers_++;
-    while (w->queued_) {
-        if (!aborted && clock::now() >= deadline) {
-            aborted = true;
-            lk.unlock();
-            w->comm().abort(std::string(w->name()) + " timed out after " +
-                            std::to_string(timeout.count()) +
-                            " ms (Work.wait); the communicator is aborted");
-            lk.lock();
-            continue;
-        }
-        if (poll_locked(done) > 0) {
-            drivers_finish_ = true;
-            lk.unlock();
-            complete(done);
-            idle = 0;
-            lk.lock();
-            continue;
-        }
+    if (poll_locked(done) > 0) {
+        if (mark) drivers_finish_ = *mark;
+        lk.unlock();
+        complete(done);
+        idle = 0;
+    } else {
         lk.unlock();
         backoff(idle);
-        lk.lock();
     }
+    lk.lock();
+}
+
+template <class More> void Engine::drive(std::optional<bool> mark, More more)
+{
+    std::vector<Done> done;
+    unsigned idle = 0;
+    std::unique_lock<std::mutex> lk(mu_);
+    drivers_++;
+    while (more(lk))
+        step(lk, done, idle, mark);
     /* hand the polling back to the completion thread */
     const bool wake = --drivers_ == 0 && !inflight_.empty();
     lk.unlock();
     if (wake) cv_.notify_all();
 }
 
+void Engine::wait(WorkMesh *w, std::chrono::milliseconds timeout)
+{
+    using clock = std::chrono::steady_clock;
+    const auto deadline = timeout.count() > 0 ? clock::now() + timeout : clock::time_point::max();
+    bool aborted = false;
+    drive(true, [&](std::unique_lock<std::mutex> &lk) {
+        if (w->queued_ && !aborted && clock::now() >= deadline) {
+            aborted = true;
+            lk.unlock();
+            w->comm().abort(std::string(w->name()) + " timed out after " +
+                            std::to_string(timeout.count()) +
+                            " ms (Work.wait); the communicator is aborted");
+            lk.lock();
+        }
+        return w->queued_;
+    });
+}
+
 bool Engine::busy(const Comm *c)
 {
     std::lock_guard<std::mutex> lk(mu_);
+    return busy_locked(c);
+}
+
+bool Engine::busy_locked(const Comm *c) const
+{
     for (auto &w : inflight_)
         if (&w->comm() == c) return true;
     return false;
@@ -173,29 +188,7 @@ bool Engine::busy(const Comm *c)
 
 void Engine::drain(const Comm *c)
 {
-    std::vector<Done> done;
-    unsigned idle = 0;
-    std::unique_lock<std::mutex> lk(mu_);
-    drivers_++;
-    for (;;) {
-        bool pending = false;
-        for (auto &w : inflight_)
-            pending = pending || &w->comm() == c;
-        if (!pending) break;
-        if (poll_locked(done) > 0) {
-            lk.unlock();
-            complete(done);
-            idle = 0;
-            lk.lock();
-            continue;
-        }
-        lk.unlock();
-        backoff(idle);
-        lk.lock();
-    }
-    const bool wake = --drivers_ == 0 && !inflight_.empty();
-    lk.unlock();
-    if (wake) cv_.notify_all();
+    drive(std::nullopt, [&](std::unique_lock<std::mutex> &) { return busy_locked(c); });
 }
 
 void Engine::run()
@@ -222,17 +215,7 @@ void Engine::run()
             idle = 0;
             continue;
         }
-        if (poll_locked(done) > 0) {
-            drivers_finish_ = false;
-            lk.unlock();
-            complete(done);
-            idle = 0;
-            lk.lock();
-            continue;
-        }
-        lk.unlock();
-        backoff(idle);
-        lk.lock();
+        step(lk, done, idle, false);
     }
 }
 

@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +66,15 @@ class Engine {
     static void complete(std::vector<Done> &done);
     void run();
     void backoff(unsigned &idle) const;
+    /* One round of driving, the lock held (and released meanwhile): completes what mesh
+     * finished, else backs off. Where something completed, drivers_finish_ becomes mark (is
+     * left as it is without one). */
+    void step(std::unique_lock<std::mutex> &lk, std::vector<Done> &done, unsigned &idle,
+              std::optional<bool> mark);
+    /* Drives mesh on the calling thread while more(lock) says there is something to wait for;
+     * more runs with the lock held and may release it meanwhile. */
+    template <class More> void drive(std::optional<bool> mark, More more);
+    bool busy_locked(const Comm *comm) const;
 
     std::mutex mu_; /* guards everything below; mesh is called with it held only to test */
     std::condition_variable cv_;

@@ -120,41 +120,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::alltoall(std::vector<at::Tensor
 c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::send(std::vector<at::Tensor> &tensors, int dst,
                                                       int tag)
 {
-    static const char op[] = "send";
-    at::Tensor &t = single(tensors, op, "");
-    check_peer(dst, op);
-    at::Tensor buf = dense(t);
-    auto w = work(c10d::OpType::SEND, op, tensors);
-    w->keep = {buf};
-    const void *p = buf.data_ptr();
-    const size_t n = nbytes(buf);
-#ifdef MESH_TAG_MAX
-    if (tag < 0 || tag > MESH_TAG_MAX)
-        refuse(std::string(op) + ": tag " + std::to_string(tag) + " is outside 0.." +
-               std::to_string(MESH_TAG_MAX));
-    return launch(w, [=](mesh_comm_h c, mesh_request_h *q) {
-        return mesh_send_tagged(c, p, n, MESH_UINT8, dst, tag, nullptr, q);
-    });
-#else
-    /* without tags, messages between two ranks match in the order they were posted */
-    (void)tag;
-    return launch(w, [=](mesh_comm_h c, mesh_request_h *q) {
-        return mesh_send(c, p, n, MESH_UINT8, dst, nullptr, q);
-    });
-#endif
+    return point_to_point(tensors, dst, tag, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::recv(std::vector<at::Tensor> &tensors, int src,
                                                       int tag)
 {
-    static const char op[] = "recv";
+    return point_to_point(tensors, src, tag, false);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::point_to_point(std::vector<at::Tensor> &tensors,
+                                                                int peer, int tag, bool send)
+{
+    const char *op = send ? "send" : "recv";
     at::Tensor &t = single(tensors, op, "");
-    check_peer(src, op);
+    check_peer(peer, op);
     at::Tensor buf = dense(t);
-    auto w = work(c10d::OpType::RECV, op, tensors);
+    auto w = work(send ? c10d::OpType::SEND : c10d::OpType::RECV, op, tensors);
     w->keep = {buf};
-    w->source_rank = src;
-    if (!buf.is_same(t)) w->unpack = [t, buf]() mutable { t.copy_(buf); };
+    if (!send) {
+        w->source_rank = peer;
+        if (!buf.is_same(t)) w->unpack = [t, buf]() mutable { t.copy_(buf); };
+    }
     void *p = buf.data_ptr();
     const size_t n = nbytes(buf);
 #ifdef MESH_TAG_MAX
@@ -162,12 +149,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::recv(std::vector<at::Tensor> &t
         refuse(std::string(op) + ": tag " + std::to_string(tag) + " is outside 0.." +
                std::to_string(MESH_TAG_MAX));
     return launch(w, [=](mesh_comm_h c, mesh_request_h *q) {
-        return mesh_recv_tagged(c, p, n, MESH_UINT8, src, tag, nullptr, q);
+        return send ? mesh_send_tagged(c, p, n, MESH_UINT8, peer, tag, nullptr, q)
+                    : mesh_recv_tagged(c, p, n, MESH_UINT8, peer, tag, nullptr, q);
     });
 #else
+    /* without tags, messages between two ranks match in the order they were posted */
     (void)tag;
     return launch(w, [=](mesh_comm_h c, mesh_request_h *q) {
-        return mesh_recv(c, p, n, MESH_UINT8, src, nullptr, q);
+        return send ? mesh_send(c, p, n, MESH_UINT8, peer, nullptr, q)
+                    : mesh_recv(c, p, n, MESH_UINT8, peer, nullptr, q);
     });
 #endif
 }
