@@ -42,12 +42,16 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen)
 {
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
-    int tp = cfg->tp < 1 ? 1 : cfg->tp;
+    int tp = cfg->tp < 1 ? 1 : cfg->tp, cp = cfg->cp < 1 ? 1 : cfg->cp;
     m->cfg.tp = tp;
+    m->cfg.cp = cp;
     m->C = cfg->d_model, m->T = cfg->seq, m->V = cfg->vocab, m->L = cfg->layers;
     m->NH = cfg->heads;
     if (m->C < 1 || m->T < 1 || m->V < 1 || m->L < 1 || m->NH < 1)
         return snprintf(err, errlen, "every size must be positive"), -1;
+    if (m->T % cp)
+        return snprintf(err, errlen, "--seq %d does not split evenly across cp=%d", m->T, cp), -1;
+    m->T /= cp;
     if (m->C % m->NH)
         return snprintf(err, errlen, "--d-model %d is not a multiple of --heads %d", m->C, m->NH),
                -1;
@@ -66,14 +70,14 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen)
     m->NHl = m->NH / tp, m->Cl = m->NHl * m->hs;
     m->Fl = 4 * m->C / tp;
     m->tl = cfg->sequence_parallel ? m->T / tp : m->T;
-    m->t0 = cfg->sequence_parallel ? m->tl * cfg->tp_rank : 0;
+    m->t0 = m->T * cfg->cp_rank + (cfg->sequence_parallel ? m->tl * cfg->tp_rank : 0);
     m->layers = gpt_default_layers;
     m->tensors = calloc((size_t)(4 + N_BLOCK_FIELDS * m->L), sizeof(gpt_tensor_t));
     if (!m->tensors)
         return snprintf(err, errlen, "out of memory"), -1;
     int C = m->C;
     add(m, "wte", m->V, C, tp > 1 ? GPT_VOCAB : GPT_WHOLE, 0, offsetof(gpt_group_t, wte));
-    add(m, "wpe", m->T, C, GPT_WHOLE, 0, offsetof(gpt_group_t, wpe));
+    add(m, "wpe", cfg->seq, C, GPT_WHOLE, 0, offsetof(gpt_group_t, wpe));
     for (int l = 0; l < m->L; l++) {
         static const int rows[] = {1, 1, 3, 3, 1, 1, 1, 1, 4, 4, 1, 1}; /* x C */
         static const int cols[] = {0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 0}; /* x C; 0: a vector */

@@ -36,6 +36,7 @@ typedef struct {
     int vocab, seq, d_model, layers, heads; /* the full model */
     int tp, tp_rank;                        /* this rank's shard (1, 0: the whole model) */
     int sequence_parallel;                  /* activations between tp regions split along seq */
+    int cp, cp_rank; /* context parallelism: positions [cp_rank seq / cp, ...) (1, 0: all) */
 } gpt_config_t;
 
 /* How a tensor is split across tp. */
@@ -94,6 +95,12 @@ typedef struct {
                     gpt_real *lse, int rows);
     int (*loss_bwd)(void *ctx, const gpt_real *logits, const int32_t *targets, const gpt_real *lse,
                     const gpt_real *dloss, gpt_real *dlogits, int rows);
+    /* causal attention of qkv [b, T, 3 Cl] into atty [b, T, Cl] keeping lse [b, NHl, T] for the
+     * backward pass (context parallelism: the keys of the other positions come from elsewhere);
+     * NULL: gpt_attention_forward/backward */
+    int (*attn_core_fwd)(void *ctx, const gpt_real *qkv, gpt_real *atty, gpt_real *lse, int b);
+    int (*attn_core_bwd)(void *ctx, const gpt_real *qkv, const gpt_real *atty, const gpt_real *lse,
+                         const gpt_real *datty, gpt_real *dqkv, int b);
 } gpt_ops_t;
 
 /* Replaceable layers: attention (context parallelism swaps it) and the MLP (an expert layer
@@ -149,7 +156,7 @@ typedef struct {
 
 typedef struct gpt {
     gpt_config_t cfg;
-    int C, T, V, L, NH, hs;  /* full sizes; hs = C / NH */
+    int C, T, V, L, NH, hs;  /* full sizes (T: this cp rank's positions); hs = C / NH */
     int Vl, v0, NHl, Cl, Fl; /* this rank's vocabulary range, heads, attention and MLP width */
     int tl, t0;              /* sequence positions held outside tp regions */
     int b;                   /* samples per micro-batch */

@@ -27,15 +27,22 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     for (int a = 0; a < MESH_AXIS_COUNT; a++)
         prod *= p->size[a] > 0 ? p->size[a] : 1;
     /* axes whose layers are not part of mesh-train yet: refused, never silently ignored */
-    static const char *const missing[MESH_AXIS_COUNT] = {
-        [MESH_AXIS_CP] = "context parallelism", [MESH_AXIS_EP] = "expert parallelism"};
+    static const char *const missing[MESH_AXIS_COUNT] = {[MESH_AXIS_EP] = "expert parallelism"};
     for (int a = 0; a < MESH_AXIS_COUNT; a++)
         if (missing[a] && p->size[a] > 1) {
             snprintf(lo->err, sizeof(lo->err),
-                     "--mesh %s=%d: %s is not available in mesh-train yet (tp, dp and pp are)",
+                     "--mesh %s=%d: %s is not available in mesh-train yet (tp, cp, dp and pp are)",
                      axis_names[a], p->size[a], missing[a]);
             return -1;
         }
+    /* context parallelism runs with data parallelism only, so far */
+    if (p->size[MESH_AXIS_CP] > 1 && (p->size[MESH_AXIS_TP] > 1 || p->size[MESH_AXIS_PP] > 1)) {
+        snprintf(lo->err, sizeof(lo->err),
+                 "--mesh cp=%d with tp=%d pp=%d: cp combines with dp only in mesh-train yet",
+                 p->size[MESH_AXIS_CP], p->size[MESH_AXIS_TP] > 1 ? p->size[MESH_AXIS_TP] : 1,
+                 p->size[MESH_AXIS_PP] > 1 ? p->size[MESH_AXIS_PP] : 1);
+        return -1;
+    }
     /* stages 2 and 3 reduce (and gather) at every micro-batch boundary, and a pipeline runs
      * several micro-batches at once */
     if (p->size[MESH_AXIS_PP] > 1 && p->stage >= 2) {
@@ -65,6 +72,12 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
         s = mesh_grid_comm(lo->grid, "dp", &lo->dp_comm);
     if (s == MESH_OK)
         s = mesh_grid_comm(lo->grid, "pp", &lo->pp_comm);
+    if (s == MESH_OK)
+        s = mesh_grid_comm(lo->grid, "cp", &lo->cp_comm);
+    if (s == MESH_OK)
+        s = mesh_grid_comm(lo->grid, "dp-cp", &lo->zero_comm);
+    if (s == MESH_OK)
+        s = mesh_cp_create(lo->cp_comm, NULL, &lo->cp);
     mesh_tp_params_t tpp = {.field_mask = MESH_TP_PARAM_FIELD_FLAGS,
                             .flags = p->sequence_parallel ? MESH_TP_SEQUENCE_PARALLEL : 0};
     if (s == MESH_OK)
@@ -76,11 +89,42 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     lo->tp_size = mesh_comm_size(lo->tp_comm), lo->tp_rank = mesh_comm_rank(lo->tp_comm);
     lo->dp_size = mesh_comm_size(lo->dp_comm), lo->dp_rank = mesh_comm_rank(lo->dp_comm);
     lo->pp_size = mesh_comm_size(lo->pp_comm), lo->pp_rank = mesh_comm_rank(lo->pp_comm);
+    lo->cp_size = mesh_comm_size(lo->cp_comm), lo->cp_rank = mesh_comm_rank(lo->cp_comm);
     lo->tied_peer = -1;
     return 0;
 }
 
 /* ---------------------------------------------------------------- the model's hooks */
+
+/* Context parallelism: the attention of this rank's positions against the whole sequence, q, k
+ * and v read in place from the fused qkv. */
+static mesh_cp_shape_t cp_shape(const layout_t *lo, int b)
+{
+    const gpt_t *m = lo->m;
+    return (mesh_cp_shape_t){.batch = (size_t)b,
+                             .seq = (size_t)m->cfg.seq,
+                             .heads = m->NHl,
+                             .head_dim = (size_t)m->hs,
+                             .stride = 3 * (size_t)m->Cl};
+}
+
+static int attn_core_fwd(void *ctx, const float *qkv, float *atty, float *lse, int b)
+{
+    layout_t *lo = ctx;
+    mesh_cp_shape_t sh = cp_shape(lo, b);
+    size_t cl = (size_t)lo->m->Cl;
+    return st(mesh_cp_attention_forward(lo->cp, &sh, qkv, qkv + cl, qkv + 2 * cl, atty, lse));
+}
+
+static int attn_core_bwd(void *ctx, const float *qkv, const float *atty, const float *lse,
+                         const float *datty, float *dqkv, int b)
+{
+    layout_t *lo = ctx;
+    mesh_cp_shape_t sh = cp_shape(lo, b);
+    size_t cl = (size_t)lo->m->Cl;
+    return st(mesh_cp_attention_backward(lo->cp, &sh, qkv, qkv + cl, qkv + 2 * cl, atty, lse, datty,
+                                         dqkv, dqkv + cl, dqkv + 2 * cl));
+}
 
 /* The sharded optimizer's communication advances inside its calls: the tp hooks, which run
  * between the layers' matrix products, give it a turn. */
@@ -318,6 +362,8 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
         m->ops.embed_fwd = embed_fwd, m->ops.embed_bwd = embed_bwd;
         m->ops.loss_fwd = loss_fwd, m->ops.loss_bwd = loss_bwd;
     }
+    if (lo->cp_size > 1)
+        m->ops.attn_core_fwd = attn_core_fwd, m->ops.attn_core_bwd = attn_core_bwd;
     mesh_zero_params_t p = *zp;
     p.field_mask |= MESH_ZERO_PARAM_FIELD_STAGE | MESH_ZERO_PARAM_FIELD_DTYPE |
                     MESH_ZERO_PARAM_FIELD_GRAD_SCALE;
@@ -332,7 +378,7 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
         else if (zst(mesh_grid_comm(lo->grid, "tp-pp", &p.mp_comm)))
             return -1;
     }
-    if (zst(mesh_zero_create(lo->dp_comm, &p, &lo->z)))
+    if (zst(mesh_zero_create(lo->zero_comm, &p, &lo->z)))
         return -1;
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor_t *t = &m->tensors[i];
@@ -430,8 +476,8 @@ int layout_dump_params(layout_t *lo, const char *path)
 /* The model and the step a checkpoint belongs to, beside the optimizer's files. */
 static void describe_model(const gpt_t *m, char *buf, size_t len)
 {
-    snprintf(buf, len, "layers=%d d_model=%d heads=%d seq=%d vocab=%d", m->L, m->C, m->NH, m->T,
-             m->V);
+    snprintf(buf, len, "layers=%d d_model=%d heads=%d seq=%d vocab=%d", m->L, m->C, m->NH,
+             m->cfg.seq, m->V);
 }
 
 int layout_save(layout_t *lo, const char *dir, int64_t step)
@@ -484,6 +530,7 @@ void layout_destroy(layout_t *lo)
     mesh_zero_destroy(lo->z);
     free(lo->prefetched), free(lo->held);
     mesh_tp_destroy(lo->tp);
+    mesh_cp_destroy(lo->cp);
     mesh_grid_destroy(lo->grid);
     free(lo->work_p), free(lo->work_g), free(lo->owned);
     memset(lo, 0, sizeof(*lo));

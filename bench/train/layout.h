@@ -8,6 +8,7 @@
 
 #include "gpt.h"
 #include <mesh.h>
+#include <mesh/context.h>
 #include <mesh/tensor.h>
 #include <mesh/zero.h>
 
@@ -20,10 +21,12 @@ typedef struct {
 } layout_params_t;
 
 typedef struct {
-    mesh_comm_h world, tp_comm, dp_comm, pp_comm;
+    mesh_comm_h world, tp_comm, dp_comm, pp_comm, cp_comm;
+    mesh_comm_h zero_comm; /* the optimizer's: dp, or dp-cp (cp ranks hold the same parameters) */
     mesh_grid_h grid;
     mesh_tp_h tp;
-    int tp_size, tp_rank, dp_size, dp_rank, pp_size, pp_rank;
+    mesh_cp_h cp;
+    int tp_size, tp_rank, dp_size, dp_rank, pp_size, pp_rank, cp_size, cp_rank;
     gpt_t *m;
     mesh_zero_h z;
     int bf16, stage;
@@ -41,7 +44,8 @@ typedef struct {
     char err[512];
 } layout_t;
 
-/* Builds the grid (refusing axes whose layer mesh-train does not have yet) and the tp handle. */
+/* Builds the grid (refusing axes whose layer mesh-train does not have yet), the tp and the cp
+ * handles. */
 int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p);
 /* Points the model's hooks at the layout; registers its tensors with the sharded optimizer
  * (created with zp, over dp, the norm summed over tp) and finalizes it. */

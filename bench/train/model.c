@@ -72,7 +72,12 @@ static int attn_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_rea
     if (enter_fwd(m, in, in_l, C))
         return -1;
     gpt_matmul_forward(qkv, in_l, p->qkvw, p->qkvb, N, C, 3 * Cl);
-    gpt_attention_forward(atty, att, qkv, m->b, m->T, m->NHl, m->hs);
+    if (m->ops.attn_core_fwd) {
+        if (m->ops.attn_core_fwd(m->ops.ctx, qkv, atty, att, m->b))
+            return -1;
+    } else {
+        gpt_attention_forward(atty, att, qkv, m->b, m->T, m->NHl, m->hs);
+    }
     gpt_matmul_forward(m->partial, atty, p->attprojw, NULL, N, Cl, C);
     if (exit_fwd(m, m->partial, out, C))
         return -1;
@@ -111,7 +116,12 @@ static int attn_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *
     gpt_real *datty = m->wide_a, *dqkv = m->wide_b;
     gpt_matmul_backward(datty, g ? g->attprojw : NULL, NULL, m->partial, atty, p->attprojw, N, Cl,
                         C, 0);
-    gpt_attention_backward(dqkv, m->datt, datty, qkv, att, m->b, m->T, m->NHl, m->hs);
+    if (m->ops.attn_core_bwd) {
+        if (m->ops.attn_core_bwd(m->ops.ctx, qkv, atty, att, datty, dqkv, m->b))
+            return -1;
+    } else {
+        gpt_attention_backward(dqkv, m->datt, datty, qkv, att, m->b, m->T, m->NHl, m->hs);
+    }
     gpt_matmul_backward(m->dinside, g ? g->qkvw : NULL, NULL, dqkv, in_l, p->qkvw, N, C, 3 * Cl, 0);
     if (g)
         qkv_bias_grad(g->qkvb, dqkv, N, Cl);

@@ -56,13 +56,14 @@ static void describe(char *buf, size_t len, const train_opts_t *o, const layout_
         snprintf(sched, sizeof(sched), " schedule=%s chunks=%d",
                  mesh_pp_kind_name(mesh_pp_schedule_kind(pp->sched)), pp->v);
     snprintf(buf, len,
-             "mesh-train tp=%d dp=%d pp=%d%s cp=1 ep=1 order=%s zero=%d dtype=%s sp=%d "
+             "mesh-train tp=%d dp=%d pp=%d%s cp=%d ep=1 order=%s zero=%d dtype=%s sp=%d "
              "overlap=%d layers=%d d_model=%d heads=%d seq=%d vocab=%d batch=%d microbatches=%d "
              "lr=%g seed=%llu params=%zu ranks=%d nodes=%d",
-             lo->tp_size, lo->dp_size, lo->pp_size, sched, o->order ? o->order : "tp-cp-ep-dp-pp",
-             o->zero, o->bf16 ? "bf16" : "fp32", o->sequence_parallel, o->overlap, m->L, m->C,
-             m->NH, m->T, m->V, o->batch, o->microbatches, o->lr, (unsigned long long)o->seed,
-             params, mesh_comm_size(world), mesh_comm_node_count(world));
+             lo->tp_size, lo->dp_size, lo->pp_size, sched, lo->cp_size,
+             o->order ? o->order : "tp-cp-ep-dp-pp", o->zero, o->bf16 ? "bf16" : "fp32",
+             o->sequence_parallel, o->overlap, m->L, m->C, m->NH, m->cfg.seq, m->V, o->batch,
+             o->microbatches, o->lr, (unsigned long long)o->seed, params, mesh_comm_size(world),
+             mesh_comm_node_count(world));
 }
 
 int main(int argc, char **argv)
@@ -118,7 +119,9 @@ int main(int argc, char **argv)
                         .heads = o.heads,
                         .tp = lo.tp_size,
                         .tp_rank = lo.tp_rank,
-                        .sequence_parallel = o.sequence_parallel};
+                        .sequence_parallel = o.sequence_parallel,
+                        .cp = lo.cp_size,
+                        .cp_rank = lo.cp_rank};
     if (gpt_create(&m, &cfg, err, sizeof(err))) {
         if (say)
             fprintf(stderr, "mesh-train: %s\n", err);
@@ -212,14 +215,25 @@ int main(int argc, char **argv)
     double *times = calloc((size_t)o.steps + 1, sizeof(double));
     double *opt_times = calloc((size_t)o.steps + 1, sizeof(double));
     double tokens = (double)o.batch * o.seq;
+    int32_t *seq_tokens = malloc((size_t)o.seq * sizeof(int32_t));
+    int32_t *seq_targets = malloc((size_t)o.seq * sizeof(int32_t));
+    if (!times || !opt_times || !seq_tokens || !seq_targets) {
+        fprintf(stderr, "mesh-train: out of memory\n");
+        goto out_loop;
+    }
     for (int64_t step = start + 1; step <= o.steps; step++) {
         double t0 = now_ms(), loss = 0;
         for (int mb = 0; mb < o.microbatches; mb++) {
             gpt_acts_t *a = &m.acts[mb];
             int64_t first_sample = (int64_t)lo.dp_rank * per_rank + (int64_t)mb * b;
-            for (int s = 0; s < b; s++)
-                train_data_sample(o.seed, step, first_sample + s, m.T, m.V, a->tokens + s * m.T,
-                                  a->targets + s * m.T);
+            for (int s = 0; s < b; s++) {
+                /* the whole sample, of which a cp rank keeps its positions */
+                train_data_sample(o.seed, step, first_sample + s, o.seq, m.V, seq_tokens,
+                                  seq_targets);
+                size_t first = (size_t)m.T * (size_t)lo.cp_rank;
+                memcpy(a->tokens + s * m.T, seq_tokens + first, m.T * sizeof(int32_t));
+                memcpy(a->targets + s * m.T, seq_targets + first, m.T * sizeof(int32_t));
+            }
             if (lo.pp_size > 1)
                 continue; /* the schedule runs them all below */
             double ls;
@@ -251,8 +265,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "mesh-train: loss all-reduce: %s\n", mesh_comm_last_error(NULL));
             goto out_loop;
         }
-        if (lo.dp_size > 1 &&
-            mesh_allreduce(lo.dp_comm, &loss, &loss, 1, MESH_FP64, MESH_SUM, NULL, NULL)) {
+        if (lo.dp_size * lo.cp_size > 1 &&
+            mesh_allreduce(lo.zero_comm, &loss, &loss, 1, MESH_FP64, MESH_SUM, NULL, NULL)) {
             fprintf(stderr, "mesh-train: loss all-reduce: %s\n", mesh_comm_last_error(NULL));
             goto out_loop;
         }
@@ -282,7 +296,7 @@ int main(int argc, char **argv)
         goto out_loop;
     rc = 0;
 out_loop:
-    free(times), free(opt_times);
+    free(times), free(opt_times), free(seq_tokens), free(seq_targets);
     if (csv && fclose(csv))
         rc = 1;
     goto out;

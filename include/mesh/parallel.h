@@ -10,6 +10,7 @@
 #define MESH_PARALLEL_H
 
 #include <mesh.h>
+#include <mesh/context.h>
 #include <mesh/expert.h>
 #include <mesh/pipeline.h>
 #include <mesh/tensor.h>

@@ -2,8 +2,9 @@
 # mesh-train on every layout against one process: the same tiny GPT (2 layers, d_model 32,
 # 4 heads, seq 16, vocab 64, global batch 8, 10 steps, fp32) on 1 rank, dp=2, dp=4, tp=2, tp=4,
 # tp=2 dp=2, tp=2 dp=2 with sequence parallelism (and with 2 micro-batches), dp=2 across 2
-# simulated nodes, tp=2 dp=2 with each tp pair in one of 2 nodes and dp across them, and tp=2
-# dp=2 with dp innermost in the rank order, each under every ZeRO stage:
+# simulated nodes, tp=2 dp=2 with each tp pair in one of 2 nodes and dp across them, tp=2 dp=2
+# with dp innermost in the rank order, and context parallelism (the sequence split, ring
+# attention): cp=2, cp=4, cp=2 dp=2 and cp=2 dp=2 across 2 nodes, each under every ZeRO stage:
 #   - the loss of each step equals the 1-rank run within 1e-4 relative;
 #   - the parameters after the last step under stages 1-3 equal stage 0's on the same layout
 #     within 1e-6 (--dump-params writes them whole, in a layout-independent order);
@@ -82,9 +83,10 @@ same_params() {
 
 stages="0 1 2 3"
 layouts="one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp tp2dp2sp_mb2 dp2nodes tp2dp2nodes tp2dp2order"
+layouts="$layouts cp2 cp4 cp2dp2 cp2dp2nodes"
 if [ "${MESH_TEST_SANITIZED:-0}" = 1 ]; then
     stages="0 3"
-    layouts="one dp2 tp2dp2sp dp2nodes"
+    layouts="one dp2 tp2dp2sp dp2nodes cp2dp2"
 fi
 run_layout() {
     lay=$1 z=$2
@@ -102,6 +104,10 @@ run_layout() {
     dp2nodes) train "$lay-z$z" 2 --nodes 2 -- --mesh dp=2 --zero "$z" "$@" ;;
     tp2dp2nodes) train "$lay-z$z" 4 --nodes 2 -- --mesh tp=2,dp=2 --zero "$z" "$@" ;;
     tp2dp2order) train "$lay-z$z" 4 -- --mesh tp=2,dp=2 --order dp-tp-cp-ep-pp --zero "$z" "$@" ;;
+    cp2) train "$lay-z$z" 2 -- --mesh cp=2 --zero "$z" "$@" ;;
+    cp4) train "$lay-z$z" 4 -- --mesh cp=4 --zero "$z" "$@" ;;
+    cp2dp2) train "$lay-z$z" 4 -- --mesh cp=2,dp=2 --zero "$z" "$@" ;;
+    cp2dp2nodes) train "$lay-z$z" 4 --nodes 2 -- --mesh cp=2,dp=2 --zero "$z" "$@" ;;
     esac
 }
 
@@ -168,7 +174,8 @@ refused() {
         head -5 "$tmp/refused.out"
     fi
 }
-refused "cp=2: context parallelism is not available" 2 --mesh cp=2
+refused "cp=2 with tp=2 pp=1: cp combines with dp only" 4 --mesh cp=2,tp=2
+refused "seq 16 does not split evenly across cp=3" 3 --mesh cp=3
 refused "ep=2: expert parallelism is not available" 2 --mesh ep=2
 refused "multiply to 4, but 2 ranks run" 2 --mesh tp=2,dp=2
 refused "heads 4 does not split evenly across tp=3" 3 --mesh tp=3
