@@ -25,45 +25,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 model="--layers 2 --d-model 32 --heads 4 --seq 16 --vocab 64 --batch 8 --steps 10 --lr 3e-3 --quiet"
 status=0
-fail() {
-    echo "FAIL: $*"
-    status=1
-}
-
-# train NAME RANKS [meshrun options --] mesh-train options: runs, leaves NAME.csv and NAME.out
-train() {
-    name=$1 n=$2
-    shift 2
-    mr=""
-    while [ $# -gt 0 ] && [ "$1" != "--" ]; do mr="$mr $1"; shift; done
-    [ $# -gt 0 ] && shift
-    # shellcheck disable=SC2086
-    if ! "$b/tools/meshrun" -n "$n" $mr --timeout 120 "$prog" $model --csv "$tmp/$name.csv" \
-        "$@" >"$tmp/$name.out" 2>&1; then
-        fail "$name: mesh-train failed"
-        head -20 "$tmp/$name.out"
-        return 1
-    fi
-}
-
-# same_loss NAME REF TOL [FIRST]: the loss of every step from FIRST on within TOL relative
-same_loss() {
-    awk -F, -v tol="$3" -v first="${4:-1}" -v name="$1" '
-        /^#/ || $1 == "step" { next }
-        NR == FNR { ref[$1] = $2; next }
-        $1 >= first {
-            seen++
-            if (!($1 in ref)) { printf "%s: step %s not in the reference\n", name, $1; bad++; next }
-            d = $2 - ref[$1]; if (d < 0) d = -d
-            r = ref[$1] < 0 ? -ref[$1] : ref[$1]
-            if (d > tol * r) {
-                printf "%s: step %s loss %s, reference %s\n", name, $1, $2, ref[$1]
-                bad++
-            }
-        }
-        END { if (seen < 1) { printf "%s: no steps\n", name; bad++ } exit bad > 0 }' \
-        "$tmp/$2.csv" "$tmp/$1.csv" || fail "$1: loss differs from $2 beyond $3"
-}
+. "$(dirname "$0")/train_lib.sh"
 
 # same_params A B TOL: two --dump-params files within TOL (absolute)
 same_params() {
@@ -152,22 +114,6 @@ grep -q '^6,' "$tmp/ck-dp1z0.csv" && ! grep -q '^5,' "$tmp/ck-dp1z0.csv" ||
 echo "ok: checkpoint dp=4 stage 2 -> dp=2 stage 3, dp=1 stage 0"
 
 # refusals, each naming what is wrong
-refused() {
-    want=$1 n=$2
-    shift 2
-    mr=""
-    case " $* " in *" -- "*)
-        while [ "$1" != "--" ]; do mr="$mr $1"; shift; done
-        shift ;;
-    esac
-    # shellcheck disable=SC2086
-    if "$b/tools/meshrun" -n "$n" $mr --timeout 60 "$prog" $model "$@" >"$tmp/refused.out" 2>&1; then
-        fail "mesh-train $* succeeded"
-    elif ! grep -q -- "$want" "$tmp/refused.out"; then
-        fail "mesh-train $*: no '$want' in:"
-        head -5 "$tmp/refused.out"
-    fi
-}
 refused "cp=2: context parallelism is not available" 2 --mesh cp=2
 refused "ep=2: expert parallelism is not available" 2 --mesh ep=2
 refused "multiply to 4, but 2 ranks run" 2 --mesh tp=2,dp=2
