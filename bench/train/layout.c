@@ -3,6 +3,7 @@
 
 #include <mesh/pipeline.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,44 @@ static int st(mesh_status_t s)
     return -1;
 }
 
+/* The expert grid's groups (expert tp is tp: each expert split across tp as the dense MLP) and
+ * the ep handle. */
+static int experts_create(layout_t *lo, const layout_params_t *p)
+{
+    mesh_status_t s = mesh_grid_comm(lo->grid, "ep", &lo->ep_comm);
+    if (s == MESH_OK)
+        s = mesh_grid_comm(lo->grid, "edp", &lo->edp_comm);
+    mesh_ep_params_t epp = {.field_mask = MESH_EP_PARAM_FIELD_EXPERTS | MESH_EP_PARAM_FIELD_TOPK |
+                                          MESH_EP_PARAM_FIELD_CAPACITY,
+                            .experts = p->experts,
+                            .topk = p->topk,
+                            .capacity_factor = p->capacity};
+    if (s == MESH_OK && p->experts % mesh_comm_size(lo->ep_comm)) {
+        snprintf(lo->err, sizeof(lo->err), "--experts %d does not split evenly across ep=%d",
+                 p->experts, mesh_comm_size(lo->ep_comm));
+        return -1;
+    }
+    if (s == MESH_OK)
+        s = mesh_ep_create(lo->ep_comm, &epp, &lo->ep);
+    if (s != MESH_OK) {
+        snprintf(lo->err, sizeof(lo->err), "--experts: %s", mesh_comm_last_error(NULL));
+        return -1;
+    }
+    lo->ep_size = mesh_ep_size(lo->ep), lo->ep_rank = mesh_ep_rank(lo->ep);
+    lo->edp_size = mesh_comm_size(lo->edp_comm);
+    /* the capacity counts the tokens of one ep group: more than one group would drop other
+     * tokens than a single process does with the whole batch */
+    if (p->capacity > 0 && lo->edp_size > 1) {
+        snprintf(lo->err, sizeof(lo->err),
+                 "--capacity with %d ep groups (ep=%d of %d data-parallel ranks): the capacity "
+                 "counts one ep group's tokens, so the dropped tokens would depend on the "
+                 "layout; make ep the whole data-parallel size or use --capacity 0",
+                 lo->edp_size, lo->ep_size, lo->dp_size);
+        return -1;
+    }
+    return 0;
+}
+
 int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
 {
     memset(lo, 0, sizeof(*lo));
@@ -27,12 +66,12 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     for (int a = 0; a < MESH_AXIS_COUNT; a++)
         prod *= p->size[a] > 0 ? p->size[a] : 1;
     /* axes whose layers are not part of mesh-train yet: refused, never silently ignored */
-    static const char *const missing[MESH_AXIS_COUNT] = {
-        [MESH_AXIS_CP] = "context parallelism", [MESH_AXIS_EP] = "expert parallelism"};
+    static const char *const missing[MESH_AXIS_COUNT] = {[MESH_AXIS_CP] = "context parallelism"};
     for (int a = 0; a < MESH_AXIS_COUNT; a++)
         if (missing[a] && p->size[a] > 1) {
             snprintf(lo->err, sizeof(lo->err),
-                     "--mesh %s=%d: %s is not available in mesh-train yet (tp, dp and pp are)",
+                     "--mesh %s=%d: %s is not available in mesh-train yet (tp, dp, pp and ep "
+                     "are)",
                      axis_names[a], p->size[a], missing[a]);
             return -1;
         }
@@ -43,6 +82,17 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
                  "--zero %d with pp=%d: stages 2 and 3 reduce every micro-batch, which a pipeline "
                  "interleaves; use --zero 0 or 1",
                  p->stage, p->size[MESH_AXIS_PP]);
+        return -1;
+    }
+    if (p->size[MESH_AXIS_EP] > 1 && !p->experts) {
+        snprintf(lo->err, sizeof(lo->err), "--mesh ep=%d needs --experts", p->size[MESH_AXIS_EP]);
+        return -1;
+    }
+    if (p->experts && p->size[MESH_AXIS_PP] > 1) {
+        snprintf(lo->err, sizeof(lo->err),
+                 "--experts with pp=%d: mixture-of-experts blocks are not available in a pipeline "
+                 "yet (tp, dp and ep are)",
+                 p->size[MESH_AXIS_PP]);
         return -1;
     }
     if (prod != mesh_comm_size(world)) {
@@ -62,7 +112,7 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     if (s == MESH_OK)
         s = mesh_grid_comm(lo->grid, "tp", &lo->tp_comm);
     if (s == MESH_OK)
-        s = mesh_grid_comm(lo->grid, "dp", &lo->dp_comm);
+        s = mesh_grid_comm(lo->grid, p->size[MESH_AXIS_EP] > 1 ? "dp-ep" : "dp", &lo->dp_comm);
     if (s == MESH_OK)
         s = mesh_grid_comm(lo->grid, "pp", &lo->pp_comm);
     mesh_tp_params_t tpp = {.field_mask = MESH_TP_PARAM_FIELD_FLAGS,
@@ -77,14 +127,19 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     lo->dp_size = mesh_comm_size(lo->dp_comm), lo->dp_rank = mesh_comm_rank(lo->dp_comm);
     lo->pp_size = mesh_comm_size(lo->pp_comm), lo->pp_rank = mesh_comm_rank(lo->pp_comm);
     lo->tied_peer = -1;
-    return 0;
+    return p->experts ? experts_create(lo, p) : 0;
 }
 
 /* ---------------------------------------------------------------- the model's hooks */
 
 /* The sharded optimizer's communication advances inside its calls: the tp hooks, which run
  * between the layers' matrix products, give it a turn. */
-#define PROGRESS(lo) ((lo)->z ? mesh_zero_progress((lo)->z) : MESH_OK)
+static mesh_status_t progress(layout_t *lo)
+{
+    mesh_status_t s = lo->z ? mesh_zero_progress(lo->z) : MESH_OK;
+    return s == MESH_OK && lo->ze ? mesh_zero_progress(lo->ze) : s;
+}
+#define PROGRESS(lo) progress(lo)
 
 static int enter_fwd(void *ctx, const float *out, float *in, int b, int w)
 {
@@ -170,11 +225,23 @@ static int zst(mesh_status_t s)
     return st(s);
 }
 
+/* The optimizer holding a tensor: the experts' own, or the dense layers'. */
+static mesh_zero_h zof(const layout_t *lo, const gpt_tensor_t *t)
+{
+    return t->expert ? lo->ze : lo->z;
+}
+
+/* Whether a group has expert tensors (they are in the experts' optimizer too). */
+static int expert_group(const layout_t *lo, int group)
+{
+    return lo->ze && group >= 1 && group <= lo->m->L && gpt_is_moe(lo->m, group - 1);
+}
+
 /* fp32 parameters of a tensor: the optimizer's own, or a copy of its bf16 ones */
 static float *param_of(layout_t *lo, const gpt_tensor_t *t)
 {
     void *ptr;
-    if (zst(mesh_zero_param(lo->z, t->name, &ptr)))
+    if (zst(mesh_zero_param(zof(lo, t), t->name, &ptr)))
         return NULL;
     if (!lo->bf16)
         return ptr;
@@ -190,7 +257,8 @@ static int prefetch(void *ctx, int group)
     layout_t *lo = ctx;
     if (lo->stage != 3 || lo->prefetched[group])
         return 0;
-    if (zst(mesh_zero_gather(lo->z, group)))
+    if (zst(mesh_zero_gather(lo->z, group)) ||
+        (expert_group(lo, group) && zst(mesh_zero_gather(lo->ze, group))))
         return -1;
     lo->prefetched[group] = 1;
     return 0;
@@ -201,11 +269,13 @@ static int gather(layout_t *lo, int group)
 {
     if (lo->stage != 3)
         return 0;
+    int ex = expert_group(lo, group);
     if (lo->prefetched[group])
         lo->prefetched[group] = 0;
-    else if (zst(mesh_zero_gather(lo->z, group)))
+    else if (zst(mesh_zero_gather(lo->z, group)) || (ex && zst(mesh_zero_gather(lo->ze, group))))
         return -1;
-    return zst(mesh_zero_wait_params(lo->z, group));
+    return zst(mesh_zero_wait_params(lo->z, group)) ||
+           (ex && zst(mesh_zero_wait_params(lo->ze, group)));
 }
 
 static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t *g)
@@ -228,12 +298,12 @@ static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t 
         if (!g)
             continue;
         void *gp;
-        if (!lo->bf16 && zst(mesh_zero_grad(lo->z, t->name, &gp)))
+        if (!lo->bf16 && zst(mesh_zero_grad(zof(lo, t), t->name, &gp)))
             return -1;
         set_field(g, t, lo->bf16 ? lo->work_g + t->offset : gp);
     }
     (void)phase;
-    return zst(mesh_zero_progress(lo->z));
+    return zst(progress(lo));
 }
 
 /* A tensor's gradient is final for the step: tp-replicated gradients summed under sequence
@@ -242,7 +312,7 @@ static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t 
 static int hand_over(layout_t *lo, const gpt_tensor_t *t)
 {
     void *gp;
-    if (zst(mesh_zero_grad(lo->z, t->name, &gp)))
+    if (zst(mesh_zero_grad(zof(lo, t), t->name, &gp)))
         return -1;
     float *g32 = lo->bf16 ? lo->work_g + t->offset : gp;
     if (lo->tp_size > 1 && t->split == GPT_WHOLE &&
@@ -253,7 +323,7 @@ static int hand_over(layout_t *lo, const gpt_tensor_t *t)
             ((uint16_t *)gp)[k] = to_bf16(g32[k]);
         memset(g32, 0, t->numel * sizeof(float));
     }
-    return zst(mesh_zero_grad_ready(lo->z, t->name));
+    return zst(mesh_zero_grad_ready(zof(lo, t), t->name));
 }
 
 /* At the end of a group's backward pass in a micro-batch whose gradients the optimizer takes
@@ -274,6 +344,8 @@ static int release(void *ctx, int group, int phase)
             return -1;
     }
     if (lo->stage == 3 && zst(mesh_zero_release(lo->z, group)))
+        return -1;
+    if (lo->stage == 3 && expert_group(lo, group) && zst(mesh_zero_release(lo->ze, group)))
         return -1;
     return 0;
 }
@@ -318,6 +390,8 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
         m->ops.embed_fwd = embed_fwd, m->ops.embed_bwd = embed_bwd;
         m->ops.loss_fwd = loss_fwd, m->ops.loss_bwd = loss_bwd;
     }
+    if (lo->ep && layout_moe_bind(lo))
+        return -1;
     mesh_zero_params_t p = *zp;
     p.field_mask |= MESH_ZERO_PARAM_FIELD_STAGE | MESH_ZERO_PARAM_FIELD_DTYPE |
                     MESH_ZERO_PARAM_FIELD_GRAD_SCALE;
@@ -334,6 +408,20 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
     }
     if (zst(mesh_zero_create(lo->dp_comm, &p, &lo->z)))
         return -1;
+    /* The experts' tensors are not replicated across ep: their optimizer reduces over the
+     * expert data-parallel group and sums the norm over the expert grid's tp and ep; the step
+     * clips both with the model's one norm (layout_step). */
+    if (lo->ep) {
+        mesh_zero_params_t pe = p;
+        mesh_comm_h emp;
+        if (zst(mesh_grid_comm(lo->grid, "etp-ep", &emp)))
+            return -1;
+        pe.field_mask &= ~(uint64_t)MESH_ZERO_PARAM_FIELD_MP_COMM;
+        if (mesh_comm_size(emp) > 1)
+            pe.field_mask |= MESH_ZERO_PARAM_FIELD_MP_COMM, pe.mp_comm = emp;
+        if (zst(mesh_zero_create(lo->edp_comm, &pe, &lo->ze)))
+            return -1;
+    }
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor_t *t = &m->tensors[i];
         if (lo->owned && !lo->owned[i])
@@ -346,10 +434,14 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
         size_t shape[2] = {t->numel / (size_t)t->cols, (size_t)t->cols};
         if (t->split == GPT_COLS)
             shape[0] = (size_t)t->rows, shape[1] = t->numel / t->rows;
-        if (zst(mesh_zero_add(lo->z, t->name, t->numel, 2, shape, flags, t->group)))
+        if (t->split == GPT_EXPERT_COLS)
+            shape[1] = (size_t)m->Fel, shape[0] = t->numel / shape[1];
+        if (t->expert)
+            flags = 0; /* each rank of etp-ep holds its own part */
+        if (zst(mesh_zero_add(zof(lo, t), t->name, t->numel, 2, shape, flags, t->group)))
             return -1;
     }
-    if (zst(mesh_zero_finalize(lo->z)))
+    if (zst(mesh_zero_finalize(lo->z)) || (lo->ze && zst(mesh_zero_finalize(lo->ze))))
         return -1;
     lo->prefetched = calloc((size_t)m->L + 2, sizeof(int));
     lo->held = calloc((size_t)m->L + 2, sizeof(int));
@@ -362,6 +454,30 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
             return -1;
     }
     return 0;
+}
+
+int layout_micro_begin(layout_t *lo, int last)
+{
+    return zst(mesh_zero_micro_begin(lo->z, last)) ||
+           (lo->ze && zst(mesh_zero_micro_begin(lo->ze, last)));
+}
+
+int layout_step(layout_t *lo, double *norm)
+{
+    mesh_zero_step_info_t info;
+    if (!lo->ze) {
+        if (zst(mesh_zero_step(lo->z, &info)))
+            return -1;
+        *norm = info.grad_norm;
+        return 0;
+    }
+    /* every parameter once: the dense ones in z, the experts' in ze */
+    double dense, experts;
+    if (zst(mesh_zero_grad_sqnorm(lo->z, &dense)) || zst(mesh_zero_grad_sqnorm(lo->ze, &experts)))
+        return -1;
+    *norm = sqrt(dense + experts);
+    return zst(mesh_zero_step_norm(lo->z, *norm, &info)) ||
+           zst(mesh_zero_step_norm(lo->ze, *norm, &info));
 }
 
 int layout_init_params(layout_t *lo, uint64_t seed)
@@ -377,7 +493,7 @@ int layout_init_params(layout_t *lo, uint64_t seed)
             return free(full), free(local), -1;
         gpt_init_full(m, t, seed, full);
         gpt_slice(m, t, lo->tp_size, lo->tp_rank, full, local);
-        int rc = zst(mesh_zero_init_param(lo->z, t->name, local));
+        int rc = zst(mesh_zero_init_param(zof(lo, t), t->name, local));
         free(full), free(local);
         if (rc)
             return -1;
@@ -403,9 +519,10 @@ int layout_dump_params(layout_t *lo, const char *path)
         float *w = NULL;
         if (!parts || !full)
             rc = -1;
-        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_gather(lo->z, t->group)))
+        mesh_zero_h z = zof(lo, t);
+        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_gather(z, t->group)))
             rc = -1;
-        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_wait_params(lo->z, t->group)))
+        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_wait_params(z, t->group)))
             rc = -1;
         if (rc == 0 && !(w = param_of(lo, t)))
             rc = -1;
@@ -413,7 +530,7 @@ int layout_dump_params(layout_t *lo, const char *path)
             rc = -1;
         for (int r = 0; rc == 0 && r < lo->tp_size; r++)
             gpt_unslice(m, t, lo->tp_size, r, parts + (size_t)r * t->numel, full);
-        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_release(lo->z, t->group)))
+        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_release(z, t->group)))
             rc = -1;
         if (rc == 0 && f) {
             fprintf(f, "# %s %d %d\n", t->name, t->rows, t->cols);
@@ -481,6 +598,11 @@ int layout_load(layout_t *lo, const char *dir, int64_t *step)
 
 void layout_destroy(layout_t *lo)
 {
+    for (int i = 0; lo->routes && lo->m && i < lo->m->n_mb * lo->m->L; i++)
+        mesh_ep_layout_destroy(lo->routes[i]);
+    free(lo->routes);
+    mesh_ep_destroy(lo->ep);
+    mesh_zero_destroy(lo->ze);
     mesh_zero_destroy(lo->z);
     free(lo->prefetched), free(lo->held);
     mesh_tp_destroy(lo->tp);

@@ -8,6 +8,7 @@
 
 #include "gpt.h"
 #include <mesh.h>
+#include <mesh/expert.h>
 #include <mesh/tensor.h>
 #include <mesh/zero.h>
 
@@ -17,9 +18,13 @@ typedef struct {
     int sequence_parallel;
     int bf16;
     int stage; /* ZeRO */
+    /* mixture of experts (0 experts: none) */
+    int experts, topk;
+    double capacity;
 } layout_params_t;
 
 typedef struct {
+    /* dp_comm is the dense layers' data-parallel group: dp x ep ranks ("dp-ep") */
     mesh_comm_h world, tp_comm, dp_comm, pp_comm;
     mesh_grid_h grid;
     mesh_tp_h tp;
@@ -38,14 +43,29 @@ typedef struct {
      * schedule, not by the hooks. */
     int *owned;
     int tied_peer;
+    /* Mixture of experts: the experts spread over ep_comm (the expert grid's "ep"), their
+     * tensors in a second optimizer (ze) over the expert data-parallel group ("edp"), the norm
+     * summed over "etp-ep"; the routing of each (micro-batch, block) until its backward pass. */
+    mesh_comm_h ep_comm, edp_comm;
+    int ep_size, ep_rank, edp_size;
+    mesh_ep_h ep;
+    mesh_zero_h ze;
+    mesh_ep_layout_h *routes; /* [micro-batches x L] */
     char err[512];
 } layout_t;
 
-/* Builds the grid (refusing axes whose layer mesh-train does not have yet) and the tp handle. */
+/* Builds the grid (refusing axes whose layer mesh-train does not have yet), the tp handle and
+ * with experts the ep handle. */
 int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p);
 /* Points the model's hooks at the layout; registers its tensors with the sharded optimizer
  * (created with zp, over dp, the norm summed over tp) and finalizes it. */
 int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp);
+/* The mixture-of-experts hooks (layout_moe.c), from layout_bind. */
+int layout_moe_bind(layout_t *lo);
+/* Both optimizers (with experts): the micro-batch begun, and the step with the model's one
+ * gradient norm (*norm). */
+int layout_micro_begin(layout_t *lo, int last);
+int layout_step(layout_t *lo, double *norm);
 /* Pipeline parallelism, after the step's schedule has run: the tied token table's gradient
  * summed with the other stage's copy, then group 0 handed to the optimizer. */
 int layout_pp_handover(layout_t *lo);

@@ -55,14 +55,22 @@ static void describe(char *buf, size_t len, const train_opts_t *o, const layout_
     if (lo->pp_size > 1)
         snprintf(sched, sizeof(sched), " schedule=%s chunks=%d",
                  mesh_pp_kind_name(mesh_pp_schedule_kind(pp->sched)), pp->v);
+    char moe[160] = "";
+    int ep = lo->ep_size > 0 ? lo->ep_size : 1;
+    if (m->E)
+        snprintf(moe, sizeof(moe),
+                 " experts=%d topk=%d expert_ffn=%d moe_layers=0x%llx capacity=%g aux_loss=%g",
+                 m->E, m->K, m->Fe, (unsigned long long)m->cfg.moe_layers, o->capacity,
+                 o->aux_loss);
     snprintf(buf, len,
-             "mesh-train tp=%d dp=%d pp=%d%s cp=1 ep=1 order=%s zero=%d dtype=%s sp=%d "
+             "mesh-train tp=%d dp=%d pp=%d%s cp=1 ep=%d order=%s zero=%d dtype=%s sp=%d "
              "overlap=%d layers=%d d_model=%d heads=%d seq=%d vocab=%d batch=%d microbatches=%d "
-             "lr=%g seed=%llu params=%zu ranks=%d nodes=%d",
-             lo->tp_size, lo->dp_size, lo->pp_size, sched, o->order ? o->order : "tp-cp-ep-dp-pp",
-             o->zero, o->bf16 ? "bf16" : "fp32", o->sequence_parallel, o->overlap, m->L, m->C,
-             m->NH, m->T, m->V, o->batch, o->microbatches, o->lr, (unsigned long long)o->seed,
-             params, mesh_comm_size(world), mesh_comm_node_count(world));
+             "lr=%g seed=%llu params=%zu ranks=%d nodes=%d%s",
+             lo->tp_size, lo->dp_size / ep, lo->pp_size, sched, ep,
+             o->order ? o->order : "tp-cp-ep-dp-pp", o->zero, o->bf16 ? "bf16" : "fp32",
+             o->sequence_parallel, o->overlap, m->L, m->C, m->NH, m->T, m->V, o->batch,
+             o->microbatches, o->lr, (unsigned long long)o->seed, params, mesh_comm_size(world),
+             mesh_comm_node_count(world), moe);
 }
 
 int main(int argc, char **argv)
@@ -98,7 +106,10 @@ int main(int argc, char **argv)
     layout_params_t lp = {.order = o.order,
                           .sequence_parallel = o.sequence_parallel,
                           .bf16 = o.bf16,
-                          .stage = o.zero};
+                          .stage = o.zero,
+                          .experts = o.experts,
+                          .topk = o.topk,
+                          .capacity = o.capacity};
     memcpy(lp.size, o.size, sizeof(lp.size));
     if (lp.size[MESH_AXIS_DP] == 0) { /* dp takes the ranks the other axes leave */
         int other = 1;
@@ -118,7 +129,14 @@ int main(int argc, char **argv)
                         .heads = o.heads,
                         .tp = lo.tp_size,
                         .tp_rank = lo.tp_rank,
-                        .sequence_parallel = o.sequence_parallel};
+                        .sequence_parallel = o.sequence_parallel,
+                        .experts = o.experts,
+                        .topk = o.topk,
+                        .expert_ffn = o.expert_ffn,
+                        .moe_layers = o.moe_layers,
+                        .capacity = o.capacity,
+                        .ep = lo.ep_size,
+                        .ep_rank = lo.ep_rank};
     if (gpt_create(&m, &cfg, err, sizeof(err))) {
         if (say)
             fprintf(stderr, "mesh-train: %s\n", err);
@@ -139,10 +157,20 @@ int main(int argc, char **argv)
         goto out;
     }
     m.dloss_scale = 1.0f / ((float)o.batch * o.seq);
+    m.aux_scale = (float)(o.aux_loss / o.microbatches);
     const char *pp_refused = o.save   ? "--save"
                              : o.load ? "--load"
                              : o.dump ? "--dump-params"
                                       : NULL;
+    const char *moe_refused = o.save                     ? "--save"
+                              : o.load                   ? "--load"
+                              : o.dump && lo.ep_size > 1 ? "--dump-params with ep > 1"
+                                                         : NULL;
+    if (o.experts && moe_refused) {
+        if (say)
+            fprintf(stderr, "mesh-train: %s is not available with --experts yet\n", moe_refused);
+        goto out_agreed;
+    }
     if (lo.pp_size == 1 && (o.schedule || o.chunks)) {
         if (say)
             fprintf(stderr, "mesh-train: --schedule and --chunks need --mesh pp=P with P > 1\n");
@@ -183,9 +211,11 @@ int main(int argc, char **argv)
     } else if (layout_init_params(&lo, o.seed)) {
         goto out;
     }
-    mesh_zero_memory_t mem;
-    if (mesh_zero_memory(lo.z, &mem) != MESH_OK)
+    mesh_zero_memory_t mem, emem = {0};
+    if (mesh_zero_memory(lo.z, &mem) != MESH_OK || (lo.ze && mesh_zero_memory(lo.ze, &emem)))
         goto out;
+    mem.params += emem.params, mem.grads += emem.grads, mem.master += emem.master;
+    mem.optimizer += emem.optimizer, mem.buffers += emem.buffers;
     /* the full parameter count: every tensor once */
     size_t full_params = 0;
     for (int i = 0; i < m.n_tensors; i++)
@@ -206,17 +236,21 @@ int main(int argc, char **argv)
             goto out;
         }
         if (csv)
-            fprintf(csv, "# %s\nstep,loss,grad_norm,time_ms,tokens_per_s\n", desc);
+            fprintf(csv, "# %s\nstep,loss,grad_norm,time_ms,tokens_per_s%s\n", desc,
+                    o.experts ? ",aux_loss,dropped" : "");
     }
     int steps_run = 0;
     double *times = calloc((size_t)o.steps + 1, sizeof(double));
     double *opt_times = calloc((size_t)o.steps + 1, sizeof(double));
     double tokens = (double)o.batch * o.seq;
     for (int64_t step = start + 1; step <= o.steps; step++) {
-        double t0 = now_ms(), loss = 0;
+        double t0 = now_ms(), loss = 0, aux = 0, dropped = 0;
         for (int mb = 0; mb < o.microbatches; mb++) {
             gpt_acts_t *a = &m.acts[mb];
-            int64_t first_sample = (int64_t)lo.dp_rank * per_rank + (int64_t)mb * b;
+            /* micro-batch mb of the step is samples mb B/M .. (mb + 1) B/M - 1 whatever dp is,
+             * so that what is counted per micro-batch (a mixture of experts' balance loss and
+             * capacity) is the same on every layout */
+            int64_t first_sample = (int64_t)mb * b * lo.dp_size + (int64_t)lo.dp_rank * b;
             for (int s = 0; s < b; s++)
                 train_data_sample(o.seed, step, first_sample + s, m.T, m.V, a->tokens + s * m.T,
                                   a->targets + s * m.T);
@@ -224,25 +258,21 @@ int main(int argc, char **argv)
                 continue; /* the schedule runs them all below */
             double ls;
             lo.boundary = mb == o.microbatches - 1;
-            if (mesh_zero_micro_begin(lo.z, lo.boundary) != MESH_OK) {
-                fprintf(stderr, "mesh-train: %s\n", mesh_comm_last_error(NULL));
+            if (layout_micro_begin(&lo, lo.boundary))
                 goto out_loop;
-            }
             if (gpt_forward(&m, mb, &ls) || gpt_backward(&m, mb))
                 goto out_loop;
             loss += ls;
+            aux += a->aux, dropped += (double)a->dropped;
         }
         if (lo.pp_size > 1 && pipe_step(&pp, &loss)) {
             fprintf(stderr, "mesh-train: %s\n", pp.err);
             goto out_loop;
         }
         double t1 = now_ms();
-        mesh_zero_step_info_t info;
-        if (mesh_zero_step(lo.z, &info) != MESH_OK) {
-            fprintf(stderr, "mesh-train: %s\n", mesh_comm_last_error(NULL));
+        double norm;
+        if (layout_step(&lo, &norm))
             goto out_loop;
-        }
-        double norm = info.grad_norm;
         double t2 = now_ms();
         /* every tp rank holds the same rows' losses; the dp ranks hold different samples; the
          * last pipeline stage has them all, the others add zero */
@@ -251,21 +281,29 @@ int main(int argc, char **argv)
             fprintf(stderr, "mesh-train: loss all-reduce: %s\n", mesh_comm_last_error(NULL));
             goto out_loop;
         }
+        /* the balance loss is over the whole batch already; the dropped choices are each
+         * rank's own tokens' */
+        double sums[2] = {loss, dropped};
         if (lo.dp_size > 1 &&
-            mesh_allreduce(lo.dp_comm, &loss, &loss, 1, MESH_FP64, MESH_SUM, NULL, NULL)) {
+            mesh_allreduce(lo.dp_comm, sums, sums, 2, MESH_FP64, MESH_SUM, NULL, NULL)) {
             fprintf(stderr, "mesh-train: loss all-reduce: %s\n", mesh_comm_last_error(NULL));
             goto out_loop;
         }
-        loss /= tokens;
+        loss = sums[0] / tokens, dropped = sums[1];
         double ms = t2 - t0;
         times[steps_run] = ms, opt_times[steps_run] = t2 - t1;
         steps_run++;
+        char moe[96] = "", moe_csv[64] = "";
+        if (o.experts) {
+            snprintf(moe, sizeof(moe), "  aux %.6f  dropped %.0f", aux, dropped);
+            snprintf(moe_csv, sizeof(moe_csv), ",%.9g,%.0f", aux, dropped);
+        }
         if (say && !o.quiet)
-            printf("step %4lld  loss %.6f  grad_norm %.6f  time %8.1f ms  tokens/s %.0f\n",
-                   (long long)step, loss, norm, ms, tokens / (ms / 1e3));
+            printf("step %4lld  loss %.6f  grad_norm %.6f%s  time %8.1f ms  tokens/s %.0f\n",
+                   (long long)step, loss, norm, moe, ms, tokens / (ms / 1e3));
         if (csv)
-            fprintf(csv, "%lld,%.9g,%.9g,%.3f,%.1f\n", (long long)step, loss, norm, ms,
-                    tokens / (ms / 1e3));
+            fprintf(csv, "%lld,%.9g,%.9g,%.3f,%.1f%s\n", (long long)step, loss, norm, ms,
+                    tokens / (ms / 1e3), moe_csv);
         fflush(stdout);
     }
     /* the first step warms caches and connections: medians over the rest when there are any */

@@ -115,7 +115,7 @@ echo "ok: checkpoint dp=4 stage 2 -> dp=2 stage 3, dp=1 stage 0"
 
 # refusals, each naming what is wrong
 refused "cp=2: context parallelism is not available" 2 --mesh cp=2
-refused "ep=2: expert parallelism is not available" 2 --mesh ep=2
+refused "--mesh ep needs --experts" 2 --mesh ep=2
 refused "multiply to 4, but 2 ranks run" 2 --mesh tp=2,dp=2
 refused "heads 4 does not split evenly across tp=3" 3 --mesh tp=3
 refused "batch 8 does not split into dp=3" 3 --mesh dp=3

@@ -1,0 +1,98 @@
+#!/bin/sh
+# mesh-train with a mixture of experts against one process: the tiny GPT of train.sh (2 layers,
+# d_model 32, 4 heads, seq 16, vocab 64, global batch 8, 10 steps, fp32) whose second block has
+# 4 experts, top 2, with the load-balancing loss, dropless on ep=2, ep=4, ep=2 across 2
+# simulated nodes, tp=2 ep=2 (each expert split across tp), the same with sequence parallelism
+# and ep=2 dp=2 (two ep groups, the experts' gradients reduced between them), under ZeRO stages
+# 0-3; then with capacity factor 1.0 on ep=2, ep=4 and tp=2 ep=2, and on ep=2 dp=1 with 2
+# micro-batches against one process with 2:
+#   - the loss of each step equals the 1-rank run within 1e-4 relative, and so do the gradient
+#     norm (every parameter counted once, the experts' over ep) and the load-balancing loss;
+#   - with a capacity, the choices dropped in each step are the 1-rank run's, and some are;
+# combinations mesh-train does not run are refused, naming the option.
+# MESH_TEST_SANITIZED=1 keeps ep=2, tp=2 ep=2 and the refusals.
+set -u
+b=${top_builddir:-.}
+prog="$b/bench/mesh-train"
+if [ ! -x "$prog" ]; then
+    echo "SKIP: bench/mesh-train not built (configure found no OpenBLAS)"
+    exit 77
+fi
+export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
+export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+dense="--layers 2 --d-model 32 --heads 4 --seq 16 --vocab 64 --batch 8 --steps 10 --lr 3e-3 --quiet"
+model="$dense --experts 4 --topk 2 --aux-loss 0.01"
+status=0
+. "$(dirname "$0")/train_lib.sh"
+
+# CSV columns: step,loss,grad_norm,time_ms,tokens_per_s,aux_loss,dropped
+same_moe() {
+    same_loss "$1" "$2" 1e-4
+    same_column "$1" "$2" 3 1e-4
+    same_column "$1" "$2" 6 1e-4
+    same_column "$1" "$2" 7 0
+}
+
+layouts="ep2 ep4 ep2nodes tp2ep2 tp2ep2sp ep2dp2"
+cap_layouts="ep2 ep4 tp2ep2"
+if [ "${MESH_TEST_SANITIZED:-0}" = 1 ]; then
+    layouts="ep2 tp2ep2"
+    cap_layouts="ep2"
+fi
+# each layout under one ZeRO stage, all four stages among them
+run_layout() {
+    lay=$1 name=$2
+    shift 2
+    case $lay in
+    ep2) train "$name" 2 -- --mesh ep=2 --zero 0 "$@" ;;
+    ep4) train "$name" 4 -- --mesh ep=4 --zero 1 "$@" ;;
+    ep2nodes) train "$name" 2 --nodes 2 -- --mesh ep=2 --zero 3 "$@" ;;
+    tp2ep2) train "$name" 4 -- --mesh tp=2,ep=2 --zero 2 "$@" ;;
+    tp2ep2sp) train "$name" 4 -- --mesh tp=2,ep=2 --sequence-parallel --zero 1 "$@" ;;
+    ep2dp2) train "$name" 4 -- --mesh ep=2,dp=2 --zero 3 "$@" ;;
+    esac
+}
+
+train ref 1 || exit 1
+for lay in $layouts; do
+    run_layout "$lay" "$lay" && same_moe "$lay" ref && echo "ok: $lay, dropless"
+done
+[ -f "$tmp/ep2nodes.out" ] && ! grep -q 'nodes=2' "$tmp/ep2nodes.out" &&
+    fail "ep2nodes did not span 2 nodes"
+awk -F, '/^[0-9]/ && $7 != 0 { bad++ } END { exit bad > 0 }' "$tmp/ref.csv" ||
+    fail "the dropless run dropped tokens"
+
+# with a capacity: the same choices dropped as on one process
+train ref-cap 1 -- --capacity 1.0 || exit 1
+awk -F, '/^[0-9]/ { d += $7 } END { exit !(d > 0) }' "$tmp/ref-cap.csv" ||
+    fail "capacity 1.0 dropped nothing: the test does not test dropping"
+for lay in $cap_layouts; do
+    run_layout "$lay" "$lay-cap" --capacity 1.0 && same_moe "$lay-cap" ref-cap &&
+        echo "ok: $lay, capacity 1.0"
+done
+
+# per micro-batch: the balance loss and the capacity count one micro-batch's tokens
+if [ "${MESH_TEST_SANITIZED:-0}" != 1 ]; then
+    train ref-mb2 1 -- --capacity 1.0 --microbatches 2 &&
+        train ep2-mb2 2 -- --mesh ep=2 --capacity 1.0 --microbatches 2 &&
+        same_moe ep2-mb2 ref-mb2 && echo "ok: ep2, capacity 1.0, 2 micro-batches"
+fi
+
+# the loss falls
+awk -F, '/^[0-9]/ { if (!first) first = $2; last = $2 }
+    END { exit !(last < first - 0.05) }' "$tmp/ref.csv" || fail "reference loss does not fall"
+
+refused "--capacity with 2 ep groups" 4 --mesh ep=2,dp=2 --capacity 1.0
+refused "mixture-of-experts blocks are not available in a pipeline" 2 --mesh pp=2
+refused "--save is not available with --experts" 1 --save "$tmp/ck"
+refused "--experts 6 does not split evenly across ep=4" 4 --mesh ep=4 --experts 6
+refused "--topk 5 exceeds --experts 4" 1 --topk 5
+refused "--expert-ffn 30 does not split evenly across tp=4" 4 --mesh tp=4 --expert-ffn 30
+refused "--moe-layers names a block beyond --layers 2" 1 --moe-layers 0,2
+model=$dense
+refused "--mesh ep needs --experts" 2 --mesh ep=2
+echo "ok: refusals"
+[ $status = 0 ] && echo "all mesh-train mixture-of-experts checks passed"
+exit $status
