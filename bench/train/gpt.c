@@ -329,7 +329,7 @@ void gpt_init_full(const gpt_t *m, const gpt_tensor_t *t, uint64_t seed, gpt_rea
 }
 
 /* Calls fn(local index, full index, count) for the runs of a shard. */
-static void shard_runs(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank,
+static void shard_runs(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, int e0,
                        void (*fn)(void *, size_t, size_t, size_t), void *ctx)
 {
     size_t rows = (size_t)t->rows, cols = (size_t)t->cols;
@@ -361,13 +361,13 @@ static void shard_runs(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank,
     case GPT_EXPERT_ROWS: { /* expert e's rows e F .. (e + 1) F - 1, F / tp of them here */
         size_t F = (size_t)m->Fe, f = F / (size_t)tp;
         for (size_t i = 0; i < (size_t)m->El; i++)
-            fn(ctx, i * f * cols, ((m->e0 + i) * F + f * (size_t)rank) * cols, f * cols);
+            fn(ctx, i * f * cols, ((e0 + i) * F + f * (size_t)rank) * cols, f * cols);
         break;
     }
     case GPT_EXPERT_COLS: { /* expert e's rows e C .. (e + 1) C - 1, their F / tp columns here */
         size_t C = (size_t)m->C, f = cols / (size_t)tp;
         for (size_t i = 0; i < (size_t)m->El * C; i++)
-            fn(ctx, i * f, ((size_t)m->e0 * C + i) * cols + f * (size_t)rank, f);
+            fn(ctx, i * f, ((size_t)e0 * C + i) * cols + f * (size_t)rank, f);
         break;
     }
     }
@@ -392,12 +392,19 @@ void gpt_slice(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, const gp
                gpt_real *local)
 {
     copy_ctx_t c = {local, full, 1};
-    shard_runs(m, t, tp, rank, copy_run, &c);
+    shard_runs(m, t, tp, rank, m->e0, copy_run, &c);
 }
 
 void gpt_unslice(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, const gpt_real *local,
                  gpt_real *full)
 {
     copy_ctx_t c = {full, local, 0};
-    shard_runs(m, t, tp, rank, copy_run, &c);
+    shard_runs(m, t, tp, rank, m->e0, copy_run, &c);
+}
+
+void gpt_unslice_ep(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, int ep_rank,
+                    const gpt_real *local, gpt_real *full)
+{
+    copy_ctx_t c = {full, local, 0};
+    shard_runs(m, t, tp, rank, ep_rank * m->El, copy_run, &c);
 }

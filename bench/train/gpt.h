@@ -243,6 +243,9 @@ void gpt_slice(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, const gp
                gpt_real *local);
 void gpt_unslice(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, const gpt_real *local,
                  gpt_real *full);
+/* gpt_unslice of the shard held by ep rank ep_rank (expert tensors; the others as gpt_unslice) */
+void gpt_unslice_ep(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, int ep_rank,
+                    const gpt_real *local, gpt_real *full);
 
 /* Forward of micro-batch mb (tokens and targets [b, T] in acts); sets *loss_sum to the sum of
  * its rows' losses. Backward accumulates gradients (acquire's g) scaled by dloss_scale. */

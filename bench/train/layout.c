@@ -416,6 +416,7 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
         mesh_comm_h emp;
         if (zst(mesh_grid_comm(lo->grid, "etp-ep", &emp)))
             return -1;
+        lo->etp_ep_comm = emp;
         pe.field_mask &= ~(uint64_t)MESH_ZERO_PARAM_FIELD_MP_COMM;
         if (mesh_comm_size(emp) > 1)
             pe.field_mask |= MESH_ZERO_PARAM_FIELD_MP_COMM, pe.mp_comm = emp;
@@ -514,7 +515,10 @@ int layout_dump_params(layout_t *lo, const char *path)
     for (int i = 0; i < m->n_tensors && rc == 0; i++) {
         const gpt_tensor_t *t = &m->tensors[i];
         size_t n = (size_t)t->rows * t->cols;
-        float *parts = malloc(t->numel * lo->tp_size * sizeof(float) + 4);
+        /* an expert tensor's parts are spread over the expert grid's tp and ep */
+        mesh_comm_h pc = t->expert ? lo->etp_ep_comm : lo->tp_comm;
+        int np = mesh_comm_size(pc);
+        float *parts = malloc(t->numel * (size_t)np * sizeof(float) + 4);
         float *full = malloc(n * sizeof(float));
         float *w = NULL;
         if (!parts || !full)
@@ -526,10 +530,11 @@ int layout_dump_params(layout_t *lo, const char *path)
             rc = -1;
         if (rc == 0 && !(w = param_of(lo, t)))
             rc = -1;
-        if (rc == 0 && st(mesh_allgather(lo->tp_comm, w, parts, t->numel, MESH_FP32, NULL, NULL)))
+        if (rc == 0 && st(mesh_allgather(pc, w, parts, t->numel, MESH_FP32, NULL, NULL)))
             rc = -1;
-        for (int r = 0; rc == 0 && r < lo->tp_size; r++)
-            gpt_unslice(m, t, lo->tp_size, r, parts + (size_t)r * t->numel, full);
+        for (int r = 0; rc == 0 && r < np; r++) /* etp innermost */
+            gpt_unslice_ep(m, t, lo->tp_size, r % lo->tp_size, r / lo->tp_size,
+                           parts + (size_t)r * t->numel, full);
         if (rc == 0 && lo->stage == 3 && zst(mesh_zero_release(z, t->group)))
             rc = -1;
         if (rc == 0 && f) {

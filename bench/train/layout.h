@@ -46,7 +46,7 @@ typedef struct {
     /* Mixture of experts: the experts spread over ep_comm (the expert grid's "ep"), their
      * tensors in a second optimizer (ze) over the expert data-parallel group ("edp"), the norm
      * summed over "etp-ep"; the routing of each (micro-batch, block) until its backward pass. */
-    mesh_comm_h ep_comm, edp_comm;
+    mesh_comm_h ep_comm, edp_comm, etp_ep_comm;
     int ep_size, ep_rank, edp_size;
     mesh_ep_h ep;
     mesh_zero_h ze;

@@ -162,10 +162,7 @@ int main(int argc, char **argv)
                              : o.load ? "--load"
                              : o.dump ? "--dump-params"
                                       : NULL;
-    const char *moe_refused = o.save                     ? "--save"
-                              : o.load                   ? "--load"
-                              : o.dump && lo.ep_size > 1 ? "--dump-params with ep > 1"
-                                                         : NULL;
+    const char *moe_refused = o.save ? "--save" : o.load ? "--load" : NULL;
     if (o.experts && moe_refused) {
         if (say)
             fprintf(stderr, "mesh-train: %s is not available with --experts yet\n", moe_refused);

@@ -47,6 +47,21 @@ same_loss() {
     same_column "$1" "$2" 2 "$3" "${4:-1}"
 }
 
+# same_params A B TOL: two --dump-params files within TOL (absolute)
+same_params() {
+    paste -d' ' "$tmp/$1.params" "$tmp/$2.params" | awk -v tol="$3" -v name="$1 vs $2" '
+        $1 == "#" {
+            if ($2 != $6) { printf "%s: tensor %s against %s\n", name, $2, $6; bad++ }
+            t = $2
+            next
+        }
+        { n++; d = $1 - $2; if (d < 0) d = -d; if (d > worst) { worst = d; at = t } }
+        END { if (n == 0) { printf "%s: empty\n", name; exit 1 }
+              if (worst > tol)
+                  printf "%s: %d values, largest difference %g in %s\n", name, n, worst, at
+              exit (bad > 0 || worst > tol) }' || fail "$1: parameters differ from $2 beyond $3"
+}
+
 # refused WANT RANKS [meshrun options --] mesh-train options: fails, saying WANT
 refused() {
     want=$1 n=$2
