@@ -3,7 +3,6 @@
 
 #include <mesh/pipeline.h>
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,44 +15,6 @@ static int st(mesh_status_t s)
         return 0;
     fprintf(stderr, "mesh-train: %s: %s\n", mesh_status_string(s), mesh_comm_last_error(NULL));
     return -1;
-}
-
-/* The expert grid's groups (expert tp is tp: each expert split across tp as the dense MLP) and
- * the ep handle. */
-static int experts_create(layout_t *lo, const layout_params_t *p)
-{
-    mesh_status_t s = mesh_grid_comm(lo->grid, "ep", &lo->ep_comm);
-    if (s == MESH_OK)
-        s = mesh_grid_comm(lo->grid, "edp", &lo->edp_comm);
-    mesh_ep_params_t epp = {.field_mask = MESH_EP_PARAM_FIELD_EXPERTS | MESH_EP_PARAM_FIELD_TOPK |
-                                          MESH_EP_PARAM_FIELD_CAPACITY,
-                            .experts = p->experts,
-                            .topk = p->topk,
-                            .capacity_factor = p->capacity};
-    if (s == MESH_OK && p->experts % mesh_comm_size(lo->ep_comm)) {
-        snprintf(lo->err, sizeof(lo->err), "--experts %d does not split evenly across ep=%d",
-                 p->experts, mesh_comm_size(lo->ep_comm));
-        return -1;
-    }
-    if (s == MESH_OK)
-        s = mesh_ep_create(lo->ep_comm, &epp, &lo->ep);
-    if (s != MESH_OK) {
-        snprintf(lo->err, sizeof(lo->err), "--experts: %s", mesh_comm_last_error(NULL));
-        return -1;
-    }
-    lo->ep_size = mesh_ep_size(lo->ep), lo->ep_rank = mesh_ep_rank(lo->ep);
-    lo->edp_size = mesh_comm_size(lo->edp_comm);
-    /* the capacity counts the tokens of one ep group: more than one group would drop other
-     * tokens than a single process does with the whole batch */
-    if (p->capacity > 0 && lo->edp_size > 1) {
-        snprintf(lo->err, sizeof(lo->err),
-                 "--capacity with %d ep groups (ep=%d of %d data-parallel ranks): the capacity "
-                 "counts one ep group's tokens, so the dropped tokens would depend on the "
-                 "layout; make ep the whole data-parallel size or use --capacity 0",
-                 lo->edp_size, lo->ep_size, lo->dp_size);
-        return -1;
-    }
-    return 0;
 }
 
 int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
@@ -127,7 +88,7 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     lo->dp_size = mesh_comm_size(lo->dp_comm), lo->dp_rank = mesh_comm_rank(lo->dp_comm);
     lo->pp_size = mesh_comm_size(lo->pp_comm), lo->pp_rank = mesh_comm_rank(lo->pp_comm);
     lo->tied_peer = -1;
-    return p->experts ? experts_create(lo, p) : 0;
+    return p->experts ? layout_moe_create(lo, p) : 0;
 }
 
 /* ---------------------------------------------------------------- the model's hooks */
@@ -455,30 +416,6 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
             return -1;
     }
     return 0;
-}
-
-int layout_micro_begin(layout_t *lo, int last)
-{
-    return zst(mesh_zero_micro_begin(lo->z, last)) ||
-           (lo->ze && zst(mesh_zero_micro_begin(lo->ze, last)));
-}
-
-int layout_step(layout_t *lo, double *norm)
-{
-    mesh_zero_step_info_t info;
-    if (!lo->ze) {
-        if (zst(mesh_zero_step(lo->z, &info)))
-            return -1;
-        *norm = info.grad_norm;
-        return 0;
-    }
-    /* every parameter once: the dense ones in z, the experts' in ze */
-    double dense, experts;
-    if (zst(mesh_zero_grad_sqnorm(lo->z, &dense)) || zst(mesh_zero_grad_sqnorm(lo->ze, &experts)))
-        return -1;
-    *norm = sqrt(dense + experts);
-    return zst(mesh_zero_step_norm(lo->z, *norm, &info)) ||
-           zst(mesh_zero_step_norm(lo->ze, *norm, &info));
 }
 
 int layout_init_params(layout_t *lo, uint64_t seed)

@@ -60,7 +60,9 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p);
 /* Points the model's hooks at the layout; registers its tensors with the sharded optimizer
  * (created with zp, over dp, the norm summed over tp) and finalizes it. */
 int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp);
-/* The mixture-of-experts hooks (layout_moe.c), from layout_bind. */
+/* Mixture of experts (layout_moe.c): the groups and the ep handle, from layout_create; the
+ * hooks, from layout_bind. */
+int layout_moe_create(layout_t *lo, const layout_params_t *p);
 int layout_moe_bind(layout_t *lo);
 /* Both optimizers (with experts): the micro-batch begun, and the step with the model's one
  * gradient norm (*norm). */

@@ -1,19 +1,64 @@
-/* mesh-train's mixture-of-experts hooks: the model's routing and moves of expert rows over the
- * ep communicator (mesh/expert.h), and the sums of the router's statistics over dp and of its
- * weights' gradients over tp. */
+/* mesh-train's mixture of experts: the expert grid's groups and the ep handle, the model's
+ * hooks (routing and moves of expert rows over the ep communicator, mesh/expert.h; the sums of
+ * the router's statistics over dp and of its weights' gradients over tp) and the step of the two
+ * optimizers with one gradient norm. */
 #include "layout.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-static int st(layout_t *lo, mesh_status_t s, const char *what)
+static int st(mesh_status_t s, const char *what)
 {
     if (s == MESH_OK)
         return 0;
     fprintf(stderr, "mesh-train: %s: %s: %s\n", what, mesh_status_string(s),
             mesh_comm_last_error(NULL));
-    (void)lo;
     return -1;
+}
+
+static int zst(mesh_status_t s)
+{
+    return st(s, "optimizer");
+}
+
+/* The expert grid's groups (expert tp is tp: each expert split across tp as the dense MLP) and
+ * the ep handle. */
+int layout_moe_create(layout_t *lo, const layout_params_t *p)
+{
+    mesh_status_t s = mesh_grid_comm(lo->grid, "ep", &lo->ep_comm);
+    if (s == MESH_OK)
+        s = mesh_grid_comm(lo->grid, "edp", &lo->edp_comm);
+    mesh_ep_params_t epp = {.field_mask = MESH_EP_PARAM_FIELD_EXPERTS | MESH_EP_PARAM_FIELD_TOPK |
+                                          MESH_EP_PARAM_FIELD_CAPACITY,
+                            .experts = p->experts,
+                            .topk = p->topk,
+                            .capacity_factor = p->capacity};
+    if (s == MESH_OK && p->experts % mesh_comm_size(lo->ep_comm)) {
+        snprintf(lo->err, sizeof(lo->err), "--experts %d does not split evenly across ep=%d",
+                 p->experts, mesh_comm_size(lo->ep_comm));
+        return -1;
+    }
+    if (s == MESH_OK)
+        s = mesh_ep_create(lo->ep_comm, &epp, &lo->ep);
+    if (s != MESH_OK) {
+        snprintf(lo->err, sizeof(lo->err), "--experts: %s", mesh_comm_last_error(NULL));
+        return -1;
+    }
+    lo->ep_size = mesh_ep_size(lo->ep), lo->ep_rank = mesh_ep_rank(lo->ep);
+    lo->edp_size = mesh_comm_size(lo->edp_comm);
+    /* the capacity counts the tokens of one ep group: more than one group would drop other
+     * tokens than a single process does with the whole batch */
+    if (p->capacity > 0 && lo->edp_size > 1) {
+        snprintf(lo->err, sizeof(lo->err),
+                 "--capacity with %d ep groups (ep=%d of %d data-parallel ranks): the capacity "
+                 "counts one ep group's tokens, so the dropped tokens would depend on the "
+                 "layout; make ep the whole data-parallel size or use --capacity 0",
+                 lo->edp_size, lo->ep_size, lo->dp_size);
+        return -1;
+    }
+    return 0;
 }
 
 static mesh_ep_layout_h *route_of(layout_t *lo, int mb, int layer)
@@ -31,13 +76,13 @@ static int route(void *ctx, int mb, int layer, int tokens, const int32_t *ids, i
         mesh_ep_layout_destroy(*r);
         *r = NULL;
     }
-    if (st(lo, mesh_ep_layout_create(lo->ep, (size_t)tokens, ids, r), "expert routing"))
+    if (st(mesh_ep_layout_create(lo->ep, (size_t)tokens, ids, r), "expert routing"))
         return -1;
     size_t n = mesh_ep_layout_recv_rows(*r), *per = malloc((size_t)m->El * sizeof(size_t));
     if (!per)
         return -1;
-    int rc = st(lo, mesh_ep_layout_expert_rows(*r, per), "expert rows") ||
-             st(lo, mesh_ep_layout_dropped(*r, dropped), "dropped tokens");
+    int rc = st(mesh_ep_layout_expert_rows(*r, per), "expert rows") ||
+             st(mesh_ep_layout_dropped(*r, dropped), "dropped tokens");
     for (int x = 0; rc == 0 && x < m->El; x++)
         expert_rows[x] = (int)per[x];
     free(per);
@@ -52,7 +97,7 @@ static int route(void *ctx, int mb, int layer, int tokens, const int32_t *ids, i
 static int dispatch(void *ctx, int mb, int layer, const float *in, float *rows)
 {
     layout_t *lo = ctx;
-    return st(lo, mesh_ep_dispatch(*route_of(lo, mb, layer), in, rows, lo->m->C, MESH_FP32),
+    return st(mesh_ep_dispatch(*route_of(lo, mb, layer), in, rows, lo->m->C, MESH_FP32),
               "expert dispatch");
 }
 
@@ -60,8 +105,7 @@ static int combine(void *ctx, int mb, int layer, const float *rows, const float 
                    float *out, float *gathered)
 {
     layout_t *lo = ctx;
-    return st(lo,
-              mesh_ep_combine(*route_of(lo, mb, layer), rows, weights, out, gathered, lo->m->C,
+    return st(mesh_ep_combine(*route_of(lo, mb, layer), rows, weights, out, gathered, lo->m->C,
                               MESH_FP32),
               "expert combine");
 }
@@ -70,8 +114,7 @@ static int combine_bwd(void *ctx, int mb, int layer, const float *dout, const fl
                        const float *gathered, float *drows, float *dweights)
 {
     layout_t *lo = ctx;
-    return st(lo,
-              mesh_ep_combine_backward(*route_of(lo, mb, layer), dout, weights, gathered, drows,
+    return st(mesh_ep_combine_backward(*route_of(lo, mb, layer), dout, weights, gathered, drows,
                                        dweights, lo->m->C, MESH_FP32),
               "expert combine backward");
 }
@@ -79,8 +122,7 @@ static int combine_bwd(void *ctx, int mb, int layer, const float *dout, const fl
 static int dispatch_bwd(void *ctx, int mb, int layer, const float *drows, float *din)
 {
     layout_t *lo = ctx;
-    return st(lo,
-              mesh_ep_dispatch_backward(*route_of(lo, mb, layer), drows, din, lo->m->C, MESH_FP32),
+    return st(mesh_ep_dispatch_backward(*route_of(lo, mb, layer), drows, din, lo->m->C, MESH_FP32),
               "expert dispatch backward");
 }
 
@@ -98,14 +140,14 @@ static int dp_sum(void *ctx, double *buf, int n)
     layout_t *lo = ctx;
     if (lo->dp_size == 1)
         return 0;
-    return st(lo, mesh_allreduce(lo->dp_comm, buf, buf, (size_t)n, MESH_FP64, MESH_SUM, NULL, NULL),
+    return st(mesh_allreduce(lo->dp_comm, buf, buf, (size_t)n, MESH_FP64, MESH_SUM, NULL, NULL),
               "router statistics all-reduce");
 }
 
 static int tp_sum(void *ctx, float *buf, int n)
 {
     layout_t *lo = ctx;
-    return st(lo, mesh_allreduce(lo->tp_comm, buf, buf, (size_t)n, MESH_FP32, MESH_SUM, NULL, NULL),
+    return st(mesh_allreduce(lo->tp_comm, buf, buf, (size_t)n, MESH_FP32, MESH_SUM, NULL, NULL),
               "router weight gradient all-reduce");
 }
 
@@ -121,4 +163,28 @@ int layout_moe_bind(layout_t *lo)
     if (lo->tp_size > 1)
         m->ops.moe_tp_sum = tp_sum;
     return 0;
+}
+
+int layout_micro_begin(layout_t *lo, int last)
+{
+    return zst(mesh_zero_micro_begin(lo->z, last)) ||
+           (lo->ze && zst(mesh_zero_micro_begin(lo->ze, last)));
+}
+
+int layout_step(layout_t *lo, double *norm)
+{
+    mesh_zero_step_info_t info;
+    if (!lo->ze) {
+        if (zst(mesh_zero_step(lo->z, &info)))
+            return -1;
+        *norm = info.grad_norm;
+        return 0;
+    }
+    /* every parameter once: the dense ones in z, the experts' in ze */
+    double dense, experts;
+    if (zst(mesh_zero_grad_sqnorm(lo->z, &dense)) || zst(mesh_zero_grad_sqnorm(lo->ze, &experts)))
+        return -1;
+    *norm = sqrt(dense + experts);
+    return zst(mesh_zero_step_norm(lo->z, *norm, &info)) ||
+           zst(mesh_zero_step_norm(lo->ze, *norm, &info));
 }
