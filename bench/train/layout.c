@@ -487,21 +487,36 @@ int layout_dump_params(layout_t *lo, const char *path)
 }
 
 /* The model and the step a checkpoint belongs to, beside the optimizer's files. */
-static void describe_model(const gpt_t *m, char *buf, size_t len)
+static void describe_model(const layout_t *lo, char *buf, size_t len)
 {
-    snprintf(buf, len, "layers=%d d_model=%d heads=%d seq=%d vocab=%d", m->L, m->C, m->NH, m->T,
-             m->V);
+    const gpt_t *m = lo->m;
+    int n = snprintf(buf, len, "layers=%d d_model=%d heads=%d seq=%d vocab=%d", m->L, m->C, m->NH,
+                     m->T, m->V);
+    /* the experts' optimizer keeps one index per rank of the expert grid's tp x ep */
+    if (m->E && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n,
+                 " experts=%d topk=%d expert_ffn=%d moe_layers=0x%llx, experts over tp=%d ep=%d",
+                 m->E, m->K, m->Fe, (unsigned long long)m->cfg.moe_layers, lo->tp_size,
+                 lo->ep_size);
+}
+
+/* The experts' optimizer's files, in a folder of the checkpoint's. */
+static void experts_dir(const char *dir, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/experts", dir);
 }
 
 int layout_save(layout_t *lo, const char *dir, int64_t step)
 {
-    if (zst(mesh_zero_save(lo->z, dir)))
+    char edir[4096];
+    experts_dir(dir, edir, sizeof(edir));
+    if (zst(mesh_zero_save(lo->z, dir)) || (lo->ze && zst(mesh_zero_save(lo->ze, edir))))
         return -1;
     int rc = 0;
     if (mesh_comm_rank(lo->world) == 0) {
-        char path[4096], model[128];
+        char path[4096], model[256];
         snprintf(path, sizeof(path), "%s/mesh-train.txt", dir);
-        describe_model(lo->m, model, sizeof(model));
+        describe_model(lo, model, sizeof(model));
         FILE *f = fopen(path, "w");
         if (!f || fprintf(f, "%s\nstep=%lld\n", model, (long long)step) < 0 || fclose(f)) {
             perror(path);
@@ -514,9 +529,9 @@ int layout_save(layout_t *lo, const char *dir, int64_t step)
 
 int layout_load(layout_t *lo, const char *dir, int64_t *step)
 {
-    char path[4096], model[128], line[256], want[128];
+    char path[4096], model[256], line[256], want[256], edir[4096];
     snprintf(path, sizeof(path), "%s/mesh-train.txt", dir);
-    describe_model(lo->m, want, sizeof(want));
+    describe_model(lo, want, sizeof(want));
     FILE *f = fopen(path, "r");
     long long s = -1;
     int ok = f && fgets(model, sizeof(model), f) && fgets(line, sizeof(line), f) &&
@@ -532,7 +547,8 @@ int layout_load(layout_t *lo, const char *dir, int64_t *step)
         fprintf(stderr, "mesh-train: --load: %s holds %s, this run is %s\n", path, model, want);
         return -1;
     }
-    if (zst(mesh_zero_load(lo->z, dir)))
+    experts_dir(dir, edir, sizeof(edir));
+    if (zst(mesh_zero_load(lo->z, dir)) || (lo->ze && zst(mesh_zero_load(lo->ze, edir))))
         return -1;
     *step = s;
     return 0;

@@ -77,7 +77,8 @@ int layout_init_params(layout_t *lo, uint64_t seed);
 /* Writes every tensor whole, in table order, as text (one value per line after a
  * "# name rows cols" line); collective, world rank 0 writes. */
 int layout_dump_params(layout_t *lo, const char *path);
-/* Checkpoint: the optimizer's shards and index, and mesh-train.txt (the model and the step). */
+/* Checkpoint: the optimizer's shards and index (the experts' optimizer's in experts/), and
+ * mesh-train.txt (the model, with experts their tp and ep, and the step). */
 int layout_save(layout_t *lo, const char *dir, int64_t step);
 int layout_load(layout_t *lo, const char *dir, int64_t *step);
 void layout_destroy(layout_t *lo);

@@ -162,12 +162,6 @@ int main(int argc, char **argv)
                              : o.load ? "--load"
                              : o.dump ? "--dump-params"
                                       : NULL;
-    const char *moe_refused = o.save ? "--save" : o.load ? "--load" : NULL;
-    if (o.experts && moe_refused) {
-        if (say)
-            fprintf(stderr, "mesh-train: %s is not available with --experts yet\n", moe_refused);
-        goto out_agreed;
-    }
     if (lo.pp_size == 1 && (o.schedule || o.chunks)) {
         if (say)
             fprintf(stderr, "mesh-train: --schedule and --chunks need --mesh pp=P with P > 1\n");
