@@ -44,6 +44,7 @@ typedef struct {
     int experts, topk, expert_ffn; /* E, k, each expert's hidden width (0: 4 d_model) */
     uint64_t moe_layers;           /* bit l: block l is a mixture of experts (l < 64) */
     double capacity;               /* capacity factor of the one-process routing; 0: dropless */
+    int capacity_groups;           /* its tokens in that many equal parts, each with its capacity */
     int ep, ep_rank;               /* this rank holds experts [ep_rank E / ep, +E / ep) */
 } gpt_config_t;
 

@@ -21,6 +21,7 @@ typedef struct {
     /* mixture of experts (0 experts: none) */
     int experts, topk;
     double capacity;
+    int capacity_groups; /* 0: the ep groups */
 } layout_params_t;
 
 typedef struct {
@@ -48,6 +49,7 @@ typedef struct {
      * summed over "etp-ep"; the routing of each (micro-batch, block) until its backward pass. */
     mesh_comm_h ep_comm, edp_comm, etp_ep_comm;
     int ep_size, ep_rank, edp_size;
+    int capacity_split; /* capacity groups per ep group (ep=1 only: parts of a rank's tokens) */
     mesh_ep_h ep;
     mesh_zero_h ze;
     mesh_ep_layout_h *routes; /* [micro-batches x L] */

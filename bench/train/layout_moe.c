@@ -23,6 +23,47 @@ static int zst(mesh_status_t s)
     return st(s, "optimizer");
 }
 
+/*
+ * The capacity counts the tokens of one ep group in a micro-batch (mesh/expert.h), so each of
+ * the edp groups drops on its own: the same as one process that counts each of edp equal,
+ * consecutive parts of the micro-batch apart (--capacity-groups). Given, the groups must be a
+ * multiple of edp; more groups than ep groups split each rank's tokens, which only the
+ * one-process routing of ep=1 can.
+ */
+static int capacity_groups(layout_t *lo, const layout_params_t *p)
+{
+    int g = p->capacity_groups ? p->capacity_groups : lo->edp_size;
+    if (g % lo->edp_size) {
+        snprintf(lo->err, sizeof(lo->err),
+                 "--capacity-groups %d is not a multiple of the %d ep groups (ep=%d of %d "
+                 "data-parallel ranks)",
+                 g, lo->edp_size, lo->ep_size, lo->dp_size);
+        return -1;
+    }
+    lo->capacity_split = g / lo->edp_size;
+    if (lo->capacity_split > 1 && lo->ep_size > 1) {
+        snprintf(lo->err, sizeof(lo->err),
+                 "--capacity-groups %d with %d ep groups of ep=%d: an ep group counts its tokens "
+                 "as one; more groups than ep groups need ep=1",
+                 g, lo->edp_size, lo->ep_size);
+        return -1;
+    }
+    /* each ep group must hold consecutive samples: its ranks consecutive in dp-ep */
+    int32_t ok =
+        mesh_comm_rank(lo->dp_comm) == mesh_grid_coord(lo->grid, "edp") * lo->ep_size + lo->ep_rank;
+    if (st(mesh_allreduce(lo->world, &ok, &ok, 1, MESH_INT32, MESH_MIN, NULL, NULL), "--capacity"))
+        return -1;
+    if (!ok) {
+        snprintf(lo->err, sizeof(lo->err),
+                 "--capacity with --order %s: an ep group's ranks are not consecutive among the "
+                 "data-parallel ones, so its tokens are not consecutive samples; put ep inside "
+                 "dp in the order",
+                 p->order ? p->order : "(default)");
+        return -1;
+    }
+    return 0;
+}
+
 /* The expert grid's groups (expert tp is tp: each expert split across tp as the dense MLP) and
  * the ep handle. */
 int layout_moe_create(layout_t *lo, const layout_params_t *p)
@@ -48,17 +89,7 @@ int layout_moe_create(layout_t *lo, const layout_params_t *p)
     }
     lo->ep_size = mesh_ep_size(lo->ep), lo->ep_rank = mesh_ep_rank(lo->ep);
     lo->edp_size = mesh_comm_size(lo->edp_comm);
-    /* the capacity counts the tokens of one ep group: more than one group would drop other
-     * tokens than a single process does with the whole batch */
-    if (p->capacity > 0 && lo->edp_size > 1) {
-        snprintf(lo->err, sizeof(lo->err),
-                 "--capacity with %d ep groups (ep=%d of %d data-parallel ranks): the capacity "
-                 "counts one ep group's tokens, so the dropped tokens would depend on the "
-                 "layout; make ep the whole data-parallel size or use --capacity 0",
-                 lo->edp_size, lo->ep_size, lo->dp_size);
-        return -1;
-    }
-    return 0;
+    return p->capacity > 0 ? capacity_groups(lo, p) : 0;
 }
 
 static mesh_ep_layout_h *route_of(layout_t *lo, int mb, int layer)
@@ -157,9 +188,13 @@ int layout_moe_bind(layout_t *lo)
     lo->routes = calloc((size_t)m->n_mb * m->L, sizeof(*lo->routes));
     if (!lo->routes)
         return -1;
-    m->ops.moe_route = route, m->ops.moe_dispatch = dispatch, m->ops.moe_combine = combine;
-    m->ops.moe_combine_bwd = combine_bwd, m->ops.moe_dispatch_bwd = dispatch_bwd;
-    m->ops.moe_done = done, m->ops.moe_dp_sum = dp_sum;
+    /* ep=1: every expert here, routed by the model itself */
+    if (lo->ep_size > 1) {
+        m->ops.moe_route = route, m->ops.moe_dispatch = dispatch, m->ops.moe_combine = combine;
+        m->ops.moe_combine_bwd = combine_bwd, m->ops.moe_dispatch_bwd = dispatch_bwd;
+        m->ops.moe_done = done;
+    }
+    m->ops.moe_dp_sum = dp_sum;
     if (lo->tp_size > 1)
         m->ops.moe_tp_sum = tp_sum;
     return 0;

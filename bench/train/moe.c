@@ -11,7 +11,8 @@
  * _dispatch, _combine and their backward passes) and the sums of the router's statistics over
  * the data-parallel ranks and of its weights' gradients over tp. Without hooks every expert is
  * here and this file routes, drops and moves the rows itself, as mesh/expert.h does on one rank:
- * a capacity of ceil(f tokens k / E) rows per expert, the first tokens in order kept.
+ * a capacity of ceil(f tokens k / E) rows per expert, the first tokens in order kept (tokens
+ * counted per capacity group).
  */
 #include "gpt.h"
 
@@ -168,23 +169,29 @@ static int balance(gpt_t *m, gpt_moe_acts_t *e, int N, double *aux)
 
 /* ---------------------------------------------------------------- one process: every expert */
 
+/* The capacity counts each of capacity_groups consecutive parts of the tokens apart, as that
+ * many ep groups would. */
 static void local_route(const gpt_t *m, gpt_moe_acts_t *e, int N)
 {
-    int E = m->E, K = m->K;
-    size_t cap = m->cfg.capacity > 0 ? (size_t)ceil(m->cfg.capacity * (double)N * K / E) : 0;
+    int E = m->E, K = m->K, G = m->cfg.capacity_groups > 1 ? m->cfg.capacity_groups : 1;
+    int per = N / G;
+    size_t cap = m->cfg.capacity > 0 ? (size_t)ceil(m->cfg.capacity * (double)per * K / E) : 0;
     int row = 0;
     for (int x = 0; x < E; x++) {
-        size_t taken = 0;
+        size_t taken = 0, kept = 0;
         for (int t = 0; t < N; t++)
             for (int j = 0; j < K; j++) {
+                if (j == 0 && t % per == 0)
+                    taken = 0;
                 size_t c = (size_t)t * K + j;
                 if (e->ids[c] != x)
                     continue;
                 e->dropped[c] = cap && taken >= cap;
                 e->slot[c] = e->dropped[c] ? -1 : row++;
                 taken += !e->dropped[c];
+                kept += !e->dropped[c];
             }
-        e->erows[x] = (int)taken;
+        e->erows[x] = (int)kept;
     }
     e->rows = row;
 }

@@ -55,7 +55,11 @@ static const char usage[] =
     "                         every other block, 1, 3, 5, ...)\n"
     "  --capacity F           capacity factor: an expert takes at most ceil(F tokens K / E) of a\n"
     "                         micro-batch's tokens of its ep group, the first in token order\n"
-    "                         (default 0: dropless; refused with more than one ep group)\n"
+    "                         (default 0: dropless)\n"
+    "  --capacity-groups G    the capacity counts each of G equal parts of a micro-batch apart,\n"
+    "                         as G ep groups do (default: the run's ep groups, edp; with ep=1\n"
+    "                         a multiple of them): one process given G drops as a layout of G\n"
+    "                         ep groups\n"
     "  --aux-loss X           coefficient of the load-balancing loss E sum_e f_e P_e, per MoE\n"
     "                         block over every dp rank's tokens of a micro-batch, averaged over\n"
     "                         micro-batches (default 0.01)\n"
@@ -194,6 +198,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
         MOE_LAYERS,
         CAPACITY,
         AUX,
+        CAPACITY_GROUPS,
         HELP
     };
     static const struct option longs[] = {{"mesh", 1, 0, MESH},
@@ -229,6 +234,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                                           {"moe-layers", 1, 0, MOE_LAYERS},
                                           {"capacity", 1, 0, CAPACITY},
                                           {"aux-loss", 1, 0, AUX},
+                                          {"capacity-groups", 1, 0, CAPACITY_GROUPS},
                                           {"help", 0, 0, HELP},
                                           {0, 0, 0, 0}};
     opterr = print;
@@ -336,6 +342,9 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
         case EXPERT_FFN:
             rc = positive("--expert-ffn", optarg, &o->expert_ffn, say);
             break;
+        case CAPACITY_GROUPS:
+            rc = positive("--capacity-groups", optarg, &o->capacity_groups, say);
+            break;
         case MOE_LAYERS:
             rc = moe_layers(o, optarg, say);
             break;
@@ -365,10 +374,15 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
     const char *moe_only = o->moe_layers               ? "--moe-layers"
                            : o->expert_ffn             ? "--expert-ffn"
                            : o->capacity > 0           ? "--capacity"
+                           : o->capacity_groups        ? "--capacity-groups"
                            : o->size[MESH_AXIS_EP] > 1 ? "--mesh ep"
                                                        : NULL;
     if (rc == 0 && !o->experts && moe_only) {
         SAY("mesh-train: %s needs --experts\n", moe_only);
+        rc = -1;
+    }
+    if (rc == 0 && o->capacity_groups && !(o->capacity > 0)) {
+        SAY("mesh-train: --capacity-groups needs --capacity\n");
         rc = -1;
     }
     if (rc == 0 && o->experts && o->plan) {

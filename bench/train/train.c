@@ -59,9 +59,10 @@ static void describe(char *buf, size_t len, const train_opts_t *o, const layout_
     int ep = lo->ep_size > 0 ? lo->ep_size : 1;
     if (m->E)
         snprintf(moe, sizeof(moe),
-                 " experts=%d topk=%d expert_ffn=%d moe_layers=0x%llx capacity=%g aux_loss=%g",
+                 " experts=%d topk=%d expert_ffn=%d moe_layers=0x%llx capacity=%g "
+                 "capacity_groups=%d aux_loss=%g",
                  m->E, m->K, m->Fe, (unsigned long long)m->cfg.moe_layers, o->capacity,
-                 o->aux_loss);
+                 lo->capacity_split * lo->edp_size, o->aux_loss);
     snprintf(buf, len,
              "mesh-train tp=%d dp=%d pp=%d%s cp=1 ep=%d order=%s zero=%d dtype=%s sp=%d "
              "overlap=%d layers=%d d_model=%d heads=%d seq=%d vocab=%d batch=%d microbatches=%d "
@@ -109,7 +110,8 @@ int main(int argc, char **argv)
                           .stage = o.zero,
                           .experts = o.experts,
                           .topk = o.topk,
-                          .capacity = o.capacity};
+                          .capacity = o.capacity,
+                          .capacity_groups = o.capacity_groups};
     memcpy(lp.size, o.size, sizeof(lp.size));
     if (lp.size[MESH_AXIS_DP] == 0) { /* dp takes the ranks the other axes leave */
         int other = 1;
@@ -135,6 +137,7 @@ int main(int argc, char **argv)
                         .expert_ffn = o.expert_ffn,
                         .moe_layers = o.moe_layers,
                         .capacity = o.capacity,
+                        .capacity_groups = lo.capacity_split,
                         .ep = lo.ep_size,
                         .ep_rank = lo.ep_rank};
     if (gpt_create(&m, &cfg, err, sizeof(err))) {
@@ -152,6 +155,16 @@ int main(int argc, char **argv)
         goto out_agreed;
     }
     int b = per_rank / o.microbatches;
+    /* capacity groups of whole samples, the same in every layout */
+    int groups = lo.capacity_split * lo.edp_size;
+    if (o.capacity > 0 && (o.batch / o.microbatches) % groups) {
+        if (say)
+            fprintf(stderr,
+                    "mesh-train: --capacity with %d capacity groups: the %d samples of a "
+                    "micro-batch do not split evenly into them\n",
+                    groups, o.batch / o.microbatches);
+        goto out_agreed;
+    }
     if (gpt_alloc_acts(&m, b, o.microbatches)) {
         fprintf(stderr, "mesh-train: out of memory for activations\n");
         goto out;

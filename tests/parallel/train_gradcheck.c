@@ -8,7 +8,7 @@
  * gradient, and W after it gives the weight gradients of the backward pass (within 1e-12).
  * Then the same check of a model whose second block is a mixture of experts (4 experts, top 2,
  * the load-balancing loss with coefficient 0.1), dropless and with a capacity factor that drops
- * some of the choices.
+ * some of the choices, counted over all the tokens and over each half apart.
  */
 #include "bench/train/gpt.h"
 #include <math.h>
@@ -159,5 +159,7 @@ int main(void)
     bad |= check(&cfg, 0.1, " (experts, dropless)");
     cfg.capacity = 0.75;
     bad |= check(&cfg, 0.1, " (experts, capacity 0.75)");
+    cfg.capacity_groups = 2;
+    bad |= check(&cfg, 0.1, " (experts, capacity 0.75 in 2 groups)");
     return bad;
 }

@@ -4,8 +4,10 @@
 # 4 experts, top 2, with the load-balancing loss, dropless on ep=2, ep=4, ep=2 across 2
 # simulated nodes, tp=2 ep=2 (each expert split across tp), the same with sequence parallelism
 # and ep=2 dp=2 (two ep groups, the experts' gradients reduced between them), under ZeRO stages
-# 0-3; then with capacity factor 1.0 on ep=2, ep=4 and tp=2 ep=2, and on ep=2 dp=1 with 2
-# micro-batches against one process with 2:
+# 0-3; then with capacity factor 1.0 on ep=2, ep=4 and tp=2 ep=2 against one process, on
+# ep=2 dp=2 and dp=2 (two ep groups, each with its capacity) against one process that counts
+# each half of the batch apart (--capacity-groups 2), and on ep=2 with 2 micro-batches against
+# one process with 2:
 #   - the loss of each step equals the 1-rank run within 1e-4 relative, and so do the gradient
 #     norm (every parameter counted once, the experts' over ep) and the load-balancing loss;
 #   - with a capacity, the choices dropped in each step are the 1-rank run's, and some are;
@@ -42,9 +44,11 @@ same_moe() {
 
 layouts="ep2 ep4 ep2nodes tp2ep2 tp2ep2sp ep2dp2"
 cap_layouts="ep2 ep4 tp2ep2"
+cap2_layouts="ep2dp2 dp2"
 if [ "${MESH_TEST_SANITIZED:-0}" = 1 ]; then
     layouts="ep2 tp2ep2"
     cap_layouts="ep2"
+    cap2_layouts="ep2dp2"
 fi
 # each layout under one ZeRO stage, all four stages among them
 run_layout() {
@@ -58,6 +62,7 @@ run_layout() {
     tp2ep2sp) train "$name" 4 -- --mesh tp=2,ep=2 --sequence-parallel --zero 1 "$@" ;;
     ep2dp2) train "$name" 4 -- --mesh ep=2,dp=2 --zero 3 "$@" ;;
     ep2dp2z0) train "$name" 4 -- --mesh ep=2,dp=2 --zero 0 "$@" ;;
+    dp2) train "$name" 2 -- --mesh dp=2 --zero 2 "$@" ;;
     esac
 }
 
@@ -86,6 +91,15 @@ for lay in $cap_layouts; do
         echo "ok: $lay, capacity 1.0"
 done
 
+# two ep groups: each drops on its own, as one process counting each half apart does
+train ref-cap2 1 -- --capacity 1.0 --capacity-groups 2 || exit 1
+for lay in $cap2_layouts; do
+    run_layout "$lay" "$lay-cap" --capacity 1.0 && same_moe "$lay-cap" ref-cap2 &&
+        echo "ok: $lay, capacity 1.0 per ep group"
+done
+dropped() { awk -F, '/^[0-9]/ { printf "%s ", $7 }' "$tmp/$1.csv"; }
+[ "$(dropped ref-cap)" = "$(dropped ref-cap2)" ] && fail "--capacity-groups 2 dropped as 1 does"
+
 # per micro-batch: the balance loss and the capacity count one micro-batch's tokens
 if [ "${MESH_TEST_SANITIZED:-0}" != 1 ]; then
     train ref-mb2 1 -- --capacity 1.0 --microbatches 2 &&
@@ -109,7 +123,13 @@ fi
 awk -F, '/^[0-9]/ { if (!first) first = $2; last = $2 }
     END { exit !(last < first - 0.05) }' "$tmp/ref.csv" || fail "reference loss does not fall"
 
-refused "--capacity with 2 ep groups" 4 --mesh ep=2,dp=2 --capacity 1.0
+refused "--capacity-groups 4 with 2 ep groups of ep=2" 4 --mesh ep=2,dp=2 --capacity 1.0 \
+    --capacity-groups 4
+refused "--capacity-groups 3 is not a multiple of the 2 ep groups" 2 --mesh dp=2 --capacity 1.0 \
+    --capacity-groups 3
+refused "an ep group's ranks are not consecutive" 4 --mesh ep=2,dp=2 --capacity 1.0 \
+    --order dp-tp-cp-ep-pp
+refused "the 8 samples of a micro-batch do not split evenly" 1 --capacity 1.0 --capacity-groups 3
 refused "mixture-of-experts blocks are not available in a pipeline" 2 --mesh pp=2
 refused "--experts 6 does not split evenly across ep=4" 4 --mesh ep=4 --experts 6
 refused "--topk 5 exceeds --experts 4" 1 --topk 5
