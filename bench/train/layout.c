@@ -49,13 +49,6 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
         snprintf(lo->err, sizeof(lo->err), "--mesh ep=%d needs --experts", p->size[MESH_AXIS_EP]);
         return -1;
     }
-    if (p->experts && p->size[MESH_AXIS_PP] > 1) {
-        snprintf(lo->err, sizeof(lo->err),
-                 "--experts with pp=%d: mixture-of-experts blocks are not available in a pipeline "
-                 "yet (tp, dp and ep are)",
-                 p->size[MESH_AXIS_PP]);
-        return -1;
-    }
     if (prod != mesh_comm_size(world)) {
         snprintf(lo->err, sizeof(lo->err),
                  "--mesh: the axis sizes multiply to %d, but %d ranks run (meshrun -n %d)", prod,
@@ -370,9 +363,13 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
     if (zst(mesh_zero_create(lo->dp_comm, &p, &lo->z)))
         return -1;
     /* The experts' tensors are not replicated across ep: their optimizer reduces over the
-     * expert data-parallel group and sums the norm over the expert grid's tp and ep; the step
-     * clips both with the model's one norm (layout_step). */
-    if (lo->ep) {
+     * expert data-parallel group and sums the norm over the expert grid's tp and ep (the
+     * pipeline stages' sums are added by layout_step, which clips both with the model's one
+     * norm). A stage without mixture-of-experts blocks has none. */
+    int experts_here = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        experts_here |= m->tensors[i].expert && (!lo->owned || lo->owned[i]);
+    if (lo->ep && experts_here) {
         mesh_zero_params_t pe = p;
         mesh_comm_h emp;
         if (zst(mesh_grid_comm(lo->grid, "etp-ep", &emp)))

@@ -209,17 +209,23 @@ int layout_micro_begin(layout_t *lo, int last)
 int layout_step(layout_t *lo, double *norm)
 {
     mesh_zero_step_info_t info;
-    if (!lo->ze) {
+    if (!lo->ep) {
         if (zst(mesh_zero_step(lo->z, &info)))
             return -1;
         *norm = info.grad_norm;
         return 0;
     }
-    /* every parameter once: the dense ones in z, the experts' in ze */
-    double dense, experts;
-    if (zst(mesh_zero_grad_sqnorm(lo->z, &dense)) || zst(mesh_zero_grad_sqnorm(lo->ze, &experts)))
+    /* every parameter once: the dense ones in z (summed over tp and pp), the experts' in ze
+     * (summed over the expert grid's tp and ep here, over the stages below) */
+    double dense, experts = 0;
+    if (zst(mesh_zero_grad_sqnorm(lo->z, &dense)) ||
+        (lo->ze && zst(mesh_zero_grad_sqnorm(lo->ze, &experts))))
+        return -1;
+    if (lo->pp_size > 1 &&
+        st(mesh_allreduce(lo->pp_comm, &experts, &experts, 1, MESH_FP64, MESH_SUM, NULL, NULL),
+           "expert gradient norm all-reduce"))
         return -1;
     *norm = sqrt(dense + experts);
     return zst(mesh_zero_step_norm(lo->z, *norm, &info)) ||
-           zst(mesh_zero_step_norm(lo->ze, *norm, &info));
+           (lo->ze && zst(mesh_zero_step_norm(lo->ze, *norm, &info)));
 }

@@ -7,7 +7,9 @@
 # 0-3; then with capacity factor 1.0 on ep=2, ep=4 and tp=2 ep=2 against one process, on
 # ep=2 dp=2 and dp=2 (two ep groups, each with its capacity) against one process that counts
 # each half of the batch apart (--capacity-groups 2), and on ep=2 with 2 micro-batches against
-# one process with 2:
+# one process with 2; and with 4 layers in a pipeline of pp=2 ep=2 (1f1b, experts in blocks 1
+# and 3, also with capacity 1.0; interleaved with experts in block 1 only, so that one pp rank
+# holds none), 4 micro-batches, against one process with 4:
 #   - the loss of each step equals the 1-rank run within 1e-4 relative, and so do the gradient
 #     norm (every parameter counted once, the experts' over ep) and the load-balancing loss;
 #   - with a capacity, the choices dropped in each step are the 1-rank run's, and some are;
@@ -107,6 +109,19 @@ if [ "${MESH_TEST_SANITIZED:-0}" != 1 ]; then
         same_moe ep2-mb2 ref-mb2 && echo "ok: ep2, capacity 1.0, 2 micro-batches"
 fi
 
+# a pipeline: each stage's experts over ep, the norm and the balance loss summed over the stages
+if [ "${MESH_TEST_SANITIZED:-0}" != 1 ]; then
+    pipe="--layers 4 --microbatches 4"
+    train ref-pp 1 -- $pipe && train pp2ep2 4 -- --mesh pp=2,ep=2 $pipe &&
+        same_moe pp2ep2 ref-pp && echo "ok: pp=2 ep=2, 1f1b"
+    train ref-pp-cap 1 -- $pipe --capacity 1.0 &&
+        train pp2ep2-cap 4 -- --mesh pp=2,ep=2 $pipe --capacity 1.0 --zero 1 &&
+        same_moe pp2ep2-cap ref-pp-cap && echo "ok: pp=2 ep=2, 1f1b, capacity 1.0"
+    train ref-pp1 1 -- $pipe --moe-layers 1 &&
+        train pp2ep2-int 4 -- --mesh pp=2,ep=2 $pipe --moe-layers 1 --schedule interleaved &&
+        same_moe pp2ep2-int ref-pp1 && echo "ok: pp=2 ep=2, interleaved, experts on one pp rank"
+fi
+
 # a checkpoint (the experts' optimizer in its experts/ folder) saved at ep=2 stage 2 after 5
 # steps continues at ep=2 dp=2 stage 3 as the 1-rank run; it does not load at another ep
 ck="$tmp/ckpt"
@@ -130,7 +145,8 @@ refused "--capacity-groups 3 is not a multiple of the 2 ep groups" 2 --mesh dp=2
 refused "an ep group's ranks are not consecutive" 4 --mesh ep=2,dp=2 --capacity 1.0 \
     --order dp-tp-cp-ep-pp
 refused "the 8 samples of a micro-batch do not split evenly" 1 --capacity 1.0 --capacity-groups 3
-refused "mixture-of-experts blocks are not available in a pipeline" 2 --mesh pp=2
+refused "split backward of zero-bubble schedules has no mixture-of-experts" 2 --mesh pp=2 \
+    --schedule zb1
 refused "--experts 6 does not split evenly across ep=4" 4 --mesh ep=4 --experts 6
 refused "--topk 5 exceeds --experts 4" 1 --topk 5
 refused "--expert-ffn 30 does not split evenly across tp=4" 4 --mesh tp=4 --expert-ffn 30
