@@ -260,7 +260,7 @@ int gpt_alloc_wgrad(gpt_t *m)
     size_t n = (size_t)m->L * per_layer + 2 * gpt_wgrad_slot_numel(m, GPT_WG_LNF);
     for (int i = 0; i < m->n_mb; i++)
         ALLOC(m->acts[i].wg, n);
-    return 0;
+    return gpt_moe_alloc_wgrad(m);
 }
 
 void gpt_destroy(gpt_t *m)

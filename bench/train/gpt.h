@@ -287,14 +287,17 @@ int gpt_exit_fwd(gpt_t *m, const gpt_real *in, gpt_real *out, int width);
 int gpt_exit_bwd(gpt_t *m, const gpt_real *dout, gpt_real *din, int width);
 
 /* Mixture of experts (moe.c): the MLP of a block in moe_layers, the same contract as
- * gpt_layers_t's mlp_fwd and mlp_bwd (no split backward: g must be given). gpt_moe_alloc after
- * the activations. */
+ * gpt_layers_t's mlp_fwd, mlp_bwd and mlp_wgrad (split backward: what the weight gradients need
+ * is kept in the block's own buffers, gpt_moe_alloc_wgrad, from gpt_alloc_wgrad). gpt_moe_alloc
+ * after the activations. */
 int gpt_moe_alloc(gpt_t *m);
+int gpt_moe_alloc_wgrad(gpt_t *m);
 void gpt_moe_free(gpt_t *m);
 int gpt_moe_fwd(gpt_t *m, int mb, int layer, const gpt_group_t *p, const gpt_real *in,
                 gpt_real *out);
 int gpt_moe_bwd(gpt_t *m, int mb, int layer, const gpt_group_t *p, gpt_group_t *g,
                 const gpt_real *dout, gpt_real *din);
+int gpt_moe_wgrad(gpt_t *m, int mb, int layer, gpt_group_t *g);
 
 /* Layers (layers.c): _forward/_backward pairs over flat arrays. Backward ones add into the
  * parameter gradients and into din unless noted. */

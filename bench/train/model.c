@@ -414,9 +414,8 @@ int gpt_blocks_wgrad(gpt_t *m, int mb, int l0, int l1)
     gpt_group_t p, g;
     for (int l = l1 - 1; l >= l0; l--) {
         size_t o = (size_t)l * No * C;
-        if (gpt_is_moe(m, l)) /* no split backward: refused where it would be needed */
-            return -1;
-        if (acquire(m, l + 1, GPT_BWD, &p, &g) || m->layers.mlp_wgrad(m, mb, l, &g))
+        if (acquire(m, l + 1, GPT_BWD, &p, &g) ||
+            (gpt_is_moe(m, l) ? gpt_moe_wgrad(m, mb, l, &g) : m->layers.mlp_wgrad(m, mb, l, &g)))
             return -1;
         gpt_layernorm_wgrad(g.ln2w, g.ln2b, gpt_wgrad_slot(m, mb, l, GPT_WG_LN2), a->xmid + o,
                             a->ln2_mean + (size_t)l * No, a->ln2_rstd + (size_t)l * No, No, C);

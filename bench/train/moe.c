@@ -33,6 +33,9 @@ typedef struct gpt_moe_acts {
     gpt_real *gathered;   /* [N k, C] each choice's expert output (combine's) */
     double *f;            /* [E] global fraction of choices per expert */
     double inv_tokens;    /* 1 / tokens of the micro-batch over the data-parallel ranks */
+    /* split backward: the gradients of the expert outputs and fc outputs, and of the router's
+     * logits, [rmax, C], [rmax, Fel], [N, E] */
+    gpt_real *kdye, *kdh, *kdl;
 } gpt_moe_acts_t;
 
 typedef struct gpt_moe_scratch {
@@ -87,6 +90,21 @@ int gpt_moe_alloc(gpt_t *m)
     return 0;
 }
 
+int gpt_moe_alloc_wgrad(gpt_t *m)
+{
+    size_t N = (size_t)m->b * m->T, R = (size_t)m->rmax;
+    for (int i = 0; m->E && i < m->n_mb; i++)
+        for (int l = 0; l < m->L; l++) {
+            gpt_moe_acts_t *e = &m->acts[i].moe[l];
+            if (!gpt_is_moe(m, l))
+                continue;
+            ALLOC(e->kdye, R * m->C);
+            ALLOC(e->kdh, R * m->Fel);
+            ALLOC(e->kdl, N * m->E);
+        }
+    return 0;
+}
+
 void gpt_moe_free(gpt_t *m)
 {
     for (int i = 0; m->acts && i < m->n_mb; i++) {
@@ -94,7 +112,7 @@ void gpt_moe_free(gpt_t *m)
             gpt_moe_acts_t *e = &m->acts[i].moe[l];
             free(e->probs), free(e->w), free(e->ids), free(e->dropped), free(e->slot);
             free(e->erows), free(e->xe), free(e->h), free(e->g), free(e->ye), free(e->gathered);
-            free(e->f);
+            free(e->f), free(e->kdye), free(e->kdh), free(e->kdl);
         }
         free(m->acts[i].moe);
         m->acts[i].moe = NULL;
@@ -257,6 +275,18 @@ static void local_dispatch_bwd(const gpt_t *m, const gpt_moe_acts_t *e, const gp
 
 /* ---------------------------------------------------------------- the block's MLP */
 
+/* Every tp rank routed every token alike: each adds the router's weight gradient of the
+ * positions it holds outside the region (all of them without sequence parallelism, where
+ * nothing is summed). */
+static void router_wgrad(const gpt_t *m, gpt_real *dw, const gpt_real *dl, const gpt_real *in)
+{
+    for (int b = 0; b < m->b; b++) {
+        size_t r = (size_t)b * m->T + m->t0;
+        gpt_matmul_backward(NULL, dw, NULL, dl + r * m->E, in + r * m->C, NULL, m->tl, m->C, m->E,
+                            0);
+    }
+}
+
 #define MOE(m, name, ...) ((m)->ops.name((m)->ops.ctx, __VA_ARGS__))
 
 int gpt_moe_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_real *in, gpt_real *out)
@@ -307,7 +337,7 @@ int gpt_moe_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g, c
     gpt_moe_scratch_t *s = m->moe_scr;
     int N = m->b * m->T, C = m->C, F = m->Fel, E = m->E, K = m->K, hooks = m->ops.moe_route != NULL;
     const gpt_real *in_l = a->ln2_in + (size_t)l * N * C;
-    if (!g || gpt_exit_bwd(m, dout, m->partial, C))
+    if (gpt_exit_bwd(m, dout, m->partial, C))
         return -1;
     if (hooks ? MOE(m, moe_combine_bwd, mb, l, m->partial, e->w, e->gathered, s->dye, s->dw)
               : (local_combine_bwd(m, e, m->partial, s->dye, s->dw, N), 0))
@@ -319,7 +349,9 @@ int gpt_moe_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g, c
     for (int x = 0; x < m->El; x++) {
         int r = e->erows[x];
         const gpt_real *w1 = p->efcw + (size_t)x * F * C, *w2 = p->eprojw + (size_t)x * C * F;
-        gpt_real *dw1 = g->efcw + (size_t)x * F * C, *dw2 = g->eprojw + (size_t)x * C * F;
+        /* g NULL (split backward): the input gradient only, what W needs kept */
+        gpt_real *dw1 = g ? g->efcw + (size_t)x * F * C : NULL;
+        gpt_real *dw2 = g ? g->eprojw + (size_t)x * C * F : NULL;
         if (r > 0) {
             gpt_matmul_backward(s->dg + r0 * F, dw2, NULL, s->dye + r0 * C, e->g + r0 * F, w2, r, F,
                                 C, 0);
@@ -328,6 +360,10 @@ int gpt_moe_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g, c
                                 C, F, 0);
         }
         r0 += (size_t)r;
+    }
+    if (!g) {
+        memcpy(e->kdye, s->dye, r0 * C * sizeof(gpt_real));
+        memcpy(e->kdh, s->dh, r0 * F * sizeof(gpt_real));
     }
     if (hooks ? MOE(m, moe_dispatch_bwd, mb, l, s->dxe, m->dinside)
               : (local_dispatch_bwd(m, e, s->dxe, m->dinside, N), 0))
@@ -349,14 +385,33 @@ int gpt_moe_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g, c
         for (int x = 0; x < E; x++)
             d[x] = pr[x] * (d[x] - (gpt_real)dot);
     }
-    /* Every tp rank routed every token alike: each adds the router's weight gradient of the
-     * positions it holds outside the region (all of them without sequence parallelism, where
-     * nothing is summed), and one of them its input gradient, which the region's entry sums. */
-    for (int b = 0; b < m->b; b++) {
-        size_t r = (size_t)b * m->T + m->t0;
-        gpt_matmul_backward(NULL, g->routerw, NULL, dl + r * E, in_l + r * C, NULL, m->tl, C, E, 0);
-    }
+    /* the router's weight gradient (router_wgrad); its input gradient from one tp rank, which
+     * the region's entry sums */
+    if (g)
+        router_wgrad(m, g->routerw, dl, in_l);
+    else
+        memcpy(e->kdl, dl, (size_t)N * E * sizeof(gpt_real));
     if (m->cfg.tp_rank == 0)
         gpt_matmul_backward(m->dinside, NULL, NULL, dl, in_l, p->routerw, N, C, E, 1);
     return gpt_enter_bwd(m, m->dinside, din, C);
+}
+
+int gpt_moe_wgrad(gpt_t *m, int mb, int l, gpt_group_t *g)
+{
+    gpt_acts_t *a = &m->acts[mb];
+    const gpt_moe_acts_t *e = &a->moe[l];
+    int N = m->b * m->T, C = m->C, F = m->Fel;
+    size_t r0 = 0;
+    for (int x = 0; x < m->El; x++) {
+        int r = e->erows[x];
+        if (r > 0) {
+            gpt_matmul_backward(NULL, g->eprojw + (size_t)x * C * F, NULL, e->kdye + r0 * C,
+                                e->g + r0 * F, NULL, r, F, C, 0);
+            gpt_matmul_backward(NULL, g->efcw + (size_t)x * F * C, NULL, e->kdh + r0 * F,
+                                e->xe + r0 * C, NULL, r, C, F, 0);
+        }
+        r0 += (size_t)r;
+    }
+    router_wgrad(m, g->routerw, e->kdl, a->ln2_in + (size_t)l * N * C);
+    return 0;
 }

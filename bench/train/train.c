@@ -187,14 +187,6 @@ int main(int argc, char **argv)
         if (say)
             fprintf(stderr, "mesh-train: %s\n", pp.err);
         goto out_agreed;
-    } else if (o.experts && pp.split) {
-        if (say)
-            fprintf(stderr,
-                    "mesh-train: --schedule %s with --experts: the split backward of zero-bubble "
-                    "schedules has no mixture-of-experts blocks yet (afab, 1f1b and interleaved "
-                    "do)\n",
-                    o.schedule);
-        goto out_agreed;
     }
     mesh_zero_params_t zp = {
         .field_mask = MESH_ZERO_PARAM_FIELD_OPTIMIZER | MESH_ZERO_PARAM_FIELD_LR |

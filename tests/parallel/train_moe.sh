@@ -9,7 +9,9 @@
 # each half of the batch apart (--capacity-groups 2), and on ep=2 with 2 micro-batches against
 # one process with 2; and with 4 layers in a pipeline of pp=2 ep=2 (1f1b, experts in blocks 1
 # and 3, also with capacity 1.0; interleaved with experts in block 1 only, so that one pp rank
-# holds none), 4 micro-batches, against one process with 4:
+# holds none; zbv with capacity 1.0 and tp=2 pp=2 ep=2 zb1 with sequence parallelism, whose
+# split backward keeps the experts' and router's output gradients for W), 4 micro-batches,
+# against one process with 4:
 #   - the loss of each step equals the 1-rank run within 1e-4 relative, and so do the gradient
 #     norm (every parameter counted once, the experts' over ep) and the load-balancing loss;
 #   - with a capacity, the choices dropped in each step are the 1-rank run's, and some are;
@@ -120,6 +122,10 @@ if [ "${MESH_TEST_SANITIZED:-0}" != 1 ]; then
     train ref-pp1 1 -- $pipe --moe-layers 1 &&
         train pp2ep2-int 4 -- --mesh pp=2,ep=2 $pipe --moe-layers 1 --schedule interleaved &&
         same_moe pp2ep2-int ref-pp1 && echo "ok: pp=2 ep=2, interleaved, experts on one pp rank"
+    train pp2ep2-zbv 4 -- --mesh pp=2,ep=2 $pipe --capacity 1.0 --schedule zbv &&
+        same_moe pp2ep2-zbv ref-pp-cap && echo "ok: pp=2 ep=2, zbv (split backward), capacity 1.0"
+    train tp2pp2ep2-zb1 8 -- --mesh tp=2,pp=2,ep=2 $pipe --sequence-parallel --schedule zb1 &&
+        same_moe tp2pp2ep2-zb1 ref-pp && echo "ok: tp=2 pp=2 ep=2, zb1, sequence parallelism"
 fi
 
 # a checkpoint (the experts' optimizer in its experts/ folder) saved at ep=2 stage 2 after 5
@@ -145,8 +151,7 @@ refused "--capacity-groups 3 is not a multiple of the 2 ep groups" 2 --mesh dp=2
 refused "an ep group's ranks are not consecutive" 4 --mesh ep=2,dp=2 --capacity 1.0 \
     --order dp-tp-cp-ep-pp
 refused "the 8 samples of a micro-batch do not split evenly" 1 --capacity 1.0 --capacity-groups 3
-refused "split backward of zero-bubble schedules has no mixture-of-experts" 2 --mesh pp=2 \
-    --schedule zb1
+refused "the planner does not place experts yet" 1 --mesh auto
 refused "--experts 6 does not split evenly across ep=4" 4 --mesh ep=4 --experts 6
 refused "--topk 5 exceeds --experts 4" 1 --topk 5
 refused "--expert-ffn 30 does not split evenly across tp=4" 4 --mesh tp=4 --expert-ffn 30
