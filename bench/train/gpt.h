@@ -78,10 +78,10 @@ typedef struct {
 typedef struct {
     gpt_real *wte, *wpe; /* group 0 */
     gpt_real *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw,
-        *fcprojb; /* a block */
-    gpt_real *routerw, *efcw,
-        *eprojw;           /* a mixture-of-experts block: [E, C], [El Fl, C], [El C, Fl] */
+        *fcprojb;          /* a block */
     gpt_real *lnfw, *lnfb; /* group L + 1 */
+    /* a mixture-of-experts block, instead of fc*: [E, C], [El Fl, C], [El C, Fl] */
+    gpt_real *routerw, *efcw, *eprojw;
 } gpt_group_t;
 
 enum { GPT_FWD = 0, GPT_BWD = 1 };
