@@ -20,10 +20,12 @@ static const struct {
 };
 #define N_BLOCK_FIELDS (int)(sizeof(block_fields) / sizeof(block_fields[0]))
 
-static size_t local_numel(const gpt_tensor_t *t, int tp)
+static size_t local_numel(const gpt_t *m, const gpt_tensor_t *t)
 {
     size_t n = (size_t)t->rows * t->cols;
-    return t->split == GPT_WHOLE ? n : n / (size_t)tp;
+    if (t->split == GPT_EXPERT_ROWS || t->split == GPT_EXPERT_COLS)
+        return n / (size_t)m->cfg.ep / (size_t)m->cfg.tp;
+    return t->split == GPT_WHOLE ? n : n / (size_t)m->cfg.tp;
 }
 
 static void add(gpt_t *m, const char *name, int rows, int cols, gpt_split_t split, int group,
@@ -33,9 +35,46 @@ static void add(gpt_t *m, const char *name, int rows, int cols, gpt_split_t spli
     snprintf(t->name, sizeof(t->name), "%s", name);
     t->rows = rows, t->cols = cols, t->split = split, t->group = group;
     t->field_off = field_off;
-    t->numel = local_numel(t, m->cfg.tp);
+    t->expert = split == GPT_EXPERT_ROWS || split == GPT_EXPERT_COLS;
+    t->numel = local_numel(m, t);
     t->offset = m->n_params;
     m->n_params += t->numel;
+}
+
+int gpt_is_moe(const gpt_t *m, int l)
+{
+    return m->E > 0 && l >= 0 && l < 64 && ((m->cfg.moe_layers >> l) & 1);
+}
+
+/* The mixture-of-experts sizes; -1 and a message naming the option when they do not fit. */
+static int moe_sizes(gpt_t *m, char *err, size_t errlen)
+{
+    const gpt_config_t *c = &m->cfg;
+    int ep = c->ep < 1 ? 1 : c->ep;
+    m->cfg.ep = ep;
+    if (c->experts <= 0) {
+        if (ep > 1)
+            return snprintf(err, errlen, "ep=%d needs --experts", ep), -1;
+        return 0;
+    }
+    if (c->topk < 1 || c->topk > c->experts)
+        return snprintf(err, errlen, "--topk %d must be 1..--experts %d", c->topk, c->experts), -1;
+    if (c->experts % ep)
+        return snprintf(err, errlen, "--experts %d does not split evenly across ep=%d", c->experts,
+                        ep),
+               -1;
+    int F = c->expert_ffn > 0 ? c->expert_ffn : 4 * c->d_model;
+    if (F % c->tp)
+        return snprintf(err, errlen, "--expert-ffn %d does not split evenly across tp=%d", F,
+                        c->tp),
+               -1;
+    if (m->L < 64 && (c->moe_layers >> m->L))
+        return snprintf(err, errlen, "--moe-layers names a block beyond --layers %d", m->L), -1;
+    if (!c->moe_layers)
+        return snprintf(err, errlen, "--moe-layers chooses no block"), -1;
+    m->E = c->experts, m->K = c->topk, m->El = m->E / ep, m->e0 = m->El * c->ep_rank;
+    m->Fe = F, m->Fel = F / c->tp;
+    return 0;
 }
 
 int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen)
@@ -65,6 +104,8 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen)
         bad = "--seq (with --sequence-parallel)", val = m->T;
     if (bad)
         return snprintf(err, errlen, "%s %d does not split evenly across tp=%d", bad, val, tp), -1;
+    if (moe_sizes(m, err, errlen))
+        return -1;
     m->hs = m->C / m->NH;
     m->Vl = m->V / tp, m->v0 = m->Vl * cfg->tp_rank;
     m->NHl = m->NH / tp, m->Cl = m->NHl * m->hs;
@@ -72,7 +113,7 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen)
     m->tl = cfg->sequence_parallel ? m->T / tp : m->T;
     m->t0 = m->T * cfg->cp_rank + (cfg->sequence_parallel ? m->tl * cfg->tp_rank : 0);
     m->layers = gpt_default_layers;
-    m->tensors = calloc((size_t)(4 + N_BLOCK_FIELDS * m->L), sizeof(gpt_tensor_t));
+    m->tensors = calloc((size_t)(4 + (N_BLOCK_FIELDS + 3) * m->L), sizeof(gpt_tensor_t));
     if (!m->tensors)
         return snprintf(err, errlen, "out of memory"), -1;
     int C = m->C;
@@ -84,11 +125,23 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen)
         static const gpt_split_t split[] = {GPT_WHOLE, GPT_WHOLE, GPT_ROWS_QKV, GPT_ROWS_QKV,
                                             GPT_COLS,  GPT_WHOLE, GPT_WHOLE,    GPT_WHOLE,
                                             GPT_ROWS,  GPT_ROWS,  GPT_COLS,     GPT_WHOLE};
+        int moe = gpt_is_moe(m, l);
         for (int f = 0; f < N_BLOCK_FIELDS; f++) {
             char name[32];
+            if (moe && f >= 8)
+                break; /* the MLP's four tensors, last in the table */
             snprintf(name, sizeof(name), "h%d.%s", l, block_fields[f].name);
             int r = rows[f] * C, c = cols[f] ? cols[f] * C : 1;
             add(m, name, r, c, tp > 1 ? split[f] : GPT_WHOLE, l + 1, block_fields[f].field_off);
+        }
+        if (moe) {
+            char name[32];
+            snprintf(name, sizeof(name), "h%d.routerw", l);
+            add(m, name, m->E, C, GPT_WHOLE, l + 1, offsetof(gpt_group_t, routerw));
+            snprintf(name, sizeof(name), "h%d.efcw", l);
+            add(m, name, m->E * m->Fe, C, GPT_EXPERT_ROWS, l + 1, offsetof(gpt_group_t, efcw));
+            snprintf(name, sizeof(name), "h%d.eprojw", l);
+            add(m, name, m->E * C, m->Fe, GPT_EXPERT_COLS, l + 1, offsetof(gpt_group_t, eprojw));
         }
     }
     add(m, "lnf.w", C, 1, GPT_WHOLE, m->L + 1, offsetof(gpt_group_t, lnfw));
@@ -171,7 +224,7 @@ int gpt_alloc_acts(gpt_t *m, int b, int n_mb)
     ALLOC(m->dx, No * C);
     ALLOC(m->dtmp, No * C);
     ALLOC(m->dloss, N);
-    return 0;
+    return gpt_moe_alloc(m);
 }
 
 size_t gpt_wgrad_slot_numel(const gpt_t *m, int slot)
@@ -211,7 +264,7 @@ int gpt_alloc_wgrad(gpt_t *m)
     size_t n = (size_t)m->L * per_layer + 2 * gpt_wgrad_slot_numel(m, GPT_WG_LNF);
     for (int i = 0; i < m->n_mb; i++)
         ALLOC(m->acts[i].wg, n);
-    return 0;
+    return gpt_moe_alloc_wgrad(m);
 }
 
 void gpt_destroy(gpt_t *m)
@@ -226,6 +279,7 @@ void gpt_destroy(gpt_t *m)
             free(f[k]);
         free(a->tokens), free(a->targets), free(a->wg);
     }
+    gpt_moe_free(m);
     free(m->acts), free(m->tensors), free(m->partial), free(m->dinside), free(m->wide_a);
     free(m->wide_b), free(m->datt), free(m->dx), free(m->dtmp), free(m->dloss);
     memset(m, 0, sizeof(*m));
@@ -267,7 +321,7 @@ void gpt_init_full(const gpt_t *m, const gpt_tensor_t *t, uint64_t seed, gpt_rea
         return;
     }
     double std = 0.02;
-    if (!strcmp(leaf, "attprojw") || !strcmp(leaf, "fcprojw"))
+    if (!strcmp(leaf, "attprojw") || !strcmp(leaf, "fcprojw") || !strcmp(leaf, "eprojw"))
         std /= sqrt(2.0 * m->L);
     if (!strcmp(t->name, "wpe"))
         std = 0.01;
@@ -279,11 +333,14 @@ void gpt_init_full(const gpt_t *m, const gpt_tensor_t *t, uint64_t seed, gpt_rea
 }
 
 /* Calls fn(local index, full index, count) for the runs of a shard. */
-static void shard_runs(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank,
+static void shard_runs(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, int e0,
                        void (*fn)(void *, size_t, size_t, size_t), void *ctx)
 {
     size_t rows = (size_t)t->rows, cols = (size_t)t->cols;
-    switch (tp > 1 ? t->split : GPT_WHOLE) {
+    gpt_split_t split = t->split;
+    if (tp <= 1 && !t->expert)
+        split = GPT_WHOLE;
+    switch (split) {
     case GPT_WHOLE:
         fn(ctx, 0, 0, rows * cols);
         break;
@@ -305,8 +362,19 @@ static void shard_runs(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank,
             fn(ctx, i * c, i * cols + c * (size_t)rank, c);
         break;
     }
+    case GPT_EXPERT_ROWS: { /* expert e's rows e F .. (e + 1) F - 1, F / tp of them here */
+        size_t F = (size_t)m->Fe, f = F / (size_t)tp;
+        for (size_t i = 0; i < (size_t)m->El; i++)
+            fn(ctx, i * f * cols, ((e0 + i) * F + f * (size_t)rank) * cols, f * cols);
+        break;
     }
-    (void)m;
+    case GPT_EXPERT_COLS: { /* expert e's rows e C .. (e + 1) C - 1, their F / tp columns here */
+        size_t C = (size_t)m->C, f = cols / (size_t)tp;
+        for (size_t i = 0; i < (size_t)m->El * C; i++)
+            fn(ctx, i * f, ((size_t)e0 * C + i) * cols + f * (size_t)rank, f);
+        break;
+    }
+    }
 }
 
 typedef struct {
@@ -328,12 +396,19 @@ void gpt_slice(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, const gp
                gpt_real *local)
 {
     copy_ctx_t c = {local, full, 1};
-    shard_runs(m, t, tp, rank, copy_run, &c);
+    shard_runs(m, t, tp, rank, m->e0, copy_run, &c);
 }
 
 void gpt_unslice(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, const gpt_real *local,
                  gpt_real *full)
 {
     copy_ctx_t c = {full, local, 0};
-    shard_runs(m, t, tp, rank, copy_run, &c);
+    shard_runs(m, t, tp, rank, m->e0, copy_run, &c);
+}
+
+void gpt_unslice_ep(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, int ep_rank,
+                    const gpt_real *local, gpt_real *full)
+{
+    copy_ctx_t c = {full, local, 0};
+    shard_runs(m, t, tp, rank, ep_rank * m->El, copy_run, &c);
 }

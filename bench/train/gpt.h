@@ -10,6 +10,10 @@
  * vocab / tp rows of the token table (which is also the head), heads / tp heads (their q, k, v
  * rows of the qkv weight, their columns of the attention projection), 4C / tp MLP features;
  * layernorms, position embeddings and the biases of row-parallel layers are whole.
+ *
+ * Mixture of experts (moe.c): in the blocks chosen by moe_layers the MLP becomes a router
+ * (linear d_model -> E, no bias, softmax, top-k) and E expert MLPs (fc, GELU, projection, no
+ * biases). With ep ranks the model holds E / ep experts, each split across tp like the dense MLP.
  */
 #ifndef MESH_TRAIN_GPT_H
 #define MESH_TRAIN_GPT_H
@@ -37,6 +41,12 @@ typedef struct {
     int tp, tp_rank;                        /* this rank's shard (1, 0: the whole model) */
     int sequence_parallel;                  /* activations between tp regions split along seq */
     int cp, cp_rank; /* context parallelism: positions [cp_rank seq / cp, ...) (1, 0: all) */
+    /* mixture of experts: experts 0 means none */
+    int experts, topk, expert_ffn; /* E, k, each expert's hidden width (0: 4 d_model) */
+    uint64_t moe_layers;           /* bit l: block l is a mixture of experts (l < 64) */
+    double capacity;               /* capacity factor of the one-process routing; 0: dropless */
+    int capacity_groups;           /* its tokens in that many equal parts, each with its capacity */
+    int ep, ep_rank;               /* this rank holds experts [ep_rank E / ep, +E / ep) */
 } gpt_config_t;
 
 /* How a tensor is split across tp. */
@@ -45,7 +55,11 @@ typedef enum {
     GPT_ROWS,      /* output features of a column-parallel weight (or bias) */
     GPT_ROWS_QKV,  /* the same within each of q, k and v */
     GPT_COLS,      /* input features of a row-parallel weight */
-    GPT_VOCAB      /* rows of the token table: a vocabulary range */
+    GPT_VOCAB,     /* rows of the token table: a vocabulary range */
+    /* expert tensors, split across ep (the rank's experts) whatever tp is, and inside each
+     * expert across tp: */
+    GPT_EXPERT_ROWS, /* [E x F, C]: F rows per expert, split as GPT_ROWS */
+    GPT_EXPERT_COLS  /* [E x C, F]: split as GPT_COLS */
 } gpt_split_t;
 
 /* One parameter tensor: name, full shape and split. Group: 0 embeddings (and the tied head),
@@ -58,6 +72,7 @@ typedef struct {
     size_t numel;     /* this rank's elements */
     size_t offset;    /* in a flat local buffer laid out in table order */
     size_t field_off; /* its pointer's place in gpt_group_t */
+    int expert;       /* an expert's tensor: not replicated across ep */
 } gpt_tensor_t;
 
 /* Pointers of a group's tensors (parameters or gradients), local shapes. */
@@ -66,6 +81,8 @@ typedef struct {
     gpt_real *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw,
         *fcprojb;          /* a block */
     gpt_real *lnfw, *lnfb; /* group L + 1 */
+    /* a mixture-of-experts block, instead of fc*: [E, C], [El Fl, C], [El C, Fl] */
+    gpt_real *routerw, *efcw, *eprojw;
 } gpt_group_t;
 
 enum { GPT_FWD = 0, GPT_BWD = 1 };
@@ -101,6 +118,27 @@ typedef struct {
     int (*attn_core_fwd)(void *ctx, const gpt_real *qkv, gpt_real *atty, gpt_real *lse, int b);
     int (*attn_core_bwd)(void *ctx, const gpt_real *qkv, const gpt_real *atty, const gpt_real *lse,
                          const gpt_real *datty, gpt_real *dqkv, int b);
+    /*
+     * Mixture of experts across ep (mesh/expert.h); all NULL: every expert here, routed by
+     * moe.c. route takes the tokens' top-k expert ids [tokens k] of (micro-batch, layer) and
+     * gives the expert rows this rank receives, how many each local expert has and which of this
+     * rank's choices the capacity dropped; the moves that follow reuse that routing until
+     * moe_done. Rows are grouped by local expert, then in global token order.
+     */
+    int (*moe_route)(void *ctx, int mb, int layer, int tokens, const int32_t *ids, int *rows,
+                     int *expert_rows, uint8_t *dropped);
+    int (*moe_dispatch)(void *ctx, int mb, int layer, const gpt_real *in, gpt_real *rows);
+    int (*moe_combine)(void *ctx, int mb, int layer, const gpt_real *rows, const gpt_real *weights,
+                       gpt_real *out, gpt_real *gathered);
+    int (*moe_combine_bwd)(void *ctx, int mb, int layer, const gpt_real *dout,
+                           const gpt_real *weights, const gpt_real *gathered, gpt_real *drows,
+                           gpt_real *dweights);
+    int (*moe_dispatch_bwd)(void *ctx, int mb, int layer, const gpt_real *drows, gpt_real *din);
+    int (*moe_done)(void *ctx, int mb, int layer);
+    /* sums n doubles over the data-parallel ranks (the router's load statistics) */
+    int (*moe_dp_sum)(void *ctx, double *buf, int n);
+    /* sums n values over tp (the router weights' gradients from the experts' partial rows) */
+    int (*moe_tp_sum)(void *ctx, gpt_real *buf, int n);
 } gpt_ops_t;
 
 /* Replaceable layers: attention (context parallelism swaps it) and the MLP (an expert layer
@@ -152,6 +190,9 @@ typedef struct {
     gpt_real *logits, *lse, *loss;                /* [b, T, Vl], [b, T], [b, T] */
     int32_t *tokens, *targets;                    /* [b, T] */
     gpt_real *wg; /* split backward (gpt_alloc_wgrad): the GPT_WG_ slots of every layer */
+    struct gpt_moe_acts *moe; /* [L]: a mixture-of-experts block's routing and expert rows */
+    double aux;               /* this micro-batch's auxiliary loss, scaled (aux_scale) */
+    uint64_t dropped;         /* choices of this rank's tokens the capacity dropped */
 } gpt_acts_t;
 
 typedef struct gpt {
@@ -172,6 +213,11 @@ typedef struct gpt {
     gpt_real *partial, *dinside, *wide_a, *wide_b, *datt, *dx, *dtmp, *dloss;
     gpt_real dloss_scale; /* d(mean loss)/d(row loss): 1 / (global batch x seq) */
     int split_backward;   /* the _bwd functions compute input gradients only (see _wgrad) */
+    /* mixture of experts: E, k, local experts from e0, expert width and its tp part, the most
+     * expert rows a rank can receive; the auxiliary loss's factor (coefficient / micro-batches) */
+    int E, K, El, e0, Fe, Fel, rmax;
+    gpt_real aux_scale;
+    struct gpt_moe_scratch *moe_scr;
 } gpt_t;
 
 extern const gpt_layers_t gpt_default_layers;
@@ -190,6 +236,8 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen);
 /* Activation buffers for n_mb micro-batches of b samples. */
 int gpt_alloc_acts(gpt_t *m, int b, int n_mb);
 void gpt_destroy(gpt_t *m);
+/* Whether block l is a mixture of experts. */
+int gpt_is_moe(const gpt_t *m, int l);
 /* Index of a tensor by name, -1 if none. */
 int gpt_tensor_index(const gpt_t *m, const char *name);
 /* The group's tensor pointers into flat local buffers laid out in table order. */
@@ -203,6 +251,9 @@ void gpt_slice(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, const gp
                gpt_real *local);
 void gpt_unslice(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, const gpt_real *local,
                  gpt_real *full);
+/* gpt_unslice of the shard held by ep rank ep_rank (expert tensors; the others as gpt_unslice) */
+void gpt_unslice_ep(const gpt_t *m, const gpt_tensor_t *t, int tp, int rank, int ep_rank,
+                    const gpt_real *local, gpt_real *full);
 
 /* Forward of micro-batch mb (tokens and targets [b, T] in acts); sets *loss_sum to the sum of
  * its rows' losses. Backward accumulates gradients (acquire's g) scaled by dloss_scale. */
@@ -235,6 +286,25 @@ size_t gpt_wgrad_slot_numel(const gpt_t *m, int slot);
 int gpt_head_wgrad(gpt_t *m, int mb);
 int gpt_blocks_wgrad(gpt_t *m, int mb, int l0, int l1);
 int gpt_embed_wgrad(gpt_t *m, int mb);
+
+/* The ends of a tp region (identity without hooks), for the layers of other files. */
+int gpt_enter_fwd(gpt_t *m, const gpt_real *out, gpt_real *in, int width);
+int gpt_enter_bwd(gpt_t *m, const gpt_real *din, gpt_real *dout, int width);
+int gpt_exit_fwd(gpt_t *m, const gpt_real *in, gpt_real *out, int width);
+int gpt_exit_bwd(gpt_t *m, const gpt_real *dout, gpt_real *din, int width);
+
+/* Mixture of experts (moe.c): the MLP of a block in moe_layers, the same contract as
+ * gpt_layers_t's mlp_fwd, mlp_bwd and mlp_wgrad (split backward: what the weight gradients need
+ * is kept in the block's own buffers, gpt_moe_alloc_wgrad, from gpt_alloc_wgrad). gpt_moe_alloc
+ * after the activations. */
+int gpt_moe_alloc(gpt_t *m);
+int gpt_moe_alloc_wgrad(gpt_t *m);
+void gpt_moe_free(gpt_t *m);
+int gpt_moe_fwd(gpt_t *m, int mb, int layer, const gpt_group_t *p, const gpt_real *in,
+                gpt_real *out);
+int gpt_moe_bwd(gpt_t *m, int mb, int layer, const gpt_group_t *p, gpt_group_t *g,
+                const gpt_real *dout, gpt_real *din);
+int gpt_moe_wgrad(gpt_t *m, int mb, int layer, gpt_group_t *g);
 
 /* Layers (layers.c): _forward/_backward pairs over flat arrays. Backward ones add into the
  * parameter gradients and into din unless noted. */

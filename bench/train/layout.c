@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const axis_names[MESH_AXIS_COUNT] = {"tp", "cp", "ep", "dp", "pp"};
-
 static int st(mesh_status_t s)
 {
     if (s == MESH_OK)
@@ -26,21 +24,21 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     int prod = 1;
     for (int a = 0; a < MESH_AXIS_COUNT; a++)
         prod *= p->size[a] > 0 ? p->size[a] : 1;
-    /* axes whose layers are not part of mesh-train yet: refused, never silently ignored */
-    static const char *const missing[MESH_AXIS_COUNT] = {[MESH_AXIS_EP] = "expert parallelism"};
-    for (int a = 0; a < MESH_AXIS_COUNT; a++)
-        if (missing[a] && p->size[a] > 1) {
-            snprintf(lo->err, sizeof(lo->err),
-                     "--mesh %s=%d: %s is not available in mesh-train yet (tp, cp, dp and pp are)",
-                     axis_names[a], p->size[a], missing[a]);
-            return -1;
-        }
     /* context parallelism runs with data parallelism only, so far */
     if (p->size[MESH_AXIS_CP] > 1 && (p->size[MESH_AXIS_TP] > 1 || p->size[MESH_AXIS_PP] > 1)) {
         snprintf(lo->err, sizeof(lo->err),
                  "--mesh cp=%d with tp=%d pp=%d: cp combines with dp only in mesh-train yet",
                  p->size[MESH_AXIS_CP], p->size[MESH_AXIS_TP] > 1 ? p->size[MESH_AXIS_TP] : 1,
                  p->size[MESH_AXIS_PP] > 1 ? p->size[MESH_AXIS_PP] : 1);
+        return -1;
+    }
+    /* nor with a mixture of experts: its routing, balance loss and capacity count whole
+     * sequences of tokens */
+    if (p->size[MESH_AXIS_CP] > 1 && p->experts) {
+        snprintf(lo->err, sizeof(lo->err),
+                 "--mesh cp=%d with --experts %d: cp does not combine with a mixture of experts "
+                 "in mesh-train yet (ep does)",
+                 p->size[MESH_AXIS_CP], p->experts);
         return -1;
     }
     /* stages 2 and 3 reduce (and gather) at every micro-batch boundary, and a pipeline runs
@@ -50,6 +48,10 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
                  "--zero %d with pp=%d: stages 2 and 3 reduce every micro-batch, which a pipeline "
                  "interleaves; use --zero 0 or 1",
                  p->stage, p->size[MESH_AXIS_PP]);
+        return -1;
+    }
+    if (p->size[MESH_AXIS_EP] > 1 && !p->experts) {
+        snprintf(lo->err, sizeof(lo->err), "--mesh ep=%d needs --experts", p->size[MESH_AXIS_EP]);
         return -1;
     }
     if (prod != mesh_comm_size(world)) {
@@ -69,13 +71,13 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     if (s == MESH_OK)
         s = mesh_grid_comm(lo->grid, "tp", &lo->tp_comm);
     if (s == MESH_OK)
-        s = mesh_grid_comm(lo->grid, "dp", &lo->dp_comm);
+        s = mesh_grid_comm(lo->grid, p->size[MESH_AXIS_EP] > 1 ? "dp-ep" : "dp", &lo->dp_comm);
     if (s == MESH_OK)
         s = mesh_grid_comm(lo->grid, "pp", &lo->pp_comm);
     if (s == MESH_OK)
         s = mesh_grid_comm(lo->grid, "cp", &lo->cp_comm);
     if (s == MESH_OK)
-        s = mesh_grid_comm(lo->grid, "dp-cp", &lo->zero_comm);
+        s = mesh_grid_comm(lo->grid, p->size[MESH_AXIS_EP] > 1 ? "dp-ep" : "dp-cp", &lo->zero_comm);
     if (s == MESH_OK)
         s = mesh_cp_create(lo->cp_comm, NULL, &lo->cp);
     mesh_tp_params_t tpp = {.field_mask = MESH_TP_PARAM_FIELD_FLAGS,
@@ -91,7 +93,7 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     lo->pp_size = mesh_comm_size(lo->pp_comm), lo->pp_rank = mesh_comm_rank(lo->pp_comm);
     lo->cp_size = mesh_comm_size(lo->cp_comm), lo->cp_rank = mesh_comm_rank(lo->cp_comm);
     lo->tied_peer = -1;
-    return 0;
+    return p->experts ? layout_moe_create(lo, p) : 0;
 }
 
 /* ---------------------------------------------------------------- the model's hooks */
@@ -128,7 +130,12 @@ static int attn_core_bwd(void *ctx, const float *qkv, const float *atty, const f
 
 /* The sharded optimizer's communication advances inside its calls: the tp hooks, which run
  * between the layers' matrix products, give it a turn. */
-#define PROGRESS(lo) ((lo)->z ? mesh_zero_progress((lo)->z) : MESH_OK)
+static mesh_status_t progress(layout_t *lo)
+{
+    mesh_status_t s = lo->z ? mesh_zero_progress(lo->z) : MESH_OK;
+    return s == MESH_OK && lo->ze ? mesh_zero_progress(lo->ze) : s;
+}
+#define PROGRESS(lo) progress(lo)
 
 static int enter_fwd(void *ctx, const float *out, float *in, int b, int w)
 {
@@ -214,11 +221,23 @@ static int zst(mesh_status_t s)
     return st(s);
 }
 
+/* The optimizer holding a tensor: the experts' own, or the dense layers'. */
+static mesh_zero_h zof(const layout_t *lo, const gpt_tensor_t *t)
+{
+    return t->expert ? lo->ze : lo->z;
+}
+
+/* Whether a group has expert tensors (they are in the experts' optimizer too). */
+static int expert_group(const layout_t *lo, int group)
+{
+    return lo->ze && group >= 1 && group <= lo->m->L && gpt_is_moe(lo->m, group - 1);
+}
+
 /* fp32 parameters of a tensor: the optimizer's own, or a copy of its bf16 ones */
 static float *param_of(layout_t *lo, const gpt_tensor_t *t)
 {
     void *ptr;
-    if (zst(mesh_zero_param(lo->z, t->name, &ptr)))
+    if (zst(mesh_zero_param(zof(lo, t), t->name, &ptr)))
         return NULL;
     if (!lo->bf16)
         return ptr;
@@ -234,7 +253,8 @@ static int prefetch(void *ctx, int group)
     layout_t *lo = ctx;
     if (lo->stage != 3 || lo->prefetched[group])
         return 0;
-    if (zst(mesh_zero_gather(lo->z, group)))
+    if (zst(mesh_zero_gather(lo->z, group)) ||
+        (expert_group(lo, group) && zst(mesh_zero_gather(lo->ze, group))))
         return -1;
     lo->prefetched[group] = 1;
     return 0;
@@ -245,11 +265,13 @@ static int gather(layout_t *lo, int group)
 {
     if (lo->stage != 3)
         return 0;
+    int ex = expert_group(lo, group);
     if (lo->prefetched[group])
         lo->prefetched[group] = 0;
-    else if (zst(mesh_zero_gather(lo->z, group)))
+    else if (zst(mesh_zero_gather(lo->z, group)) || (ex && zst(mesh_zero_gather(lo->ze, group))))
         return -1;
-    return zst(mesh_zero_wait_params(lo->z, group));
+    return zst(mesh_zero_wait_params(lo->z, group)) ||
+           (ex && zst(mesh_zero_wait_params(lo->ze, group)));
 }
 
 static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t *g)
@@ -272,12 +294,12 @@ static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t 
         if (!g)
             continue;
         void *gp;
-        if (!lo->bf16 && zst(mesh_zero_grad(lo->z, t->name, &gp)))
+        if (!lo->bf16 && zst(mesh_zero_grad(zof(lo, t), t->name, &gp)))
             return -1;
         set_field(g, t, lo->bf16 ? lo->work_g + t->offset : gp);
     }
     (void)phase;
-    return zst(mesh_zero_progress(lo->z));
+    return zst(progress(lo));
 }
 
 /* A tensor's gradient is final for the step: tp-replicated gradients summed under sequence
@@ -286,7 +308,7 @@ static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t 
 static int hand_over(layout_t *lo, const gpt_tensor_t *t)
 {
     void *gp;
-    if (zst(mesh_zero_grad(lo->z, t->name, &gp)))
+    if (zst(mesh_zero_grad(zof(lo, t), t->name, &gp)))
         return -1;
     float *g32 = lo->bf16 ? lo->work_g + t->offset : gp;
     if (lo->tp_size > 1 && t->split == GPT_WHOLE &&
@@ -297,7 +319,7 @@ static int hand_over(layout_t *lo, const gpt_tensor_t *t)
             ((uint16_t *)gp)[k] = to_bf16(g32[k]);
         memset(g32, 0, t->numel * sizeof(float));
     }
-    return zst(mesh_zero_grad_ready(lo->z, t->name));
+    return zst(mesh_zero_grad_ready(zof(lo, t), t->name));
 }
 
 /* At the end of a group's backward pass in a micro-batch whose gradients the optimizer takes
@@ -318,6 +340,8 @@ static int release(void *ctx, int group, int phase)
             return -1;
     }
     if (lo->stage == 3 && zst(mesh_zero_release(lo->z, group)))
+        return -1;
+    if (lo->stage == 3 && expert_group(lo, group) && zst(mesh_zero_release(lo->ze, group)))
         return -1;
     return 0;
 }
@@ -364,6 +388,8 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
     }
     if (lo->cp_size > 1)
         m->ops.attn_core_fwd = attn_core_fwd, m->ops.attn_core_bwd = attn_core_bwd;
+    if (lo->ep && layout_moe_bind(lo))
+        return -1;
     mesh_zero_params_t p = *zp;
     p.field_mask |= MESH_ZERO_PARAM_FIELD_STAGE | MESH_ZERO_PARAM_FIELD_DTYPE |
                     MESH_ZERO_PARAM_FIELD_GRAD_SCALE;
@@ -380,6 +406,25 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
     }
     if (zst(mesh_zero_create(lo->zero_comm, &p, &lo->z)))
         return -1;
+    /* The experts' tensors are not replicated across ep: their optimizer reduces over the
+     * expert data-parallel group and sums the norm over the expert grid's tp and ep (the
+     * pipeline stages' sums are added by layout_step, which clips both with the model's one
+     * norm). A stage without mixture-of-experts blocks has none. */
+    int experts_here = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        experts_here |= m->tensors[i].expert && (!lo->owned || lo->owned[i]);
+    if (lo->ep && experts_here) {
+        mesh_zero_params_t pe = p;
+        mesh_comm_h emp;
+        if (zst(mesh_grid_comm(lo->grid, "etp-ep", &emp)))
+            return -1;
+        lo->etp_ep_comm = emp;
+        pe.field_mask &= ~(uint64_t)MESH_ZERO_PARAM_FIELD_MP_COMM;
+        if (mesh_comm_size(emp) > 1)
+            pe.field_mask |= MESH_ZERO_PARAM_FIELD_MP_COMM, pe.mp_comm = emp;
+        if (zst(mesh_zero_create(lo->edp_comm, &pe, &lo->ze)))
+            return -1;
+    }
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor_t *t = &m->tensors[i];
         if (lo->owned && !lo->owned[i])
@@ -392,10 +437,14 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
         size_t shape[2] = {t->numel / (size_t)t->cols, (size_t)t->cols};
         if (t->split == GPT_COLS)
             shape[0] = (size_t)t->rows, shape[1] = t->numel / t->rows;
-        if (zst(mesh_zero_add(lo->z, t->name, t->numel, 2, shape, flags, t->group)))
+        if (t->split == GPT_EXPERT_COLS)
+            shape[1] = (size_t)m->Fel, shape[0] = t->numel / shape[1];
+        if (t->expert)
+            flags = 0; /* each rank of etp-ep holds its own part */
+        if (zst(mesh_zero_add(zof(lo, t), t->name, t->numel, 2, shape, flags, t->group)))
             return -1;
     }
-    if (zst(mesh_zero_finalize(lo->z)))
+    if (zst(mesh_zero_finalize(lo->z)) || (lo->ze && zst(mesh_zero_finalize(lo->ze))))
         return -1;
     lo->prefetched = calloc((size_t)m->L + 2, sizeof(int));
     lo->held = calloc((size_t)m->L + 2, sizeof(int));
@@ -423,7 +472,7 @@ int layout_init_params(layout_t *lo, uint64_t seed)
             return free(full), free(local), -1;
         gpt_init_full(m, t, seed, full);
         gpt_slice(m, t, lo->tp_size, lo->tp_rank, full, local);
-        int rc = zst(mesh_zero_init_param(lo->z, t->name, local));
+        int rc = zst(mesh_zero_init_param(zof(lo, t), t->name, local));
         free(full), free(local);
         if (rc)
             return -1;
@@ -444,22 +493,27 @@ int layout_dump_params(layout_t *lo, const char *path)
     for (int i = 0; i < m->n_tensors && rc == 0; i++) {
         const gpt_tensor_t *t = &m->tensors[i];
         size_t n = (size_t)t->rows * t->cols;
-        float *parts = malloc(t->numel * lo->tp_size * sizeof(float) + 4);
+        /* an expert tensor's parts are spread over the expert grid's tp and ep */
+        mesh_comm_h pc = t->expert ? lo->etp_ep_comm : lo->tp_comm;
+        int np = mesh_comm_size(pc);
+        float *parts = malloc(t->numel * (size_t)np * sizeof(float) + 4);
         float *full = malloc(n * sizeof(float));
         float *w = NULL;
         if (!parts || !full)
             rc = -1;
-        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_gather(lo->z, t->group)))
+        mesh_zero_h z = zof(lo, t);
+        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_gather(z, t->group)))
             rc = -1;
-        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_wait_params(lo->z, t->group)))
+        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_wait_params(z, t->group)))
             rc = -1;
         if (rc == 0 && !(w = param_of(lo, t)))
             rc = -1;
-        if (rc == 0 && st(mesh_allgather(lo->tp_comm, w, parts, t->numel, MESH_FP32, NULL, NULL)))
+        if (rc == 0 && st(mesh_allgather(pc, w, parts, t->numel, MESH_FP32, NULL, NULL)))
             rc = -1;
-        for (int r = 0; rc == 0 && r < lo->tp_size; r++)
-            gpt_unslice(m, t, lo->tp_size, r, parts + (size_t)r * t->numel, full);
-        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_release(lo->z, t->group)))
+        for (int r = 0; rc == 0 && r < np; r++) /* etp innermost */
+            gpt_unslice_ep(m, t, lo->tp_size, r % lo->tp_size, r / lo->tp_size,
+                           parts + (size_t)r * t->numel, full);
+        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_release(z, t->group)))
             rc = -1;
         if (rc == 0 && f) {
             fprintf(f, "# %s %d %d\n", t->name, t->rows, t->cols);
@@ -474,21 +528,36 @@ int layout_dump_params(layout_t *lo, const char *path)
 }
 
 /* The model and the step a checkpoint belongs to, beside the optimizer's files. */
-static void describe_model(const gpt_t *m, char *buf, size_t len)
+static void describe_model(const layout_t *lo, char *buf, size_t len)
 {
-    snprintf(buf, len, "layers=%d d_model=%d heads=%d seq=%d vocab=%d", m->L, m->C, m->NH,
-             m->cfg.seq, m->V);
+    const gpt_t *m = lo->m;
+    int n = snprintf(buf, len, "layers=%d d_model=%d heads=%d seq=%d vocab=%d", m->L, m->C, m->NH,
+                     m->cfg.seq, m->V);
+    /* the experts' optimizer keeps one index per rank of the expert grid's tp x ep */
+    if (m->E && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n,
+                 " experts=%d topk=%d expert_ffn=%d moe_layers=0x%llx, experts over tp=%d ep=%d",
+                 m->E, m->K, m->Fe, (unsigned long long)m->cfg.moe_layers, lo->tp_size,
+                 lo->ep_size);
+}
+
+/* The experts' optimizer's files, in a folder of the checkpoint's. */
+static void experts_dir(const char *dir, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/experts", dir);
 }
 
 int layout_save(layout_t *lo, const char *dir, int64_t step)
 {
-    if (zst(mesh_zero_save(lo->z, dir)))
+    char edir[4096];
+    experts_dir(dir, edir, sizeof(edir));
+    if (zst(mesh_zero_save(lo->z, dir)) || (lo->ze && zst(mesh_zero_save(lo->ze, edir))))
         return -1;
     int rc = 0;
     if (mesh_comm_rank(lo->world) == 0) {
-        char path[4096], model[128];
+        char path[4096], model[256];
         snprintf(path, sizeof(path), "%s/mesh-train.txt", dir);
-        describe_model(lo->m, model, sizeof(model));
+        describe_model(lo, model, sizeof(model));
         FILE *f = fopen(path, "w");
         if (!f || fprintf(f, "%s\nstep=%lld\n", model, (long long)step) < 0 || fclose(f)) {
             perror(path);
@@ -501,9 +570,9 @@ int layout_save(layout_t *lo, const char *dir, int64_t step)
 
 int layout_load(layout_t *lo, const char *dir, int64_t *step)
 {
-    char path[4096], model[128], line[256], want[128];
+    char path[4096], model[256], line[256], want[256], edir[4096];
     snprintf(path, sizeof(path), "%s/mesh-train.txt", dir);
-    describe_model(lo->m, want, sizeof(want));
+    describe_model(lo, want, sizeof(want));
     FILE *f = fopen(path, "r");
     long long s = -1;
     int ok = f && fgets(model, sizeof(model), f) && fgets(line, sizeof(line), f) &&
@@ -519,7 +588,8 @@ int layout_load(layout_t *lo, const char *dir, int64_t *step)
         fprintf(stderr, "mesh-train: --load: %s holds %s, this run is %s\n", path, model, want);
         return -1;
     }
-    if (zst(mesh_zero_load(lo->z, dir)))
+    experts_dir(dir, edir, sizeof(edir));
+    if (zst(mesh_zero_load(lo->z, dir)) || (lo->ze && zst(mesh_zero_load(lo->ze, edir))))
         return -1;
     *step = s;
     return 0;
@@ -527,6 +597,11 @@ int layout_load(layout_t *lo, const char *dir, int64_t *step)
 
 void layout_destroy(layout_t *lo)
 {
+    for (int i = 0; lo->routes && lo->m && i < lo->m->n_mb * lo->m->L; i++)
+        mesh_ep_layout_destroy(lo->routes[i]);
+    free(lo->routes);
+    mesh_ep_destroy(lo->ep);
+    mesh_zero_destroy(lo->ze);
     mesh_zero_destroy(lo->z);
     free(lo->prefetched), free(lo->held);
     mesh_tp_destroy(lo->tp);

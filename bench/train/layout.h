@@ -9,6 +9,7 @@
 #include "gpt.h"
 #include <mesh.h>
 #include <mesh/context.h>
+#include <mesh/expert.h>
 #include <mesh/tensor.h>
 #include <mesh/zero.h>
 
@@ -18,11 +19,17 @@ typedef struct {
     int sequence_parallel;
     int bf16;
     int stage; /* ZeRO */
+    /* mixture of experts (0 experts: none) */
+    int experts, topk;
+    double capacity;
+    int capacity_groups; /* 0: the ep groups */
 } layout_params_t;
 
 typedef struct {
+    /* dp_comm is the dense layers' data-parallel group: dp x ep ranks ("dp-ep") */
     mesh_comm_h world, tp_comm, dp_comm, pp_comm, cp_comm;
-    mesh_comm_h zero_comm; /* the optimizer's: dp, or dp-cp (cp ranks hold the same parameters) */
+    /* the dense optimizer's: dp_comm, or dp-cp (cp ranks hold the same parameters) */
+    mesh_comm_h zero_comm;
     mesh_grid_h grid;
     mesh_tp_h tp;
     mesh_cp_h cp;
@@ -41,15 +48,32 @@ typedef struct {
      * schedule, not by the hooks. */
     int *owned;
     int tied_peer;
+    /* Mixture of experts: the experts spread over ep_comm (the expert grid's "ep"), their
+     * tensors in a second optimizer (ze) over the expert data-parallel group ("edp"), the norm
+     * summed over "etp-ep"; the routing of each (micro-batch, block) until its backward pass. */
+    mesh_comm_h ep_comm, edp_comm, etp_ep_comm;
+    int ep_size, ep_rank, edp_size;
+    int capacity_split; /* capacity groups per ep group (ep=1 only: parts of a rank's tokens) */
+    mesh_ep_h ep;
+    mesh_zero_h ze;
+    mesh_ep_layout_h *routes; /* [micro-batches x L] */
     char err[512];
 } layout_t;
 
 /* Builds the grid (refusing axes whose layer mesh-train does not have yet), the tp and the cp
- * handles. */
+ * handles and with experts the ep handle. */
 int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p);
 /* Points the model's hooks at the layout; registers its tensors with the sharded optimizer
  * (created with zp, over dp, the norm summed over tp) and finalizes it. */
 int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp);
+/* Mixture of experts (layout_moe.c): the groups and the ep handle, from layout_create; the
+ * hooks, from layout_bind. */
+int layout_moe_create(layout_t *lo, const layout_params_t *p);
+int layout_moe_bind(layout_t *lo);
+/* Both optimizers (with experts): the micro-batch begun, and the step with the model's one
+ * gradient norm (*norm). */
+int layout_micro_begin(layout_t *lo, int last);
+int layout_step(layout_t *lo, double *norm);
 /* Pipeline parallelism, after the step's schedule has run: the tied token table's gradient
  * summed with the other stage's copy, then group 0 handed to the optimizer. */
 int layout_pp_handover(layout_t *lo);
@@ -59,7 +83,8 @@ int layout_init_params(layout_t *lo, uint64_t seed);
 /* Writes every tensor whole, in table order, as text (one value per line after a
  * "# name rows cols" line); collective, world rank 0 writes. */
 int layout_dump_params(layout_t *lo, const char *path);
-/* Checkpoint: the optimizer's shards and index, and mesh-train.txt (the model and the step). */
+/* Checkpoint: the optimizer's shards and index (the experts' optimizer's in experts/), and
+ * mesh-train.txt (the model, with experts their tp and ep, and the step). */
 int layout_save(layout_t *lo, const char *dir, int64_t step);
 int layout_load(layout_t *lo, const char *dir, int64_t *step);
 void layout_destroy(layout_t *lo);

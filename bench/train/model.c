@@ -7,7 +7,7 @@
 #define HOOK(m, name, ...) ((m)->ops.name ? (m)->ops.name((m)->ops.ctx, __VA_ARGS__) : 0)
 
 /* Without hooks a tp region's inside is its outside. */
-static int enter_fwd(gpt_t *m, const gpt_real *out, gpt_real *in, int width)
+int gpt_enter_fwd(gpt_t *m, const gpt_real *out, gpt_real *in, int width)
 {
     if (m->ops.enter_fwd)
         return m->ops.enter_fwd(m->ops.ctx, out, in, m->b, width);
@@ -15,7 +15,7 @@ static int enter_fwd(gpt_t *m, const gpt_real *out, gpt_real *in, int width)
     return 0;
 }
 
-static int enter_bwd(gpt_t *m, const gpt_real *din, gpt_real *dout, int width)
+int gpt_enter_bwd(gpt_t *m, const gpt_real *din, gpt_real *dout, int width)
 {
     if (m->ops.enter_bwd)
         return m->ops.enter_bwd(m->ops.ctx, din, dout, m->b, width);
@@ -23,7 +23,7 @@ static int enter_bwd(gpt_t *m, const gpt_real *din, gpt_real *dout, int width)
     return 0;
 }
 
-static int exit_fwd(gpt_t *m, const gpt_real *in, gpt_real *out, int width)
+int gpt_exit_fwd(gpt_t *m, const gpt_real *in, gpt_real *out, int width)
 {
     if (m->ops.exit_fwd)
         return m->ops.exit_fwd(m->ops.ctx, in, out, m->b, width);
@@ -31,7 +31,7 @@ static int exit_fwd(gpt_t *m, const gpt_real *in, gpt_real *out, int width)
     return 0;
 }
 
-static int exit_bwd(gpt_t *m, const gpt_real *dout, gpt_real *din, int width)
+int gpt_exit_bwd(gpt_t *m, const gpt_real *dout, gpt_real *din, int width)
 {
     if (m->ops.exit_bwd)
         return m->ops.exit_bwd(m->ops.ctx, dout, din, m->b, width);
@@ -69,7 +69,7 @@ static int attn_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_rea
     gpt_real *in_l = a->ln1_in + (size_t)l * N * C, *qkv = a->qkv + (size_t)l * N * 3 * Cl;
     gpt_real *att = a->att + (size_t)l * m->b * m->NHl * m->T * m->T;
     gpt_real *atty = a->atty + (size_t)l * N * Cl;
-    if (enter_fwd(m, in, in_l, C))
+    if (gpt_enter_fwd(m, in, in_l, C))
         return -1;
     gpt_matmul_forward(qkv, in_l, p->qkvw, p->qkvb, N, C, 3 * Cl);
     if (m->ops.attn_core_fwd) {
@@ -79,7 +79,7 @@ static int attn_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_rea
         gpt_attention_forward(atty, att, qkv, m->b, m->T, m->NHl, m->hs);
     }
     gpt_matmul_forward(m->partial, atty, p->attprojw, NULL, N, Cl, C);
-    if (exit_fwd(m, m->partial, out, C))
+    if (gpt_exit_fwd(m, m->partial, out, C))
         return -1;
     add_rows_bias(out, p->attprojb, No, C);
     return 0;
@@ -109,7 +109,7 @@ static int attn_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *
         colsum(g->attprojb, dout, No, C);
     else
         keep(m, mb, l, GPT_WG_ATTN_DOUT, dout);
-    if (exit_bwd(m, dout, m->partial, C))
+    if (gpt_exit_bwd(m, dout, m->partial, C))
         return -1;
     if (!g)
         keep(m, mb, l, GPT_WG_ATTN_PARTIAL, m->partial);
@@ -127,7 +127,7 @@ static int attn_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *
         qkv_bias_grad(g->qkvb, dqkv, N, Cl);
     else
         keep(m, mb, l, GPT_WG_ATTN_DQKV, dqkv);
-    return enter_bwd(m, m->dinside, din, C);
+    return gpt_enter_bwd(m, m->dinside, din, C);
 }
 
 static int attn_wgrad(gpt_t *m, int mb, int l, gpt_group_t *g)
@@ -150,12 +150,12 @@ static int mlp_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_real
     int N = m->b * m->T, No = m->b * m->tl, C = m->C, F = m->Fl;
     gpt_real *in_l = a->ln2_in + (size_t)l * N * C, *fch = a->fch + (size_t)l * N * F;
     gpt_real *gel = a->fch_gelu + (size_t)l * N * F;
-    if (enter_fwd(m, in, in_l, C))
+    if (gpt_enter_fwd(m, in, in_l, C))
         return -1;
     gpt_matmul_forward(fch, in_l, p->fcw, p->fcb, N, C, F);
     gpt_gelu_forward(gel, fch, N * F);
     gpt_matmul_forward(m->partial, gel, p->fcprojw, NULL, N, F, C);
-    if (exit_fwd(m, m->partial, out, C))
+    if (gpt_exit_fwd(m, m->partial, out, C))
         return -1;
     add_rows_bias(out, p->fcprojb, No, C);
     return 0;
@@ -172,7 +172,7 @@ static int mlp_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g
         colsum(g->fcprojb, dout, No, C);
     else
         keep(m, mb, l, GPT_WG_MLP_DOUT, dout);
-    if (exit_bwd(m, dout, m->partial, C))
+    if (gpt_exit_bwd(m, dout, m->partial, C))
         return -1;
     if (!g)
         keep(m, mb, l, GPT_WG_MLP_PARTIAL, m->partial);
@@ -183,7 +183,7 @@ static int mlp_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g
         keep(m, mb, l, GPT_WG_MLP_DFCH, dfch);
     gpt_matmul_backward(m->dinside, g ? g->fcw : NULL, g ? g->fcb : NULL, dfch, in_l, p->fcw, N, C,
                         F, 0);
-    return enter_bwd(m, m->dinside, din, C);
+    return gpt_enter_bwd(m, m->dinside, din, C);
 }
 
 static int mlp_wgrad(gpt_t *m, int mb, int l, gpt_group_t *g)
@@ -221,6 +221,7 @@ int gpt_embed_fwd(gpt_t *m, int mb)
     if (acquire(m, 0, GPT_FWD, &p0, NULL) || HOOK(m, prefetch, 1))
         return -1;
     gpt_real *x = a->x;
+    a->aux = 0, a->dropped = 0;
     if (m->ops.embed_fwd) {
         if (m->ops.embed_fwd(m->ops.ctx, a->tokens, p0.wte, x, b))
             return -1;
@@ -259,7 +260,8 @@ int gpt_blocks_fwd(gpt_t *m, int mb, int l0, int l1)
             xmid[i] = xl[i] + m->dtmp[i];
         gpt_layernorm_forward(ln2, a->ln2_mean + (size_t)l * No, a->ln2_rstd + (size_t)l * No, xmid,
                               p.ln2w, p.ln2b, No, C);
-        if (m->layers.mlp_fwd(m, mb, l, &p, ln2, m->dtmp))
+        if (gpt_is_moe(m, l) ? gpt_moe_fwd(m, mb, l, &p, ln2, m->dtmp)
+                             : m->layers.mlp_fwd(m, mb, l, &p, ln2, m->dtmp))
             return -1;
         for (size_t i = 0; i < (size_t)No * C; i++)
             xn[i] = xmid[i] + m->dtmp[i];
@@ -283,7 +285,7 @@ int gpt_head_fwd(gpt_t *m, int mb, double *loss_sum)
     /* the head, tied to the token table: logits of this rank's vocabulary range */
     if (acquire(m, 0, GPT_FWD, &p0, NULL))
         return -1;
-    if (enter_fwd(m, a->lnf, a->lnf_in, C))
+    if (gpt_enter_fwd(m, a->lnf, a->lnf_in, C))
         return -1;
     gpt_matmul_forward(a->logits, a->lnf_in, p0.wte, NULL, N, C, m->Vl);
     if (m->ops.loss_fwd) {
@@ -321,7 +323,7 @@ int gpt_head_bwd(gpt_t *m, int mb)
     }
     gpt_matmul_backward(m->dinside, split ? NULL : g0.wte, NULL, dlogits, a->lnf_in, p0.wte, N, C,
                         m->Vl, 0);
-    if (enter_bwd(m, m->dinside, m->dtmp, C))
+    if (gpt_enter_bwd(m, m->dinside, m->dtmp, C))
         return -1;
     if (HOOK(m, release, 0, GPT_BWD))
         return -1;
@@ -345,7 +347,8 @@ int gpt_blocks_bwd(gpt_t *m, int mb, int l0, int l1)
         if (acquire(m, l + 1, GPT_BWD, &p, gp) || (l > l0 && HOOK(m, prefetch, l)))
             return -1;
         /* dx holds d(block output); the residual passes it through to xmid and x */
-        if (m->layers.mlp_bwd(m, mb, l, &p, gp, m->dx, m->dtmp))
+        if (gpt_is_moe(m, l) ? gpt_moe_bwd(m, mb, l, &p, gp, m->dx, m->dtmp)
+                             : m->layers.mlp_bwd(m, mb, l, &p, gp, m->dx, m->dtmp))
             return -1;
         if (split)
             keep(m, mb, l, GPT_WG_LN2, m->dtmp);
@@ -421,7 +424,8 @@ int gpt_blocks_wgrad(gpt_t *m, int mb, int l0, int l1)
     gpt_group_t p, g;
     for (int l = l1 - 1; l >= l0; l--) {
         size_t o = (size_t)l * No * C;
-        if (acquire(m, l + 1, GPT_BWD, &p, &g) || m->layers.mlp_wgrad(m, mb, l, &g))
+        if (acquire(m, l + 1, GPT_BWD, &p, &g) ||
+            (gpt_is_moe(m, l) ? gpt_moe_wgrad(m, mb, l, &g) : m->layers.mlp_wgrad(m, mb, l, &g)))
             return -1;
         gpt_layernorm_wgrad(g.ln2w, g.ln2b, gpt_wgrad_slot(m, mb, l, GPT_WG_LN2), a->xmid + o,
                             a->ln2_mean + (size_t)l * No, a->ln2_rstd + (size_t)l * No, No, C);

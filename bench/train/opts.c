@@ -17,10 +17,12 @@ static const char usage[] =
     "layout.\n"
     "\n"
     "layout:\n"
-    "  --mesh tp=A,pp=P,dp=B  axis sizes (tp, pp, dp, and cp=C with dp only: the sequence split\n"
-    "                         over C ranks, ring attention; ep is refused until its layer\n"
-    "                         comes); they multiply to the number of ranks, dp by default takes\n"
-    "                         what the others leave (default: dp = all ranks)\n"
+    "  --mesh tp=A,pp=P,dp=B,cp=C,ep=E  axis sizes; they multiply to the number of ranks, dp by\n"
+    "                         default takes what the others leave (default: dp = all ranks);\n"
+    "                         cp splits the sequence over C ranks (ring attention), with dp\n"
+    "                         only (not tp, pp or --experts); ep (with --experts) spreads the\n"
+    "                         experts over ep ranks taken from the data-parallel ones: the\n"
+    "                         dense layers are data-parallel over dp x ep\n"
     "  --mesh auto[,AXIS=N]   (or --plan) the layout from the planner (<mesh/plan.h>, as\n"
     "                         tools/mesh-plan) for this model, --batch and the ranks and nodes\n"
     "                         of the run, as CPU ranks, among what mesh-train runs (cp = ep = 1,\n"
@@ -42,14 +44,37 @@ static const char usage[] =
     "model:\n"
     "  --layers L (2)  --d-model C (64)  --heads H (4)  --seq T (16)  --vocab V (128)\n"
     "  --dtype fp32|bf16      parameters and gradients (default fp32; fp32 master weights)\n"
+    "mixture of experts:\n"
+    "  --experts E            the MLP of the chosen blocks becomes a router (linear d_model ->\n"
+    "                         E without bias, softmax) and E GELU expert MLPs without biases\n"
+    "                         (default 0: none); their tensors are reduced over the expert\n"
+    "                         data-parallel group, the rest over dp x ep\n"
+    "  --topk K               experts per token (default 2, at most E), weighted by their router\n"
+    "                         probabilities (not renormalised)\n"
+    "  --expert-ffn F         hidden width of each expert (default 4 d_model, the dense MLP's)\n"
+    "  --moe-layers LIST      blocks with experts, 0-based, comma-separated, or all (default:\n"
+    "                         every other block, 1, 3, 5, ...)\n"
+    "  --capacity F           capacity factor: an expert takes at most ceil(F tokens K / E) of a\n"
+    "                         micro-batch's tokens of its ep group, the first in token order\n"
+    "                         (default 0: dropless)\n"
+    "  --capacity-groups G    the capacity counts each of G equal parts of a micro-batch apart,\n"
+    "                         as G ep groups do (default: the run's ep groups, edp; with ep=1\n"
+    "                         a multiple of them): one process given G drops as a layout of G\n"
+    "                         ep groups\n"
+    "  --aux-loss X           coefficient of the load-balancing loss E sum_e f_e P_e, per MoE\n"
+    "                         block over every dp rank's tokens of a micro-batch, averaged over\n"
+    "                         micro-batches (default 0.01)\n"
     "training:\n"
-    "  --batch B              global batch in samples (default 8); dp rank r takes samples\n"
-    "                         r B/dp .. (r+1) B/dp - 1 of every step\n"
-    "  --microbatches M       micro-batches per rank and step (default 1)\n"
+    "  --batch B              global batch in samples (default 8)\n"
+    "  --microbatches M       micro-batches per rank and step (default 1): micro-batch m is\n"
+    "                         samples m B/M .. (m+1) B/M - 1 of the step, dp rank r taking\n"
+    "                         the r-th B/(M dp) of them\n"
     "  --steps S (10)  --lr X (1e-3)  --seed N (1)  --clip X (1.0, 0: none)\n"
     "  --weight-decay X (0)\n"
     "output:\n"
-    "  --csv FILE             step,loss,grad_norm,time_ms,tokens_per_s (layout in a # header)\n"
+    "  --csv FILE             step,loss,grad_norm,time_ms,tokens_per_s (layout in a # header;\n"
+    "                         with --experts also aux_loss,dropped: the load-balancing loss and\n"
+    "                         the token choices the capacity dropped in the step)\n"
     "  --save DIR / --load DIR  checkpoint after the last step / resume from one\n"
     "  --dump-params FILE     every parameter whole after the last step, in a fixed order\n"
     "  --quiet                no per-step lines\n";
@@ -82,6 +107,34 @@ static int sizes(train_opts_t *o, const char *arg, int say)
     return 0;
 }
 
+/* "all" or 0-based block numbers, comma-separated */
+static int moe_layers(train_opts_t *o, const char *arg, int say)
+{
+    if (!strcmp(arg, "all")) {
+        o->moe_layers = ~(uint64_t)0;
+        return 0;
+    }
+    char *copy = strdup(arg), *save = NULL;
+    int rc = 0;
+    o->moe_layers = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        long v = strtol(tok, &end, 10);
+        if (*end || v < 0 || v > 63) {
+            SAY("mesh-train: --moe-layers %s: '%s' is not a block number 0..63 (or use all)\n", arg,
+                tok);
+            rc = -1;
+        }
+        o->moe_layers |= (uint64_t)1 << (v & 63);
+    }
+    if (rc == 0 && !o->moe_layers) {
+        SAY("mesh-train: --moe-layers %s names no block\n", arg);
+        rc = -1;
+    }
+    free(copy);
+    return rc;
+}
+
 static int positive(const char *opt, const char *arg, int *out, int say)
 {
     char *end;
@@ -109,7 +162,9 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                         .clip = 1.0,
                         .seed = 1,
                         .overlap = 1,
-                        .bucket_mb = 4};
+                        .bucket_mb = 4,
+                        .topk = 2,
+                        .aux_loss = 0.01};
     enum {
         MESH = 256,
         PLAN,
@@ -138,6 +193,13 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
         QUIET,
         SCHEDULE,
         CHUNKS,
+        EXPERTS,
+        TOPK,
+        EXPERT_FFN,
+        MOE_LAYERS,
+        CAPACITY,
+        AUX,
+        CAPACITY_GROUPS,
         HELP
     };
     static const struct option longs[] = {{"mesh", 1, 0, MESH},
@@ -167,6 +229,13 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                                           {"quiet", 0, 0, QUIET},
                                           {"schedule", 1, 0, SCHEDULE},
                                           {"chunks", 1, 0, CHUNKS},
+                                          {"experts", 1, 0, EXPERTS},
+                                          {"topk", 1, 0, TOPK},
+                                          {"expert-ffn", 1, 0, EXPERT_FFN},
+                                          {"moe-layers", 1, 0, MOE_LAYERS},
+                                          {"capacity", 1, 0, CAPACITY},
+                                          {"aux-loss", 1, 0, AUX},
+                                          {"capacity-groups", 1, 0, CAPACITY_GROUPS},
                                           {"help", 0, 0, HELP},
                                           {0, 0, 0, 0}};
     opterr = print;
@@ -265,6 +334,33 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
         case CHUNKS:
             rc = positive("--chunks", optarg, &o->chunks, say);
             break;
+        case EXPERTS:
+            rc = positive("--experts", optarg, &o->experts, say);
+            break;
+        case TOPK:
+            rc = positive("--topk", optarg, &o->topk, say);
+            break;
+        case EXPERT_FFN:
+            rc = positive("--expert-ffn", optarg, &o->expert_ffn, say);
+            break;
+        case CAPACITY_GROUPS:
+            rc = positive("--capacity-groups", optarg, &o->capacity_groups, say);
+            break;
+        case MOE_LAYERS:
+            rc = moe_layers(o, optarg, say);
+            break;
+        case CAPACITY:
+        case AUX: {
+            char *end;
+            double v = strtod(optarg, &end);
+            if (*end || !(v >= 0 && v < 1e9)) {
+                SAY("mesh-train: %s %s: a number >= 0 is needed\n",
+                    c == AUX ? "--aux-loss" : "--capacity", optarg);
+                rc = -1;
+            }
+            *(c == AUX ? &o->aux_loss : &o->capacity) = v;
+            break;
+        }
         case HELP:
         case 'h':
             if (print)
@@ -276,6 +372,37 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
             rc = -1;
         }
     }
+    const char *moe_only = o->moe_layers               ? "--moe-layers"
+                           : o->expert_ffn             ? "--expert-ffn"
+                           : o->capacity > 0           ? "--capacity"
+                           : o->capacity_groups        ? "--capacity-groups"
+                           : o->size[MESH_AXIS_EP] > 1 ? "--mesh ep"
+                                                       : NULL;
+    if (rc == 0 && !o->experts && moe_only) {
+        SAY("mesh-train: %s needs --experts\n", moe_only);
+        rc = -1;
+    }
+    if (rc == 0 && o->capacity_groups && !(o->capacity > 0)) {
+        SAY("mesh-train: --capacity-groups needs --capacity\n");
+        rc = -1;
+    }
+    if (rc == 0 && o->experts && o->plan) {
+        SAY("mesh-train: --mesh auto with --experts: the planner does not place experts yet; "
+            "give the axis sizes\n");
+        rc = -1;
+    }
+    if (rc == 0 && o->experts && o->topk > o->experts) {
+        SAY("mesh-train: --topk %d exceeds --experts %d\n", o->topk, o->experts);
+        rc = -1;
+    }
+    /* all, or by default every other block (1, 3, 5, ...; block 0 of a one-block model):
+     * the blocks there are; a list is checked against --layers by the model */
+    uint64_t there = o->layers < 64 ? ((uint64_t)1 << o->layers) - 1 : ~(uint64_t)0;
+    if (o->experts && (!o->moe_layers || o->moe_layers == ~(uint64_t)0))
+        o->moe_layers = (o->moe_layers    ? ~(uint64_t)0
+                         : o->layers == 1 ? 1
+                                          : 0xaaaaaaaaaaaaaaaaull) &
+                        there;
     if (rc == 0 && optind < argc) {
         SAY("mesh-train: unexpected argument '%s' (see --help)\n", argv[optind]);
         rc = -1;

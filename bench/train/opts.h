@@ -21,6 +21,11 @@ typedef struct {
     double bucket_mb;
     const char *csv, *save, *load, *dump;
     int quiet;
+    /* mixture of experts: experts 0 means none */
+    int experts, topk, expert_ffn;
+    uint64_t moe_layers; /* bit l: block l; 0 when not given: the odd blocks */
+    double capacity, aux_loss;
+    int capacity_groups; /* 0: not given */
 } train_opts_t;
 
 /* 0: run; 1: --help was printed; -1: bad option (message printed). */

@@ -188,9 +188,11 @@ int pipe_step(pipe_t *pp, double *loss_sum)
     memset(pp->bwd_done, 0, (size_t)pp->v * sizeof(int));
     /* one micro-batch for the optimizer: the step's gradients accumulate across the pipeline's
      * micro-batches and are handed over as each group's last one is in */
-    mesh_status_t s = mesh_zero_micro_begin(lo->z, 1);
-    if (s == MESH_OK)
-        s = mesh_pp_exec_run(pp->exec);
+    if (layout_micro_begin(lo, 1)) {
+        snprintf(pp->err, sizeof(pp->err), "the optimizer's micro-batch");
+        return -1;
+    }
+    mesh_status_t s = mesh_pp_exec_run(pp->exec);
     if (s != MESH_OK) {
         snprintf(pp->err, sizeof(pp->err), "%s", mesh_comm_last_error(NULL));
         return -1;

@@ -55,15 +55,23 @@ static void describe(char *buf, size_t len, const train_opts_t *o, const layout_
     if (lo->pp_size > 1)
         snprintf(sched, sizeof(sched), " schedule=%s chunks=%d",
                  mesh_pp_kind_name(mesh_pp_schedule_kind(pp->sched)), pp->v);
+    char moe[160] = "";
+    int ep = lo->ep_size > 0 ? lo->ep_size : 1;
+    if (m->E)
+        snprintf(moe, sizeof(moe),
+                 " experts=%d topk=%d expert_ffn=%d moe_layers=0x%llx capacity=%g "
+                 "capacity_groups=%d aux_loss=%g",
+                 m->E, m->K, m->Fe, (unsigned long long)m->cfg.moe_layers, o->capacity,
+                 lo->capacity_split * lo->edp_size, o->aux_loss);
     snprintf(buf, len,
-             "mesh-train tp=%d dp=%d pp=%d%s cp=%d ep=1 order=%s zero=%d dtype=%s sp=%d "
+             "mesh-train tp=%d dp=%d pp=%d%s cp=%d ep=%d order=%s zero=%d dtype=%s sp=%d "
              "overlap=%d layers=%d d_model=%d heads=%d seq=%d vocab=%d batch=%d microbatches=%d "
-             "lr=%g seed=%llu params=%zu ranks=%d nodes=%d",
-             lo->tp_size, lo->dp_size, lo->pp_size, sched, lo->cp_size,
+             "lr=%g seed=%llu params=%zu ranks=%d nodes=%d%s",
+             lo->tp_size, lo->dp_size / ep, lo->pp_size, sched, lo->cp_size, ep,
              o->order ? o->order : "tp-cp-ep-dp-pp", o->zero, o->bf16 ? "bf16" : "fp32",
              o->sequence_parallel, o->overlap, m->L, m->C, m->NH, m->cfg.seq, m->V, o->batch,
              o->microbatches, o->lr, (unsigned long long)o->seed, params, mesh_comm_size(world),
-             mesh_comm_node_count(world));
+             mesh_comm_node_count(world), moe);
 }
 
 int main(int argc, char **argv)
@@ -99,7 +107,11 @@ int main(int argc, char **argv)
     layout_params_t lp = {.order = o.order,
                           .sequence_parallel = o.sequence_parallel,
                           .bf16 = o.bf16,
-                          .stage = o.zero};
+                          .stage = o.zero,
+                          .experts = o.experts,
+                          .topk = o.topk,
+                          .capacity = o.capacity,
+                          .capacity_groups = o.capacity_groups};
     memcpy(lp.size, o.size, sizeof(lp.size));
     if (lp.size[MESH_AXIS_DP] == 0) { /* dp takes the ranks the other axes leave */
         int other = 1;
@@ -121,7 +133,15 @@ int main(int argc, char **argv)
                         .tp_rank = lo.tp_rank,
                         .sequence_parallel = o.sequence_parallel,
                         .cp = lo.cp_size,
-                        .cp_rank = lo.cp_rank};
+                        .cp_rank = lo.cp_rank,
+                        .experts = o.experts,
+                        .topk = o.topk,
+                        .expert_ffn = o.expert_ffn,
+                        .moe_layers = o.moe_layers,
+                        .capacity = o.capacity,
+                        .capacity_groups = lo.capacity_split,
+                        .ep = lo.ep_size,
+                        .ep_rank = lo.ep_rank};
     if (gpt_create(&m, &cfg, err, sizeof(err))) {
         if (say)
             fprintf(stderr, "mesh-train: %s\n", err);
@@ -137,11 +157,22 @@ int main(int argc, char **argv)
         goto out_agreed;
     }
     int b = per_rank / o.microbatches;
+    /* capacity groups of whole samples, the same in every layout */
+    int groups = lo.capacity_split * lo.edp_size;
+    if (o.capacity > 0 && (o.batch / o.microbatches) % groups) {
+        if (say)
+            fprintf(stderr,
+                    "mesh-train: --capacity with %d capacity groups: the %d samples of a "
+                    "micro-batch do not split evenly into them\n",
+                    groups, o.batch / o.microbatches);
+        goto out_agreed;
+    }
     if (gpt_alloc_acts(&m, b, o.microbatches)) {
         fprintf(stderr, "mesh-train: out of memory for activations\n");
         goto out;
     }
     m.dloss_scale = 1.0f / ((float)o.batch * o.seq);
+    m.aux_scale = (float)(o.aux_loss / o.microbatches);
     const char *pp_refused = o.save   ? "--save"
                              : o.load ? "--load"
                              : o.dump ? "--dump-params"
@@ -186,9 +217,11 @@ int main(int argc, char **argv)
     } else if (layout_init_params(&lo, o.seed)) {
         goto out;
     }
-    mesh_zero_memory_t mem;
-    if (mesh_zero_memory(lo.z, &mem) != MESH_OK)
+    mesh_zero_memory_t mem, emem = {0};
+    if (mesh_zero_memory(lo.z, &mem) != MESH_OK || (lo.ze && mesh_zero_memory(lo.ze, &emem)))
         goto out;
+    mem.params += emem.params, mem.grads += emem.grads, mem.master += emem.master;
+    mem.optimizer += emem.optimizer, mem.buffers += emem.buffers;
     /* the full parameter count: every tensor once */
     size_t full_params = 0;
     for (int i = 0; i < m.n_tensors; i++)
@@ -209,7 +242,8 @@ int main(int argc, char **argv)
             goto out;
         }
         if (csv)
-            fprintf(csv, "# %s\nstep,loss,grad_norm,time_ms,tokens_per_s\n", desc);
+            fprintf(csv, "# %s\nstep,loss,grad_norm,time_ms,tokens_per_s%s\n", desc,
+                    o.experts ? ",aux_loss,dropped" : "");
     }
     int steps_run = 0;
     double *times = calloc((size_t)o.steps + 1, sizeof(double));
@@ -222,10 +256,15 @@ int main(int argc, char **argv)
         goto out_loop;
     }
     for (int64_t step = start + 1; step <= o.steps; step++) {
-        double t0 = now_ms(), loss = 0;
+        double t0 = now_ms(), loss = 0, aux = 0, dropped = 0;
+        for (int mb = 0; mb < o.microbatches; mb++)
+            m.acts[mb].aux = 0, m.acts[mb].dropped = 0;
         for (int mb = 0; mb < o.microbatches; mb++) {
             gpt_acts_t *a = &m.acts[mb];
-            int64_t first_sample = (int64_t)lo.dp_rank * per_rank + (int64_t)mb * b;
+            /* micro-batch mb of the step is samples mb B/M .. (mb + 1) B/M - 1 whatever dp is,
+             * so that what is counted per micro-batch (a mixture of experts' balance loss and
+             * capacity) is the same on every layout; the cp ranks of a dp rank share its samples */
+            int64_t first_sample = (int64_t)mb * b * lo.dp_size + (int64_t)lo.dp_rank * b;
             for (int s = 0; s < b; s++) {
                 /* the whole sample, of which a cp rank keeps its positions */
                 train_data_sample(o.seed, step, first_sample + s, o.seq, m.V, seq_tokens,
@@ -238,10 +277,8 @@ int main(int argc, char **argv)
                 continue; /* the schedule runs them all below */
             double ls;
             lo.boundary = mb == o.microbatches - 1;
-            if (mesh_zero_micro_begin(lo.z, lo.boundary) != MESH_OK) {
-                fprintf(stderr, "mesh-train: %s\n", mesh_comm_last_error(NULL));
+            if (layout_micro_begin(&lo, lo.boundary))
                 goto out_loop;
-            }
             if (gpt_forward(&m, mb, &ls) || gpt_backward(&m, mb))
                 goto out_loop;
             loss += ls;
@@ -250,36 +287,46 @@ int main(int argc, char **argv)
             fprintf(stderr, "mesh-train: %s\n", pp.err);
             goto out_loop;
         }
+        for (int mb = 0; mb < o.microbatches; mb++)
+            aux += m.acts[mb].aux, dropped += (double)m.acts[mb].dropped;
         double t1 = now_ms();
-        mesh_zero_step_info_t info;
-        if (mesh_zero_step(lo.z, &info) != MESH_OK) {
-            fprintf(stderr, "mesh-train: %s\n", mesh_comm_last_error(NULL));
+        double norm;
+        if (layout_step(&lo, &norm))
             goto out_loop;
-        }
-        double norm = info.grad_norm;
         double t2 = now_ms();
         /* every tp rank holds the same rows' losses; the dp ranks hold different samples; the
-         * last pipeline stage has them all, the others add zero */
+         * last pipeline stage has them all, the others add zero; each stage has its own
+         * mixture-of-experts blocks' balance loss and dropped choices */
+        double stages[3] = {loss, aux, dropped};
         if (lo.pp_size > 1 &&
-            mesh_allreduce(lo.pp_comm, &loss, &loss, 1, MESH_FP64, MESH_SUM, NULL, NULL)) {
+            mesh_allreduce(lo.pp_comm, stages, stages, 3, MESH_FP64, MESH_SUM, NULL, NULL)) {
             fprintf(stderr, "mesh-train: loss all-reduce: %s\n", mesh_comm_last_error(NULL));
             goto out_loop;
         }
+        loss = stages[0], aux = stages[1], dropped = stages[2];
+        /* the balance loss is over the whole batch already; the dropped choices are each
+         * rank's own tokens'; the cp ranks hold different positions of the same samples */
+        double sums[2] = {loss, dropped};
         if (lo.dp_size * lo.cp_size > 1 &&
-            mesh_allreduce(lo.zero_comm, &loss, &loss, 1, MESH_FP64, MESH_SUM, NULL, NULL)) {
+            mesh_allreduce(lo.zero_comm, sums, sums, 2, MESH_FP64, MESH_SUM, NULL, NULL)) {
             fprintf(stderr, "mesh-train: loss all-reduce: %s\n", mesh_comm_last_error(NULL));
             goto out_loop;
         }
-        loss /= tokens;
+        loss = sums[0] / tokens, dropped = sums[1];
         double ms = t2 - t0;
         times[steps_run] = ms, opt_times[steps_run] = t2 - t1;
         steps_run++;
+        char moe[96] = "", moe_csv[64] = "";
+        if (o.experts) {
+            snprintf(moe, sizeof(moe), "  aux %.6f  dropped %.0f", aux, dropped);
+            snprintf(moe_csv, sizeof(moe_csv), ",%.9g,%.0f", aux, dropped);
+        }
         if (say && !o.quiet)
-            printf("step %4lld  loss %.6f  grad_norm %.6f  time %8.1f ms  tokens/s %.0f\n",
-                   (long long)step, loss, norm, ms, tokens / (ms / 1e3));
+            printf("step %4lld  loss %.6f  grad_norm %.6f%s  time %8.1f ms  tokens/s %.0f\n",
+                   (long long)step, loss, norm, moe, ms, tokens / (ms / 1e3));
         if (csv)
-            fprintf(csv, "%lld,%.9g,%.9g,%.3f,%.1f\n", (long long)step, loss, norm, ms,
-                    tokens / (ms / 1e3));
+            fprintf(csv, "%lld,%.9g,%.9g,%.3f,%.1f%s\n", (long long)step, loss, norm, ms,
+                    tokens / (ms / 1e3), moe_csv);
         fflush(stdout);
     }
     /* the first step warms caches and connections: medians over the rest when there are any */

@@ -230,6 +230,18 @@ typedef struct {
  * the gradients. Every group must have been released (stage 3). info may be NULL.
  */
 MESH_API mesh_status_t mesh_zero_step(mesh_zero_h z, mesh_zero_step_info_t *info);
+/*
+ * For a model whose tensors live in several instances reduced over different communicators
+ * (dense tensors over dp, mixture-of-experts tensors over the expert data-parallel group), so
+ * that all of them clip with the model's one global norm. mesh_zero_grad_sqnorm, collective like
+ * mesh_zero_step, ends the micro-batch, waits for the reductions and sets *sq to the squared
+ * norm mesh_zero_step would clip with; nothing else changes. The sum of the instances' squares
+ * is the model's squared norm; mesh_zero_step_norm is mesh_zero_step with that norm given
+ * (info->grad_norm returns it) instead of its own.
+ */
+MESH_API mesh_status_t mesh_zero_grad_sqnorm(mesh_zero_h z, double *sq);
+MESH_API mesh_status_t mesh_zero_step_norm(mesh_zero_h z, double grad_norm,
+                                           mesh_zero_step_info_t *info);
 MESH_API mesh_status_t mesh_zero_set_lr(mesh_zero_h z, double lr);
 
 typedef struct {

@@ -51,7 +51,7 @@ static double local_sumsq(const struct mesh_zero *z)
     return total * z->grad_scale * z->grad_scale;
 }
 
-static mesh_status_t global_norm(struct mesh_zero *z, const char *fn, double *norm)
+static mesh_status_t global_sumsq(struct mesh_zero *z, const char *fn, double *out)
 {
     double sq = local_sumsq(z);
     mesh_status_t st;
@@ -62,7 +62,7 @@ static mesh_status_t global_norm(struct mesh_zero *z, const char *fn, double *no
     if (z->mp_size > 1 &&
         (st = mesh_allreduce(z->mp, &sq, &sq, 1, MESH_FP64, MESH_SUM, NULL, NULL)) != MESH_OK)
         return mesh_zero__comm_fail(z->mp, st, fn, "gradient norm all-reduce on mp_comm");
-    *norm = sqrt(sq);
+    *out = sq;
     return MESH_OK;
 }
 
@@ -95,9 +95,10 @@ static void reset_micro(struct mesh_zero *z)
     z->mb_first = 1;
 }
 
-mesh_status_t mesh_zero_step(mesh_zero_h z, mesh_zero_step_info_t *info)
+/* Everything before the optimizer: the micro-batch ended, its reductions waited for, the
+ * master weights taken from the parameters if they were written directly. */
+static mesh_status_t finish_grads(struct mesh_zero *z, const char *fn)
 {
-    static const char fn[] = "mesh_zero_step";
     if (z == NULL)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: z is NULL", fn);
     if (!z->finalized)
@@ -115,9 +116,29 @@ mesh_status_t mesh_zero_step(mesh_zero_h z, mesh_zero_step_info_t *info)
     MESH_PAR_CHECK(mesh_zero__end_micro(z, fn));
     MESH_PAR_CHECK(mesh_zero__wait_reductions(z, fn));
     mesh_zero__sync_master(z);
+    return MESH_OK;
+}
 
+mesh_status_t mesh_zero_grad_sqnorm(mesh_zero_h z, double *sq)
+{
+    static const char fn[] = "mesh_zero_grad_sqnorm";
+    if (sq == NULL)
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: sq is NULL", fn);
+    MESH_PAR_CHECK(finish_grads(z, fn));
+    return global_sumsq(z, fn, sq);
+}
+
+static mesh_status_t step(struct mesh_zero *z, const char *fn, const double *given,
+                          mesh_zero_step_info_t *info)
+{
+    MESH_PAR_CHECK(finish_grads(z, fn));
     double norm = 0;
-    MESH_PAR_CHECK(global_norm(z, fn, &norm));
+    if (given) {
+        norm = *given;
+    } else {
+        MESH_PAR_CHECK(global_sumsq(z, fn, &norm));
+        norm = sqrt(norm);
+    }
     double coef = 1.0;
     if (z->max_norm > 0) {
         coef = z->max_norm / (norm + 1e-6);
@@ -157,4 +178,18 @@ mesh_status_t mesh_zero_step(mesh_zero_h z, mesh_zero_step_info_t *info)
                                         .lr = z->lr};
     }
     return MESH_OK;
+}
+
+mesh_status_t mesh_zero_step(mesh_zero_h z, mesh_zero_step_info_t *info)
+{
+    return step(z, "mesh_zero_step", NULL, info);
+}
+
+mesh_status_t mesh_zero_step_norm(mesh_zero_h z, double grad_norm, mesh_zero_step_info_t *info)
+{
+    static const char fn[] = "mesh_zero_step_norm";
+    if (!(grad_norm >= 0 && isfinite(grad_norm)))
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: grad_norm %g is not a finite number >= 0",
+                              fn, grad_norm);
+    return step(z, fn, &grad_norm, info);
 }

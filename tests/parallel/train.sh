@@ -11,7 +11,8 @@
 # at dp=2 stage 3 each rank holds half the parameters and optimizer state of stage 0;
 # bf16 parameters and gradients end within 2% of the fp32 loss; a checkpoint saved at dp=4
 # stage 2 after 5 steps and loaded at dp=2 stage 3 and at dp=1 stage 0 continues as the
-# uninterrupted run; axes without a layer, uneven splits and a truncated checkpoint are refused.
+# uninterrupted run; cp beside tp, ep without --experts, uneven splits and a truncated checkpoint
+# are refused.
 # MESH_TEST_SANITIZED=1 keeps stages 0 and 3 and fewer layouts.
 set -u
 b=${top_builddir:-.}
@@ -26,60 +27,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 model="--layers 2 --d-model 32 --heads 4 --seq 16 --vocab 64 --batch 8 --steps 10 --lr 3e-3 --quiet"
 status=0
-fail() {
-    echo "FAIL: $*"
-    status=1
-}
-
-# train NAME RANKS [meshrun options --] mesh-train options: runs, leaves NAME.csv and NAME.out
-train() {
-    name=$1 n=$2
-    shift 2
-    mr=""
-    while [ $# -gt 0 ] && [ "$1" != "--" ]; do mr="$mr $1"; shift; done
-    [ $# -gt 0 ] && shift
-    # shellcheck disable=SC2086
-    if ! "$b/tools/meshrun" -n "$n" $mr --timeout 120 "$prog" $model --csv "$tmp/$name.csv" \
-        "$@" >"$tmp/$name.out" 2>&1; then
-        fail "$name: mesh-train failed"
-        head -20 "$tmp/$name.out"
-        return 1
-    fi
-}
-
-# same_loss NAME REF TOL [FIRST]: the loss of every step from FIRST on within TOL relative
-same_loss() {
-    awk -F, -v tol="$3" -v first="${4:-1}" -v name="$1" '
-        /^#/ || $1 == "step" { next }
-        NR == FNR { ref[$1] = $2; next }
-        $1 >= first {
-            seen++
-            if (!($1 in ref)) { printf "%s: step %s not in the reference\n", name, $1; bad++; next }
-            d = $2 - ref[$1]; if (d < 0) d = -d
-            r = ref[$1] < 0 ? -ref[$1] : ref[$1]
-            if (d > tol * r) {
-                printf "%s: step %s loss %s, reference %s\n", name, $1, $2, ref[$1]
-                bad++
-            }
-        }
-        END { if (seen < 1) { printf "%s: no steps\n", name; bad++ } exit bad > 0 }' \
-        "$tmp/$2.csv" "$tmp/$1.csv" || fail "$1: loss differs from $2 beyond $3"
-}
-
-# same_params A B TOL: two --dump-params files within TOL (absolute)
-same_params() {
-    paste -d' ' "$tmp/$1.params" "$tmp/$2.params" | awk -v tol="$3" -v name="$1 vs $2" '
-        $1 == "#" {
-            if ($2 != $6) { printf "%s: tensor %s against %s\n", name, $2, $6; bad++ }
-            t = $2
-            next
-        }
-        { n++; d = $1 - $2; if (d < 0) d = -d; if (d > worst) { worst = d; at = t } }
-        END { if (n == 0) { printf "%s: empty\n", name; exit 1 }
-              if (worst > tol)
-                  printf "%s: %d values, largest difference %g in %s\n", name, n, worst, at
-              exit (bad > 0 || worst > tol) }' || fail "$1: parameters differ from $2 beyond $3"
-}
+. "$(dirname "$0")/train_lib.sh"
 
 stages="0 1 2 3"
 layouts="one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp tp2dp2sp_mb2 dp2nodes tp2dp2nodes tp2dp2order"
@@ -158,25 +106,9 @@ grep -q '^6,' "$tmp/ck-dp1z0.csv" && ! grep -q '^5,' "$tmp/ck-dp1z0.csv" ||
 echo "ok: checkpoint dp=4 stage 2 -> dp=2 stage 3, dp=1 stage 0"
 
 # refusals, each naming what is wrong
-refused() {
-    want=$1 n=$2
-    shift 2
-    mr=""
-    case " $* " in *" -- "*)
-        while [ "$1" != "--" ]; do mr="$mr $1"; shift; done
-        shift ;;
-    esac
-    # shellcheck disable=SC2086
-    if "$b/tools/meshrun" -n "$n" $mr --timeout 60 "$prog" $model "$@" >"$tmp/refused.out" 2>&1; then
-        fail "mesh-train $* succeeded"
-    elif ! grep -q -- "$want" "$tmp/refused.out"; then
-        fail "mesh-train $*: no '$want' in:"
-        head -5 "$tmp/refused.out"
-    fi
-}
 refused "cp=2 with tp=2 pp=1: cp combines with dp only" 4 --mesh cp=2,tp=2
 refused "seq 16 does not split evenly across cp=3" 3 --mesh cp=3
-refused "ep=2: expert parallelism is not available" 2 --mesh ep=2
+refused "--mesh ep needs --experts" 1 --mesh ep=2
 refused "multiply to 4, but 2 ranks run" 2 --mesh tp=2,dp=2
 refused "heads 4 does not split evenly across tp=3" 3 --mesh tp=3
 refused "batch 8 does not split into dp=3" 3 --mesh dp=3

@@ -6,6 +6,10 @@
  * perturbed from their initialisation so that no gradient is zero by symmetry. Then the split
  * backward of zero-bubble pipelines: B alone adds no weight gradient and passes on the same input
  * gradient, and W after it gives the weight gradients of the backward pass (within 1e-12).
+ * Then the same check of a model whose second block is a mixture of experts (4 experts, top 2,
+ * the load-balancing loss with coefficient 0.1), dropless and with a capacity factor that drops
+ * some of the choices, counted over all the tokens and over each half apart, its split backward
+ * too.
  */
 #include "bench/train/gpt.h"
 #include <math.h>
@@ -29,7 +33,7 @@ static double loss_of(gpt_t *m)
         fprintf(stderr, "forward failed\n");
         exit(1);
     }
-    return s * m->dloss_scale;
+    return s * m->dloss_scale + m->acts[0].aux;
 }
 
 static int split_backward(gpt_t *m, gpt_flat_t *flat)
@@ -76,12 +80,12 @@ static int split_backward(gpt_t *m, gpt_flat_t *flat)
     return bad;
 }
 
-int main(void)
+/* The gradient check of one model; 0 when every tensor passes. */
+static int check(const gpt_config_t *cfg, double aux_scale, const char *what)
 {
-    gpt_config_t cfg = {.vocab = 32, .seq = 8, .d_model = 16, .layers = 2, .heads = 4, .tp = 1};
     gpt_t m;
     char err[128];
-    if (gpt_create(&m, &cfg, err, sizeof(err)) || gpt_alloc_acts(&m, 2, 1)) {
+    if (gpt_create(&m, cfg, err, sizeof(err)) || gpt_alloc_acts(&m, 2, 1)) {
         fprintf(stderr, "create: %s\n", err);
         return 1;
     }
@@ -100,7 +104,9 @@ int main(void)
         m.acts[0].targets[i] = (int32_t)((uniform(2000 + i) + 1) * 0.5 * m.V) % m.V;
     }
     m.dloss_scale = (gpt_real)(1.0 / N);
+    m.aux_scale = (gpt_real)aux_scale;
     double l0 = loss_of(&m);
+    uint64_t dropped = m.acts[0].dropped;
     if (gpt_backward(&m, 0))
         return 1;
     int failures = split_backward(&m, &flat);
@@ -130,13 +136,30 @@ int main(void)
             failures++;
         }
     }
-    printf("gradient check: loss %.6f, %zu parameters in %d tensors, %zu exactly zero, "
-           "%d tensors failed\n",
-           l0, checked, m.n_tensors, zero, failures);
+    printf("gradient check%s: loss %.6f, %zu parameters in %d tensors, %zu exactly zero, "
+           "%llu choices dropped, %d tensors failed\n",
+           what, l0, checked, m.n_tensors, zero, (unsigned long long)dropped, failures);
     /* a gradient that is zero everywhere would pass against a flat loss: none may be */
     if (zero > checked / 100)
         failures++;
+    if (cfg->capacity > 0 && dropped == 0) {
+        printf("FAIL%s: the capacity dropped nothing\n", what);
+        failures++;
+    }
     gpt_destroy(&m);
     free(params), free(grads);
     return failures ? 1 : 0;
+}
+
+int main(void)
+{
+    gpt_config_t cfg = {.vocab = 32, .seq = 8, .d_model = 16, .layers = 2, .heads = 4, .tp = 1};
+    int bad = check(&cfg, 0, "");
+    cfg.experts = 4, cfg.topk = 2, cfg.expert_ffn = 24, cfg.moe_layers = 2;
+    bad |= check(&cfg, 0.1, " (experts, dropless)");
+    cfg.capacity = 0.75;
+    bad |= check(&cfg, 0.1, " (experts, capacity 0.75)");
+    cfg.capacity_groups = 2;
+    bad |= check(&cfg, 0.1, " (experts, capacity 0.75 in 2 groups)");
+    return bad;
 }

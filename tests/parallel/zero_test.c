@@ -2,8 +2,9 @@
  * The ZeRO layer under meshrun, against the single-process reference of zero_model.c: for each
  * stage asked, the synthetic model trains for --steps steps (micro-batches, stage-3 gathers with
  * prefetch, gradients marked ready in a different order on odd and even ranks) and after every
- * step the gradient norm, the clipping verdict and every parameter must equal the reference's;
- * at the end every stage's parameters must equal stage 0's.
+ * step the gradient norm, the clipping verdict and every parameter must equal the reference's
+ * (odd steps ask mesh_zero_grad_sqnorm for the norm and give it to mesh_zero_step_norm); at the
+ * end every stage's parameters must equal stage 0's.
  *   zero_test [--stages 0,1,2,3] [--dtype fp32|bf16] [--opt adamw|sgd] [--steps N] [--micro K]
  *             [--batch B] [--bucket BYTES] [--overlap 0|1] [--no-ready] [--clip NORM]
  *             [--mp tp|pp] [--bytes] [--memory] [--big] [--variant missing|extra|shape]
@@ -480,6 +481,7 @@ static void misuse(mesh_zero_h z, int stage)
     CHECK(mesh_zero_gather(z, 999) == MESH_ERR_INVALID_ARG, "group 999 gathered");
     CHECK(mesh_zero_add(z, "late", 4, 0, NULL, 0, 0) == MESH_ERR_INVALID_ARG,
           "added after finalize");
+    CHECK(mesh_zero_step_norm(z, -1.0, NULL) == MESH_ERR_INVALID_ARG, "a negative norm taken");
     if (stage != 3)
         return;
     CHECK(mesh_zero_param(z, t0, &p) == MESH_ERR_INVALID_ARG &&
@@ -522,7 +524,13 @@ static float **run_stage(int stage)
                       "a tensor marked ready twice in a micro-batch");
         }
         mesh_zero_step_info_t info;
-        MUST(mesh_zero_step(z, &info));
+        if (step % 2) { /* the norm asked for first and given back: the same step */
+            double sq;
+            MUST(mesh_zero_grad_sqnorm(z, &sq));
+            MUST(mesh_zero_step_norm(z, sqrt(sq), &info));
+        } else {
+            MUST(mesh_zero_step(z, &info));
+        }
         uint64_t b1 = dp_bytes_sent();
         mesh_zero_memory_t m;
         MUST(mesh_zero_memory(z, &m));
