@@ -4,7 +4,8 @@
 # tp=2 dp=2, tp=2 dp=2 with sequence parallelism (and with 2 micro-batches), dp=2 across 2
 # simulated nodes, tp=2 dp=2 with each tp pair in one of 2 nodes and dp across them, tp=2 dp=2
 # with dp innermost in the rank order, and context parallelism (the sequence split, ring
-# attention): cp=2, cp=4, cp=2 dp=2 and cp=2 dp=2 across 2 nodes, each under every ZeRO stage:
+# attention): cp=2, cp=4, cp=2 dp=2 (also with 2 micro-batches) and cp=2 dp=2 across 2 nodes,
+# each under every ZeRO stage:
 #   - the loss of each step equals the 1-rank run within 1e-4 relative;
 #   - the parameters after the last step under stages 1-3 equal stage 0's on the same layout
 #     within 1e-6 (--dump-params writes them whole, in a layout-independent order);
@@ -31,7 +32,7 @@ status=0
 
 stages="0 1 2 3"
 layouts="one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp tp2dp2sp_mb2 dp2nodes tp2dp2nodes tp2dp2order"
-layouts="$layouts cp2 cp4 cp2dp2 cp2dp2nodes"
+layouts="$layouts cp2 cp4 cp2dp2 cp2dp2_mb2 cp2dp2nodes"
 if [ "${MESH_TEST_SANITIZED:-0}" = 1 ]; then
     stages="0 3"
     layouts="one dp2 tp2dp2sp dp2nodes cp2dp2"
@@ -55,6 +56,7 @@ run_layout() {
     cp2) train "$lay-z$z" 2 -- --mesh cp=2 --zero "$z" "$@" ;;
     cp4) train "$lay-z$z" 4 -- --mesh cp=4 --zero "$z" "$@" ;;
     cp2dp2) train "$lay-z$z" 4 -- --mesh cp=2,dp=2 --zero "$z" "$@" ;;
+    cp2dp2_mb2) train "$lay-z$z" 4 -- --mesh cp=2,dp=2 --microbatches 2 --zero "$z" "$@" ;;
     cp2dp2nodes) train "$lay-z$z" 4 --nodes 2 -- --mesh cp=2,dp=2 --zero "$z" "$@" ;;
     esac
 }
