@@ -37,6 +37,7 @@ typedef struct {
     int tp, tp_rank;                        /* this rank's shard (1, 0: the whole model) */
     int sequence_parallel;                  /* activations between tp regions split along seq */
     int cp, cp_rank; /* context parallelism: positions [cp_rank seq / cp, ...) (1, 0: all) */
+    const int *pos;  /* [seq / cp] this cp rank's positions in local order; NULL: those above */
 } gpt_config_t;
 
 /* How a tensor is split across tp. */
@@ -190,6 +191,8 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen);
 /* Activation buffers for n_mb micro-batches of b samples. */
 int gpt_alloc_acts(gpt_t *m, int b, int n_mb);
 void gpt_destroy(gpt_t *m);
+/* The sequence position of row t of the rows held outside tp regions (0 <= t < tl). */
+int gpt_position(const gpt_t *m, int t);
 /* Index of a tensor by name, -1 if none. */
 int gpt_tensor_index(const gpt_t *m, const char *name);
 /* The group's tensor pointers into flat local buffers laid out in table order. */
