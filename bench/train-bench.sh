@@ -2,13 +2,17 @@
 # Step time and tokens/s of mesh-train's ~12M-parameter GPT (6 layers, d_model 384, 8 heads,
 # seq 128, vocab 4096, global batch 8) on every layout and ZeRO stage of this machine, then the
 # share of the data-parallel communication hidden under the backward pass, overlap on against
-# off, at dp=2 on one node and across 2 simulated nodes. Medians over the steps after the first.
+# off, at dp=2 on one node and across 2 simulated nodes, and the step time of cp=2 with the ring
+# attention's K/V exchange under the compute against without (cp2, cp2noov). Medians over the
+# steps after the first.
 #
 #   bench/train-bench.sh [--steps N] [--layouts "one dp2 ..."] [--stages "0 1 2 3"]
 #                        [--model "mesh-train options"] [--out DIR]
 #
-# Layouts: one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp dp2nodes. Ranks beyond the machine's cores
-# share them, and so do other users: the load average is printed before and after.
+# Layouts: one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp dp2nodes cp2 cp2noov (cp=2, ring attention,
+# overlapped or --cp-no-overlap; cp2zz and cp2zznoov the same with --cp-zigzag). Ranks beyond
+# the machine's cores share them, and so do other users: the load average is printed before and
+# after.
 # Writes DIR/train-bench.csv (layout,stage,overlap,ranks,nodes,step_ms,tokens_per_s,opt_ms)
 # and DIR/train-bench.md (the tables).
 #
@@ -20,12 +24,12 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 steps=6
-layouts="one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp dp2nodes"
+layouts="one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp dp2nodes cp2 cp2noov"
 stages="0 1 2 3"
 model="--layers 6 --d-model 384 --heads 8 --seq 128 --vocab 4096 --batch 8"
 out=train-bench
 . "$here/long_opts.sh"
-long_opts train-bench 20 2 "steps layouts stages model out" "$@"
+long_opts train-bench 22 2 "steps layouts stages model out" "$@"
 prog="$top/bench/mesh-train"
 meshrun="$top/tools/meshrun"
 [ -x "$prog" ] || { echo "train-bench: build bench/mesh-train first (needs OpenBLAS)" >&2; exit 1; }
@@ -50,6 +54,10 @@ one() {
     tp2dp2) n=4 mesh="--mesh tp=2,dp=2" ;;
     tp2dp2sp) n=4 mesh="--mesh tp=2,dp=2 --sequence-parallel" ;;
     dp2nodes) n=2 nodes="--nodes 2" mesh="--mesh dp=2" ;;
+    cp2) n=2 mesh="--mesh cp=2" ;;
+    cp2noov) n=2 mesh="--mesh cp=2 --cp-no-overlap" ;;
+    cp2zz) n=2 mesh="--mesh cp=2 --cp-zigzag" ;;
+    cp2zznoov) n=2 mesh="--mesh cp=2 --cp-zigzag --cp-no-overlap" ;;
     *) echo "train-bench: unknown layout $lay" >&2; exit 2 ;;
     esac
     flag=""
@@ -90,8 +98,9 @@ awk -F, -v steps="$steps" '
     END {
         printf "| layout | ZeRO stage | step ms | tokens/s | optimizer step ms |\n"
         printf "|---|---|---|---|---|\n"
-        split("one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp dp2nodes", order, " ")
-        for (i = 1; i <= 8; i++) for (z = 0; z <= 3; z++) {
+        n = split("one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp dp2nodes cp2 cp2noov cp2zz cp2zznoov",
+                  order, " ")
+        for (i = 1; i <= n; i++) for (z = 0; z <= 3; z++) {
             k = order[i] "," z ",on"
             if (k in ms)
                 printf "| %s | %d | %.0f | %.0f | %.0f |\n", order[i], z, ms[k], tps[k], opt[k]
@@ -111,6 +120,21 @@ awk -F, -v steps="$steps" '
                 h = eoff > 0 ? 1 - eon / eoff : 0
                 printf "| %s | %d | %.0f / %.0f | %.0f / %.0f | %.0f%% |\n", l, z, ms[on], ms[off],
                     eon, eoff, 100 * h
+            }
+        }
+        # cp=2: the ring attention with its K/V exchange under the compute against without
+        hdr = 0
+        for (i = 1; i <= 2; i++) {
+            l = i == 1 ? "cp2" : "cp2zz"
+            for (z = 0; z <= 3; z++) {
+                on = l "," z ",on"; off = l "noov," z ",on"
+                if (!(on in ms) || !(off in ms)) continue
+                if (!hdr++) {
+                    printf "\n| layout | ZeRO stage | step ms ring overlap on / off | saved |\n"
+                    printf "|---|---|---|---|\n"
+                }
+                printf "| %s | %d | %.0f / %.0f | %.0f%% |\n", l, z, ms[on], ms[off],
+                    (ms[off] > 0 ? 100 * (1 - ms[on] / ms[off]) : 0)
             }
         }
     }' "$csv" | tee "$out/train-bench.md"

@@ -149,6 +149,13 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen)
     return 0;
 }
 
+int gpt_position(const gpt_t *m, int t)
+{
+    if (!m->cfg.pos)
+        return m->t0 + t;
+    return m->cfg.pos[(m->cfg.sequence_parallel ? m->tl * m->cfg.tp_rank : 0) + t];
+}
+
 int gpt_tensor_index(const gpt_t *m, const char *name)
 {
     for (int i = 0; i < m->n_tensors; i++)

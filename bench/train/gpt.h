@@ -47,6 +47,7 @@ typedef struct {
     double capacity;               /* capacity factor of the one-process routing; 0: dropless */
     int capacity_groups;           /* its tokens in that many equal parts, each with its capacity */
     int ep, ep_rank;               /* this rank holds experts [ep_rank E / ep, +E / ep) */
+    const int *pos;  /* [seq / cp] this cp rank's positions in local order; NULL: those above */
 } gpt_config_t;
 
 /* How a tensor is split across tp. */
@@ -238,6 +239,8 @@ int gpt_alloc_acts(gpt_t *m, int b, int n_mb);
 void gpt_destroy(gpt_t *m);
 /* Whether block l is a mixture of experts. */
 int gpt_is_moe(const gpt_t *m, int l);
+/* The sequence position of row t of the rows held outside tp regions (0 <= t < tl). */
+int gpt_position(const gpt_t *m, int t);
 /* Index of a tensor by name, -1 if none. */
 int gpt_tensor_index(const gpt_t *m, const char *name);
 /* The group's tensor pointers into flat local buffers laid out in table order. */

@@ -15,6 +15,54 @@ static int st(mesh_status_t s)
     return -1;
 }
 
+/* The cp options: meaningful with cp > 1 only, no-overlap the ring's, a sequence that splits. */
+static int cp_refused(layout_t *lo, const layout_params_t *p)
+{
+    int cp = p->size[MESH_AXIS_CP] > 1 ? p->size[MESH_AXIS_CP] : 1;
+    const char *opt = p->cp_zigzag       ? "--cp-zigzag"
+                      : p->cp_algo       ? "--cp-algo"
+                      : p->cp_no_overlap ? "--cp-no-overlap"
+                                         : NULL;
+    if (cp == 1 && opt)
+        snprintf(lo->err, sizeof(lo->err), "%s needs --mesh cp=C with C > 1", opt);
+    else if (p->cp_no_overlap && p->cp_algo && strcmp(p->cp_algo, "ring"))
+        snprintf(lo->err, sizeof(lo->err),
+                 "--cp-no-overlap with --cp-algo %s: only the ring overlaps (use --cp-algo ring)",
+                 p->cp_algo);
+    else if (p->cp_zigzag && p->seq % (2 * cp))
+        snprintf(lo->err, sizeof(lo->err),
+                 "--seq %d with --cp-zigzag does not cut into 2 x cp=%d equal chunks", p->seq, cp);
+    else if (p->seq % cp)
+        snprintf(lo->err, sizeof(lo->err), "--seq %d does not split evenly across cp=%d", p->seq,
+                 cp);
+    else
+        return 0;
+    return -1;
+}
+
+/* The positions this cp rank holds, chunk after chunk. */
+static int cp_positions(layout_t *lo, const layout_params_t *p)
+{
+    mesh_cp_range_t ch[2];
+    int n = 0;
+    mesh_status_t s =
+        mesh_cp_chunks((size_t)p->seq, lo->cp_size, lo->cp_rank, p->cp_zigzag, ch, &n);
+    if (s != MESH_OK) {
+        snprintf(lo->err, sizeof(lo->err), "--seq %d: %s", p->seq, mesh_comm_last_error(NULL));
+        return -1;
+    }
+    lo->cp_pos = malloc((size_t)(p->seq / lo->cp_size) * sizeof(int));
+    if (!lo->cp_pos) {
+        snprintf(lo->err, sizeof(lo->err), "out of memory");
+        return -1;
+    }
+    size_t k = 0;
+    for (int c = 0; c < n; c++)
+        for (size_t i = 0; i < ch[c].count; i++)
+            lo->cp_pos[k++] = (int)(ch[c].start + i);
+    return 0;
+}
+
 int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
 {
     memset(lo, 0, sizeof(*lo));
@@ -41,6 +89,8 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
                  p->size[MESH_AXIS_CP], p->experts);
         return -1;
     }
+    if (cp_refused(lo, p))
+        return -1;
     /* stages 2 and 3 reduce (and gather) at every micro-batch boundary, and a pipeline runs
      * several micro-batches at once */
     if (p->size[MESH_AXIS_PP] > 1 && p->stage >= 2) {
@@ -67,6 +117,11 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
         gp.field_mask |= MESH_GRID_PARAM_FIELD_ORDER;
         gp.order = p->order;
     }
+    mesh_cp_params_t cpp = {
+        .field_mask = MESH_CP_PARAM_FIELD_FLAGS | MESH_CP_PARAM_FIELD_ALGORITHM,
+        .flags = (p->cp_zigzag ? MESH_CP_ZIGZAG : 0) | (p->cp_no_overlap ? MESH_CP_NO_OVERLAP : 0),
+        .algorithm =
+            p->cp_algo && !strcmp(p->cp_algo, "allgather") ? MESH_CP_ALLGATHER : MESH_CP_RING};
     mesh_status_t s = mesh_grid_create(world, &gp, &lo->grid);
     if (s == MESH_OK)
         s = mesh_grid_comm(lo->grid, "tp", &lo->tp_comm);
@@ -79,7 +134,7 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     if (s == MESH_OK)
         s = mesh_grid_comm(lo->grid, p->size[MESH_AXIS_EP] > 1 ? "dp-ep" : "dp-cp", &lo->zero_comm);
     if (s == MESH_OK)
-        s = mesh_cp_create(lo->cp_comm, NULL, &lo->cp);
+        s = mesh_cp_create(lo->cp_comm, &cpp, &lo->cp);
     mesh_tp_params_t tpp = {.field_mask = MESH_TP_PARAM_FIELD_FLAGS,
                             .flags = p->sequence_parallel ? MESH_TP_SEQUENCE_PARALLEL : 0};
     if (s == MESH_OK)
@@ -93,6 +148,8 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     lo->pp_size = mesh_comm_size(lo->pp_comm), lo->pp_rank = mesh_comm_rank(lo->pp_comm);
     lo->cp_size = mesh_comm_size(lo->cp_comm), lo->cp_rank = mesh_comm_rank(lo->cp_comm);
     lo->tied_peer = -1;
+    if (cp_positions(lo, p))
+        return -1;
     return p->experts ? layout_moe_create(lo, p) : 0;
 }
 
@@ -606,6 +663,7 @@ void layout_destroy(layout_t *lo)
     free(lo->prefetched), free(lo->held);
     mesh_tp_destroy(lo->tp);
     mesh_cp_destroy(lo->cp);
+    free(lo->cp_pos);
     mesh_grid_destroy(lo->grid);
     free(lo->work_p), free(lo->work_g), free(lo->owned);
     memset(lo, 0, sizeof(*lo));

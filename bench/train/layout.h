@@ -23,6 +23,9 @@ typedef struct {
     int experts, topk;
     double capacity;
     int capacity_groups; /* 0: the ep groups */
+    /* context parallelism: the whole sequence's length, the sharding and the algorithm */
+    int seq, cp_zigzag, cp_no_overlap;
+    const char *cp_algo; /* ring or allgather; NULL: not given (ring) */
 } layout_params_t;
 
 typedef struct {
@@ -34,6 +37,7 @@ typedef struct {
     mesh_tp_h tp;
     mesh_cp_h cp;
     int tp_size, tp_rank, dp_size, dp_rank, pp_size, pp_rank, cp_size, cp_rank;
+    int *cp_pos; /* [seq / cp] the sequence positions this cp rank holds, in local order */
     gpt_t *m;
     mesh_zero_h z;
     int bf16, stage;
@@ -60,8 +64,9 @@ typedef struct {
     char err[512];
 } layout_t;
 
-/* Builds the grid (refusing axes whose layer mesh-train does not have yet), the tp and the cp
- * handles and with experts the ep handle. */
+/* Builds the grid (refusing layouts mesh-train does not run and cp options it cannot honour),
+ * the tp and the cp handles, the cp rank's positions (mesh_cp_chunks) and with experts the ep
+ * handle. */
 int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p);
 /* Points the model's hooks at the layout; registers its tensors with the sharded optimizer
  * (created with zp, over dp, the norm summed over tp) and finalizes it. */

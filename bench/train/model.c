@@ -231,7 +231,7 @@ int gpt_embed_fwd(gpt_t *m, int mb)
     for (int s = 0; s < b; s++)
         for (int t = 0; t < m->tl; t++) {
             gpt_real *row = x + ((size_t)s * m->tl + t) * C;
-            const gpt_real *pos = p0.wpe + (size_t)(m->t0 + t) * C;
+            const gpt_real *pos = p0.wpe + (size_t)gpt_position(m, t) * C;
             for (int k = 0; k < C; k++)
                 row[k] += pos[k];
         }
@@ -379,7 +379,7 @@ static int embed_grads(gpt_t *m, int mb, const gpt_real *dx)
     for (int s = 0; s < b; s++)
         for (int t = 0; t < m->tl; t++) {
             const gpt_real *row = dx + ((size_t)s * m->tl + t) * C;
-            gpt_real *pos = g0.wpe + (size_t)(m->t0 + t) * C;
+            gpt_real *pos = g0.wpe + (size_t)gpt_position(m, t) * C;
             for (int k = 0; k < C; k++)
                 pos[k] += row[k];
         }

@@ -19,7 +19,7 @@ static const char usage[] =
     "layout:\n"
     "  --mesh tp=A,pp=P,dp=B,cp=C,ep=E  axis sizes; they multiply to the number of ranks, dp by\n"
     "                         default takes what the others leave (default: dp = all ranks);\n"
-    "                         cp splits the sequence over C ranks (ring attention), with dp\n"
+    "                         cp splits the sequence over C ranks (see --cp-*), with dp\n"
     "                         only (not tp, pp or --experts); ep (with --experts) spreads the\n"
     "                         experts over ep ranks taken from the data-parallel ones: the\n"
     "                         dense layers are data-parallel over dp x ep\n"
@@ -38,6 +38,11 @@ static const char usage[] =
     "  --chunks V             model chunks per pp rank (interleaved: default 2; zbv: 2; else 1)\n"
     "  --order O              rank order of the axes, innermost first (default tp-cp-ep-dp-pp)\n"
     "  --sequence-parallel    split activations outside tp regions along the sequence\n"
+    "  --cp-zigzag            with cp > 1: rank i holds chunks i and 2 cp - 1 - i of the\n"
+    "                         sequence cut in 2 cp (--seq must divide), not the i-th run\n"
+    "  --cp-algo A            cp attention: ring (default; K/V blocks passed round under the\n"
+    "                         compute) or allgather (K and V gathered whole)\n"
+    "  --cp-no-overlap        the ring waits for each K/V block before computing it\n"
     "  --zero S               ZeRO stage 0..3 over dp (default 0; with pp > 1: 0 or 1)\n"
     "  --no-overlap           reduce gradients after the backward pass, not under it\n"
     "  --bucket-mb X          gradient bucket size in MiB (default 4)\n"
@@ -182,6 +187,9 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
         SEED,
         DTYPE,
         SP,
+        CPZIGZAG,
+        CPALGO,
+        CPNOOVERLAP,
         CSV,
         SAVE,
         LOAD,
@@ -218,6 +226,9 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                                           {"seed", 1, 0, SEED},
                                           {"dtype", 1, 0, DTYPE},
                                           {"sequence-parallel", 0, 0, SP},
+                                          {"cp-zigzag", 0, 0, CPZIGZAG},
+                                          {"cp-algo", 1, 0, CPALGO},
+                                          {"cp-no-overlap", 0, 0, CPNOOVERLAP},
                                           {"csv", 1, 0, CSV},
                                           {"save", 1, 0, SAVE},
                                           {"load", 1, 0, LOAD},
@@ -309,6 +320,19 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
             break;
         case SP:
             o->sequence_parallel = 1;
+            break;
+        case CPZIGZAG:
+            o->cp_zigzag = 1;
+            break;
+        case CPALGO:
+            if (strcmp(optarg, "ring") && strcmp(optarg, "allgather")) {
+                SAY("mesh-train: --cp-algo %s: ring or allgather\n", optarg);
+                rc = -1;
+            }
+            o->cp_algo = optarg;
+            break;
+        case CPNOOVERLAP:
+            o->cp_no_overlap = 1;
             break;
         case CSV:
             o->csv = optarg;

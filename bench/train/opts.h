@@ -17,6 +17,8 @@ typedef struct {
     uint64_t seed;
     int bf16;
     int sequence_parallel;
+    int cp_zigzag, cp_no_overlap; /* --cp-zigzag, --cp-no-overlap */
+    const char *cp_algo;          /* ring or allgather; NULL: not given (ring) */
     int overlap;
     double bucket_mb;
     const char *csv, *save, *load, *dump;

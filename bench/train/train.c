@@ -51,7 +51,7 @@ static double median(double *v, int n)
 static void describe(char *buf, size_t len, const train_opts_t *o, const layout_t *lo,
                      const pipe_t *pp, const gpt_t *m, size_t params, mesh_comm_h world)
 {
-    char sched[64] = "";
+    char sched[64] = "", cp[96] = "";
     if (lo->pp_size > 1)
         snprintf(sched, sizeof(sched), " schedule=%s chunks=%d",
                  mesh_pp_kind_name(mesh_pp_schedule_kind(pp->sched)), pp->v);
@@ -63,11 +63,16 @@ static void describe(char *buf, size_t len, const train_opts_t *o, const layout_
                  "capacity_groups=%d aux_loss=%g",
                  m->E, m->K, m->Fe, (unsigned long long)m->cfg.moe_layers, o->capacity,
                  lo->capacity_split * lo->edp_size, o->aux_loss);
+    if (lo->cp_size > 1)
+        snprintf(cp, sizeof(cp), " cp_sharding=%s cp_algo=%s cp_overlap=%d",
+                 mesh_cp_zigzag(lo->cp) ? "zigzag" : "contiguous",
+                 mesh_cp_algorithm(lo->cp) == MESH_CP_ALLGATHER ? "allgather" : "ring",
+                 !o->cp_no_overlap);
     snprintf(buf, len,
-             "mesh-train tp=%d dp=%d pp=%d%s cp=%d ep=%d order=%s zero=%d dtype=%s sp=%d "
+             "mesh-train tp=%d dp=%d pp=%d%s cp=%d%s ep=%d order=%s zero=%d dtype=%s sp=%d "
              "overlap=%d layers=%d d_model=%d heads=%d seq=%d vocab=%d batch=%d microbatches=%d "
              "lr=%g seed=%llu params=%zu ranks=%d nodes=%d%s",
-             lo->tp_size, lo->dp_size / ep, lo->pp_size, sched, lo->cp_size, ep,
+             lo->tp_size, lo->dp_size / ep, lo->pp_size, sched, lo->cp_size, cp, ep,
              o->order ? o->order : "tp-cp-ep-dp-pp", o->zero, o->bf16 ? "bf16" : "fp32",
              o->sequence_parallel, o->overlap, m->L, m->C, m->NH, m->cfg.seq, m->V, o->batch,
              o->microbatches, o->lr, (unsigned long long)o->seed, params, mesh_comm_size(world),
@@ -111,7 +116,11 @@ int main(int argc, char **argv)
                           .experts = o.experts,
                           .topk = o.topk,
                           .capacity = o.capacity,
-                          .capacity_groups = o.capacity_groups};
+                          .capacity_groups = o.capacity_groups,
+                          .seq = o.seq,
+                          .cp_zigzag = o.cp_zigzag,
+                          .cp_no_overlap = o.cp_no_overlap,
+                          .cp_algo = o.cp_algo};
     memcpy(lp.size, o.size, sizeof(lp.size));
     if (lp.size[MESH_AXIS_DP] == 0) { /* dp takes the ranks the other axes leave */
         int other = 1;
@@ -141,7 +150,8 @@ int main(int argc, char **argv)
                         .capacity = o.capacity,
                         .capacity_groups = lo.capacity_split,
                         .ep = lo.ep_size,
-                        .ep_rank = lo.ep_rank};
+                        .ep_rank = lo.ep_rank,
+                        .pos = lo.cp_pos};
     if (gpt_create(&m, &cfg, err, sizeof(err))) {
         if (say)
             fprintf(stderr, "mesh-train: %s\n", err);
@@ -269,9 +279,10 @@ int main(int argc, char **argv)
                 /* the whole sample, of which a cp rank keeps its positions */
                 train_data_sample(o.seed, step, first_sample + s, o.seq, m.V, seq_tokens,
                                   seq_targets);
-                size_t first = (size_t)m.T * (size_t)lo.cp_rank;
-                memcpy(a->tokens + s * m.T, seq_tokens + first, m.T * sizeof(int32_t));
-                memcpy(a->targets + s * m.T, seq_targets + first, m.T * sizeof(int32_t));
+                for (int t = 0; t < m.T; t++) {
+                    a->tokens[s * m.T + t] = seq_tokens[lo.cp_pos[t]];
+                    a->targets[s * m.T + t] = seq_targets[lo.cp_pos[t]];
+                }
             }
             if (lo.pp_size > 1)
                 continue; /* the schedule runs them all below */

@@ -5,7 +5,8 @@
 # simulated nodes, tp=2 dp=2 with each tp pair in one of 2 nodes and dp across them, tp=2 dp=2
 # with dp innermost in the rank order, and context parallelism (the sequence split, ring
 # attention): cp=2, cp=4, cp=2 dp=2 (also with 2 micro-batches) and cp=2 dp=2 across 2 nodes,
-# each under every ZeRO stage:
+# then zig-zag sharding (--cp-zigzag) at cp=2, cp=4 and cp=2 dp=2, cp=2 with all-gather
+# attention, and zig-zag cp=2 with the ring not overlapped, each under every ZeRO stage:
 #   - the loss of each step equals the 1-rank run within 1e-4 relative;
 #   - the parameters after the last step under stages 1-3 equal stage 0's on the same layout
 #     within 1e-6 (--dump-params writes them whole, in a layout-independent order);
@@ -32,10 +33,10 @@ status=0
 
 stages="0 1 2 3"
 layouts="one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp tp2dp2sp_mb2 dp2nodes tp2dp2nodes tp2dp2order"
-layouts="$layouts cp2 cp4 cp2dp2 cp2dp2_mb2 cp2dp2nodes"
+layouts="$layouts cp2 cp4 cp2dp2 cp2dp2_mb2 cp2dp2nodes cp2zz cp4zz cp2dp2zz cp2ag cp2zznoov"
 if [ "${MESH_TEST_SANITIZED:-0}" = 1 ]; then
     stages="0 3"
-    layouts="one dp2 tp2dp2sp dp2nodes cp2dp2"
+    layouts="one dp2 tp2dp2sp dp2nodes cp2dp2 cp4zz"
 fi
 run_layout() {
     lay=$1 z=$2
@@ -58,6 +59,11 @@ run_layout() {
     cp2dp2) train "$lay-z$z" 4 -- --mesh cp=2,dp=2 --zero "$z" "$@" ;;
     cp2dp2_mb2) train "$lay-z$z" 4 -- --mesh cp=2,dp=2 --microbatches 2 --zero "$z" "$@" ;;
     cp2dp2nodes) train "$lay-z$z" 4 --nodes 2 -- --mesh cp=2,dp=2 --zero "$z" "$@" ;;
+    cp2zz) train "$lay-z$z" 2 -- --mesh cp=2 --cp-zigzag --zero "$z" "$@" ;;
+    cp4zz) train "$lay-z$z" 4 -- --mesh cp=4 --cp-zigzag --zero "$z" "$@" ;;
+    cp2dp2zz) train "$lay-z$z" 4 -- --mesh cp=2,dp=2 --cp-zigzag --zero "$z" "$@" ;;
+    cp2ag) train "$lay-z$z" 2 -- --mesh cp=2 --cp-algo allgather --zero "$z" "$@" ;;
+    cp2zznoov) train "$lay-z$z" 2 -- --mesh cp=2 --cp-zigzag --cp-no-overlap --zero "$z" "$@" ;;
     esac
 }
 
@@ -72,6 +78,14 @@ for lay in $layouts; do
     echo "ok: $lay, stages $stages"
 done
 grep -q 'nodes=2' "$tmp/dp2nodes-z0.out" || fail "dp2nodes did not span 2 nodes"
+# the cp options reached the layer (the loss alone would not tell zig-zag from contiguous)
+for want in "cp4zz cp_sharding=zigzag cp_algo=ring cp_overlap=1" \
+    "cp2ag cp_sharding=contiguous cp_algo=allgather" \
+    "cp2zznoov cp_sharding=zigzag cp_algo=ring cp_overlap=0"; do
+    lay=${want%% *}
+    [ -f "$tmp/$lay-z0.out" ] || continue
+    grep -q "${want#* }" "$tmp/$lay-z0.out" || fail "$lay: no '${want#* }' in its header"
+done
 
 # the state is sharded: at dp=2, stage 3 holds half of stage 0's parameters and optimizer state
 state() { sed -n "s/.*model state per rank.* $2 \([0-9.]*\),*.*/\1/p" "$tmp/$1.out"; }
@@ -111,6 +125,12 @@ echo "ok: checkpoint dp=4 stage 2 -> dp=2 stage 3, dp=1 stage 0"
 refused "cp=2 with tp=2 pp=1: cp combines with dp only" 4 --mesh cp=2,tp=2
 refused "seq 16 does not split evenly across cp=3" 3 --mesh cp=3
 refused "--mesh ep needs --experts" 1 --mesh ep=2
+refused "seq 12 with --cp-zigzag does not cut into 2 x cp=4 equal chunks" 4 --mesh cp=4 \
+    --cp-zigzag --seq 12
+refused "cp-zigzag needs --mesh cp=C with C > 1" 2 --mesh dp=2 --cp-zigzag
+refused "cp-no-overlap with --cp-algo allgather: only the ring overlaps" 2 --mesh cp=2 \
+    --cp-algo allgather --cp-no-overlap
+refused "cp-algo tree: ring or allgather" 1 --cp-algo tree
 refused "multiply to 4, but 2 ranks run" 2 --mesh tp=2,dp=2
 refused "heads 4 does not split evenly across tp=3" 3 --mesh tp=3
 refused "batch 8 does not split into dp=3" 3 --mesh dp=3
