@@ -78,8 +78,11 @@ put() {
 for p in $progs; do
     put "$b/$p" "$g/$p"
 done
-for l in "$b"/libmesh/.libs/libmesh.so*; do
-    put "$l" "$g/libmesh/.libs/$(basename "$l")"
+# the libraries of the tree (mesh-bench loads libmesh_parallel too)
+for l in "$b"/libmesh/.libs/libmesh.so* "$b"/parallel/.libs/libmesh_parallel.so*; do
+    [ -e "$l" ] || continue
+    d=$(basename "$(dirname "$(dirname "$l")")")
+    put "$l" "$g/$d/.libs/$(basename "$l")"
 done
 cp "$b/config.h" "$root$g/config.h"
 for t in tests/mp/conf_verbs.sh tests/mp/fault_verbs.sh tests/mp/net_select.sh \
@@ -112,7 +115,7 @@ sh tests/mp/net_select.sh
 sh tests/mp/conf_verbs.sh
 MESH_IB_KEEPALIVE=0.001 MESH_TLS=self,shm,verbs MESH_TUNE=allreduce:ring tools/meshrun -n 4 --nodes 2 --timeout 300 tests/mp/conformance -o allreduce -a ring -d int32,bf16
 MESH_TLS=self,shm,verbs tools/meshrun -n 2 --nodes 2 --timeout 300 tests/mp/truncate --expect verbs
-LD_LIBRARY_PATH=libmesh/.libs MESH_TLS=self,verbs tools/meshrun -n 2 --nodes 2 --timeout 300 bench/.libs/mesh-bench -o allreduce,alltoall -b 8 -e 64m -f 8 -n 10 -w 2 -c 1
+LD_LIBRARY_PATH=libmesh/.libs:parallel/.libs MESH_TLS=self,verbs tools/meshrun -n 2 --nodes 2 --timeout 300 bench/.libs/mesh-bench -o allreduce,alltoall -b 8 -e 64m -f 8 -n 10 -w 2 -c 1
 EOF
 fi
 

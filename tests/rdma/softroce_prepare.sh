@@ -19,7 +19,7 @@ fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 
 # the layout: what softroce.sh reads from each tree
-mkdir -p "$src/tests/rdma" "$src/tests/mp" "$build/libmesh/.libs" || exit 99
+mkdir -p "$src/tests/rdma" "$src/tests/mp" "$build/libmesh/.libs" "$build/parallel/.libs" || exit 99
 cp "$s/tests/rdma/softroce.sh" "$src/tests/rdma/" || exit 99
 for t in conf_verbs fault_verbs net_select net_lib; do
     cp "$s/tests/mp/$t.sh" "$src/tests/mp/" || exit 99
@@ -31,6 +31,7 @@ for p in tools/meshrun tools/mesh-info tests/mp/conformance tests/mp/fault tests
     mkdir -p "$build/$(dirname "$p")" && cp "$b/$p" "$build/$p" || exit 99
 done
 cp -P "$b"/libmesh/.libs/libmesh.so* "$build/libmesh/.libs/" 2>/dev/null
+cp -P "$b"/parallel/.libs/libmesh_parallel.so* "$build/parallel/.libs/" 2>/dev/null
 
 # as make check-softroce runs it: from the build folder, sources by a relative path
 out=$(cd "$build" && SOFTROCE_PREPARE="$img" top_builddir=. top_srcdir="../src dir" \
@@ -60,15 +61,17 @@ for p in tools/mesh-info tools/meshrun tests/unit/test_verbs_device tests/mp/con
     tests/mp/net_lib.sh bench/.libs/mesh-bench config.h; do
     [ -f "$root$tree/$p" ] || bad "$tree/$p missing from the image"
 done
-for l in "$b"/libmesh/.libs/libmesh.so*; do
-    [ -e "$root$tree/libmesh/.libs/$(basename "$l")" ] || bad "$(basename "$l") missing"
+for l in "$b"/libmesh/.libs/libmesh.so* "$b"/parallel/.libs/libmesh_parallel.so*; do
+    [ -e "$l" ] || continue
+    d=$(basename "$(dirname "$(dirname "$l")")")
+    [ -e "$root$tree/$d/.libs/$(basename "$l")" ] || bad "$(basename "$l") missing"
 done
 
 # each program starts inside the image, from the tree, with the steps' environment
 if [ "$(id -u)" = 0 ] && command -v chroot >/dev/null && chroot "$root" /bin/busybox true; then
     steps='tools/mesh-info --help >/dev/null
 tools/meshrun --help >/dev/null
-LD_LIBRARY_PATH=libmesh/.libs bench/.libs/mesh-bench --help >/dev/null
+LD_LIBRARY_PATH=libmesh/.libs:parallel/.libs bench/.libs/mesh-bench --help >/dev/null
 tests/mp/conformance --list >/dev/null
 test -r tests/mp/net_lib.sh
 test -w /tmp'
