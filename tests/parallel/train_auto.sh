@@ -23,45 +23,8 @@ trap 'rm -rf "$tmp"' EXIT
 model="--layers 2 --d-model 32 --heads 4 --seq 16 --vocab 64 --batch 8 --steps 10 --lr 3e-3 --quiet"
 pmodel="layers=2,hidden=32,heads=4,seq=16,vocab=64,tied=1,dropout=0"
 status=0
-fail() {
-    echo "FAIL: $*"
-    status=1
-}
-
-# train NAME RANKS [meshrun options --] mesh-train options: runs, leaves NAME.csv and NAME.out
-train() {
-    name=$1 n=$2
-    shift 2
-    mr=""
-    while [ $# -gt 0 ] && [ "$1" != "--" ]; do mr="$mr $1"; shift; done
-    [ $# -gt 0 ] && shift
-    # shellcheck disable=SC2086
-    if ! "$b/tools/meshrun" -n "$n" $mr --timeout 120 "$prog" $model --csv "$tmp/$name.csv" \
-        "$@" >"$tmp/$name.out" 2>&1; then
-        fail "$name: mesh-train failed"
-        head -20 "$tmp/$name.out"
-        return 1
-    fi
-}
-
-# same_loss NAME REF TOL: the loss of every step within TOL relative
-same_loss() {
-    awk -F, -v tol="$3" -v name="$1" '
-        /^#/ || $1 == "step" { next }
-        NR == FNR { ref[$1] = $2; next }
-        {
-            seen++
-            if (!($1 in ref)) { printf "%s: step %s not in the reference\n", name, $1; bad++; next }
-            d = $2 - ref[$1]; if (d < 0) d = -d
-            r = ref[$1] < 0 ? -ref[$1] : ref[$1]
-            if (d > tol * r) {
-                printf "%s: step %s loss %s, reference %s\n", name, $1, $2, ref[$1]
-                bad++
-            }
-        }
-        END { if (seen < 10) { printf "%s: %d steps\n", name, seen; bad++ } exit bad > 0 }' \
-        "$tmp/$2.csv" "$tmp/$1.csv" || fail "$1: loss differs from $2 beyond $3"
-}
+steps_expected=10
+. "$(dirname "$0")/train_lib.sh"
 
 # first_plan FILE: "tp=A pp=B dp=C zero=Z microbatches=M STEP" of mesh-plan --json's first layout
 first_plan() {

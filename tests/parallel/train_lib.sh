@@ -1,5 +1,6 @@
 # Helpers of the mesh-train tests, sourced after setting b (the build tree), prog (mesh-train),
-# tmp (a scratch folder), model (the options every run shares) and status=0.
+# tmp (a scratch folder), model (the options every run shares) and status=0; steps_expected, when
+# set, is the number of steps every compared run must have from its first compared step on.
 
 fail() {
     echo "FAIL: $*"
@@ -25,7 +26,8 @@ train() {
 # same_column NAME REF COLUMN TOL [FIRST]: CSV column COLUMN (2: the loss) of every step from
 # FIRST on within TOL relative of the reference run's (0: equal)
 same_column() {
-    awk -F, -v col="$3" -v tol="$4" -v first="${5:-1}" -v name="$1" '
+    awk -F, -v col="$3" -v tol="$4" -v first="${5:-1}" -v name="$1" \
+        -v want="${steps_expected:-}" '
         /^#/ || $1 == "step" { next }
         NR == FNR { ref[$1] = $col; next }
         $1 >= first {
@@ -38,8 +40,14 @@ same_column() {
                 bad++
             }
         }
-        END { if (seen < 1) { printf "%s: no steps\n", name; bad++ } exit bad > 0 }' \
-        "$tmp/$2.csv" "$tmp/$1.csv" || fail "$1: column $3 differs from $2 beyond $4"
+        END {
+            if (seen < 1) { printf "%s: no steps\n", name; bad++ }
+            else if (want != "" && seen != want) {
+                printf "%s: %d steps, not %d\n", name, seen, want
+                bad++
+            }
+            exit bad > 0
+        }' "$tmp/$2.csv" "$tmp/$1.csv" || fail "$1: column $3 differs from $2 beyond $4"
 }
 
 # same_loss NAME REF TOL [FIRST]: the loss of every step from FIRST on within TOL relative
@@ -72,7 +80,8 @@ refused() {
         shift ;;
     esac
     # shellcheck disable=SC2086
-    if "$b/tools/meshrun" -n "$n" $mr --timeout 60 "$prog" $model "$@" >"$tmp/refused.out" 2>&1; then
+    if "$b/tools/meshrun" -n "$n" $mr --timeout 60 "$prog" $model "$@" >"$tmp/refused.out" \
+        2>&1; then
         fail "mesh-train $* succeeded"
     elif ! grep -q -- "$want" "$tmp/refused.out"; then
         fail "mesh-train $*: no '$want' in:"

@@ -22,45 +22,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 model="--layers 8 --d-model 16 --heads 2 --seq 8 --vocab 32 --steps 10 --lr 3e-3 --quiet"
 status=0
-fail() {
-    echo "FAIL: $*"
-    status=1
-}
-
-# train NAME RANKS [meshrun options --] mesh-train options: runs, leaves NAME.csv and NAME.out
-train() {
-    name=$1 n=$2
-    shift 2
-    mr=""
-    while [ $# -gt 0 ] && [ "$1" != "--" ]; do mr="$mr $1"; shift; done
-    [ $# -gt 0 ] && shift
-    # shellcheck disable=SC2086
-    if ! "$b/tools/meshrun" -n "$n" $mr --timeout 120 "$prog" $model --csv "$tmp/$name.csv" \
-        "$@" >"$tmp/$name.out" 2>&1; then
-        fail "$name: mesh-train failed"
-        head -20 "$tmp/$name.out"
-        return 1
-    fi
-}
-
-# same_loss NAME REF TOL: the loss of every step within TOL relative (as in train.sh)
-same_loss() {
-    awk -F, -v tol="$3" -v name="$1" '
-        /^#/ || $1 == "step" { next }
-        NR == FNR { ref[$1] = $2; next }
-        {
-            seen++
-            if (!($1 in ref)) { printf "%s: step %s not in the reference\n", name, $1; bad++; next }
-            d = $2 - ref[$1]; if (d < 0) d = -d
-            r = ref[$1] < 0 ? -ref[$1] : ref[$1]
-            if (d > tol * r) {
-                printf "%s: step %s loss %s, reference %s\n", name, $1, $2, ref[$1]
-                bad++
-            }
-        }
-        END { if (seen != 10) { printf "%s: %d steps, not 10\n", name, seen; bad++ } exit bad > 0 }' \
-        "$tmp/$2.csv" "$tmp/$1.csv" || fail "$1: loss differs from $2 beyond $3"
-}
+steps_expected=10
+. "$(dirname "$0")/train_lib.sh"
 
 # pipe P SCHEDULE M [options]: pp=P with M micro-batches of 2 samples against one process
 pipe() {
@@ -114,18 +77,6 @@ else
     fi
 fi
 
-# refusals, each naming what is wrong
-refused() {
-    want=$1 n=$2
-    shift 2
-    # shellcheck disable=SC2086
-    if "$b/tools/meshrun" -n "$n" --timeout 60 "$prog" $model "$@" >"$tmp/refused.out" 2>&1; then
-        fail "mesh-train $* succeeded"
-    elif ! grep -q -- "$want" "$tmp/refused.out"; then
-        fail "mesh-train $*: no '$want' in:"
-        head -5 "$tmp/refused.out"
-    fi
-}
 refused "layers 6 does not split into pp=4 x 1 chunks" 4 --mesh pp=4 --layers 6 --batch 4 \
     --microbatches 4
 refused "layers 8 does not split into pp=2 x 3 chunks" 2 --mesh pp=2 --schedule interleaved \
