@@ -42,8 +42,16 @@
  * rounded once) and one row crosses instead. A token whose choices span nodes brings back its
  * rows: summing part of them elsewhere would change the rounding, and every path gives the
  * same bits. MESH_EP_PATH_AUTO (the default) takes this path when the ep communicator spans
- * more than one node and the routing sends fewer rows across nodes this way (counted from the
- * routed choices, before any capacity, so every rank chooses alike); mesh_ep_layout_path tells
+ * more than one node and it is expected to be faster. With r the cost of a byte between nodes
+ * over the cost of one inside a node (link_ratio), the flat path takes max(r x its rows between
+ * nodes, its rows inside nodes), both kinds moving at once; the hierarchical path takes r x its
+ * rows between nodes, then the rows inside nodes (those its forwarders pass on, and those that
+ * stay in their node on either path) in a second phase. Rows are counted from the routed
+ * choices, before any capacity, summed over the ranks, and r is the same on every rank, so
+ * every rank chooses alike. Unless
+ * given, the ratio is measured once per handle, at its first layout that could take either
+ * path: pairs of ranks on one node, then pairs on two nodes, exchange 1 MiB three times, and the
+ * slowest pair of each kind counts (a few milliseconds, collective). mesh_ep_layout_path tells
  * the choice. The hierarchical path uses point-to-point messages with tag MESH_EP_TAG on the
  * ep communicator, which the caller's own messages there must not use while a move runs.
  *
@@ -69,12 +77,13 @@ enum {
     MESH_EP_PARAM_FIELD_EXPERTS = 1u << 0,
     MESH_EP_PARAM_FIELD_TOPK = 1u << 1,
     MESH_EP_PARAM_FIELD_CAPACITY = 1u << 2,
-    MESH_EP_PARAM_FIELD_PATH = 1u << 3
+    MESH_EP_PARAM_FIELD_PATH = 1u << 3,
+    MESH_EP_PARAM_FIELD_LINK_RATIO = 1u << 4
 };
 
 /* How rows travel (see above). */
 typedef enum {
-    MESH_EP_PATH_AUTO = 0, /* hierarchical across nodes where it moves fewer rows between them */
+    MESH_EP_PATH_AUTO = 0, /* hierarchical across nodes where it is expected to be faster */
     MESH_EP_PATH_FLAT = 1, /* one mesh_alltoallv per local expert index */
     MESH_EP_PATH_HIER = 2  /* forwarders per node, also on one node (for tests) */
 } mesh_ep_path_t;
@@ -88,6 +97,9 @@ typedef struct {
     int topk;               /* k, 1..E (required) */
     double capacity_factor; /* 0 (default): dropless */
     mesh_ep_path_t path;    /* MESH_EP_PATH_AUTO (default) */
+    double link_ratio;      /* for MESH_EP_PATH_AUTO: seconds per byte between nodes over inside
+                               a node, > 0 (NVLink against one InfiniBand rail: about 10);
+                               default: measured */
 } mesh_ep_params_t;
 
 /* Where an expert row came from: the source rank, the token's index there and which of its k

@@ -18,6 +18,8 @@ struct mesh_ep {
      * node_index[rank] its place there */
     int nodes;
     int *node_of, *node_first, *node_ranks, *node_index;
+    /* seconds per byte between nodes over inside a node (ep_probe.c); 0 until measured */
+    double link_ratio;
 };
 
 /* The rank of node b that forwards rows of rank p there (p itself on its own node). */
@@ -83,8 +85,14 @@ void *mesh_ep_scratch_bytes(mesh_ep_layout_h l, size_t bytes, const char *fn);
 /* Fills ep's node map from its communicator; MESH_ERR_NO_MEMORY (nothing recorded). */
 mesh_status_t mesh_ep_node_map(mesh_ep_h ep);
 /* Hierarchical path (ep_hier.c). Rows this rank's routing sends to other nodes: cross[0] one
- * per choice (flat), cross[1] one per token and node (hierarchical). Local. */
-void mesh_ep_hier_count(mesh_ep_h ep, size_t tokens, const int32_t *ids, int64_t cross[2]);
+ * per choice (flat), cross[1] one per token and node (hierarchical); cross[2] the choices
+ * whose forwarder passes them on to another rank of its node (the hop the hierarchical path
+ * adds), cross[3] the choices on other ranks of this rank's node (sent inside it on either
+ * path). Local. */
+void mesh_ep_hier_count(mesh_ep_h ep, size_t tokens, const int32_t *ids, int64_t cross[4]);
+/* The cost of a byte between nodes over inside a node, measured on the first call (collective
+ * over the ep communicator, ep_probe.c) and kept. */
+mesh_status_t mesh_ep_link_ratio(mesh_ep_h ep, double *ratio);
 /* Builds l->hier from a built layout (slot_row, counts, offsets) and its routing; collective
  * over the ep communicator. */
 mesh_status_t mesh_ep_hier_build(mesh_ep_layout_h l, const int32_t *ids);

@@ -44,18 +44,21 @@ mesh_status_t mesh_ep_node_map(mesh_ep_h ep)
     return MESH_OK;
 }
 
-void mesh_ep_hier_count(mesh_ep_h ep, size_t tokens, const int32_t *ids, int64_t cross[2])
+void mesh_ep_hier_count(mesh_ep_h ep, size_t tokens, const int32_t *ids, int64_t cross[4])
 {
     int k = ep->topk, me = ep->node_of[ep->rank];
     int seen[64]; /* nodes a token reached; beyond 64, each further choice counts as a row */
-    cross[0] = cross[1] = 0;
+    cross[0] = cross[1] = cross[2] = cross[3] = 0;
     for (size_t t = 0; t < tokens && ids; t++) {
         int n = 0;
         for (int j = 0; j < k; j++) {
-            int b = ep->node_of[ids[t * k + j] / ep->local], i = 0;
-            if (b == me)
+            int dst = ids[t * k + j] / ep->local, b = ep->node_of[dst], i = 0;
+            if (b == me) {
+                cross[3] += dst != ep->rank;
                 continue;
+            }
             cross[0]++;
+            cross[2] += mesh_ep_forwarder(ep, ep->rank, b) != dst;
             while (i < n && seen[i] != b)
                 i++;
             if (i == n) {

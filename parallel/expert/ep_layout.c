@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The count exchange's words before the per-expert counts: verdict, tokens, and the four
+ * counts of mesh_ep_hier_count. */
+#define MSG_HDR 6
+
 mesh_status_t mesh_ep_create(mesh_comm_h comm, const mesh_ep_params_t *params, mesh_ep_h *ep)
 {
     static const char fn[] = "mesh_ep_create";
@@ -42,6 +46,10 @@ mesh_status_t mesh_ep_create(mesh_comm_h comm, const mesh_ep_params_t *params, m
         return mesh_par_error(MESH_ERR_INVALID_ARG,
                               "%s: path=%d is not MESH_EP_PATH_AUTO, _FLAT or _HIER", fn,
                               (int)path);
+    double ratio = params->field_mask & MESH_EP_PARAM_FIELD_LINK_RATIO ? params->link_ratio : 0;
+    if ((params->field_mask & MESH_EP_PARAM_FIELD_LINK_RATIO) && !(ratio > 0 && !isinf(ratio)))
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: link_ratio=%g must be finite and > 0",
+                              fn, ratio);
     mesh_ep_h e = calloc(1, sizeof(*e));
     if (e == NULL)
         return mesh_par_error(MESH_ERR_NO_MEMORY, "%s: out of memory", fn);
@@ -52,7 +60,8 @@ mesh_status_t mesh_ep_create(mesh_comm_h comm, const mesh_ep_params_t *params, m
                           .local = params->experts / size,
                           .topk = params->topk,
                           .capacity_factor = cf,
-                          .path = path};
+                          .path = path,
+                          .link_ratio = ratio};
     if (mesh_ep_node_map(e) != MESH_OK) {
         free(e);
         return mesh_par_error(MESH_ERR_NO_MEMORY, "%s: out of memory", fn);
@@ -149,7 +158,7 @@ static void decide_kept(mesh_ep_layout_h l, const int64_t *msg, int64_t *kept, i
     for (int x = 0; x < L; x++) {
         size_t before = 0;
         for (int s = 0; s < P; s++) {
-            size_t n = (size_t)msg[s * W + 4 + x], keep = n;
+            size_t n = (size_t)msg[s * W + MSG_HDR + x], keep = n;
             if (l->capacity)
                 keep = before >= l->capacity      ? 0
                        : l->capacity - before < n ? l->capacity - before
@@ -163,28 +172,42 @@ static void decide_kept(mesh_ep_layout_h l, const int64_t *msg, int64_t *kept, i
     }
 }
 
-/* The path of the layout's moves: the same on every rank, from what every rank sent. */
-static int choose_hier(mesh_ep_h ep, const int64_t *rmsg, int stride)
+/* The path of the layout's moves: the same on every rank, from what every rank sent. The flat
+ * path moves rows between nodes and inside them at once; the hierarchical path sends a token
+ * once per other node instead of once per choice there, and then, in a second phase, the rows
+ * its forwarders pass on inside their node with the rows that stay in the node anyway. With r
+ * the cost of a byte between nodes over one inside (measured, or given), it is taken when
+ * r x its rows between nodes + the rows inside its nodes < max(r x the flat rows between
+ * nodes, the flat rows inside them). */
+static mesh_status_t choose_hier(mesh_ep_h ep, const int64_t *rmsg, int stride, int *hier)
 {
-    if (ep->path != MESH_EP_PATH_AUTO)
-        return ep->path == MESH_EP_PATH_HIER;
-    if (ep->nodes < 2)
-        return 0;
-    int64_t flat = 0, hier = 0;
+    *hier = ep->path == MESH_EP_PATH_HIER;
+    if (ep->path != MESH_EP_PATH_AUTO || ep->nodes < 2)
+        return MESH_OK;
+    int64_t flat = 0, rows = 0, fwd = 0, inside = 0;
     for (int s = 0; s < ep->size; s++) {
         flat += rmsg[s * stride + 2];
-        hier += rmsg[s * stride + 3];
+        rows += rmsg[s * stride + 3];
+        fwd += rmsg[s * stride + 4];
+        inside += rmsg[s * stride + 5];
     }
-    return hier < flat;
+    if (rows >= flat)
+        return MESH_OK;
+    double r, t_flat, t_hier;
+    MESH_PAR_CHECK(mesh_ep_link_ratio(ep, &r));
+    t_flat = fmax(r * (double)flat, (double)inside);
+    t_hier = r * (double)rows + (double)(fwd + inside);
+    *hier = t_hier < t_flat;
+    return MESH_OK;
 }
 
 static mesh_status_t build(mesh_ep_layout_h l, const int32_t *ids, const int64_t *count)
 {
     static const char fn[] = "mesh_ep_layout_create";
     mesh_ep_h ep = l->ep;
-    int P = ep->size, L = ep->local, k = ep->topk, E = ep->experts, W = L + 4;
+    int P = ep->size, L = ep->local, k = ep->topk, E = ep->experts, W = L + MSG_HDR;
     size_t n = (size_t)P * L;
-    int64_t *msg = calloc((size_t)P * W * 2 + n, sizeof(int64_t)), cross[2] = {0, 0};
+    int64_t *msg = calloc((size_t)P * W * 2 + n, sizeof(int64_t)), cross[4] = {0, 0, 0, 0};
     if (msg == NULL)
         return mesh_par_error(MESH_ERR_NO_MEMORY, "%s: out of memory", fn);
     int64_t *rmsg = msg + (size_t)P * W, *kept = rmsg + (size_t)P * W;
@@ -197,8 +220,10 @@ static mesh_status_t build(mesh_ep_layout_h l, const int32_t *ids, const int64_t
         msg[d * W + 1] = (int64_t)l->tokens;
         msg[d * W + 2] = cross[0];
         msg[d * W + 3] = cross[1];
+        msg[d * W + 4] = cross[2];
+        msg[d * W + 5] = cross[3];
         for (int x = 0; x < L && count; x++)
-            msg[d * W + 4 + x] = count[d * L + x];
+            msg[d * W + MSG_HDR + x] = count[d * L + x];
     }
     mesh_status_t st = mesh_alltoall(ep->comm, msg, rmsg, (size_t)W, MESH_INT64, NULL, NULL);
     if (st != MESH_OK) {
@@ -221,7 +246,13 @@ static mesh_status_t build(mesh_ep_layout_h l, const int32_t *ids, const int64_t
     }
     if (ep->capacity_factor > 0)
         l->capacity = (size_t)ceil(ep->capacity_factor * (double)global * k / E);
-    l->path = choose_hier(ep, rmsg, W) ? MESH_EP_PATH_HIER : MESH_EP_PATH_FLAT;
+    int hier;
+    st = choose_hier(ep, rmsg, W, &hier);
+    if (st != MESH_OK) {
+        free(msg);
+        return st;
+    }
+    l->path = hier ? MESH_EP_PATH_HIER : MESH_EP_PATH_FLAT;
     decide_kept(l, rmsg, kept, W);
     if (l->capacity) {
         st = mesh_alltoall(ep->comm, kept, msg, (size_t)L, MESH_INT64, NULL, NULL);

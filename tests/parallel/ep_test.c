@@ -376,6 +376,48 @@ static uint64_t cross_bytes(mesh_comm_h comm)
     return sum;
 }
 
+/* The automatic path weighs the rows it saves between nodes by the link ratio: a routing whose
+ * every choice lies on the next node (forwarders pass on half of them) goes hierarchical at
+ * ratio 10 (above) and flat at ratio 0.5 (it saves 2L - 1 of 2L rows per token, forwarders
+ * pass on 2L - 2 on nodes of L ranks; hierarchical still when L = 1); with the ratio measured,
+ * every rank takes the same path. */
+static void auto_choice(mesh_comm_h comm, const int32_t *ids, int T, int E, int k)
+{
+    for (int v = 0; v < 2; v++) {
+        mesh_ep_params_t p = {.field_mask = MESH_EP_PARAM_FIELD_EXPERTS | MESH_EP_PARAM_FIELD_TOPK,
+                              .experts = E,
+                              .topk = k,
+                              .link_ratio = 0.5};
+        p.field_mask |= v == 0 ? MESH_EP_PARAM_FIELD_LINK_RATIO : 0;
+        mesh_ep_h ep = NULL;
+        mesh_ep_layout_h l = NULL;
+        ok(mesh_ep_create(comm, &p, &ep), "auto: create");
+        if (ep)
+            ok(mesh_ep_layout_create(ep, (size_t)T, ids, &l), "auto: layout");
+        int path[2] = {l ? (int)mesh_ep_layout_path(l) : -1, 0};
+        path[1] = -path[0];
+        mesh_allreduce(comm, path, path, 2, MESH_INT32, MESH_MAX, NULL, NULL);
+        int want = k >= 4 ? MESH_EP_PATH_FLAT : MESH_EP_PATH_HIER;
+        if (v == 0)
+            CHECK(path[0] == want && path[1] == -want, "auto: link ratio 0.5: path %d..%d, want %d",
+                  -path[1], path[0], want);
+        else
+            CHECK(path[0] == -path[1] && path[0] > 0, "auto: measured ratio: ranks took paths "
+                  "%d..%d", -path[1], path[0]);
+        mesh_ep_layout_destroy(l);
+        mesh_ep_destroy(ep);
+    }
+    mesh_ep_params_t bad = {.field_mask = MESH_EP_PARAM_FIELD_EXPERTS | MESH_EP_PARAM_FIELD_TOPK |
+                                          MESH_EP_PARAM_FIELD_LINK_RATIO,
+                            .experts = E,
+                            .topk = k,
+                            .link_ratio = -1};
+    mesh_ep_h ep = NULL;
+    CHECK(mesh_ep_create(comm, &bad, &ep) == MESH_ERR_INVALID_ARG && ep == NULL &&
+              strstr(mesh_comm_last_error(NULL), "link_ratio=-1") != NULL,
+          "auto: link_ratio -1 accepted or unclear: %s", mesh_comm_last_error(NULL));
+}
+
 /* Tokens that choose every expert of the next node, in a rotating order: the hierarchical path
  * sends each token's row across once and brings back one summed row, and gives the flat
  * path's bits in all four moves; the automatic choice takes it. */
@@ -404,11 +446,14 @@ static void fewer_bytes(mesh_comm_h comm)
     uint64_t bytes[3][2] = {{0}};
     const mesh_ep_path_t paths[3] = {MESH_EP_PATH_FLAT, MESH_EP_PATH_HIER, MESH_EP_PATH_AUTO};
     for (int v = 0; v < 3; v++) {
+        /* the automatic path with links between nodes ten times slower than inside */
         mesh_ep_params_t p = {.field_mask = MESH_EP_PARAM_FIELD_EXPERTS | MESH_EP_PARAM_FIELD_TOPK |
-                                            MESH_EP_PARAM_FIELD_PATH,
+                                            MESH_EP_PARAM_FIELD_PATH |
+                                            MESH_EP_PARAM_FIELD_LINK_RATIO,
                               .experts = E,
                               .topk = k,
-                              .path = paths[v]};
+                              .path = paths[v],
+                              .link_ratio = 10};
         mesh_ep_h ep = NULL;
         mesh_ep_layout_h l = NULL;
         size_t nrecv = 0;
@@ -458,6 +503,7 @@ static void fewer_bytes(mesh_comm_h comm)
     for (int v = 0; v < 3; v++)
         for (int m = 0; m < 4; m++)
             free(res[v][m]);
+    auto_choice(comm, ids, T, E, k);
 }
 
 static void refusals(mesh_comm_h world)
