@@ -72,7 +72,10 @@ mesh_status_t mesh_api_check_count(mesh_comm_t *comm, const char *fn, size_t cou
                                    size_t mult)
 {
     if (mult == 0) mult = 1;
-    CHECK_ARG(dsize == 0 || count <= MESH_API_MAX_BYTES / dsize / mult,
+    size_t bytes; /* multiplied, not divided: this runs on every call */
+    int over = __builtin_mul_overflow(count, dsize, &bytes) ||
+               __builtin_mul_overflow(bytes, mult, &bytes);
+    CHECK_ARG(!over && bytes <= MESH_API_MAX_BYTES,
               "%s: count %zu is too large: %s%zu elements of %zu bytes exceed the largest buffer "
               "mesh accepts (%zu bytes)", fn, count, mult > 1 ? "the ranks' " : "",
               mult > 1 ? count : count, dsize, (size_t)MESH_API_MAX_BYTES);

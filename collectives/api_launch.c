@@ -82,15 +82,17 @@ mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
                         ? api_key(comm, args, avg_buf != NULL, keybuf, &heap)
                         : 0;
     const unsigned char *key = heap ? heap : keybuf;
-    uint32_t sig = mesh_coll_sig(args, args->opcode, comm->size);
+    uint32_t sig;
     int root = args->type == MESH_COLL_REDUCE || args->type == MESH_COLL_BROADCAST ||
                        args->type == MESH_COLL_GATHER || args->type == MESH_COLL_SCATTER
                    ? args->root
                    : -1;
     mesh_comm_lock(comm); /* released by mesh_request_submit */
     uint32_t seq = comm->coll_seq++;
-    mesh_comm_note_call(comm, seq, sig, args->count);
     if (keylen != 0) s = mesh_sched_reuse(comm, key, keylen, (const void **)&algo);
+    /* a replayed graph keeps the signature of the identical call that built it */
+    sig = s != NULL ? mesh_sched_sig(s) : mesh_coll_sig(args, args->opcode, comm->size);
+    mesh_comm_note_call(comm, seq, sig, args->count);
     if (s != NULL) {
         mesh_sched_set_tag(s, mesh_tag_coll(seq, sig));
         mesh_sched_set_call(s, seq, args->count, root);

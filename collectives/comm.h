@@ -199,6 +199,8 @@ int mesh_comm_progress(mesh_comm_t *comm);
 /* Progresses once every other communicator of the process that has operations under way and
  * whose lock is free (the wait of one communicator keeps the others moving); returns events. */
 int mesh_comm_progress_others(mesh_comm_t *self);
+/* Whether another communicator than self has operations under way. */
+int mesh_comm_others_busy(mesh_comm_t *self);
 /* Records the thread's last error on the communicator and returns status. */
 mesh_status_t mesh_comm_fail(mesh_comm_t *comm, mesh_status_t status);
 

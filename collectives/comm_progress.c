@@ -81,11 +81,15 @@ static int comm_progress_try(void *obj, int idle_too)
     return events;
 }
 
-int mesh_comm_progress_others(mesh_comm_t *self)
+int mesh_comm_others_busy(mesh_comm_t *self)
 {
     int mine = self != NULL && atomic_load_explicit(&self->nactive_hint, memory_order_relaxed) > 0;
-    if (mesh_progress_active_count() <= mine) return 0;
-    return mesh_progress_others(self);
+    return mesh_progress_active_count() > mine;
+}
+
+int mesh_comm_progress_others(mesh_comm_t *self)
+{
+    return mesh_comm_others_busy(self) ? mesh_progress_others(self) : 0;
 }
 
 void mesh_comm_ref(mesh_comm_t *c) { atomic_fetch_add(&c->refs, 1); }

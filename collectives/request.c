@@ -8,9 +8,11 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-/* Group state is per thread, like NCCL's. */
-static __thread int mesh_group_depth;
-static __thread mesh_request_h mesh_group_head, mesh_group_tail;
+/* Group state is per thread, like NCCL's; a few bytes of static TLS, so that every call reads
+ * it without a call into the dynamic linker. */
+#define GROUP_TLS __thread __attribute__((tls_model("initial-exec")))
+static GROUP_TLS int mesh_group_depth;
+static GROUP_TLS mesh_request_h mesh_group_head, mesh_group_tail;
 
 /* Requests come from a process-wide pool and their memory is never given back, so that a handle
  * used after mesh_request_free still points at a request: one freed and not yet reused is
@@ -144,6 +146,35 @@ static mesh_status_t request_wait(mesh_request_h req)
     return req->status;
 }
 
+/* A blocking call's wait: the communicator stays locked while its own progress spins, so a
+ * round costs no atomic exchange, and is let go around the sweep of the others (when they have
+ * work), every 64 idle rounds, and before the backoff yields or sleeps, so that another thread
+ * posting on it or sweeping it waits a few rounds at most. Returns with the lock held. */
+static mesh_status_t request_wait_held(mesh_request_h r)
+{
+    mesh_comm_t *c = r->comm;
+    unsigned idle = 0;
+    while (!request_poll(r)) {
+        int events = mesh_comm_progress(c);
+        if (request_poll(r)) break;
+        if (mesh_comm_others_busy(c)) {
+            mesh_comm_unlock(c);
+            events += mesh_progress_others(c);
+            mesh_comm_lock(c);
+        }
+        if (events > 0) {
+            idle = 0;
+        } else if ((idle & 63) != 63 && mesh_backoff_spins(idle)) {
+            mesh_backoff(&idle);
+        } else {
+            mesh_comm_unlock(c);
+            request_idle(&idle);
+            mesh_comm_lock(c);
+        }
+    }
+    return r->status;
+}
+
 mesh_status_t mesh_wait(mesh_request_h req)
 {
     MESH_CHECK(request_check(req, "mesh_wait"));
@@ -237,9 +268,7 @@ mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *
     if (user_req == NULL && mesh_group_depth == 0) {
         /* blocking: the request lives here, for the time of the call */
         st = request_start(&tmpl);
-        mesh_comm_unlock(comm);
-        if (st >= 0) st = request_wait(&tmpl);
-        mesh_comm_lock(comm);
+        if (st >= 0) st = request_wait_held(&tmpl);
         request_drop(&tmpl);
         mesh_comm_unlock(comm);
         return st;

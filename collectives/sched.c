@@ -463,6 +463,11 @@ mesh_comm_t *mesh_sched_comm(const mesh_sched_t *s) { return s->comm; }
 
 void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base) { s->tag_base = tag_base; }
 
+uint32_t mesh_sched_sig(const mesh_sched_t *s)
+{
+    return (uint32_t)(s->tag_base & MESH_TL_TAG_SIG_MASK);
+}
+
 void mesh_sched_set_call(mesh_sched_t *s, uint32_t seq, size_t count, int root)
 {
     s->call_seq = seq;

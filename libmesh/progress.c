@@ -139,6 +139,12 @@ void mesh_progress_node_ranks(int nranks)
         atomic_store_explicit(&mesh_progress_spin, -1, memory_order_relaxed);
 }
 
+int mesh_backoff_spins(unsigned idle)
+{
+    return idle < (unsigned)mesh_backoff_spin() &&
+           (idle & (MESH_SPIN_YIELD_EVERY - 1)) != MESH_SPIN_YIELD_EVERY - 1;
+}
+
 void mesh_backoff(unsigned *idle)
 {
     unsigned n = *idle;

@@ -12,6 +12,9 @@ double mesh_time(void);
  * oversubscribed ranks (more ranks than cores) let the rank they wait for run.
  * Reset *idle to 0 whenever progress was made. */
 void mesh_backoff(unsigned *idle);
+/* Whether mesh_backoff(&idle) with this count only pauses the CPU (no yield, no sleep): a wait
+ * loop may keep a lock across such rounds. */
+int mesh_backoff_spins(unsigned idle);
 
 /* Idle polls before yielding, as MESH_PROGRESS_SPIN sets it: "auto" (*polls = -1) or a
  * non-negative count. polls may be NULL. Returns 0, or -1 for any other text. */
