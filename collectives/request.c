@@ -148,13 +148,18 @@ static mesh_status_t request_wait(mesh_request_h req)
 
 /* A blocking call's wait: the communicator stays locked while its own progress spins, so a
  * round costs no atomic exchange, and is let go around the sweep of the others (when they have
- * work), every 64 idle rounds, and before the backoff yields or sleeps, so that another thread
- * posting on it or sweeping it waits a few rounds at most. Returns with the lock held. */
+ * work), every 64 rounds, before the backoff yields or sleeps, and when idle communicators
+ * are due to answer control messages (request_idle), so that another thread posting on it or
+ * sweeping it waits a few rounds at most. Returns with the lock held. */
 static mesh_status_t request_wait_held(mesh_request_h r)
 {
     mesh_comm_t *c = r->comm;
-    unsigned idle = 0;
+    unsigned idle = 0, rounds = 0;
     while (!request_poll(r)) {
+        if ((++rounds & 63) == 0) {
+            mesh_comm_unlock(c);
+            mesh_comm_lock(c);
+        }
         int events = mesh_comm_progress(c);
         if (request_poll(r)) break;
         if (mesh_comm_others_busy(c)) {
@@ -164,7 +169,7 @@ static mesh_status_t request_wait_held(mesh_request_h r)
         }
         if (events > 0) {
             idle = 0;
-        } else if ((idle & 63) != 63 && mesh_backoff_spins(idle)) {
+        } else if (mesh_backoff_spins(idle) && (idle & 255) != 255) {
             mesh_backoff(&idle);
         } else {
             mesh_comm_unlock(c);
