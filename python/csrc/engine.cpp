@@ -107,9 +107,13 @@ void Engine::complete(std::vector<Done> &done)
     done.clear();
 }
 
-void Engine::backoff(unsigned &idle) const
+void Engine::backoff(unsigned &idle, bool waiter) const
 {
-    const unsigned n = idle++, spin = spin_.load(std::memory_order_relaxed);
+    /* a caller waiting for its own operation spins as its node allows; the completion thread
+     * drives operations while their caller computes (DDP's backward), so it spins only
+     * briefly: where CPUs are few, its spinning would take them from that computation */
+    const unsigned n = idle++,
+                   spin = waiter ? spin_.load(std::memory_order_relaxed) : completion_spin;
     if (n < spin) {
         cpu_relax();
         return;
@@ -136,7 +140,7 @@ void Engine::step(std::unique_lock<std::mutex> &lk, std::vector<Done> &done, uns
         idle = 0;
     } else {
         lk.unlock();
-        backoff(idle);
+        backoff(idle, mark.has_value() && *mark);
     }
     lk.lock();
 }

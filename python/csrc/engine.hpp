@@ -65,7 +65,10 @@ class Engine {
     /* Completes them (copies, futures, callbacks); the lock is not held. */
     static void complete(std::vector<Done> &done);
     void run();
-    void backoff(unsigned &idle) const;
+    /* Spins, then yields, then sleeps; waiter: a thread in wait() (else the completion thread or
+     * a drain, which spin completion_spin polls at most). */
+    void backoff(unsigned &idle, bool waiter) const;
+    static constexpr unsigned completion_spin = 200;
     /* One round of driving, the lock held (and released meanwhile): completes what mesh
      * finished, else backs off. Where something completed, drivers_finish_ becomes mark (is
      * left as it is without one). */
