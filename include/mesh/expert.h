@@ -52,8 +52,9 @@
  * given, the ratio is measured once per handle, at its first layout that could take either
  * path: pairs of ranks on one node, then pairs on two nodes, exchange 1 MiB three times, and the
  * slowest pair of each kind counts (a few milliseconds, collective). mesh_ep_layout_path tells
- * the choice. The hierarchical path uses point-to-point messages with tag MESH_EP_TAG on the
- * ep communicator, which the caller's own messages there must not use while a move runs.
+ * the choice. The hierarchical path and the measurement use point-to-point messages with tag
+ * MESH_EP_TAG on the ep communicator, which the caller's own messages there must not use while
+ * a move or a layout's creation runs.
  *
  * Buffers are host memory; rows are fp32 or bf16; combine sums in double and rounds once.
  * Calls taking a layout are collective over the ep communicator; a layout's calls must not run
