@@ -3,23 +3,9 @@
  * against the hop inside the node it adds. */
 #include "ep.h"
 #include <stdlib.h>
-#include <time.h>
 
 #define PROBE_BYTES (1u << 20)
 #define PROBE_ROUNDS 5
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* The median seconds of PROBE_ROUNDS exchanges of PROBE_BYTES (both ways at once) with each of
  * peer[0] (inside the node) and peer[1] (another node), taking turns so that both kinds see the
@@ -33,14 +19,14 @@ static mesh_status_t probe(mesh_ep_h ep, const int peer[2], char *buf, double se
             st = mesh_barrier(ep->comm, NULL);
             if (st != MESH_OK || peer[kind] < 0)
                 continue;
-            double t0 = now();
+            double t0 = mesh_par_now();
             st = mesh_sendrecv(ep->comm, buf, PROBE_BYTES, peer[kind], buf + PROBE_BYTES,
                                PROBE_BYTES, peer[kind], MESH_UINT8, MESH_EP_TAG, NULL, NULL);
-            t[kind][r] = now() - t0;
+            t[kind][r] = mesh_par_now() - t0;
         }
     }
     for (int kind = 0; kind < 2; kind++) {
-        qsort(t[kind], PROBE_ROUNDS, sizeof(double), cmp_double);
+        qsort(t[kind], PROBE_ROUNDS, sizeof(double), mesh_par_cmp_double);
         secs[kind] = t[kind][PROBE_ROUNDS / 2];
     }
     return st;

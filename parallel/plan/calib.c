@@ -66,12 +66,6 @@ static int plan_header(const char *line, size_t len, int *col)
     return 0;
 }
 
-static int plan_cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Fits t = alpha + beta S minimising the relative errors; alpha >= 0 and beta > 0. */
 static void plan_fit(const double *S, const double *t, int n, double *alpha, double *beta)
 {
@@ -136,7 +130,7 @@ static int plan_entry_build(plan_centry_t *c, const plan_row_t *rows, const int 
             const plan_row_t *r = &rows[idx[i]];
             if ((!oop || !r->in_place) && r->bytes == next) tmp[m++] = r->t;
         }
-        qsort(tmp, m, sizeof(double), plan_cmp_double);
+        qsort(tmp, m, sizeof(double), mesh_par_cmp_double);
         S[k] = next;
         T[k++] = m % 2 ? tmp[m / 2] : 0.5 * (tmp[m / 2 - 1] + tmp[m / 2]);
         last = next;
