@@ -174,13 +174,15 @@ static int run_path(bench_t *b, double skew, mesh_ep_path_t path)
             tr[it] = ta[it] / te[it];
         double me = median(te, iters), ma = median(ta, iters), md = median(td, iters);
         double mr = median(tr, iters);
+        char how[48] = "";
+        if (path == MESH_EP_PATH_AUTO)
+            snprintf(how, sizeof(how), "(%s, link ratio %.2f)",
+                     mesh_ep_layout_path(l) == MESH_EP_PATH_HIER ? "hier" : "flat",
+                     mesh_ep_link_ratio(ep));
         printf("skew %-4g %s%s rank 0's experts get %5.1f%% of the rows: dispatch+combine %8.3f ms "
                "%7.1f MB/s (dispatch %.3f ms) across nodes: dispatch %.2f MB combine %.2f MB | "
                "alltoallv x2 %8.3f ms %7.1f MB/s | ratio %.2f (median of paired ratios %.2f)\n",
-               skew, pname[path],
-               path == MESH_EP_PATH_AUTO
-                   ? (mesh_ep_layout_path(l) == MESH_EP_PATH_HIER ? "(hier)" : "(flat)")
-                   : "",
+               skew, pname[path], how,
                100.0 * nrecv / ((double)b->tokens * b->k * P), me * 1e3, bytes[1] / me / 1e6,
                md * 1e3, cross[0] / 1e6 / iters, cross[1] / 1e6 / iters, ma * 1e3,
                bytes[1] / ma / 1e6, ma / me, mr);

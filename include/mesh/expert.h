@@ -51,7 +51,8 @@
  * every rank chooses alike. Unless
  * given, the ratio is measured once per handle, at its first layout that could take either
  * path: pairs of ranks on one node, then pairs on two nodes, exchange 1 MiB three times, and the
- * slowest pair of each kind counts (a few milliseconds, collective). mesh_ep_layout_path tells
+ * slowest pair of each kind counts (a few milliseconds, collective); mesh_ep_link_ratio tells
+ * the ratio in use. mesh_ep_layout_path tells
  * the choice. The hierarchical path and the measurement use point-to-point messages with tag
  * MESH_EP_TAG on the ep communicator, which the caller's own messages there must not use while
  * a move or a layout's creation runs.
@@ -131,6 +132,9 @@ MESH_API size_t mesh_ep_layout_recv_rows(mesh_ep_layout_h layout);
 MESH_API size_t mesh_ep_layout_tokens(mesh_ep_layout_h layout);
 /* The path the layout's moves take: MESH_EP_PATH_FLAT or MESH_EP_PATH_HIER (never AUTO). */
 MESH_API mesh_ep_path_t mesh_ep_layout_path(mesh_ep_layout_h layout);
+/* The link ratio the automatic path weighs rows with: the one given, the one measured, or 0
+ * while nothing asked for it yet (a forced path, one node, or no layout built). */
+MESH_API double mesh_ep_link_ratio(mesh_ep_h ep);
 /* Per-expert capacity (0: dropless). */
 MESH_API size_t mesh_ep_layout_capacity(mesh_ep_layout_h layout);
 /* rows [local experts]: how many expert rows each local expert has, in order. */

@@ -92,7 +92,7 @@ mesh_status_t mesh_ep_node_map(mesh_ep_h ep);
 void mesh_ep_hier_count(mesh_ep_h ep, size_t tokens, const int32_t *ids, int64_t cross[4]);
 /* The cost of a byte between nodes over inside a node, measured on the first call (collective
  * over the ep communicator, ep_probe.c) and kept. */
-mesh_status_t mesh_ep_link_ratio(mesh_ep_h ep, double *ratio);
+mesh_status_t mesh_ep_measure_link(mesh_ep_h ep, double *ratio);
 /* Builds l->hier from a built layout (slot_row, counts, offsets) and its routing; collective
  * over the ep communicator. */
 mesh_status_t mesh_ep_hier_build(mesh_ep_layout_h l, const int32_t *ids);

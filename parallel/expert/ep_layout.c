@@ -194,7 +194,7 @@ static mesh_status_t choose_hier(mesh_ep_h ep, const int64_t *rmsg, int stride, 
     if (rows >= flat)
         return MESH_OK;
     double r, t_flat, t_hier;
-    MESH_PAR_CHECK(mesh_ep_link_ratio(ep, &r));
+    MESH_PAR_CHECK(mesh_ep_measure_link(ep, &r));
     t_flat = fmax(r * (double)flat, (double)inside);
     t_hier = r * (double)rows + (double)(fwd + inside);
     *hier = t_hier < t_flat;

@@ -32,7 +32,7 @@ static mesh_status_t probe(mesh_ep_h ep, const int peer[2], char *buf, double se
     return st;
 }
 
-mesh_status_t mesh_ep_link_ratio(mesh_ep_h ep, double *ratio)
+mesh_status_t mesh_ep_measure_link(mesh_ep_h ep, double *ratio)
 {
     if (ep->link_ratio > 0) {
         *ratio = ep->link_ratio;
@@ -63,3 +63,5 @@ mesh_status_t mesh_ep_link_ratio(mesh_ep_h ep, double *ratio)
     *ratio = ep->link_ratio;
     return MESH_OK;
 }
+
+double mesh_ep_link_ratio(mesh_ep_h ep) { return ep ? ep->link_ratio : 0; }

@@ -397,6 +397,13 @@ static void auto_choice(mesh_comm_h comm, const int32_t *ids, int T, int E, int 
         int path[2] = {l ? (int)mesh_ep_layout_path(l) : -1, 0};
         path[1] = -path[0];
         mesh_allreduce(comm, path, path, 2, MESH_INT32, MESH_MAX, NULL, NULL);
+        /* the ratio in use: the one given, or one measured alike on every rank */
+        double r[2] = {ep ? mesh_ep_link_ratio(ep) : -1, 0};
+        r[1] = -r[0];
+        mesh_allreduce(comm, r, r, 2, MESH_FP64, MESH_MAX, NULL, NULL);
+        CHECK(r[0] == -r[1] && (v == 0 ? r[0] == 0.5 : r[0] > 0),
+              "auto: link ratio %g..%g on the ranks, want %s", -r[1], r[0],
+              v == 0 ? "0.5" : "one measured value");
         int want = k >= 4 ? MESH_EP_PATH_FLAT : MESH_EP_PATH_HIER;
         if (v == 0)
             CHECK(path[0] == want && path[1] == -want, "auto: link ratio 0.5: path %d..%d, want %d",
