@@ -208,14 +208,23 @@ static void meshrun_place(const meshrun_opts_t *o, meshrun_rank_t *ranks)
     free(count);
 }
 
-/* A port in 20000-60000 for rank 0's listener. In a fresh namespace any port is free; on the
- * host's loopback, try binding it first so that a busy port is skipped. */
+/* A port for rank 0's listener. In a fresh namespace any port in 20000-60000 is free. On the
+ * host's loopback, take one below the kernel's ephemeral range (outgoing connections draw from
+ * that range at any moment, between our check and rank 0's listen too), and try binding it first
+ * so that a busy port is skipped. */
 static int meshrun_pick_port(int check_loopback)
 {
+    unsigned top = 60001;
+    FILE *f = check_loopback ? fopen("/proc/sys/net/ipv4/ip_local_port_range", "r") : NULL;
+    if (f) {
+        unsigned lo, hi;
+        if (fscanf(f, "%u %u", &lo, &hi) == 2 && lo > 21000 && lo < top) top = lo;
+        fclose(f);
+    }
     for (int attempt = 0; attempt < 200; attempt++) {
         uint32_t r;
         if (meshrun_random(&r, sizeof(r))) return -1;
-        int port = 20000 + (int)(r % 40001);
+        int port = 20000 + (int)(r % (top - 20000));
         if (!check_loopback) return port;
 
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -229,7 +238,7 @@ static int meshrun_pick_port(int check_loopback)
         close(fd);
         if (ok) return port;
     }
-    meshrun_err("error: no free port found in 20000-60000 on 127.0.0.1");
+    meshrun_err("error: no free port found in 20000-%u on 127.0.0.1", top - 1);
     return -1;
 }
 
