@@ -12,17 +12,84 @@
             return mesh_comm_fail(comm, mesh_error(MESH_ERR_INVALID_ARG, __VA_ARGS__));       \
     } while (0)
 
-mesh_status_t mesh_api_check_comm(mesh_comm_t *comm, const char *fn, void *stream);
-mesh_status_t mesh_api_check_dtype(mesh_comm_t *comm, const char *fn, mesh_dtype_t dtype);
-mesh_status_t mesh_api_check_op(mesh_comm_t *comm, const char *fn, mesh_op_t op,
-                                mesh_dtype_t dtype, mesh_op_t *base, const void **scalar);
-mesh_status_t mesh_api_check_buf(mesh_comm_t *comm, const char *fn, const char *name,
-                                 const void *buf, size_t count);
+/* The checks of every call pass inline, in a few instructions; anything else goes to the
+ * out-of-line form (_slow), which checks in full and refuses naming the argument. */
+mesh_status_t mesh_api_check_comm_slow(mesh_comm_t *comm, const char *fn, void *stream);
+mesh_status_t mesh_api_check_dtype_slow(mesh_comm_t *comm, const char *fn, mesh_dtype_t dtype);
+mesh_status_t mesh_api_check_op_slow(mesh_comm_t *comm, const char *fn, mesh_op_t op,
+                                     mesh_dtype_t dtype, mesh_op_t *base, const void **scalar);
+mesh_status_t mesh_api_check_buf_slow(mesh_comm_t *comm, const char *fn, const char *name,
+                                      const void *buf, size_t count);
 mesh_status_t mesh_api_check_root(mesh_comm_t *comm, const char *fn, int root);
-mesh_status_t mesh_api_check_count(mesh_comm_t *comm, const char *fn, size_t count, size_t dsize,
-                                   size_t mult);
-mesh_status_t mesh_api_check_overlap(mesh_comm_t *comm, const char *fn, const void *a,
-                                     size_t alen, const void *b, size_t blen, int in_place);
+mesh_status_t mesh_api_check_count_slow(mesh_comm_t *comm, const char *fn, size_t count,
+                                        size_t dsize, size_t mult);
+mesh_status_t mesh_api_check_overlap_slow(mesh_comm_t *comm, const char *fn, const void *a,
+                                          size_t alen, const void *b, size_t blen, int in_place);
+
+/* The largest buffer mesh accepts, in bytes: beyond any machine's memory and address space, so
+ * that every sum of counts, displacements and offsets below it is exact. */
+#define MESH_API_MAX_BYTES ((size_t)1 << 48)
+
+/* A live, healthy communicator, and no stream (host buffers). */
+static inline mesh_status_t mesh_api_check_comm(mesh_comm_t *comm, const char *fn, void *stream)
+{
+    if (comm != NULL && !comm->released && stream == NULL && comm->failed >= 0 &&
+        !atomic_load_explicit(&comm->aborted, memory_order_relaxed))
+        return MESH_OK;
+    return mesh_api_check_comm_slow(comm, fn, stream);
+}
+
+static inline mesh_status_t mesh_api_check_dtype(mesh_comm_t *comm, const char *fn,
+                                                 mesh_dtype_t dtype)
+{
+    return (unsigned)dtype < MESH_DTYPE_COUNT ? MESH_OK
+                                              : mesh_api_check_dtype_slow(comm, fn, dtype);
+}
+
+/* Resolves op into a base op plus pre-multiplication scalar (NULL if none). AVG reduces as a
+ * sum; the division happens once, at completion. */
+static inline mesh_status_t mesh_api_check_op(mesh_comm_t *comm, const char *fn, mesh_op_t op,
+                                              mesh_dtype_t dtype, mesh_op_t *base,
+                                              const void **scalar)
+{
+    if ((unsigned)op >= MESH_OP_COUNT)
+        return mesh_api_check_op_slow(comm, fn, op, dtype, base, scalar);
+    *scalar = NULL;
+    *base = op == MESH_AVG ? MESH_SUM : op;
+    return MESH_OK;
+}
+
+static inline mesh_status_t mesh_api_check_buf(mesh_comm_t *comm, const char *fn,
+                                               const char *name, const void *buf, size_t count)
+{
+    return buf != NULL || count == 0 ? MESH_OK
+                                     : mesh_api_check_buf_slow(comm, fn, name, buf, count);
+}
+
+/* count elements of dsize bytes, mult times (the ranks' blocks), within MESH_API_MAX_BYTES:
+ * multiplied, not divided, since this runs on every call. */
+static inline mesh_status_t mesh_api_check_count(mesh_comm_t *comm, const char *fn, size_t count,
+                                                 size_t dsize, size_t mult)
+{
+    size_t bytes;
+    if (!__builtin_mul_overflow(count, dsize, &bytes) &&
+        !__builtin_mul_overflow(bytes, mult ? mult : 1, &bytes) && bytes <= MESH_API_MAX_BYTES)
+        return MESH_OK;
+    return mesh_api_check_count_slow(comm, fn, count, dsize, mult);
+}
+
+/* Two buffers of the given byte lengths either coincide where the caller said in place, or
+ * do not overlap at all. */
+static inline mesh_status_t mesh_api_check_overlap(mesh_comm_t *comm, const char *fn,
+                                                   const void *a, size_t alen, const void *b,
+                                                   size_t blen, int in_place)
+{
+    if (in_place || a == NULL || b == NULL || alen == 0 || blen == 0 ||
+        (const char *)a + alen <= (const char *)b || (const char *)b + blen <= (const char *)a)
+        return MESH_OK;
+    return mesh_api_check_overlap_slow(comm, fn, a, alen, b, blen, in_place);
+}
+
 /* size * arrays size_t values (counts, displs, ...), freed with the request. */
 mesh_status_t mesh_api_alloc_blocks(mesh_comm_t *comm, const char *fn, int arrays, size_t **out);
 /* The signature's code of a reduction the caller named (a valid op, checked before). */
@@ -31,9 +98,6 @@ static inline int mesh_api_opcode(mesh_op_t op)
     return (unsigned)op < MESH_OP_COUNT ? 1 + (int)op : MESH_SIG_OP_PREMUL;
 }
 
-/* The largest buffer mesh accepts, in bytes: beyond any machine's memory and address space, so
- * that every sum of counts, displacements and offsets below it is exact. */
-#define MESH_API_MAX_BYTES ((size_t)1 << 48)
 /* The one validation path of block layouts (all-gather(v), reduce-scatter(v), all-to-all(v)):
  * block i holds counts[i] elements (fill for every rank when counts is NULL) at displs[i] (back
  * to back when displs is NULL) of a buffer. Every count, displacement, their sum, the total and

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 /* Common checks of every call; fn names the API function in messages. */
-mesh_status_t mesh_api_check_comm(mesh_comm_t *comm, const char *fn, void *stream)
+mesh_status_t mesh_api_check_comm_slow(mesh_comm_t *comm, const char *fn, void *stream)
 {
     if (comm == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm is NULL", fn);
     if (comm->released)
@@ -25,15 +25,14 @@ mesh_status_t mesh_api_check_comm(mesh_comm_t *comm, const char *fn, void *strea
     return MESH_OK;
 }
 
-mesh_status_t mesh_api_check_dtype(mesh_comm_t *comm, const char *fn, mesh_dtype_t dtype)
+mesh_status_t mesh_api_check_dtype_slow(mesh_comm_t *comm, const char *fn, mesh_dtype_t dtype)
 {
     CHECK_ARG(mesh_dtype_valid(dtype), "%s: dtype %d is not a mesh_dtype_t", fn, (int)dtype);
     return MESH_OK;
 }
 
-/* Resolves op into a base op plus pre-multiplication scalar (NULL if none). */
-mesh_status_t mesh_api_check_op(mesh_comm_t *comm, const char *fn, mesh_op_t op, mesh_dtype_t dtype,
-                              mesh_op_t *base, const void **scalar)
+mesh_status_t mesh_api_check_op_slow(mesh_comm_t *comm, const char *fn, mesh_op_t op,
+                                     mesh_dtype_t dtype, mesh_op_t *base, const void **scalar)
 {
     *scalar = NULL;
     if ((unsigned)op < MESH_OP_COUNT) {
@@ -54,8 +53,8 @@ mesh_status_t mesh_api_check_op(mesh_comm_t *comm, const char *fn, mesh_op_t op,
     return MESH_OK;
 }
 
-mesh_status_t mesh_api_check_buf(mesh_comm_t *comm, const char *fn, const char *name,
-                               const void *buf, size_t count)
+mesh_status_t mesh_api_check_buf_slow(mesh_comm_t *comm, const char *fn, const char *name,
+                                      const void *buf, size_t count)
 {
     CHECK_ARG(buf != NULL || count == 0, "%s: %s is NULL with count %zu", fn, name, count);
     return MESH_OK;
@@ -68,11 +67,11 @@ mesh_status_t mesh_api_check_root(mesh_comm_t *comm, const char *fn, int root)
     return MESH_OK;
 }
 
-mesh_status_t mesh_api_check_count(mesh_comm_t *comm, const char *fn, size_t count, size_t dsize,
-                                   size_t mult)
+mesh_status_t mesh_api_check_count_slow(mesh_comm_t *comm, const char *fn, size_t count,
+                                        size_t dsize, size_t mult)
 {
     if (mult == 0) mult = 1;
-    size_t bytes; /* multiplied, not divided: this runs on every call */
+    size_t bytes;
     int over = __builtin_mul_overflow(count, dsize, &bytes) ||
                __builtin_mul_overflow(bytes, mult, &bytes);
     CHECK_ARG(!over && bytes <= MESH_API_MAX_BYTES,
@@ -82,10 +81,8 @@ mesh_status_t mesh_api_check_count(mesh_comm_t *comm, const char *fn, size_t cou
     return MESH_OK;
 }
 
-/* Two buffers of the given byte lengths either coincide where the caller said in place, or
- * do not overlap at all. */
-mesh_status_t mesh_api_check_overlap(mesh_comm_t *comm, const char *fn, const void *a, size_t alen,
-                                   const void *b, size_t blen, int in_place)
+mesh_status_t mesh_api_check_overlap_slow(mesh_comm_t *comm, const char *fn, const void *a,
+                                          size_t alen, const void *b, size_t blen, int in_place)
 {
     if (in_place || a == NULL || b == NULL || alen == 0 || blen == 0) return MESH_OK;
     const char *pa = a, *pb = b;

@@ -90,15 +90,15 @@ mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
     mesh_comm_lock(comm); /* released by mesh_request_submit */
     uint32_t seq = comm->coll_seq++;
     if (keylen != 0) s = mesh_sched_reuse(comm, key, keylen, (const void **)&algo);
-    /* a replayed graph keeps the signature of the identical call that built it */
-    sig = s != NULL ? mesh_sched_sig(s) : mesh_coll_sig(args, args->opcode, comm->size);
-    mesh_comm_note_call(comm, seq, sig, args->count);
     if (s != NULL) {
-        mesh_sched_set_tag(s, mesh_tag_coll(seq, sig));
-        mesh_sched_set_call(s, seq, args->count, root);
+        /* a replayed graph keeps the signature of the identical call that built it */
+        sig = mesh_sched_replay_call(s, seq, args->count, root);
+        mesh_comm_note_call(comm, seq, sig, args->count);
         comm->replays++;
         goto launch;
     }
+    sig = mesh_coll_sig(args, args->opcode, comm->size);
+    mesh_comm_note_call(comm, seq, sig, args->count);
     st = mesh_sched_create(comm, args->dtype, args->op, &s);
     if (st < 0) goto err;
     mesh_sched_set_tag(s, mesh_tag_coll(seq, sig));
@@ -133,7 +133,8 @@ launch:
     free(heap);
     heap = NULL;
     comm->last_algo = algo->name;
-    return mesh_comm_fail(comm, mesh_request_submit(comm, s, owned0, tmp, req));
+    st = mesh_request_submit(comm, s, owned0, tmp, req);
+    return st < 0 ? mesh_comm_fail(comm, st) : st;
 err:
     free(heap);
     mesh_sched_destroy(s);

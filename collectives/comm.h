@@ -120,6 +120,10 @@ typedef struct mesh_comm {
     mesh_sched_t **active;
     int nactive, cap_active;
     atomic_int nactive_hint; /* nactive, for other threads' sweeps without the lock */
+    /* of them, those that other threads' waits may have to drive (nonblocking and grouped
+     * operations; a blocking call's thread drives its own), and its copy for them */
+    int nshared;
+    atomic_int nshared_hint;
     struct mesh_sched_cache *sched_cache;
 
     struct {
@@ -199,15 +203,16 @@ int mesh_comm_progress(mesh_comm_t *comm);
 /* Progresses once every other communicator of the process that has operations under way and
  * whose lock is free (the wait of one communicator keeps the others moving); returns events. */
 int mesh_comm_progress_others(mesh_comm_t *self);
-/* Whether another communicator than self has operations under way. */
+/* Whether another communicator than self has shared operations under way. */
 int mesh_comm_others_busy(mesh_comm_t *self);
 /* Records the thread's last error on the communicator and returns status. */
 mesh_status_t mesh_comm_fail(mesh_comm_t *comm, mesh_status_t status);
 
 /* What the schedule runner needs of its communicator (the caller holds the lock). A started
- * schedule is active until it ends: */
-mesh_status_t mesh_comm_activate(mesh_comm_t *comm, mesh_sched_t *s);
-void mesh_comm_deactivate(mesh_comm_t *comm, mesh_sched_t *s);
+ * schedule is active until it ends; a shared one (not driven by a blocked caller alone) also
+ * counts as work under way for other communicators' waits (mesh_comm_others_busy): */
+mesh_status_t mesh_comm_activate(mesh_comm_t *comm, mesh_sched_t *s, int shared);
+void mesh_comm_deactivate(mesh_comm_t *comm, mesh_sched_t *s, int shared);
 /* A schedule failed: the communicator is unusable from now on (sticky status, and the message
  * this thread recorded for it). */
 void mesh_comm_set_failed(mesh_comm_t *comm, mesh_status_t status);

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-mesh_status_t mesh_comm_activate(mesh_comm_t *c, mesh_sched_t *s)
+mesh_status_t mesh_comm_activate(mesh_comm_t *c, mesh_sched_t *s, int shared)
 {
     if (c->nactive == c->cap_active) {
         int cap = c->cap_active ? 2 * c->cap_active : 8;
@@ -22,11 +22,16 @@ mesh_status_t mesh_comm_activate(mesh_comm_t *c, mesh_sched_t *s)
     }
     c->active[c->nactive] = s;
     atomic_store_explicit(&c->nactive_hint, c->nactive + 1, memory_order_relaxed);
-    if (c->nactive++ == 0) mesh_progress_active_add(1);
+    c->nactive++;
+    /* the process-wide count is an atomic add; a blocking call, which drives itself, skips it */
+    if (shared) {
+        atomic_store_explicit(&c->nshared_hint, c->nshared + 1, memory_order_relaxed);
+        if (c->nshared++ == 0) mesh_progress_active_add(1);
+    }
     return MESH_OK;
 }
 
-void mesh_comm_deactivate(mesh_comm_t *c, mesh_sched_t *s)
+void mesh_comm_deactivate(mesh_comm_t *c, mesh_sched_t *s, int shared)
 {
     for (int i = c->nactive - 1; i >= 0; i--) {
         if (c->active[i] != s) continue;
@@ -34,7 +39,10 @@ void mesh_comm_deactivate(mesh_comm_t *c, mesh_sched_t *s)
          * visited already in a pass that removes s */
         c->active[i] = c->active[--c->nactive];
         atomic_store_explicit(&c->nactive_hint, c->nactive, memory_order_relaxed);
-        if (c->nactive == 0) mesh_progress_active_add(-1);
+        if (shared) {
+            atomic_store_explicit(&c->nshared_hint, c->nshared - 1, memory_order_relaxed);
+            if (--c->nshared == 0) mesh_progress_active_add(-1);
+        }
         return;
     }
 }
@@ -83,7 +91,7 @@ static int comm_progress_try(void *obj, int idle_too)
 
 int mesh_comm_others_busy(mesh_comm_t *self)
 {
-    int mine = self != NULL && atomic_load_explicit(&self->nactive_hint, memory_order_relaxed) > 0;
+    int mine = self != NULL && atomic_load_explicit(&self->nshared_hint, memory_order_relaxed) > 0;
     return mesh_progress_active_count() > mine;
 }
 

@@ -78,7 +78,7 @@ static void request_release(mesh_request_h r)
 static mesh_status_t request_start(mesh_request_h r)
 {
     r->started = 1;
-    mesh_status_t st = mesh_sched_start(r->sched);
+    mesh_status_t st = mesh_sched_start(r->sched, r->blocking);
     if (st < 0) {
         r->status = st;
         return mesh_comm_fail(r->comm, st);
@@ -272,6 +272,7 @@ mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *
     mesh_status_t st;
     if (user_req == NULL && mesh_group_depth == 0) {
         /* blocking: the request lives here, for the time of the call */
+        tmpl.blocking = 1;
         st = request_start(&tmpl);
         if (st >= 0) st = request_wait_held(&tmpl);
         request_drop(&tmpl);

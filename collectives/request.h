@@ -11,6 +11,7 @@ struct mesh_request {
     mesh_status_t status; /* MESH_INPROGRESS until the schedule ends */
     int started;
     int internal;         /* posted with a NULL request: freed by whoever waits for it */
+    int blocking;         /* a blocking call's, waited for by its caller alone */
     void *owned[3];       /* temporary arrays and buffers freed with the request */
     struct mesh_request *group_next;
 };

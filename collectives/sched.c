@@ -64,6 +64,7 @@ struct mesh_sched {
     mesh_op_t op;
     mesh_status_t status; /* build error, then run state */
     int started;
+    int shared; /* other threads' waits may have to drive it (mesh_comm_activate) */
 
     mesh_task_t *tasks;
     int ntasks, cap_tasks;
@@ -475,6 +476,14 @@ void mesh_sched_set_call(mesh_sched_t *s, uint32_t seq, size_t count, int root)
     s->call_root = root;
 }
 
+uint32_t mesh_sched_replay_call(mesh_sched_t *s, uint32_t seq, size_t count, int root)
+{
+    uint32_t sig = mesh_sched_sig(s);
+    s->tag_base = mesh_tag_coll(seq, sig);
+    mesh_sched_set_call(s, seq, count, root);
+    return sig;
+}
+
 static void ready_push(mesh_sched_t *s, int id)
 {
     int kind = s->tasks[id].kind;
@@ -516,12 +525,13 @@ static mesh_status_t build_csr(mesh_sched_t *s)
     return MESH_OK;
 }
 
-mesh_status_t mesh_sched_start(mesh_sched_t *s)
+mesh_status_t mesh_sched_start(mesh_sched_t *s, int caller_drives)
 {
     if (s->status != MESH_OK) return s->status;
     int n = s->ntasks;
     if (!s->csr_built) MESH_CHECK(build_csr(s));
-    MESH_CHECK(mesh_comm_activate(s->comm, s));
+    s->shared = !caller_drives;
+    MESH_CHECK(mesh_comm_activate(s->comm, s, s->shared));
     s->nready = s->ncomp = 0;
     for (int i = n - 1; i >= 0; i--)
         if (s->tasks[i].ndeps_left == 0) ready_push(s, i);
@@ -554,7 +564,7 @@ static uint64_t task_tag(const mesh_sched_t *s, const mesh_task_t *t)
 
 static void finish(mesh_sched_t *s, mesh_status_t status)
 {
-    mesh_comm_deactivate(s->comm, s);
+    mesh_comm_deactivate(s->comm, s, s->shared);
     if (status == MESH_OK && s->finalize) s->finalize(s, s->finalize_arg);
     /* last: a waiter on another thread may return (and reuse the buffers) once it sees it */
     __atomic_store_n(&s->status, status, __ATOMIC_RELEASE);

@@ -76,10 +76,14 @@ uint32_t mesh_sched_sig(const mesh_sched_t *s);
 /* The call a collective's schedule serves (its sequence number, count and root, -1 for none),
  * for the message that names it when a peer called another operation. */
 void mesh_sched_set_call(mesh_sched_t *s, uint32_t seq, size_t count, int root);
+/* A replayed collective's graph serves call seq: its tags (with the signature it was built
+ * with, which it returns) and the call, as the two above. */
+uint32_t mesh_sched_replay_call(mesh_sched_t *s, uint32_t seq, size_t count, int root);
 
-/* Starts the schedule (the communicator holds it as active until it ends). The caller holds the
- * communicator's lock for this and every call below. */
-mesh_status_t mesh_sched_start(mesh_sched_t *s);
+/* Starts the schedule (the communicator holds it as active until it ends). caller_drives: a
+ * blocking call, whose thread progresses it until it ends, so that other threads' waits need
+ * not. The caller holds the communicator's lock for this and every call below. */
+mesh_status_t mesh_sched_start(mesh_sched_t *s, int caller_drives);
 /* Progresses it once: MESH_INPROGRESS, MESH_OK, or the error (message recorded). */
 mesh_status_t mesh_sched_progress(mesh_sched_t *s);
 /* Status without progressing. */
