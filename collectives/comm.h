@@ -211,8 +211,31 @@ mesh_status_t mesh_comm_fail(mesh_comm_t *comm, mesh_status_t status);
 /* What the schedule runner needs of its communicator (the caller holds the lock). A started
  * schedule is active until it ends; a shared one (not driven by a blocked caller alone) also
  * counts as work under way for other communicators' waits (mesh_comm_others_busy): */
-mesh_status_t mesh_comm_activate(mesh_comm_t *comm, mesh_sched_t *s, int shared);
-void mesh_comm_deactivate(mesh_comm_t *comm, mesh_sched_t *s, int shared);
+mesh_status_t mesh_comm_activate_grow(mesh_comm_t *comm);
+void mesh_comm_share(mesh_comm_t *comm, int delta);
+void mesh_comm_deactivate_at(mesh_comm_t *comm, mesh_sched_t *s);
+static inline mesh_status_t mesh_comm_activate(mesh_comm_t *c, mesh_sched_t *s, int shared)
+{
+    if (c->nactive == c->cap_active) {
+        mesh_status_t st = mesh_comm_activate_grow(c);
+        if (st < 0) return st;
+    }
+    c->active[c->nactive] = s;
+    atomic_store_explicit(&c->nactive_hint, c->nactive + 1, memory_order_relaxed);
+    c->nactive++;
+    if (shared) mesh_comm_share(c, 1);
+    return MESH_OK;
+}
+static inline void mesh_comm_deactivate(mesh_comm_t *c, mesh_sched_t *s, int shared)
+{
+    if (c->nactive > 0 && c->active[c->nactive - 1] == s) { /* the common case: the last */
+        c->nactive--;
+        atomic_store_explicit(&c->nactive_hint, c->nactive, memory_order_relaxed);
+    } else {
+        mesh_comm_deactivate_at(c, s);
+    }
+    if (shared) mesh_comm_share(c, -1);
+}
 /* A schedule failed: the communicator is unusable from now on (sticky status, and the message
  * this thread recorded for it). */
 void mesh_comm_set_failed(mesh_comm_t *comm, mesh_status_t status);

@@ -10,28 +10,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-mesh_status_t mesh_comm_activate(mesh_comm_t *c, mesh_sched_t *s, int shared)
+mesh_status_t mesh_comm_activate_grow(mesh_comm_t *c)
 {
-    if (c->nactive == c->cap_active) {
-        int cap = c->cap_active ? 2 * c->cap_active : 8;
-        mesh_sched_t **a = realloc(c->active, (size_t)cap * sizeof(*a));
-        if (a == NULL)
-            return mesh_error(MESH_ERR_NO_MEMORY, "cannot keep %d operations under way", cap);
-        c->active = a;
-        c->cap_active = cap;
-    }
-    c->active[c->nactive] = s;
-    atomic_store_explicit(&c->nactive_hint, c->nactive + 1, memory_order_relaxed);
-    c->nactive++;
-    /* the process-wide count is an atomic add; a blocking call, which drives itself, skips it */
-    if (shared) {
-        atomic_store_explicit(&c->nshared_hint, c->nshared + 1, memory_order_relaxed);
-        if (c->nshared++ == 0) mesh_progress_active_add(1);
-    }
+    int cap = c->cap_active ? 2 * c->cap_active : 8;
+    mesh_sched_t **a = realloc(c->active, (size_t)cap * sizeof(*a));
+    if (a == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot keep %d operations under way", cap);
+    c->active = a;
+    c->cap_active = cap;
     return MESH_OK;
 }
 
-void mesh_comm_deactivate(mesh_comm_t *c, mesh_sched_t *s, int shared)
+/* Shared schedules are counted process-wide (an atomic add) as the communicator gets its first
+ * and loses its last; a blocking call, which drives itself, is not counted. */
+void mesh_comm_share(mesh_comm_t *c, int delta)
+{
+    atomic_store_explicit(&c->nshared_hint, c->nshared + delta, memory_order_relaxed);
+    int before = c->nshared;
+    c->nshared += delta;
+    if (before == 0 || c->nshared == 0) mesh_progress_active_add(delta);
+}
+
+void mesh_comm_deactivate_at(mesh_comm_t *c, mesh_sched_t *s)
 {
     for (int i = c->nactive - 1; i >= 0; i--) {
         if (c->active[i] != s) continue;
@@ -39,10 +38,6 @@ void mesh_comm_deactivate(mesh_comm_t *c, mesh_sched_t *s, int shared)
          * visited already in a pass that removes s */
         c->active[i] = c->active[--c->nactive];
         atomic_store_explicit(&c->nactive_hint, c->nactive, memory_order_relaxed);
-        if (shared) {
-            atomic_store_explicit(&c->nshared_hint, c->nshared - 1, memory_order_relaxed);
-            if (--c->nshared == 0) mesh_progress_active_add(-1);
-        }
         return;
     }
 }
