@@ -43,9 +43,10 @@ median_of() {
 
 # run NAME command...: output to $out/NAME.log, a note on failure
 run() {
-    local name=$1; shift
-    if ! "$@" >"$out/$name.log" 2>&1; then
-        echo "warning: $name failed (exit $?); see $out/$name.log"
+    local name=$1 rc=0; shift
+    "$@" >"$out/$name.log" 2>&1 || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        echo "warning: $name failed (exit $rc); see $out/$name.log"
         status=1
     fi
 }
