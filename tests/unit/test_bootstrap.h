@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TB_WATCHDOG_S 60
@@ -115,25 +116,30 @@ static inline int tb_run_ranks(int size, tb_rank_fn fn, void *arg, const char *w
     return tb_wait_ranks(size, pids, what);
 }
 
-/* A loopback port nobody listens on now (and, with want_next, whose successor is free too). */
+/* A loopback port nobody listens on now (and, with want_next, whose successor is free too),
+ * drawn below the kernel's ephemeral range: a port from that range, free now, may be taken by
+ * any outgoing connection (of the tests running beside this one) before the test binds it. */
 static inline int tb_free_port(int want_next)
 {
-    for (int tries = 0; tries < 100; tries++) {
+    unsigned lo = 32768, hi;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%u %u", &lo, &hi) != 2 || lo <= 21000) lo = 32768;
+        fclose(f);
+    }
+    static unsigned seed; /* per process: tests running side by side draw different ports */
+    if (seed == 0) seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+    for (int tries = 0; tries < 200; tries++) {
+        int port = 20000 + rand_r(&seed) % (int)(lo - 20001);
         struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t l = sizeof(a);
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        CHECK(fd >= 0);
-        CHECK(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-        CHECK(getsockname(fd, (struct sockaddr *)&a, &l) == 0);
-        int port = ntohs(a.sin_port);
         int ok = 1;
-        if (want_next) {
-            int fd2 = socket(AF_INET, SOCK_STREAM, 0);
-            a.sin_port = htons((uint16_t)(port + 1));
-            ok = port < 65535 && bind(fd2, (struct sockaddr *)&a, sizeof(a)) == 0;
-            close(fd2);
+        for (int k = 0; k <= (want_next != 0) && ok; k++) {
+            int fd = socket(AF_INET, SOCK_STREAM, 0);
+            CHECK(fd >= 0);
+            a.sin_port = htons((uint16_t)(port + k));
+            ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+            close(fd);
         }
-        close(fd);
         if (ok)
             return port;
     }
