@@ -77,6 +77,9 @@ static inline char *mesh_ep_row(mesh_ep_layout_h l, char *packed, char *grouped,
 void mesh_ep_weighted_sum(char *out, const char **rows, const double *w, int n, size_t hidden,
                           mesh_dtype_t dtype, double *acc);
 
+/* Waits for and frees reqs[0..n); the first failure (st, else the wait's) names fn. */
+mesh_status_t mesh_ep_wait(mesh_ep_h ep, mesh_request_h *reqs, int n, mesh_status_t st,
+                           const char *fn);
 /* The packed scratch for rb-byte rows, or NULL (error recorded). */
 void *mesh_ep_scratch(mesh_ep_layout_h l, size_t rb, const char *fn);
 /* At least bytes of scratch, or NULL (error recorded). */

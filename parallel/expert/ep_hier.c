@@ -26,17 +26,6 @@ mesh_status_t mesh_ep_hier_post(mesh_ep_h ep, mesh_request_h *reqs, int *n, int 
     return st;
 }
 
-mesh_status_t mesh_ep_hier_wait(mesh_ep_h ep, mesh_request_h *reqs, int n, mesh_status_t st,
-                                const char *fn)
-{
-    mesh_status_t w = n ? mesh_waitall(n, reqs) : MESH_OK;
-    for (int i = 0; i < n; i++)
-        mesh_request_free(reqs[i]);
-    if (st == MESH_OK)
-        st = w;
-    return st == MESH_OK ? MESH_OK : mesh_par_fail(ep->comm, st, fn);
-}
-
 /* The scratch of one move: weights of the choices sent (ws) and received (wr), then rows on
  * the source side (S, or Z coming back), the forwarder side (R, or T going back) and the
  * staging (Y). */
@@ -126,7 +115,7 @@ mesh_status_t mesh_ep_hier_forward(mesh_ep_layout_h l, const void *in, const flo
         b.ws[i] = weights[h->e_slot[i]];
     int n = 0;
     mesh_status_t st = rails(l, &b, rb, h->u_off, h->r_off, weights != NULL, 1, &n);
-    MESH_PAR_CHECK(mesh_ep_hier_wait(ep, h->reqs, n, st, fn));
+    MESH_PAR_CHECK(mesh_ep_wait(ep, h->reqs, n, st, fn));
     for (size_t i = 0; i < h->nfe; i++) {
         int64_t s = h->fe_src[i], d = h->fe_dst[i];
         const char *row = s >= 0 ? b.R + (size_t)s * rb : src + (size_t)(-1 - s) / k * rb;
@@ -140,7 +129,7 @@ mesh_status_t mesh_ep_hier_forward(mesh_ep_layout_h l, const void *in, const flo
     }
     n = 0;
     st = node(l, &b, out, rb, 1, &n);
-    return mesh_ep_hier_wait(ep, h->reqs, n, st, fn);
+    return mesh_ep_wait(ep, h->reqs, n, st, fn);
 }
 
 /* A forwarded choice's row after the reverse's first step. */
@@ -238,12 +227,12 @@ mesh_status_t mesh_ep_hier_reverse(mesh_ep_layout_h l, const void *rows, const f
     mesh_status_t st = with_w ? rails(l, &b, 0, NULL, NULL, 1, 1, &n) : MESH_OK;
     if (st == MESH_OK)
         st = node(l, &b, (char *)(uintptr_t)rows, rb, 0, &n);
-    st = mesh_ep_hier_wait(ep, h->reqs, n, st, fn);
+    st = mesh_ep_wait(ep, h->reqs, n, st, fn);
     if (st == MESH_OK) {
         pack_back(l, &b, rows, weights, sum, hidden, dtype, rb, acc);
         n = 0;
         st = rails(l, &b, rb, sum ? h->z_off : h->e_off, sum ? h->t_off : h->f_off, 0, 0, &n);
-        st = mesh_ep_hier_wait(ep, h->reqs, n, st, fn);
+        st = mesh_ep_wait(ep, h->reqs, n, st, fn);
     }
     if (st == MESH_OK)
         sum_tokens(l, &b, rows, weights, out, gathered, hidden, dtype, rb, acc);

@@ -46,8 +46,5 @@ struct mesh_ep_hier {
 /* Posts a send or receive of bytes (none when 0) with MESH_EP_TAG at reqs[*n]. */
 mesh_status_t mesh_ep_hier_post(mesh_ep_h ep, mesh_request_h *reqs, int *n, int send, int peer,
                                 const void *buf, size_t bytes);
-/* Waits for and frees reqs[0..n); the first failure (st, else the wait's) names fn. */
-mesh_status_t mesh_ep_hier_wait(mesh_ep_h ep, mesh_request_h *reqs, int n, mesh_status_t st,
-                                const char *fn);
 
 #endif

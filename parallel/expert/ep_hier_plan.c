@@ -212,7 +212,7 @@ static mesh_status_t exchange(mesh_ep_layout_h l, struct mesh_ep_hier *h, const 
         cnt[2 * b + 1] = (int64_t)(h->e_off[b + 1] - h->e_off[b]);
         st = mesh_ep_hier_post(ep, h->reqs, &n, 1, mesh_ep_forwarder(ep, me, b), cnt + 2 * b, 16);
     }
-    st = mesh_ep_hier_wait(ep, h->reqs, n, st, fn);
+    st = mesh_ep_wait(ep, h->reqs, n, st, fn);
     for (int q = 0; q < h->nf && st == MESH_OK; q++) {
         h->r_off[q + 1] = h->r_off[q] + (size_t)got[2 * q];
         h->f_off[q + 1] = h->f_off[q] + (size_t)got[2 * q + 1];
@@ -232,7 +232,7 @@ static mesh_status_t exchange(mesh_ep_layout_h l, struct mesh_ep_hier *h, const 
             st = mesh_ep_hier_post(ep, h->reqs, &n, 1, mesh_ep_forwarder(ep, me, b),
                                    vals + h->e_off[b],
                                    (h->e_off[b + 1] - h->e_off[b]) * sizeof(int64_t));
-    return mesh_ep_hier_wait(ep, h->reqs, n, st, fn);
+    return mesh_ep_wait(ep, h->reqs, n, st, fn);
 }
 
 /* The forwarder side: every choice it forwards (the sources', then its own), the staging

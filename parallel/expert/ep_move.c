@@ -35,6 +35,12 @@ mesh_status_t mesh_ep_move(mesh_ep_layout_h l, const void *packed, void *grouped
         if (st == MESH_OK)
             n++;
     }
+    return mesh_ep_wait(ep, reqs, n, st, fn);
+}
+
+mesh_status_t mesh_ep_wait(mesh_ep_h ep, mesh_request_h *reqs, int n, mesh_status_t st,
+                           const char *fn)
+{
     mesh_status_t w = n ? mesh_waitall(n, reqs) : MESH_OK;
     for (int i = 0; i < n; i++)
         mesh_request_free(reqs[i]);
