@@ -7,6 +7,7 @@
  * ring's) before anything is timed; then their iterations are interleaved, times are the
  * slowest rank's, and rank 0 prints the medians and each variant's time over the ring's.
  */
+#include "bench_time.h"
 #include "mesh.h"
 #include "mesh/context.h"
 #include <math.h>
@@ -19,25 +20,6 @@
 enum { VARIANTS = 3, OUTS = 4 }; /* out, dq, dk, dv */
 
 static const char *const names[VARIANTS] = {"ring", "ring, no overlap", "all-gather"};
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static float *rnd(uint64_t seed, size_t n)
 {
@@ -124,15 +106,15 @@ int main(int argc, char **argv)
         for (int x = 0; x < VARIANTS && status == 0; x++) {
             double t[2];
             mesh_barrier(comm, NULL);
-            t[0] = now();
+            t[0] = bench_now();
             mesh_status_t st = mesh_cp_attention_forward(cp[x], &sh, q, k, v, res[x][0], lse);
-            t[0] = now() - t[0];
+            t[0] = bench_now() - t[0];
             mesh_barrier(comm, NULL);
-            t[1] = now();
+            t[1] = bench_now();
             if (st == MESH_OK)
                 st = mesh_cp_attention_backward(cp[x], &sh, q, k, v, res[x][0], lse, dout,
                                                 res[x][1], res[x][2], res[x][3]);
-            t[1] = now() - t[1];
+            t[1] = bench_now() - t[1];
             if (st != MESH_OK) {
                 fprintf(stderr, "[rank %d] %s: %s\n", rank, names[x], mesh_comm_last_error(NULL));
                 status = 1;
@@ -160,7 +142,7 @@ int main(int argc, char **argv)
                hd, batch, zigzag ? "zig-zag" : "contiguous", iters);
         double ring = 0;
         for (int x = 0; x < VARIANTS; x++) {
-            double f = median(tf[x], iters), b = median(tb[x], iters);
+            double f = bench_median(tf[x], iters), b = bench_median(tb[x], iters);
             if (x == 0)
                 ring = f + b;
             printf("%-17s forward %9.3f ms  backward %9.3f ms  total / ring's %.2f\n", names[x],

@@ -11,6 +11,7 @@
  * dispatch and per combine through the transports that reach other nodes
  * (mesh_comm_tl_bytes), named in the heading.
  */
+#include "bench_time.h"
 #include "bench/bench_ep.h"
 #include "mesh.h"
 #include "mesh/expert.h"
@@ -21,30 +22,11 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static uint64_t mix(uint64_t z)
 {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static void usage(void)
@@ -139,24 +121,24 @@ static int run_path(bench_t *b, double skew, mesh_ep_path_t path)
         double t[3];
         mesh_barrier(comm, NULL);
         uint64_t c0 = cross_bytes(comm, b->tls, b->ntl);
-        t[0] = now();
+        t[0] = bench_now();
         mesh_status_t st = mesh_ep_dispatch(l, b->in, ex, b->hidden, b->dt);
-        t[2] = now() - t[0];
+        t[2] = bench_now() - t[0];
         uint64_t c1 = cross_bytes(comm, b->tls, b->ntl);
         if (st == MESH_OK)
             st = mesh_ep_combine(l, ex, b->w, b->out, NULL, b->hidden, b->dt);
-        t[0] = now() - t[0];
+        t[0] = bench_now() - t[0];
         if (it >= 0) {
             cross[0] += c1 - c0;
             cross[1] += cross_bytes(comm, b->tls, b->ntl) - c1;
         }
         mesh_barrier(comm, NULL);
-        t[1] = now();
+        t[1] = bench_now();
         if (st == MESH_OK)
             st = mesh_alltoallv(comm, sb, sc, sd, rbuf, rc, rd, MESH_UINT8, NULL, NULL);
         if (st == MESH_OK)
             st = mesh_alltoallv(comm, rbuf, rc, rd, sb, sc, sd, MESH_UINT8, NULL, NULL);
-        t[1] = now() - t[1];
+        t[1] = bench_now() - t[1];
         if (st != MESH_OK) {
             fprintf(stderr, "[rank %d] %s\n", rank, mesh_comm_last_error(NULL));
             status = 1;
@@ -172,8 +154,8 @@ static int run_path(bench_t *b, double skew, mesh_ep_path_t path)
         double *te = b->te, *ta = b->ta, *td = b->td, *tr = b->tr;
         for (int it = 0; it < iters; it++) /* paired: each iteration's two runs are adjacent */
             tr[it] = ta[it] / te[it];
-        double me = median(te, iters), ma = median(ta, iters), md = median(td, iters);
-        double mr = median(tr, iters);
+        double me = bench_median(te, iters), ma = bench_median(ta, iters), md = bench_median(td, iters);
+        double mr = bench_median(tr, iters);
         char how[48] = "";
         if (path == MESH_EP_PATH_AUTO)
             snprintf(how, sizeof(how), "(%s, link ratio %.2f)",

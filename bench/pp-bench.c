@@ -17,6 +17,7 @@
  * prediction from measured costs.
  *   meshrun -n P [--nodes 2] pp-bench [--pp P] [--microbatches M] [--costs F,B,W] ...
  */
+#include "bench_time.h"
 #include <mesh.h>
 #include <mesh/pipeline.h>
 
@@ -79,35 +80,16 @@ static mesh_status_t bench_w(void *ctx, const mesh_pp_work_t *w)
     return MESH_OK;
 }
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* How long a sleep of s seconds really takes here (median of 21). */
 static double bench_slept(double s)
 {
     double t[21];
     for (int i = 0; i < 21; i++) {
-        double t0 = now();
+        double t0 = bench_now();
         bench_sleep(s);
-        t[i] = now() - t0;
+        t[i] = bench_now() - t0;
     }
-    return median(t, 21);
+    return bench_median(t, 21);
 }
 
 /* A wait as a rank of a running pipeline often waits: its message cost is measured after it. */
@@ -126,7 +108,7 @@ static double bench_latency(mesh_comm_h pp, size_t count, double idle)
         if (r == link || r == link + 1) {
             int peer = r == link ? link + 1 : link;
             for (int i = 0; i < n; i++) {
-                double t = now();
+                double t = bench_now();
                 if (r == link) {
                     bench_sleep(idle);
                     mesh_send_tagged(pp, buf, count, MESH_FP32, peer, MESH_TAG_MAX, NULL, NULL);
@@ -136,10 +118,10 @@ static double bench_latency(mesh_comm_h pp, size_t count, double idle)
                     bench_sleep(idle);
                     mesh_send_tagged(pp, buf, count, MESH_FP32, peer, MESH_TAG_MAX, NULL, NULL);
                 }
-                rtt[i] = now() - t;
+                rtt[i] = bench_now() - t;
             }
         }
-        double one = r == link ? (median(rtt, n) - 2 * bench_slept(idle)) / 2 : 0;
+        double one = r == link ? (bench_median(rtt, n) - 2 * bench_slept(idle)) / 2 : 0;
         mesh_allreduce(pp, &one, &one, 1, MESH_FP64, MESH_SUM, NULL, NULL);
         sum += one > 0 ? one : 0;
     }
@@ -400,7 +382,7 @@ int main(int argc, char **argv)
             bubble[k] = 1 - busy / (p * t);
             wall[k] = t;
         }
-        double meas = median(bubble, steps), ms = median(wall, steps) * 1e3;
+        double meas = bench_median(bubble, steps), ms = bench_median(wall, steps) * 1e3;
         double rel = rep.bubble > 0 ? (meas - rep.bubble) / rep.bubble : meas;
         double worst = rel < 0 ? -rel : rel;
         mesh_allreduce(dpc, &worst, &worst, 1, MESH_FP64, MESH_MAX, NULL, NULL);

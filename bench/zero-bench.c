@@ -14,6 +14,7 @@
  *   meshrun -n 2 [--nodes 2] bench/zero-bench [--stage 2] [--layers 8] [--params 1048576]
  *       [--compute-ms 4] [--poll-us 100] [--dtype fp32|bf16] [--bucket BYTES] [--iters 10]
  */
+#include "bench_time.h"
 #include <mesh.h>
 #include <mesh/zero.h>
 #include <stdio.h>
@@ -37,13 +38,6 @@ static struct {
 
 static int rank;
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static void fail(const char *what, mesh_status_t st)
 {
     fprintf(stderr, "zero-bench: rank %d: %s: %s: %s\n", rank, what, mesh_status_string(st),
@@ -60,14 +54,14 @@ static void fail(const char *what, mesh_status_t st)
 /* One layer's backward compute: busy for ms, with progress calls every poll_us. */
 static void compute(mesh_zero_h z, double ms)
 {
-    double end = now() + ms * 1e-3, next = now() + o.poll_us * 1e-6;
+    double end = bench_now() + ms * 1e-3, next = bench_now() + o.poll_us * 1e-6;
     volatile double sink = 0;
-    while (now() < end) {
+    while (bench_now() < end) {
         for (int i = 0; i < 200; i++)
             sink += i * 0.5;
-        if (z && o.poll_us > 0 && now() >= next) {
+        if (z && o.poll_us > 0 && bench_now() >= next) {
             MUST(mesh_zero_progress(z));
-            next = now() + o.poll_us * 1e-6;
+            next = bench_now() + o.poll_us * 1e-6;
         }
     }
 }
@@ -97,7 +91,7 @@ static mesh_zero_h make(mesh_comm_h comm, int overlap)
 static double backward(mesh_comm_h comm, mesh_zero_h z, double ms)
 {
     MUST(mesh_barrier(comm, NULL));
-    double t0 = now();
+    double t0 = bench_now();
     MUST(mesh_zero_gather(z, o.layers - 1));
     for (int l = o.layers - 1; l >= 0; l--) {
         char name[32];
@@ -113,21 +107,9 @@ static double backward(mesh_comm_h comm, mesh_zero_h z, double ms)
         MUST(mesh_zero_release(z, l));
     }
     MUST(mesh_zero_wait_grads(z));
-    double t = now() - t0;
+    double t = bench_now() - t0;
     MUST(mesh_zero_step(z, NULL));
     return t;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static void usage(void)
@@ -190,10 +172,10 @@ int main(int argc, char **argv)
     for (int it = 0; it < o.iters; it++) {
         t[0][it] = backward(comm, on, 0);
         MUST(mesh_barrier(comm, NULL));
-        double t0 = now();
+        double t0 = bench_now();
         for (int l = 0; l < o.layers; l++)
             compute(NULL, o.compute_ms);
-        t[1][it] = now() - t0;
+        t[1][it] = bench_now() - t0;
         t[2][it] = backward(comm, on, o.compute_ms);
         t[3][it] = backward(comm, off, o.compute_ms);
     }
@@ -213,9 +195,9 @@ int main(int argc, char **argv)
             hi[m] = h[m][it] > hi[m] ? h[m][it] : hi[m];
         }
     }
-    double hon = median(h[0], o.iters), hoff = median(h[1], o.iters);
-    double comm_s = median(t[0], o.iters), comp = median(t[1], o.iters);
-    double won = median(t[2], o.iters), woff = median(t[3], o.iters);
+    double hon = bench_median(h[0], o.iters), hoff = bench_median(h[1], o.iters);
+    double comm_s = bench_median(t[0], o.iters), comp = bench_median(t[1], o.iters);
+    double won = bench_median(t[2], o.iters), woff = bench_median(t[3], o.iters);
     if (rank == 0) {
         printf("# zero-bench: %d ranks on %d node(s), stage %d, %s, %d layers x %zu params, "
                "bucket %zu bytes, %.1f ms compute per layer, progress every %.0f us\n",

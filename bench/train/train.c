@@ -3,6 +3,7 @@
  * the same model, seed and global batch follows the single-process loss curve; see --help and
  * the README.
  */
+#include "../bench_time.h"
 #include "auto.h"
 #include "data.h"
 #include "gpt.h"
@@ -16,13 +17,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* Under a launcher, or one rank on a fresh id without one. */
 static mesh_status_t init_world(mesh_comm_h *world)
 {
@@ -32,20 +26,6 @@ static mesh_status_t init_world(mesh_comm_h *world)
         return st != MESH_OK ? st : mesh_comm_init_rank(world, 1, &id, 0);
     }
     return mesh_comm_init_env(world);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    if (n <= 0)
-        return 0;
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static void describe(char *buf, size_t len, const train_opts_t *o, const layout_t *lo,
@@ -266,7 +246,7 @@ int main(int argc, char **argv)
         goto out_loop;
     }
     for (int64_t step = start + 1; step <= o.steps; step++) {
-        double t0 = now_ms(), loss = 0, aux = 0, dropped = 0;
+        double t0 = 1e3 * bench_now(), loss = 0, aux = 0, dropped = 0;
         for (int mb = 0; mb < o.microbatches; mb++)
             m.acts[mb].aux = 0, m.acts[mb].dropped = 0;
         for (int mb = 0; mb < o.microbatches; mb++) {
@@ -300,11 +280,11 @@ int main(int argc, char **argv)
         }
         for (int mb = 0; mb < o.microbatches; mb++)
             aux += m.acts[mb].aux, dropped += (double)m.acts[mb].dropped;
-        double t1 = now_ms();
+        double t1 = 1e3 * bench_now();
         double norm;
         if (layout_step(&lo, &norm))
             goto out_loop;
-        double t2 = now_ms();
+        double t2 = 1e3 * bench_now();
         /* every tp rank holds the same rows' losses; the dp ranks hold different samples; the
          * last pipeline stage has them all, the others add zero; each stage has its own
          * mixture-of-experts blocks' balance loss and dropped choices */
@@ -342,8 +322,8 @@ int main(int argc, char **argv)
     }
     /* the first step warms caches and connections: medians over the rest when there are any */
     int skip = steps_run > 1;
-    double med = median(times + skip, steps_run - skip);
-    double med_opt = median(opt_times + skip, steps_run - skip);
+    double med = bench_median(times + skip, steps_run - skip);
+    double med_opt = bench_median(opt_times + skip, steps_run - skip);
     if (say && steps_run)
         printf("# median over %d steps: step %.1f ms, tokens/s %.0f, optimizer step (exposed "
                "communication) %.1f ms\n",
