@@ -8,14 +8,11 @@
  *   fault [NRANKS] [MESH_TLS value or ""] [stop]
  */
 #include "mesh.h"
-#include <arpa/inet.h>
-#include <netinet/in.h>
+#include "tests/harness/free_port.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,33 +25,6 @@ static double now(void)
 }
 
 static int stop_mode;
-
-/* A port for rank 0's listener: below the kernel's ephemeral range (which outgoing connections,
- * UCX's among them, draw from at any moment) and free on the loopback now. */
-static unsigned pick_port(void)
-{
-    unsigned lo = 32768, hi = 60999;
-    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-    if (f) {
-        if (fscanf(f, "%u %u", &lo, &hi) != 2) lo = 32768;
-        fclose(f);
-    }
-    if (lo <= 20000 + 1000) lo = 60000; /* odd range: fall back to 20000-60000 */
-    for (int tries = 0; tries < 200; tries++) {
-        unsigned r = 0;
-        if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r = (unsigned)getpid() * 2654435761u + tries;
-        unsigned port = 20000 + r % (lo - 20000);
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) break;
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        int ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-        close(fd);
-        if (ok) return port;
-    }
-    fprintf(stderr, "fault: no free loopback port found\n");
-    exit(99);
-}
 
 static int rank_main(void)
 {
@@ -115,9 +85,13 @@ int main(int argc, char **argv)
     if (getenv("MESH_RANK")) return rank_main();
     int n = argc > 1 ? atoi(argv[1]) : 3;
     if (argc > 2 && argv[2][0]) setenv("MESH_TLS", argv[2], 1);
-    unsigned port = pick_port();
+    int port = mesh_test_free_port(0); /* rank 0's listener */
+    if (port < 0) {
+        fprintf(stderr, "fault: no free loopback port found\n");
+        return 99;
+    }
     char addr[64], size_s[16], rank_s[16];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
     snprintf(size_s, sizeof(size_s), "%d", n);
     setenv("MESH_ADDR", addr, 1);
     setenv("MESH_SIZE", size_s, 1);

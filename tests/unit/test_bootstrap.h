@@ -6,6 +6,7 @@
 #include "libmesh/bootstrap.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
+#include "tests/harness/free_port.h"
 #include "tests/harness/harness.h"
 
 #include <arpa/inet.h>
@@ -17,7 +18,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define TB_WATCHDOG_S 60
@@ -116,35 +116,12 @@ static inline int tb_run_ranks(int size, tb_rank_fn fn, void *arg, const char *w
     return tb_wait_ranks(size, pids, what);
 }
 
-/* A loopback port nobody listens on now (and, with want_next, whose successor is free too),
- * drawn below the kernel's ephemeral range: a port from that range, free now, may be taken by
- * any outgoing connection (of the tests running beside this one) before the test binds it. */
+/* A loopback port nobody listens on now (and, with want_next, whose successor is free too). */
 static inline int tb_free_port(int want_next)
 {
-    unsigned lo = 32768, hi;
-    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-    if (f) {
-        if (fscanf(f, "%u %u", &lo, &hi) != 2 || lo <= 21000) lo = 32768;
-        fclose(f);
-    }
-    static unsigned seed; /* per process: tests running side by side draw different ports */
-    if (seed == 0) seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
-    for (int tries = 0; tries < 200; tries++) {
-        int port = 20000 + rand_r(&seed) % (int)(lo - 20001);
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        int ok = 1;
-        for (int k = 0; k <= (want_next != 0) && ok; k++) {
-            int fd = socket(AF_INET, SOCK_STREAM, 0);
-            CHECK(fd >= 0);
-            a.sin_port = htons((uint16_t)(port + k));
-            ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-            close(fd);
-        }
-        if (ok)
-            return port;
-    }
-    CHECK(!"no free port pair");
-    return -1;
+    int port = mesh_test_free_port(want_next);
+    CHECK(port > 0);
+    return port;
 }
 
 /* Redirects this process's stderr into a file the parent reads afterwards. */
