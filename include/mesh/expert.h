@@ -50,10 +50,10 @@
  * choices, before any capacity, summed over the ranks, and r is the same on every rank, so
  * every rank chooses alike. Unless
  * given, the ratio is measured once per handle, at its first layout that could take either
- * path: pairs of ranks on one node, then pairs on two nodes, exchange 1 MiB three times, and the
- * slowest pair of each kind counts (a few milliseconds, collective); mesh_ep_link_ratio tells
- * the ratio in use. mesh_ep_layout_path tells
- * the choice. The hierarchical path and the measurement use point-to-point messages with tag
+ * path: pairs of ranks on one node and pairs on two nodes take turns exchanging 1 MiB five
+ * times; each pair's median counts, and the slowest pair of each kind (a few milliseconds,
+ * collective). mesh_ep_link_ratio tells the ratio in use, mesh_ep_layout_path the choice. The
+ * hierarchical path and the measurement use point-to-point messages with tag
  * MESH_EP_TAG on the ep communicator, which the caller's own messages there must not use while
  * a move or a layout's creation runs.
  *
