@@ -2,6 +2,8 @@
 #include "comm.hpp"
 #include "work.hpp"
 
+#include <algorithm>
+
 #include <sched.h>
 #include <time.h>
 
@@ -17,6 +19,13 @@ int cpus_available()
     if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
     unsigned n = std::thread::hardware_concurrency();
     return n ? (int)n : 1;
+}
+
+int64_t now_ns()
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
 }
 
 inline void cpu_relax()
@@ -46,7 +55,7 @@ Engine::Engine() : thread_(&Engine::run, this) {}
 Engine::~Engine()
 {
     {
-        std::lock_guard<std::mutex> lk(mu_);
+        std::lock_guard<std::mutex> lk(rest_mu_);
         stop_ = true;
     }
     cv_.notify_all();
@@ -68,13 +77,25 @@ void Engine::note_local_ranks(int local)
 
 void Engine::add(const c10::intrusive_ptr<WorkMesh> &w)
 {
-    std::unique_lock<std::mutex> lk(mu_);
-    w->queued_ = true;
-    inflight_.push_back(w);
-    last_post_ = std::chrono::steady_clock::now();
-    const bool wake = rest_ == SLEEPING && drivers_ == 0;
-    lk.unlock();
-    if (wake) cv_.notify_one();
+    last_post_ns_.store(now_ns());
+    int before;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        w->queued_ = true;
+        inflight_.push_back(w);
+        before = ninflight_.fetch_add(1);
+    }
+    /* the completion thread sees the count before it sleeps, or is seen sleeping here; an
+     * operation already in flight that no thread waits on (asynchronous work) ends its nap */
+    const Rest rest = rest_.load();
+    if (drivers_.load() == 0 && (rest == SLEEPING || (rest == NAPPING && before > 0))) wake();
+}
+
+void Engine::wake()
+{
+    /* taking the lock orders the notification after the sleeper's last look */
+    { std::lock_guard<std::mutex> lk(rest_mu_); }
+    cv_.notify_all();
 }
 
 int Engine::poll_locked(std::vector<Done> &done)
@@ -94,6 +115,7 @@ int Engine::poll_locked(std::vector<Done> &done)
         mesh_request_free(w->req_);
         w->req_ = nullptr;
         w->queued_ = false;
+        ninflight_.fetch_sub(1);
         done.push_back(Done{std::move(w), st, std::move(msg)});
         found++;
     }
@@ -134,7 +156,7 @@ void Engine::step(std::unique_lock<std::mutex> &lk, std::vector<Done> &done, uns
                   std::optional<bool> mark)
 {
     if (poll_locked(done) > 0) {
-        if (mark) drivers_finish_ = *mark;
+        if (mark) drivers_finish_.store(*mark, std::memory_order_relaxed);
         lk.unlock();
         complete(done);
         idle = 0;
@@ -149,14 +171,14 @@ template <class More> void Engine::drive(std::optional<bool> mark, More more)
 {
     std::vector<Done> done;
     unsigned idle = 0;
+    drivers_.fetch_add(1); /* before the lock: the completion thread yields it sooner */
     std::unique_lock<std::mutex> lk(mu_);
-    drivers_++;
     while (more(lk))
         step(lk, done, idle, mark);
     /* hand the polling back to the completion thread */
-    const bool wake = --drivers_ == 0 && !inflight_.empty();
+    const bool left = drivers_.fetch_sub(1) == 1 && !inflight_.empty();
     lk.unlock();
-    if (wake) cv_.notify_all();
+    if (left) wake();
 }
 
 void Engine::wait(WorkMesh *w, std::chrono::milliseconds timeout)
@@ -195,31 +217,55 @@ void Engine::drain(const Comm *c)
     drive(std::nullopt, [&](std::unique_lock<std::mutex> &) { return busy_locked(c); });
 }
 
-void Engine::run()
+void Engine::drive_orphans()
 {
-    using clock = std::chrono::steady_clock;
-    /* a nap is the longest an asynchronous operation posted after blocking ones waits before
-     * this thread drives it (its first moves happen at the post); naps stop after a quiet
-     * spell */
-    const std::chrono::microseconds nap(500), quiet(100000);
     std::vector<Done> done;
     unsigned idle = 0;
     std::unique_lock<std::mutex> lk(mu_);
+    while (!inflight_.empty() && drivers_.load() == 0)
+        step(lk, done, idle, false);
+}
+
+void Engine::run()
+{
+    /* Naps are the longest an asynchronous operation posted after blocking ones waits before
+     * this thread drives it (its first moves happen at the post, and the next post or a
+     * waiting caller's return wakes this thread at once). They grow from nap_min to nap_max
+     * while callers keep finishing their own operations, since every wake-up of this thread
+     * costs the caller on its CPU, and stop after a quiet spell. A blocking call waits on its
+     * operation within microseconds of posting it: grace keeps this thread out of that window,
+     * where it would only contend with the caller. */
+    const int64_t nap_min = 500000, nap_max = 16000000, quiet = 100000000, grace = 50000;
+    int64_t nap = nap_min;
+    std::unique_lock<std::mutex> rl(rest_mu_);
     for (;;) {
-        if (inflight_.empty() || drivers_ > 0) {
-            if (stop_) break;
-            if (drivers_finish_ && clock::now() - last_post_ < quiet) {
-                rest_ = NAPPING;
-                cv_.wait_for(lk, nap);
-            } else {
-                rest_ = SLEEPING;
-                cv_.wait(lk);
-            }
-            rest_ = RUNNING;
-            idle = 0;
+        const bool idle = ninflight_.load() == 0 || drivers_.load() > 0;
+        if (idle && stop_) break;
+        const int64_t age = now_ns() - last_post_ns_.load();
+        if (!idle && age >= grace) {
+            rest_.store(RUNNING);
+            rl.unlock();
+            drive_orphans();
+            rl.lock();
+            nap = nap_min;
             continue;
         }
-        step(lk, done, idle, false);
+        if (!idle) {
+            rest_.store(NAPPING);
+            cv_.wait_for(rl, std::chrono::nanoseconds(grace - age));
+        } else if (drivers_finish_.load(std::memory_order_relaxed) && age < quiet) {
+            rest_.store(NAPPING);
+            if (cv_.wait_for(rl, std::chrono::nanoseconds(nap)) == std::cv_status::timeout)
+                nap = std::min(2 * nap, nap_max);
+            else
+                nap = nap_min;
+        } else {
+            rest_.store(SLEEPING);
+            /* a post after this look sees SLEEPING and wakes this thread */
+            if (ninflight_.load() == 0 || drivers_.load() > 0) cv_.wait(rl);
+            nap = nap_min;
+        }
+        rest_.store(RUNNING);
     }
 }
 

@@ -78,20 +78,34 @@ class Engine {
      * more runs with the lock held and may release it meanwhile. */
     template <class More> void drive(std::optional<bool> mark, More more);
     bool busy_locked(const Comm *comm) const;
+    /* The completion thread drives while operations are in flight that no thread waits on. */
+    void drive_orphans();
 
-    std::mutex mu_; /* guards everything below; mesh is called with it held only to test */
-    std::condition_variable cv_;
+    std::mutex mu_; /* guards inflight_ and reqs_; mesh is called with it held only to test */
     std::vector<c10::intrusive_ptr<WorkMesh>> inflight_;
     std::vector<mesh_request_h> reqs_; /* scratch of poll_locked */
-    int drivers_ = 0; /* threads in wait() or drain(): the completion thread leaves it to them */
-    bool stop_ = false;
-    /* How the completion thread rests. While callers wait for their own operations (blocking
-     * calls), it naps and looks again, so that posting costs no wake-up; after a while without
-     * posts, or once it finished operations itself (asynchronous work), it sleeps until a post
-     * wakes it. */
-    enum { RUNNING, NAPPING, SLEEPING } rest_ = RUNNING;
-    bool drivers_finish_ = false; /* the last operation was finished by a thread waiting on it */
-    std::chrono::steady_clock::time_point last_post_;
+    /* Read by the completion thread without mu_, so that its naps never contend with a
+     * driving caller (which holds mu_ nearly all the time): operations in flight, threads in
+     * wait() or drain() (the completion thread leaves the driving to them), when the last
+     * operation was posted (steady clock, ns), and whether the last operation to complete
+     * was finished by a thread waiting on it. */
+    std::atomic<int> ninflight_{0};
+    std::atomic<int> drivers_{0};
+    std::atomic<int64_t> last_post_ns_{0};
+    std::atomic<bool> drivers_finish_{false};
+    /* How the completion thread rests, guarded by rest_mu_. While callers wait for their own
+     * operations (blocking calls), it naps, longer and longer up to a bound, and looks again,
+     * so that posting costs no wake-up;
+     * after a while without posts, or once it finished operations itself (asynchronous work),
+     * it sleeps until a post wakes it. Either way it leaves an operation younger than grace to
+     * the caller that posted it, which waits on it at once if the call is blocking. */
+    enum Rest { RUNNING, NAPPING, SLEEPING };
+    std::mutex rest_mu_;
+    std::condition_variable cv_;
+    std::atomic<Rest> rest_{RUNNING};
+    bool stop_ = false; /* guarded by rest_mu_ */
+    /* wakes the completion thread if it sleeps */
+    void wake();
     std::atomic<int> most_local_{0};
     std::atomic<unsigned> spin_{200};
     std::thread thread_;

@@ -147,6 +147,23 @@ def t_async(gloo):
     y = torch.ones(4)
     fut2 = dist.all_reduce(y, async_op=True).get_future().then(lambda f: f.value()[0] * 2)
     expect_equal(fut2.wait(), torch.full((4,), 2.0 * size), "then() on the future")
+    # after a long run of blocking calls, which the callers finish themselves, a lone
+    # asynchronous operation that nobody waits on through Work.wait still completes soon
+    t0 = time.time()
+    while True:  # the same number of calls on every rank, about 1.5 s of them
+        go = torch.tensor([1.0 if time.time() - t0 < 1.5 else 0.0])
+        dist.all_reduce(go, op=dist.ReduceOp.MIN)
+        if go.item() == 0:
+            break
+    v = torch.ones(2)
+    fut3 = dist.all_reduce(v, async_op=True).get_future()
+    t0 = time.time()
+    while not fut3.done() and time.time() - t0 < 60:
+        time.sleep(0.0002)
+    took = time.time() - t0
+    expect(fut3.done() and took < 0.5,
+           "a lone async all_reduce after blocking ones done in %.3f s (at most 0.5 s)" % took)
+    expect_equal(v, torch.full((2,), float(size)), "its result")
     # many in flight, waited for from another thread through their futures
     works = [dist.all_reduce(torch.ones(100) * i, async_op=True) for i in range(16)]
     results = []
