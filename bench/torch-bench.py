@@ -9,7 +9,9 @@ times, and keeps each side's median time (the slowest rank's per turn):
     gathers, scatters and all-to-all, 1 for broadcast
 
 then the 8-byte all_reduce latency, and the step time of DDP on a model whose gradients
-dwarf its compute (16 linear layers of 1024 x 1024, one sample per step). gloo (1.13) has no
+dwarf its compute (16 linear layers of 1024 x 1024, one sample per step, gradients as views of
+the buckets), with the bound on its ratio where computation and transfer share each rank's
+CPU (DDP on this rank alone, and one all_reduce of all gradients on each backend). gloo (1.13) has no
 all_gather_into_tensor and no reduce-scatter: its all_gather into the chunks of one tensor, and
 its all_reduce (the whole input, of which a rank keeps its block) stand in for them.
 
@@ -149,12 +151,15 @@ def measure(args):
 
     if args.ddp_steps:
         step = ddp_steps(torch, dist, gloo, args, timed)
-        for backend in ("mesh", "gloo"):
+        for backend in ("mesh", "gloo", "alone", "ar_mesh", "ar_gloo"):
             rows.append(dict(section="ddp", op="ddp_step", bytes=step["bytes"], backend=backend,
                              nranks=n, nodes=nodes, time_us=step[backend] * 1e6, busbw_GBps=0))
         if rank == 0:
-            print("DDP step (%d MB of gradients): mesh %.1f ms, gloo %.1f ms"
-                  % (step["bytes"] >> 20, step["mesh"] * 1e3, step["gloo"] * 1e3), flush=True)
+            print("DDP step (%d MB of gradients): mesh %.1f ms, gloo %.1f ms; alone %.1f ms, "
+                  "all_reduce of the gradients mesh %.1f ms, gloo %.1f ms"
+                  % (step["bytes"] >> 20, step["mesh"] * 1e3, step["gloo"] * 1e3,
+                     step["alone"] * 1e3, step["ar_mesh"] * 1e3, step["ar_gloo"] * 1e3),
+                  flush=True)
 
     if rank == 0 and args.csv:
         with open(args.csv, "w", newline="") as f:
@@ -172,7 +177,11 @@ def _gather_strings(dist, group, s):
 
 def ddp_steps(torch, dist, gloo, args, timed):
     """Median step time of DDP (forward, backward with its bucketed all-reduces, SGD) on mesh
-    and on gloo, taking turns."""
+    and on gloo, taking turns, with what bounds their ratio: the same DDP step on a group of
+    this rank alone (all of DDP's own work, no transfer) and one all_reduce of all gradients
+    on each backend. Where each rank has one CPU, as here, the transfer's copies through the
+    kernel and the computation take turns on it, so mesh/gloo cannot fall below
+    (alone + all_reduce on mesh) / (alone + all_reduce on gloo)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     def build(group):
@@ -181,25 +190,31 @@ def ddp_steps(torch, dist, gloo, args, timed):
         for _ in range(16):
             layers += [torch.nn.Linear(1024, 1024), torch.nn.ReLU()]
         net = torch.nn.Sequential(*layers)
-        ddp = DDP(net, process_group=group)
+        ddp = DDP(net, process_group=group, gradient_as_bucket_view=True)
         return ddp, torch.optim.SGD(ddp.parameters(), lr=1e-4)
 
+    # a one-rank group per rank (every rank takes part in creating each)
+    alone = [dist.new_group([r]) for r in range(dist.get_world_size())][dist.get_rank()]
     x, y = torch.randn(1, 1024), torch.randn(1, 1024)
-    runs = {"mesh": build(None), "gloo": build(gloo)}
+    runs = {"mesh": build(None), "gloo": build(gloo), "alone": build(alone)}
+    nbytes = sum(p.numel() * 4 for p in runs["mesh"][0].parameters())
+    grads = torch.ones(nbytes // 4)
 
     def step(ddp, opt):
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=True)
         torch.nn.functional.mse_loss(ddp(x), y).backward()
         opt.step()
 
-    t = {"mesh": [], "gloo": []}
+    t = {k: [] for k in ("mesh", "gloo", "alone", "ar_mesh", "ar_gloo")}
     for _ in range(args.turns):
-        for backend, group in (("mesh", None), ("gloo", gloo)):
+        for backend, group in (("mesh", None), ("gloo", gloo), ("alone", None)):
             ddp, opt = runs[backend]
             t[backend].append(timed(lambda: step(ddp, opt), group, args.ddp_steps, 2))
-    nbytes = sum(p.numel() * 4 for p in runs["mesh"][0].parameters())
-    return {"mesh": statistics.median(t["mesh"]), "gloo": statistics.median(t["gloo"]),
-            "bytes": nbytes}
+        t["ar_mesh"].append(timed(lambda: dist.all_reduce(grads), None, 3, 1))
+        t["ar_gloo"].append(timed(lambda: dist.all_reduce(grads, group=gloo), gloo, 3, 1))
+    out = {k: statistics.median(v) for k, v in t.items()}
+    out["bytes"] = nbytes
+    return out
 
 
 # ------------------------------------------------------------------ the report
@@ -230,15 +245,25 @@ def report(folder):
             continue
         bench = read_rows(os.path.join(folder, "mesh-bench-%s-*.csv" % place))
         lat = read_rows(os.path.join(folder, "mesh-lat-%s-*.csv" % place))
+        link = {}
+        if place == "2nodes" and os.path.exists(os.path.join(folder, "iperf3.txt")):
+            with open(os.path.join(folder, "iperf3.txt")) as f:
+                gbits = [float(v) for v in f.read().split()]
+            if len(gbits) == 2:
+                # GB/s a TCP stream carries: one way (broadcast), else both ways at once
+                link = {op: gbits[0 if op == "broadcast" else 1] / 8 for op in OPS}
+                print("\niperf3 between the nodes (median of the rounds): one stream %.3f GB/s; "
+                      "one each way at once %.3f GB/s per direction" % (gbits[0] / 8,
+                                                                       gbits[1] / 8))
         tb = median_by([r for r in torch_rows if r["section"] == "coll"],
                        lambda r: (r["op"], int(r["bytes"]), r["backend"]), "busbw_GBps")
         mb = median_by([r for r in bench if r["in_place"] == "0"],
                        lambda r: (r["op"], int(r["bytes"])), "busbw_GBps")
         print("\n== %s: busbw in GB/s (medians of %d rounds)" % (title, len(
             glob.glob(os.path.join(folder, "torch-%s-*.csv" % place)))))
-        print("%-24s %10s %9s %9s %9s %11s %9s  %s" % ("op", "size", "mesh", "gloo",
-                                                      "mesh/gloo", "mesh-bench", "mesh/mb",
-                                                      "targets (>=1.5, >=0.8 from 1 MiB)"))
+        print("%-24s %10s %9s %9s %9s %11s %9s %s %s" % (
+            "op", "size", "mesh", "gloo", "mesh/gloo", "mesh-bench", "mesh/mb",
+            "iperf3/gloo " if link else "", "targets (>=1.5, >=0.8 from 1 MiB)"))
         for op in OPS:
             sizes = sorted({b for (o, b, _) in tb if o == op})
             for size in sizes:
@@ -255,9 +280,10 @@ def report(folder):
                         miss.append("mesh-bench")
                     verdict = "MISSED: " + ",".join(miss) if miss else "met"
                     status = status or (1 if miss else 0)
-                print("%-24s %10d %9.3f %9.3f %9.2f %11s %9s  %s" % (
+                r_l = "%11.2f " % (link[op] / g) if link and g else ""
+                print("%-24s %10d %9.3f %9.3f %9.2f %11s %9s %s %s" % (
                     op, size, m or 0, g or 0, r_g, "%.3f" % ref if ref else "-",
-                    "%.2f" % r_b if ref else "-", verdict))
+                    "%.2f" % r_b if ref else "-", r_l, verdict))
         lt = median_by([r for r in torch_rows if r["section"] == "latency"],
                        lambda r: r["backend"], "time_us")
         lb = median_by([r for r in lat if r["in_place"] == "1"], lambda r: r["op"], "time_us")
@@ -276,6 +302,12 @@ def report(folder):
             print("DDP step: mesh %.1f ms, gloo %.1f ms, mesh/gloo %.2f; target <= 0.7: %s"
                   % (dd["mesh"] / 1e3, dd["gloo"] / 1e3, ratio,
                      "met" if ratio <= 0.7 else "MISSED"))
+            if "alone" in dd:
+                # one CPU per rank: computation and transfer take turns on it
+                lo = (dd["alone"] + dd["ar_mesh"]) / (dd["alone"] + dd["ar_gloo"])
+                print("  bound without overlap: DDP alone %.1f ms, all_reduce of the gradients "
+                      "mesh %.1f ms, gloo %.1f ms: mesh/gloo >= %.2f"
+                      % (dd["alone"] / 1e3, dd["ar_mesh"] / 1e3, dd["ar_gloo"] / 1e3, lo))
     return status
 
 

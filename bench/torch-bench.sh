@@ -5,15 +5,19 @@
 # then mesh-bench on the same placement, sizes and ops; the table shows medians over the rounds:
 # busbw of mesh and gloo and their ratio, mesh's busbw over mesh-bench's for the same op and
 # size (what the binding costs), the 8-byte all_reduce latency against mesh-bench's, and the
-# DDP step time of a communication-heavy model (2 nodes) on mesh and gloo. Targets: mesh/gloo
-# >= 1.5 and mesh/mesh-bench >= 0.8 from 1 MiB, latency <= 2 x mesh-bench + 10 us, DDP step
-# <= 0.7 x gloo's. CSV files and logs stay in the output folder.
+# DDP step time of a communication-heavy model (2 nodes) on mesh and gloo, with the bound on
+# their ratio where each rank has one CPU. On 2 nodes each round also measures iperf3 between
+# the namespaces (one stream, and one each way at once), and the table shows how far gloo's
+# figure leaves TCP streams above it (iperf3/gloo). Targets: mesh/gloo >= 1.5 and
+# mesh/mesh-bench >= 0.8 from 1 MiB, latency <= 2 x mesh-bench + 10 us, DDP step <= 0.7 x
+# gloo's. CSV files and logs stay in the output folder.
 set -u
 
 usage() {
     cat <<USAGE
 usage: $0 [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r rounds] [-t turns]
           [--out DIR] [--builddir DIR] [--python PYTHON] [--placements 1node,2nodes]
+          [--skip-iperf]
   -b/-e/-f      sizes (default 64k / 256m / 4)
   -n/-w         timed and warm-up iterations per size (default 20 / 3; fewer for large sizes)
   -r rounds     runs of torch-bench.py and mesh-bench, one after the other (default 2)
@@ -21,10 +25,11 @@ usage: $0 [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r rounds] [-t t
   --out DIR     where the CSV files and logs go (default: a new folder under /tmp)
   --builddir    build tree holding tools/meshrun, bench/mesh-bench and python/mesh_torch
   --python      the interpreter with torch (default: the one configure found)
+  --skip-iperf  leave out iperf3 (it needs root and iperf3)
 USAGE
 }
 
-minb=64k maxb=256m factor=4 iters=20 warmup=3 rounds=2 turns=3 out="" py=""
+minb=64k maxb=256m factor=4 iters=20 warmup=3 rounds=2 turns=3 out="" py="" skip_iperf=0
 placements=1node,2nodes
 builddir=$(cd "$(dirname "$0")/.." && pwd)
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,6 +57,7 @@ MESHRUN=$builddir/tools/meshrun
 MESHBENCH=$builddir/bench/mesh-bench
 ops_mb=allreduce,allgather,reduce_scatter,alltoall,broadcast
 status=0
+iperf_check
 
 echo "torch-bench: $rounds rounds, $turns turns each, sizes $minb..$maxb x$factor; output in $out"
 for place in ${placements//,/ }; do
@@ -72,8 +78,16 @@ for place in ${placements//,/ }; do
             --csv "$out/mesh-bench-$place-$r.csv"
         run "mesh-lat-$place-$r" "$MESHRUN" $where --timeout 600 "$MESHBENCH" -o allreduce \
             -b 8 -e 8 -n 2000 -w 100 --csv "$out/mesh-lat-$place-$r.csv"
+        [ "$place" = 2nodes ] && [ "$do_iperf" = 1 ] && iperf_round "$r"
     done
 done
+if [ "$do_iperf" = 1 ]; then
+    iperf_medians
+    # Gbit/s: one stream, and one direction of one stream each way at once
+    echo "${iperf_one:-} ${iperf_per:-}" >"$out/iperf3.txt"
+else
+    echo "iperf3 $iperf_note"
+fi
 "$py" "$srcdir/bench/torch-bench.py" --report "$out" | tee "$out/table.txt"
 echo "torch-bench: CSV files, logs and table.txt in $out"
 exit $status
