@@ -18,6 +18,7 @@ its all_reduce (the whole input, of which a rank keeps its block) stand in for t
     torch-bench.py [-o OPS] [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP] [--turns T]
                    [--lat-iters N] [--ddp-steps N] [--no-ddp] --csv FILE
     torch-bench.py --report DIR      (the table of bench/torch-bench.sh's CSV files)
+    torch-bench.py --plan [-b MIN] [-e MAX] [-f F] [-n ITERS]   (sizes and their iterations)
 """
 
 import argparse
@@ -41,6 +42,13 @@ def size_arg(text):
     text = text.strip().lower()
     mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:], 1)
     return int(float(text[:-1] if text[-1:] in "kmg" else text) * mult)
+
+
+def iters_for(size, base):
+    """Timed iterations at size bytes: base at 16 MiB, more below (up to 10 x base, so that
+    small sizes are timed over more than a few scheduler ticks), fewer above, at least 2.
+    mesh-bench runs the same number (bench/torch-bench.sh asks --plan)."""
+    return max(2, min(10 * base, int(base * (16 << 20) / max(size, 1))))
 
 
 def busbw_factor(op, n):
@@ -116,8 +124,7 @@ def measure(args):
         size = args.minbytes
         while size <= args.maxbytes:
             mesh_call, gloo_call = calls(op, size)
-            # fewer iterations as sizes grow, at least 2
-            iters = max(2, min(args.iters, int(args.iters * (4 << 20) / max(size, 1))))
+            iters = iters_for(size, args.iters)
             t = {"mesh": [], "gloo": []}
             for _ in range(args.turns):
                 t["mesh"].append(timed(mesh_call, None, iters, args.warmup))
@@ -325,7 +332,15 @@ def main():
     p.add_argument("--no-ddp", action="store_true")
     p.add_argument("--csv")
     p.add_argument("--report")
+    p.add_argument("--plan", action="store_true",
+                   help="print each size and its timed iterations, one line each")
     args = p.parse_args()
+    if args.plan:
+        size = args.minbytes
+        while size <= args.maxbytes:
+            print(size, iters_for(size, args.iters))
+            size *= args.factor
+        return 0
     if args.report:
         return report(args.report)
     args.ops = [o for o in args.ops.split(",") if o]

@@ -19,7 +19,8 @@ usage: $0 [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r rounds] [-t t
           [--out DIR] [--builddir DIR] [--python PYTHON] [--placements 1node,2nodes]
           [--skip-iperf]
   -b/-e/-f      sizes (default 64k / 256m / 4)
-  -n/-w         timed and warm-up iterations per size (default 20 / 3; fewer for large sizes)
+  -n/-w         timed and warm-up iterations at 16 MiB (default 20 / 3); more below, up to
+                10 times as many, fewer above, the same for mesh-bench
   -r rounds     runs of torch-bench.py and mesh-bench, one after the other (default 2)
   -t turns      mesh/gloo turns inside each torch-bench.py run (default 3)
   --out DIR     where the CSV files and logs go (default: a new folder under /tmp)
@@ -59,6 +60,9 @@ ops_mb=allreduce,allgather,reduce_scatter,alltoall,broadcast
 status=0
 iperf_check
 
+# each size with its timed iterations, as torch-bench.py runs them
+plan=$("$py" "$srcdir/bench/torch-bench.py" --plan -b "$minb" -e "$maxb" -f "$factor" -n "$iters") ||
+    exit 2
 echo "torch-bench: $rounds rounds, $turns turns each, sizes $minb..$maxb x$factor; output in $out"
 for place in ${placements//,/ }; do
     case $place in
@@ -73,9 +77,11 @@ for place in ${placements//,/ }; do
         run "torch-$place-$r" "$MESHRUN" $where --timeout 3000 "$py" "$srcdir/bench/torch-bench.py" \
             -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" --turns "$turns" $ddp \
             --csv "$out/torch-$place-$r.csv"
-        run "mesh-bench-$place-$r" "$MESHRUN" $where --timeout 3000 "$MESHBENCH" -o "$ops_mb" \
-            -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" \
-            --csv "$out/mesh-bench-$place-$r.csv"
+        while read -r size n; do
+            run "mesh-bench-$place-$r-$size" "$MESHRUN" $where --timeout 3000 "$MESHBENCH" \
+                -o "$ops_mb" -b "$size" -e "$size" -n "$n" -w "$warmup" \
+                --csv "$out/mesh-bench-$place-$r-$size.csv"
+        done <<<"$plan"
         run "mesh-lat-$place-$r" "$MESHRUN" $where --timeout 600 "$MESHBENCH" -o allreduce \
             -b 8 -e 8 -n 2000 -w 100 --csv "$out/mesh-lat-$place-$r.csv"
         [ "$place" = 2nodes ] && [ "$do_iperf" = 1 ] && iperf_round "$r"
