@@ -11,9 +11,11 @@ times, and keeps each side's median time (the slowest rank's per turn):
 then the 8-byte all_reduce latency, and the step time of DDP on a model whose gradients
 dwarf its compute (16 linear layers of 1024 x 1024, one sample per step, gradients as views of
 the buckets), with the bound on its ratio where computation and transfer share each rank's
-CPU (DDP on this rank alone, and one all_reduce of all gradients on each backend). gloo (1.13) has no
-all_gather_into_tensor and no reduce-scatter: its all_gather into the chunks of one tensor, and
-its all_reduce (the whole input, of which a rank keeps its block) stand in for them.
+CPU (DDP on this rank alone, and one all_reduce of all gradients on each backend).
+
+gloo (1.13) has no all_gather_into_tensor and no reduce-scatter: its all_gather into the
+chunks of one tensor, and its all_reduce (the whole input, of which a rank keeps its block)
+stand in for them.
 
     torch-bench.py [-o OPS] [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP] [--turns T]
                    [--lat-iters N] [--ddp-steps N] [--no-ddp] --csv FILE

@@ -7,10 +7,10 @@
 # size (what the binding costs), the 8-byte all_reduce latency against mesh-bench's, and the
 # DDP step time of a communication-heavy model (2 nodes) on mesh and gloo, with the bound on
 # their ratio where each rank has one CPU. On 2 nodes each round also measures iperf3 between
-# the namespaces (one stream, and one each way at once), and the table shows how far gloo's
-# figure leaves TCP streams above it (iperf3/gloo). Targets: mesh/gloo >= 1.5 and
-# mesh/mesh-bench >= 0.8 from 1 MiB, latency <= 2 x mesh-bench + 10 us, DDP step <= 0.7 x
-# gloo's. CSV files and logs stay in the output folder.
+# the namespaces (one stream, and one each way at once), and the table shows iperf3's rate over
+# gloo's busbw (iperf3/gloo), the ratio a plain TCP stream would reach. Targets: mesh/gloo
+# >= 1.5 and mesh/mesh-bench >= 0.8 from 1 MiB, latency <= 2 x mesh-bench + 10 us, DDP step
+# <= 0.7 x gloo's. CSV files and logs stay in the output folder.
 set -u
 
 usage() {
