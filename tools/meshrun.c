@@ -5,6 +5,7 @@
  * joined through a bridge when run as root, node labels otherwise.
  */
 #include "config.h"
+#include "libmesh/listen_port.h"
 #include "tools/meshrun.h"
 
 #include <arpa/inet.h>
@@ -208,38 +209,24 @@ static void meshrun_place(const meshrun_opts_t *o, meshrun_rank_t *ranks)
     free(count);
 }
 
+static int meshrun_port_rand(void *arg, unsigned *out)
+{
+    (void)arg;
+    return meshrun_random(out, sizeof(*out));
+}
+
 /* A port for rank 0's listener. In a fresh namespace any port in 20000-60000 is free. On the
- * host's loopback, take one below the kernel's ephemeral range (outgoing connections draw from
- * that range at any moment, between our check and rank 0's listen too), and try binding it first
- * so that a busy port is skipped. */
+ * host's loopback, one below the kernel's ephemeral range that binds now
+ * (libmesh/listen_port.h). */
 static int meshrun_pick_port(int check_loopback)
 {
-    unsigned top = 60001;
-    FILE *f = check_loopback ? fopen("/proc/sys/net/ipv4/ip_local_port_range", "r") : NULL;
-    if (f) {
-        unsigned lo, hi;
-        if (fscanf(f, "%u %u", &lo, &hi) == 2 && lo > 21000 && lo < top) top = lo;
-        fclose(f);
-    }
-    for (int attempt = 0; attempt < 200; attempt++) {
-        uint32_t r;
-        if (meshrun_random(&r, sizeof(r))) return -1;
-        int port = 20000 + (int)(r % (top - 20000));
-        if (!check_loopback) return port;
-
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            meshrun_err("error: socket failed: %m");
-            return -1;
-        }
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        int ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-        close(fd);
-        if (ok) return port;
-    }
-    meshrun_err("error: no free port found in 20000-%u on 127.0.0.1", top - 1);
-    return -1;
+    unsigned r;
+    if (!check_loopback) return meshrun_random(&r, sizeof(r)) ? -1 : (int)(20000 + r % 40001);
+    int port = mesh_listen_port_pick(1, meshrun_port_rand, NULL);
+    if (port < 0)
+        meshrun_err("error: no free port found in %u-%u on 127.0.0.1", MESH_LISTEN_PORT_MIN,
+                    mesh_listen_port_top() - 1);
+    return port;
 }
 
 int main(int argc, char **argv)
