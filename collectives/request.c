@@ -222,27 +222,42 @@ mesh_status_t mesh_waitall(int n, mesh_request_h *reqs)
     return MESH_OK;
 }
 
-mesh_status_t mesh_testany(int n, mesh_request_h *reqs, int *index)
+static mesh_status_t request_testany(const char *fn, int n, mesh_request_h *reqs, int *index,
+                                     int *events)
 {
-    if (index == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_testany: index is NULL");
-    if (n < 0) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_testany: n %d is negative", n);
-    if (n > 0 && reqs == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_testany: reqs is NULL");
+    if (events) *events = 0;
+    if (index == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: index is NULL", fn);
+    if (n < 0) return mesh_error(MESH_ERR_INVALID_ARG, "%s: n %d is negative", fn, n);
+    if (n > 0 && reqs == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: reqs is NULL", fn);
     *index = -1;
+    int moved = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < n; i++) {
             mesh_request_h r = reqs[i];
             if (r != NULL && !r->live)
-                return mesh_error(MESH_ERR_INVALID_ARG, "mesh_testany: request %d was freed "
-                                  "already", i);
+                return mesh_error(MESH_ERR_INVALID_ARG, "%s: request %d was freed already", fn,
+                                  i);
             if (r == NULL || !r->started) continue;
             if (request_poll(r)) {
                 *index = i;
+                if (events) *events = moved + 1;
                 return r->status;
             }
-            if (pass == 0) request_round(r);
+            if (pass == 0) moved += request_round(r);
         }
     }
+    if (events) *events = moved;
     return MESH_OK;
+}
+
+mesh_status_t mesh_testany(int n, mesh_request_h *reqs, int *index)
+{
+    return request_testany("mesh_testany", n, reqs, index, NULL);
+}
+
+mesh_status_t mesh_testany_events(int n, mesh_request_h *reqs, int *index, int *events)
+{
+    return request_testany("mesh_testany_events", n, reqs, index, events);
 }
 
 void mesh_request_free(mesh_request_h req)

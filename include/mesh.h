@@ -234,6 +234,12 @@ MESH_API mesh_status_t mesh_waitall(int n, mesh_request_h *reqs);
  * -1 when none is; returns that request's status, MESH_OK when none completed. Completed
  * requests stay in the array until freed: free it (or drop it from reqs) before calling again. */
 MESH_API mesh_status_t mesh_testany(int n, mesh_request_h *reqs, int *index);
+/* mesh_testany, and *events (unless NULL) gets the events its round of progress saw: data
+ * that moved, messages that arrived, operations that completed; 0 when nothing moved (and when
+ * no request of reqs is under way). A caller polling in a loop backs off after rounds of 0
+ * only, as mesh_wait does: a transfer that keeps moving keeps it polling. */
+MESH_API mesh_status_t mesh_testany_events(int n, mesh_request_h *reqs, int *index,
+                                           int *events);
 /* Frees a completed request (or cancels and frees an incomplete one after an abort). A request
  * must not be used once freed: freeing, waiting or testing it again is refused (logged, or
  * MESH_ERR_INVALID_ARG) for as long as mesh has not reused its memory for a later request, and is

@@ -3,6 +3,9 @@
  *   cross    each rank blocks on one communicator while its peers need it on another
  *   tags     messages match by (peer, tag) in posting order per tag; bad tags are refused
  *   anyall   mesh_waitall and mesh_testany over requests of two communicators
+ *   events   mesh_testany_events: a large message between ranks 0 and 1 moves over rounds
+ *            that complete nothing yet report events (over TCP, whose socket buffers hold a
+ *            few MB); no request under way, no events
  *   thread   with MESH_PROGRESS_THREAD=1, a nonblocking operation completes while the caller
  *            sleeps
  *   shared   one thread posts on a communicator while another waits on its requests
@@ -205,6 +208,48 @@ static void test_anyall(void)
     mesh_comm_destroy(other);
 }
 
+static void test_events(void)
+{
+    enum { LEN = 64 << 20 };
+    int idx = 7, events = 7;
+    OK(mesh_testany_events(0, NULL, &idx, &events));
+    CHECK(idx == -1 && events == 0, "no request: index %d, events %d", idx, events);
+    CHECK(mesh_testany_events(0, NULL, NULL, &events) == MESH_ERR_INVALID_ARG,
+          "a NULL index is refused");
+    if (rank > 1) return;
+    char *buf = malloc(LEN);
+    CHECK(buf != NULL, "malloc");
+    if (buf == NULL) return;
+    memset(buf, rank ? 0 : 0x5a, LEN);
+    mesh_request_h req[1];
+    OK(rank == 0 ? mesh_send(world, buf, LEN, MESH_UINT8, 1, NULL, &req[0])
+                 : mesh_recv(world, buf, LEN, MESH_UINT8, 0, NULL, &req[0]));
+    long moving = 0, quiet = 0;
+    for (;;) {
+        mesh_status_t st = mesh_testany_events(1, req, &idx, &events);
+        CHECK(st == MESH_OK, "mesh_testany_events: %s", mesh_status_string(st));
+        if (st != MESH_OK) break;
+        if (idx == 0) {
+            CHECK(events > 0, "the round that completed the request reported %d events", events);
+            break;
+        }
+        CHECK(idx == -1 && events >= 0, "index %d, events %d", idx, events);
+        if (events > 0) moving++;
+        else quiet++;
+    }
+    mesh_request_free(req[0]);
+    /* 64 MiB cannot cross in one round over TCP */
+    CHECK(moving > 0, "no round reported data moving before the completion (%ld quiet)", quiet);
+    size_t bad = 0;
+    for (size_t i = 0; rank == 1 && i < LEN; i++)
+        bad += buf[i] != 0x5a;
+    CHECK(bad == 0, "%zu bytes received wrong", bad);
+    req[0] = NULL;
+    OK(mesh_testany_events(1, req, &idx, &events));
+    CHECK(idx == -1 && events == 0, "a freed slot: index %d, events %d", idx, events);
+    free(buf);
+}
+
 /* Started, then left alone: the progress thread must finish it. */
 static void test_thread(void)
 {
@@ -283,6 +328,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "cross") == 0) test_cross();
         else if (strcmp(argv[i], "tags") == 0) test_tags();
         else if (strcmp(argv[i], "anyall") == 0) test_anyall();
+        else if (strcmp(argv[i], "events") == 0) test_events();
         else if (strcmp(argv[i], "thread") == 0) test_thread();
         else if (strcmp(argv[i], "shared") == 0) test_shared();
         else {
