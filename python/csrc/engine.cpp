@@ -98,16 +98,18 @@ void Engine::wake()
     cv_.notify_all();
 }
 
-int Engine::poll_locked(std::vector<Done> &done)
+int Engine::poll_locked(std::vector<Done> &done, bool &moved)
 {
     int found = 0;
     while (!inflight_.empty()) {
         reqs_.clear();
         for (auto &w : inflight_)
             reqs_.push_back(w->req_);
-        int idx = -1;
+        int idx = -1, events = 0;
         /* one round of progress over every communicator, then the first completed request */
-        const mesh_status_t st = mesh_testany((int)reqs_.size(), reqs_.data(), &idx);
+        const mesh_status_t st =
+            mesh_testany_events((int)reqs_.size(), reqs_.data(), &idx, &events);
+        if (events > 0) moved = true;
         if (idx < 0) break;
         c10::intrusive_ptr<WorkMesh> w = std::move(inflight_[idx]);
         inflight_.erase(inflight_.begin() + idx);
@@ -155,14 +157,19 @@ void Engine::backoff(unsigned &idle, bool waiter) const
 void Engine::step(std::unique_lock<std::mutex> &lk, std::vector<Done> &done, unsigned &idle,
                   std::optional<bool> mark)
 {
-    if (poll_locked(done) > 0) {
+    bool moved = false;
+    if (poll_locked(done, moved) > 0) {
         if (mark) drivers_finish_.store(*mark, std::memory_order_relaxed);
         lk.unlock();
         complete(done);
         idle = 0;
     } else {
         lk.unlock();
-        backoff(idle, mark.has_value() && *mark);
+        /* a transfer that keeps moving is polled without pause, as mesh_wait polls it */
+        if (moved)
+            idle = 0;
+        else
+            backoff(idle, mark.has_value() && *mark);
     }
     lk.lock();
 }

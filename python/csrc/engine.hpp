@@ -60,8 +60,9 @@ class Engine {
         std::string message;
     };
 
-    /* Collects the completed operations into done; the lock is held. */
-    int poll_locked(std::vector<Done> &done);
+    /* Collects the completed operations into done; the lock is held. moved becomes true when
+     * mesh saw events (data moved) on the way. */
+    int poll_locked(std::vector<Done> &done, bool &moved);
     /* Completes them (copies, futures, callbacks); the lock is not held. */
     static void complete(std::vector<Done> &done);
     void run();
@@ -70,7 +71,7 @@ class Engine {
     void backoff(unsigned &idle, bool waiter) const;
     static constexpr unsigned completion_spin = 200;
     /* One round of driving, the lock held (and released meanwhile): completes what mesh
-     * finished, else backs off. Where something completed, drivers_finish_ becomes mark (is
+     * finished, else backs off unless data moved. Where something completed, drivers_finish_ becomes mark (is
      * left as it is without one). */
     void step(std::unique_lock<std::mutex> &lk, std::vector<Done> &done, unsigned &idle,
               std::optional<bool> mark);
