@@ -1,7 +1,8 @@
 """The mesh backend of torch.distributed against gloo, through Python, in the same processes.
 
-Under meshrun (or torchrun), each rank runs, for every op and size, mesh then gloo, --turns
-times, and keeps each side's median time (the slowest rank's per turn):
+Under meshrun (or torchrun), each rank runs, for every op and size, mesh through torch, then
+mesh's C API on the same buffers (ctypes, a communicator of its own), then gloo, --turns
+times, and records each turn (the slowest rank's time):
 
     all_reduce, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, broadcast
     (fp32, sizes S as nccl-tests and mesh-bench count them: the whole buffer for the gathers,
@@ -38,6 +39,9 @@ OPS = ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_
 MESH_BENCH_OP = {"all_reduce": "allreduce", "all_gather_into_tensor": "allgather",
                  "reduce_scatter_tensor": "reduce_scatter", "all_to_all_single": "alltoall",
                  "broadcast": "broadcast"}
+# the torch calls that hand mesh one buffer for input and output (in place), compared with
+# mesh-bench's in-place rows; the others with its out-of-place rows
+IN_PLACE = {"all_reduce", "broadcast"}
 
 
 def size_arg(text):
@@ -62,6 +66,68 @@ def busbw_factor(op, n):
 
 
 # ------------------------------------------------------------------ measuring (each rank)
+
+class CApi:
+    """mesh's C API called through ctypes in this process, on a communicator of its own, with
+    the library the extension loaded: the same op on the same buffers as the torch call, turn
+    about with it, so that their ratio is what the binding costs, free of the drift between
+    one process and the next. ctypes adds about a microsecond to each call."""
+
+    FP32, SUM = 8, 0  # mesh_dtype_t and mesh_op_t values of mesh.h
+
+    def __init__(self, dist, gloo, rank, n):
+        import ctypes
+        self.ct = ctypes
+        lib = self.lib = ctypes.CDLL("libmesh.so.0")  # the one mesh_torch._C loaded
+        P, S, I = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+        for name, args in (("mesh_allreduce", (P, P, P, S, I, I, P, P)),
+                           ("mesh_broadcast", (P, P, P, S, I, I, P, P)),
+                           ("mesh_reduce_scatter", (P, P, P, S, I, I, P, P)),
+                           ("mesh_allgather", (P, P, P, S, I, P, P)),
+                           ("mesh_alltoall", (P, P, P, S, I, P, P)),
+                           ("mesh_comm_init_rank", (P, I, P, I)),
+                           ("mesh_comm_destroy", (P,)), ("mesh_unique_id", (P,)),
+                           ("mesh_comm_last_error", (P,))):
+            getattr(lib, name).argtypes = args
+        lib.mesh_comm_last_error.restype = ctypes.c_char_p
+        uid = ctypes.create_string_buffer(128)  # mesh_unique_id_t
+        if rank == 0:
+            self.check(lib.mesh_unique_id(uid), "mesh_unique_id")
+        raw = [uid.raw]
+        dist.broadcast_object_list(raw, 0, group=gloo)
+        uid = ctypes.create_string_buffer(raw[0], 128)
+        self.comm = ctypes.c_void_p()
+        self.check(lib.mesh_comm_init_rank(ctypes.byref(self.comm), n, uid, rank),
+                   "mesh_comm_init_rank")
+
+    def check(self, status, what):
+        if status != 0:
+            raise RuntimeError("%s: status %d: %s" % (
+                what, status, self.lib.mesh_comm_last_error(None).decode(errors="replace")))
+
+    def call(self, op, inp, out, block):
+        """The C call of op: in place for all_reduce and broadcast (as the backend calls it),
+        block elements per rank."""
+        lib, c, i, o, fp32 = self.lib, self.comm, inp.data_ptr(), out.data_ptr(), self.FP32
+        fn = {"all_reduce": lambda: lib.mesh_allreduce(c, i, i, inp.numel(), fp32, self.SUM,
+                                                       None, None),
+              "broadcast": lambda: lib.mesh_broadcast(c, i, i, inp.numel(), fp32, 0, None, None),
+              "all_gather_into_tensor": lambda: lib.mesh_allgather(c, i, o, block, fp32, None,
+                                                                   None),
+              "reduce_scatter_tensor": lambda: lib.mesh_reduce_scatter(c, i, o, block, fp32,
+                                                                       self.SUM, None, None),
+              "all_to_all_single": lambda: lib.mesh_alltoall(c, i, o, block, fp32, None,
+                                                             None)}[op]
+
+        def run():
+            st = fn()
+            if st != 0:
+                self.check(st, op)
+        return run
+
+    def close(self):
+        self.lib.mesh_comm_destroy(self.comm)
+
 
 def measure(args):
     env = os.environ
@@ -98,50 +164,61 @@ def measure(args):
         return slowest((time.perf_counter() - t0) / iters)
 
     def calls(op, size):
-        """The mesh call and gloo's (or what stands in for it) of op on S = size bytes."""
+        """The calls of op on S = size bytes: mesh's through torch, gloo's (or what stands in
+        for it), and mesh's C API on the same buffers."""
         count = size // 4
         block = count // n
         if op == "all_reduce":
             x = torch.ones(count)
-            return (lambda: dist.all_reduce(x)), (lambda: dist.all_reduce(x, group=gloo))
+            return {"mesh": lambda: dist.all_reduce(x),
+                    "gloo": lambda: dist.all_reduce(x, group=gloo),
+                    "mesh_c": capi.call(op, x, x, block)}
         if op == "broadcast":
             x = torch.ones(count)
-            return (lambda: dist.broadcast(x, 0)), (lambda: dist.broadcast(x, 0, group=gloo))
+            return {"mesh": lambda: dist.broadcast(x, 0),
+                    "gloo": lambda: dist.broadcast(x, 0, group=gloo),
+                    "mesh_c": capi.call(op, x, x, block)}
         if op == "all_gather_into_tensor":
             out, inp = torch.empty(block * n), torch.ones(block)
             chunks = list(out.chunk(n))
-            return ((lambda: dist.all_gather_into_tensor(out, inp)),
-                    (lambda: dist.all_gather(chunks, inp, group=gloo)))
+            return {"mesh": lambda: dist.all_gather_into_tensor(out, inp),
+                    "gloo": lambda: dist.all_gather(chunks, inp, group=gloo),
+                    "mesh_c": capi.call(op, inp, out, block)}
         if op == "reduce_scatter_tensor":
             out, inp = torch.empty(block), torch.ones(block * n)
-            return ((lambda: dist.reduce_scatter_tensor(out, inp)),
-                    (lambda: dist.all_reduce(inp, group=gloo)))
+            return {"mesh": lambda: dist.reduce_scatter_tensor(out, inp),
+                    "gloo": lambda: dist.all_reduce(inp, group=gloo),
+                    "mesh_c": capi.call(op, inp, out, block)}
         if op == "all_to_all_single":
             out, inp = torch.empty(block * n), torch.ones(block * n)
-            return ((lambda: dist.all_to_all_single(out, inp)),
-                    (lambda: dist.all_to_all_single(out, inp, group=gloo)))
+            return {"mesh": lambda: dist.all_to_all_single(out, inp),
+                    "gloo": lambda: dist.all_to_all_single(out, inp, group=gloo),
+                    "mesh_c": capi.call(op, inp, out, block)}
         raise ValueError(op)
 
+    capi = CApi(dist, gloo, rank, n)
     for op in args.ops:
         size = args.minbytes
         while size <= args.maxbytes:
-            mesh_call, gloo_call = calls(op, size)
+            fns = calls(op, size)
             iters = iters_for(size, args.iters)
-            t = {"mesh": [], "gloo": []}
-            for _ in range(args.turns):
-                t["mesh"].append(timed(mesh_call, None, iters, args.warmup))
-                t["gloo"].append(timed(gloo_call, gloo, iters, args.warmup))
-            for backend in ("mesh", "gloo"):
-                sec = statistics.median(t[backend])
-                rows.append(dict(section="coll", op=op, bytes=size, backend=backend, nranks=n,
-                                 nodes=nodes, time_us=sec * 1e6,
-                                 busbw_GBps=size / sec / 1e9 * busbw_factor(op, n)))
+            t = {k: [] for k in fns}
+            for turn in range(args.turns):
+                for backend in ("mesh", "mesh_c", "gloo"):
+                    sec = timed(fns[backend], gloo if backend == "gloo" else None, iters,
+                                args.warmup)
+                    t[backend].append(sec)
+                    rows.append(dict(section="coll", op=op, bytes=size, backend=backend,
+                                     nranks=n, nodes=nodes, turn=turn, time_us=sec * 1e6,
+                                     busbw_GBps=size / sec / 1e9 * busbw_factor(op, n)))
             if rank == 0:
-                print("%-24s %11d  mesh %10.1f us  gloo %10.1f us"
+                print("%-24s %11d  mesh %10.1f us  mesh C API %10.1f us  gloo %10.1f us"
                       % (op, size, statistics.median(t["mesh"]) * 1e6,
+                         statistics.median(t["mesh_c"]) * 1e6,
                          statistics.median(t["gloo"]) * 1e6), flush=True)
-            del mesh_call, gloo_call
+            del fns
             size *= args.factor
+    capi.close()
 
     # the 8-byte all_reduce
     x = torch.zeros(2)
@@ -152,8 +229,8 @@ def measure(args):
                                  100))
     for backend in ("mesh", "gloo"):
         rows.append(dict(section="latency", op="all_reduce", bytes=8, backend=backend,
-                         nranks=n, nodes=nodes, time_us=statistics.median(lat[backend]) * 1e6,
-                         busbw_GBps=0))
+                         nranks=n, nodes=nodes, turn="",
+                         time_us=statistics.median(lat[backend]) * 1e6, busbw_GBps=0))
     if rank == 0:
         print("all_reduce 8 B latency: mesh %.1f us, gloo %.1f us"
               % (rows[-2]["time_us"], rows[-1]["time_us"]), flush=True)
@@ -162,7 +239,8 @@ def measure(args):
         step = ddp_steps(torch, dist, gloo, args, timed)
         for backend in ("mesh", "gloo", "alone", "ar_mesh", "ar_gloo"):
             rows.append(dict(section="ddp", op="ddp_step", bytes=step["bytes"], backend=backend,
-                             nranks=n, nodes=nodes, time_us=step[backend] * 1e6, busbw_GBps=0))
+                             nranks=n, nodes=nodes, turn="", time_us=step[backend] * 1e6,
+                             busbw_GBps=0))
         if rank == 0:
             print("DDP step (%d MB of gradients): mesh %.1f ms, gloo %.1f ms; alone %.1f ms, "
                   "all_reduce of the gradients mesh %.1f ms, gloo %.1f ms"
@@ -232,8 +310,22 @@ def read_rows(pattern):
     rows = []
     for path in sorted(glob.glob(pattern)):
         with open(path) as f:
-            rows.extend(csv.DictReader(f))
+            rows.extend(dict(r, source=path) for r in csv.DictReader(f))
     return rows
+
+
+def paired(rows, num, den):
+    """Median over the turns of every round of busbw(num) / busbw(den), by (op, size): the two
+    ran one right after the other in the same processes."""
+    turns = {}
+    for r in rows:
+        key = (r["op"], int(r["bytes"]), r["source"], r.get("turn"))
+        turns.setdefault(key, {})[r["backend"]] = float(r["busbw_GBps"])
+    out = {}
+    for (op, size, _, _), t in turns.items():
+        if t.get(num) and t.get(den):
+            out.setdefault((op, size), []).append(t[num] / t[den])
+    return {k: statistics.median(v) for k, v in out.items()}
 
 
 def median_by(rows, key, value):
@@ -264,34 +356,37 @@ def report(folder):
                 print("\niperf3 between the nodes (median of the rounds): one stream %.3f GB/s; "
                       "one each way at once %.3f GB/s per direction" % (gbits[0] / 8,
                                                                        gbits[1] / 8))
-        tb = median_by([r for r in torch_rows if r["section"] == "coll"],
-                       lambda r: (r["op"], int(r["bytes"]), r["backend"]), "busbw_GBps")
-        mb = median_by([r for r in bench if r["in_place"] == "0"],
-                       lambda r: (r["op"], int(r["bytes"])), "busbw_GBps")
+        coll = [r for r in torch_rows if r["section"] == "coll"]
+        tb = median_by(coll, lambda r: (r["op"], int(r["bytes"]), r["backend"]), "busbw_GBps")
+        vs_gloo, vs_c = paired(coll, "mesh", "gloo"), paired(coll, "mesh", "mesh_c")
+        mb = median_by(bench, lambda r: (r["op"], int(r["bytes"]), r["in_place"] == "1"),
+                       "busbw_GBps")
         print("\n== %s: busbw in GB/s (medians of %d rounds)" % (title, len(
             glob.glob(os.path.join(folder, "torch-%s-*.csv" % place)))))
-        print("%-24s %10s %9s %9s %9s %11s %9s %s %s" % (
-            "op", "size", "mesh", "gloo", "mesh/gloo", "mesh-bench", "mesh/mb",
-            "iperf3/gloo " if link else "", "targets (>=1.5, >=0.8 from 1 MiB)"))
+        print("%-24s %10s %7s %7s %9s %7s %7s %10s %7s %s %s" % (
+            "op", "size", "mesh", "gloo", "mesh/gloo", "C API", "mesh/C", "mesh-bench",
+            "mesh/mb", "iperf3/gloo " if link else "",
+            "targets from 1 MiB: mesh/gloo >= 1.5, mesh/C >= 0.8"))
         for op in OPS:
             sizes = sorted({b for (o, b, _) in tb if o == op})
             for size in sizes:
-                m, g = tb.get((op, size, "mesh")), tb.get((op, size, "gloo"))
-                ref = mb.get((MESH_BENCH_OP[op], size))
-                r_g = m / g if m and g else float("nan")
+                m, g, c = (tb.get((op, size, k)) for k in ("mesh", "gloo", "mesh_c"))
+                ref = mb.get((MESH_BENCH_OP[op], size, op in IN_PLACE))
+                r_g, r_c = vs_gloo.get((op, size), float("nan")), vs_c.get((op, size))
                 r_b = m / ref if m and ref else float("nan")
                 verdict = ""
                 if size >= (1 << 20):
                     miss = []
                     if not r_g >= 1.5:
                         miss.append("gloo")
-                    if not r_b >= 0.8:
-                        miss.append("mesh-bench")
+                    if not (r_c if r_c is not None else r_b) >= 0.8:
+                        miss.append("binding")
                     verdict = "MISSED: " + ",".join(miss) if miss else "met"
                     status = status or (1 if miss else 0)
                 r_l = "%11.2f " % (link[op] / g) if link and g else ""
-                print("%-24s %10d %9.3f %9.3f %9.2f %11s %9s %s %s" % (
-                    op, size, m or 0, g or 0, r_g, "%.3f" % ref if ref else "-",
+                print("%-24s %10d %7.3f %7.3f %9.2f %7s %7s %10s %7s %s %s" % (
+                    op, size, m or 0, g or 0, r_g, "%.3f" % c if c else "-",
+                    "%.2f" % r_c if r_c is not None else "-", "%.3f" % ref if ref else "-",
                     "%.2f" % r_b if ref else "-", r_l, verdict))
         lt = median_by([r for r in torch_rows if r["section"] == "latency"],
                        lambda r: r["backend"], "time_us")

@@ -1,15 +1,16 @@
 #!/bin/bash
 # The mesh backend of torch.distributed against gloo and against mesh-bench, on 2 ranks of one
 # node and 2 ranks on 2 simulated nodes (meshrun --nodes 2: network namespaces as root, so TCP).
-# Each round runs bench/torch-bench.py (mesh and gloo taking turns inside, through Python) and
-# then mesh-bench on the same placement, sizes and ops; the table shows medians over the rounds:
-# busbw of mesh and gloo and their ratio, mesh's busbw over mesh-bench's for the same op and
-# size (what the binding costs), the 8-byte all_reduce latency against mesh-bench's, and the
+# Each round runs bench/torch-bench.py (mesh through Python, mesh's C API on the same buffers
+# and gloo taking turns inside) and then mesh-bench on the same placement, sizes and ops; the
+# table shows busbw of mesh and gloo and their ratio turn by turn, mesh's over its C API's turn
+# by turn (what the binding costs) and over mesh-bench's (another process, another moment),
+# the 8-byte all_reduce latency against mesh-bench's, and the
 # DDP step time of a communication-heavy model (2 nodes) on mesh and gloo, with the bound on
 # their ratio where each rank has one CPU. On 2 nodes each round also measures iperf3 between
 # the namespaces (one stream, and one each way at once), and the table shows iperf3's rate over
 # gloo's busbw (iperf3/gloo), the ratio a plain TCP stream would reach. Targets: mesh/gloo
-# >= 1.5 and mesh/mesh-bench >= 0.8 from 1 MiB, latency <= 2 x mesh-bench + 10 us, DDP step
+# >= 1.5 and mesh/C API >= 0.8 from 1 MiB, latency <= 2 x mesh-bench + 10 us, DDP step
 # <= 0.7 x gloo's. CSV files and logs stay in the output folder.
 set -u
 
@@ -22,7 +23,7 @@ usage: $0 [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r rounds] [-t t
   -n/-w         timed and warm-up iterations at 16 MiB (default 20 / 3); more below, up to
                 10 times as many, fewer above, the same for mesh-bench
   -r rounds     runs of torch-bench.py and mesh-bench, one after the other (default 2)
-  -t turns      mesh/gloo turns inside each torch-bench.py run (default 3)
+  -t turns      mesh/C API/gloo turns inside each torch-bench.py run (default 3)
   --out DIR     where the CSV files and logs go (default: a new folder under /tmp)
   --builddir    build tree holding tools/meshrun, bench/mesh-bench and python/mesh_torch
   --python      the interpreter with torch (default: the one configure found)
