@@ -74,7 +74,7 @@ for place in ${placements//,/ }; do
     ddp=--no-ddp
     [ "$place" = 2nodes ] && ddp="--ddp-steps 10"
     for r in $(seq 1 "$rounds"); do
-        echo "round $r, $place: torch (mesh, gloo), then mesh-bench"
+        echo "round $r, $place: torch (mesh, its C API, gloo), then mesh-bench"
         run "torch-$place-$r" "$MESHRUN" $where --timeout 3000 "$py" "$srcdir/bench/torch-bench.py" \
             -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" --turns "$turns" $ddp \
             --csv "$out/torch-$place-$r.csv"

@@ -71,8 +71,8 @@ class Engine {
     void backoff(unsigned &idle, bool waiter) const;
     static constexpr unsigned completion_spin = 200;
     /* One round of driving, the lock held (and released meanwhile): completes what mesh
-     * finished, else backs off unless data moved. Where something completed, drivers_finish_ becomes mark (is
-     * left as it is without one). */
+     * finished, else backs off unless data moved. Where something completed, drivers_finish_
+     * becomes mark (is left as it is without one). */
     void step(std::unique_lock<std::mutex> &lk, std::vector<Done> &done, unsigned &idle,
               std::optional<bool> mark);
     /* Drives mesh on the calling thread while more(lock) says there is something to wait for;
