@@ -77,7 +77,6 @@ class CApi:
 
     def __init__(self, dist, gloo, rank, n):
         import ctypes
-        self.ct = ctypes
         lib = self.lib = ctypes.CDLL("libmesh.so.0")  # the one mesh_torch._C loaded
         P, S, I = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
         for name, args in (("mesh_allreduce", (P, P, P, S, I, I, P, P)),
