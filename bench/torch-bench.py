@@ -312,15 +312,20 @@ def read_rows(pattern):
     return rows
 
 
-def paired(rows, num, den):
-    """Median over the turns of every round of busbw(num) / busbw(den), by (op, size): the two
-    ran one right after the other in the same processes."""
+def by_turn(rows, value):
+    """{(op, size, file, turn): {backend: value}}: what ran one right after the other in the
+    same processes."""
     turns = {}
     for r in rows:
         key = (r["op"], int(r["bytes"]), r["source"], r.get("turn"))
-        turns.setdefault(key, {})[r["backend"]] = float(r["busbw_GBps"])
+        turns.setdefault(key, {})[r["backend"]] = float(r[value])
+    return turns
+
+
+def paired(rows, num, den):
+    """Median over the turns of every round of busbw(num) / busbw(den), by (op, size)."""
     out = {}
-    for (op, size, _, _), t in turns.items():
+    for (op, size, _, _), t in by_turn(rows, "busbw_GBps").items():
         if t.get(num) and t.get(den):
             out.setdefault((op, size), []).append(t[num] / t[den])
     return {k: statistics.median(v) for k, v in out.items()}
@@ -400,10 +405,7 @@ def report(folder):
         ddp = [r for r in torch_rows if r["section"] == "ddp"]
         dd = median_by(ddp, lambda r: r["backend"], "time_us")
         if dd:
-            turns = {}
-            for r in ddp:
-                turns.setdefault((r["source"], r.get("turn")), {})[r["backend"]] = \
-                    float(r["time_us"])
+            turns = by_turn(ddp, "time_us")
             # each turn's ratio, and its bound (one CPU per rank: computation and transfer
             # take turns on it)
             ratio = statistics.median(t["mesh"] / t["gloo"] for t in turns.values())
