@@ -25,7 +25,8 @@ for n in 2 3; do
 done
 run "4 ranks, 2 nodes" "$b/tools/meshrun" -n 4 --nodes 2 --timeout 120 "$prog" cross tags anyall
 run "4 ranks, cyclic on 2 nodes: 64 MiB from rank 0 to 1 over TCP, testany events" \
-    env MESH_TCP_STREAMS=1 "$b/tools/meshrun" -n 4 --nodes 2 -p cyclic --timeout 120 "$prog" events
+    env MESH_NET=tcp MESH_TCP_STREAMS=1 "$b/tools/meshrun" -n 4 --nodes 2 -p cyclic --timeout 120 \
+    "$prog" events
 run "1 rank" "$b/tools/meshrun" -n 1 --timeout 60 "$prog" tags anyall
 run "progress thread, one node" env MESH_PROGRESS_THREAD=1 \
     "$b/tools/meshrun" -n 2 --timeout 60 "$prog" thread shared
