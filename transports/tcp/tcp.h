@@ -15,6 +15,9 @@
 #define MESH_TL_TCP_STAGE       65536
 /* Payload left in a chunk beyond which we receive straight into the destination. */
 #define MESH_TL_TCP_DIRECT (MESH_TL_TCP_STAGE / 2)
+/* Bytes one stream moves each way in a round of progress, so that a long transfer does not
+ * hold up the others (and the round reports its events) */
+#define MESH_TL_TCP_ROUND_BYTES ((size_t)8 << 20)
 /* msg_id of a header-only notice "rank <tag> failed", sent to every other peer when we see a
  * peer die, so that ranks which only see us leave can still name the rank that failed. */
 #define MESH_TL_TCP_NOTICE_ID 0xffffffffu

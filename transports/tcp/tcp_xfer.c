@@ -262,7 +262,10 @@ int mesh_tl_tcp_stream_send(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
     }
     if (s->state != TCP_ST_READY)
         return 0;
+    size_t budget = MESH_TL_TCP_ROUND_BYTES;
     for (;;) {
+        if (budget == 0)
+            return done; /* the socket still takes data: the next round goes on */
         if (!s->tx_active && !carve(ep, s))
             return done;
         struct iovec iov[2];
@@ -289,6 +292,7 @@ int mesh_tl_tcp_stream_send(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
             return io_failed(ep, "send");
         }
         tcp_iface(ep)->moved = 1;
+        budget -= (size_t)n < budget ? (size_t)n : budget;
         size_t left = (size_t)n;
         size_t h = sizeof(s->tx_hdr) - s->tx_hdr_done;
         if (h > left)
@@ -444,8 +448,7 @@ static int parse_stage(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
 int mesh_tl_tcp_stream_recv(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
 {
     int done = 0;
-    /* bounded so that one busy stream cannot starve the others */
-    size_t budget = 8u << 20;
+    size_t budget = MESH_TL_TCP_ROUND_BYTES;
     while (budget > 0 && s->state == TCP_ST_READY) {
         int rc = parse_stage(ep, s);
         if (rc < 0)
