@@ -182,6 +182,60 @@ static void test_sizes(int late, unsigned flags)
     }
 }
 
+/* A receive shorter than its message, posted while the message is still arriving: rank 0 sends
+ * 24 MiB to rank 1, which posts a 1 MiB receive after its first round of progress that moved
+ * anything (a round takes at most 8 MiB of a tcp stream, so the rest is still to come). The
+ * receive fails with MESH_ERR_TRUNCATED, the rest of the message is dropped, the send completes
+ * and the endpoint stays healthy: a message that follows arrives whole. */
+static void test_truncate_midway(void)
+{
+    enum { LEN = 24 << 20, CAP = 1 << 20, NEXT = 4096 };
+    uint64_t tag = MESH_TL_TAG_EXACT | (0x76ull << 40), tag2 = tag | 1;
+    if (g_size < 2)
+        return;
+    barrier();
+    if (g_rank > 1) {
+        barrier();
+        return;
+    }
+    int peer = 1 - g_rank;
+    unsigned char *big = malloc(LEN), *next = malloc(NEXT), *got = malloc(NEXT);
+    CHECK(big && next && got);
+    fill(next, 0, 1, NEXT);
+    mesh_tl_op_t op = {0}, op2 = {0};
+    mesh_error_clear();
+    if (g_rank == 0) {
+        memset(big, 0x5c, LEN);
+        CHECK(mesh_tl_isend(g_ep[peer], tag, big, LEN, &op) == MESH_OK);
+        CHECK(mesh_tl_isend(g_ep[peer], tag2, next, NEXT, &op2) == MESH_OK);
+    } else {
+        double t = mesh_time() + 5;
+        while (mesh_tl_progress(g_iface) <= 0 && mesh_time() < t)
+            ;
+        CHECK(mesh_tl_irecv(g_ep[peer], tag, big, CAP, &op) == MESH_OK);
+        CHECK(mesh_tl_irecv(g_ep[peer], tag2, got, NEXT, &op2) == MESH_OK);
+    }
+    mesh_tl_op_t *both[2] = {&op, &op2};
+    wait_all(both, 2, WAIT_S);
+    if (g_rank == 0) {
+        CHECK_MSG(op.status == MESH_OK && op2.status == MESH_OK,
+                  "%s: sends of %d and %d bytes to rank 1: status %d and %d", g_ops->name, LEN,
+                  NEXT, op.status, op2.status);
+    } else {
+        CHECK_MSG(op.status == MESH_ERR_TRUNCATED,
+                  "%s: receive of %d bytes posted while a %d-byte message arrived: status %d",
+                  g_ops->name, CAP, LEN, op.status);
+        CHECK_MSG(op2.status == MESH_OK && op2.length == NEXT,
+                  "%s: the message after the truncated one: status %d, length %zu",
+                  g_ops->name, op2.status, op2.length);
+        verify(got, 0, 1, NEXT, "after a truncated receive");
+    }
+    free(big);
+    free(next);
+    free(got);
+    barrier();
+}
+
 /* Receives shorter than their messages, by one byte and by more, eager and rendezvous sizes
  * (eager limits: shm 16 KiB, verbs 8 KiB, ucx 1 MiB here; tcp and ofi pieces of 512 KiB and
  * MESH_OFI_MAX_MSG), posted before the message arrives and after (late): every one fails with
@@ -596,6 +650,7 @@ static int child(int rank, int size, uint64_t uid, int kill_case, int no_ptrace)
         test_sizes(1, MESH_TL_OP_SRC_REUSED);
         test_truncate(0);
         test_truncate(1);
+        test_truncate_midway();
         test_tags();
         test_sig_match();
     }

@@ -129,14 +129,14 @@ mesh_status_t mesh_tl_tcp_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, size
     MESH_CHECK(mesh_tl_post_check(&ti->aborted, MESH_OK, NULL, "receive from", uep->peer));
     mesh_tl_op_set(op, tag, buf, len);
     for (mesh_tl_tcp_rmsg_t *m = ep->incoming; m; m = m->next) {
-        if (m->op != NULL || !mesh_tl_tag_match(tag, m->tag))
+        /* a message with an error is being dropped: a truncated receive took it */
+        if (m->op != NULL || m->error < 0 || !mesh_tl_tag_match(tag, m->tag))
             continue;
         op->peer_tag = m->tag;
         if (m->msg_len > len) {
-            /* the message keeps arriving into its own buffer and is dropped; the receive fails */
+            /* the receive fails; the message is read to its end and dropped */
             mesh_tl_op_complete(op, m->msg_len, mesh_tl_truncated(uep, m->msg_len, len));
-            m->error = MESH_ERR_TRUNCATED;
-            m->tag = ~tag;
+            m->error = MESH_ERR_TRUNCATED; /* its later chunks still name its tag */
             if (m->complete) {
                 rmsg_unlink(ep, m);
                 rmsg_put(ti, m);
