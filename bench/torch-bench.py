@@ -136,9 +136,9 @@ def measure(args):
                    MASTER_PORT=port, LOCAL_RANK=env.get("MESH_LOCAL_RANK", "0"))
         if not host.startswith("127.") and os.path.exists("/sys/class/net/eth0"):
             env.setdefault("GLOO_SOCKET_IFNAME", "eth0")
-    # one thread per rank, OpenMP's pool included (it starts with torch, before
-    # set_num_threads): where the ranks fill the CPUs, its extra threads only slow DDP's own
-    # work, as bench/torch-bench.sh's setting keeps them from doing
+    # one thread per rank, as bench/torch-bench.sh sets it: OpenMP's pool starts with torch,
+    # before set_num_threads, and where the ranks fill the CPUs its extra threads only slow
+    # DDP's own work
     env.setdefault("OMP_NUM_THREADS", "1")
     import torch
     import torch.distributed as dist

@@ -222,7 +222,9 @@ static int meshrun_pick_port(int check_loopback)
 {
     unsigned r;
     if (!check_loopback)
-        return meshrun_random(&r, sizeof(r)) ? -1 : (int)(MESH_LISTEN_PORT_MIN + r % 40001);
+        return meshrun_random(&r, sizeof(r)) ? -1
+                                              : (int)(MESH_LISTEN_PORT_MIN +
+                                                      r % (60000 - MESH_LISTEN_PORT_MIN + 1));
     int port = mesh_listen_port_pick(1, meshrun_port_rand, NULL);
     if (port < 0)
         meshrun_err("error: no free port found in %u-%u on 127.0.0.1", MESH_LISTEN_PORT_MIN,
