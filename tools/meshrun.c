@@ -215,16 +215,19 @@ static int meshrun_port_rand(void *arg, unsigned *out)
     return meshrun_random(out, sizeof(*out));
 }
 
-/* A port for rank 0's listener. In a fresh namespace any port in 20000-60000 is free. On the
- * host's loopback, one below the kernel's ephemeral range that binds now
- * (libmesh/listen_port.h). */
+/* The last port drawn for rank 0's listener in a fresh namespace, where any port from
+ * MESH_LISTEN_PORT_MIN up to it is free. */
+#define MESHRUN_NS_PORT_MAX 60000u
+
+/* A port for rank 0's listener: in a fresh namespace, any of MESH_LISTEN_PORT_MIN ..
+ * MESHRUN_NS_PORT_MAX; on the host's loopback, one below the kernel's ephemeral range that
+ * binds now (libmesh/listen_port.h). */
 static int meshrun_pick_port(int check_loopback)
 {
     unsigned r;
+    const unsigned span = MESHRUN_NS_PORT_MAX - MESH_LISTEN_PORT_MIN + 1;
     if (!check_loopback)
-        return meshrun_random(&r, sizeof(r)) ? -1
-                                              : (int)(MESH_LISTEN_PORT_MIN +
-                                                      r % (60000 - MESH_LISTEN_PORT_MIN + 1));
+        return meshrun_random(&r, sizeof(r)) ? -1 : (int)(MESH_LISTEN_PORT_MIN + r % span);
     int port = mesh_listen_port_pick(1, meshrun_port_rand, NULL);
     if (port < 0)
         meshrun_err("error: no free port found in %u-%u on 127.0.0.1", MESH_LISTEN_PORT_MIN,
