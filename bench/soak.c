@@ -6,6 +6,7 @@
  * Run under meshrun; bench/soak.sh drives it over several transports and prints a table.
  */
 #include <mesh.h>
+#include <mesh/dtype.h>
 
 #include <dirent.h>
 #include <getopt.h>
@@ -57,24 +58,6 @@ static long value(int rank, size_t i, uint64_t call)
     return (long)(((uint64_t)rank * 3 + i * 7 + call) % 5) + 1;
 }
 
-static uint16_t half_of(long x)
-{
-    if (x == 0) return 0;
-    int e = 0;
-    while ((x >> (e + 1)) != 0) e++;
-    return (uint16_t)(((e + 15) << 10) | ((x << (10 - e)) & 0x3ff));
-}
-
-static double half_value(uint16_t h)
-{
-    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    if (e == 0) return m / 16777216.0;
-    double v = 1024 + m;
-    for (int k = e - 25; k > 0; k--) v *= 2;
-    for (int k = e - 25; k < 0; k++) v /= 2;
-    return (h & 0x8000) ? -v : v;
-}
-
 static void put(mesh_dtype_t t, void *buf, size_t i, long x)
 {
     switch (t) {
@@ -84,14 +67,8 @@ static void put(mesh_dtype_t t, void *buf, size_t i, long x)
     case MESH_UINT32: ((uint32_t *)buf)[i] = (uint32_t)x; break;
     case MESH_INT64: ((int64_t *)buf)[i] = x; break;
     case MESH_UINT64: ((uint64_t *)buf)[i] = (uint64_t)x; break;
-    case MESH_FP16: ((uint16_t *)buf)[i] = half_of(x); break;
-    case MESH_BF16: {
-        float f = (float)x;
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        ((uint16_t *)buf)[i] = (uint16_t)(u >> 16);
-        break;
-    }
+    case MESH_FP16: ((uint16_t *)buf)[i] = mesh_float_to_fp16((float)x); break;
+    case MESH_BF16: ((uint16_t *)buf)[i] = mesh_float_to_bf16((float)x); break;
     case MESH_FP32: ((float *)buf)[i] = (float)x; break;
     default: ((double *)buf)[i] = (double)x; break;
     }
@@ -106,13 +83,8 @@ static double get(mesh_dtype_t t, const void *buf, size_t i)
     case MESH_UINT32: return ((const uint32_t *)buf)[i];
     case MESH_INT64: return (double)((const int64_t *)buf)[i];
     case MESH_UINT64: return (double)((const uint64_t *)buf)[i];
-    case MESH_FP16: return half_value(((const uint16_t *)buf)[i]);
-    case MESH_BF16: {
-        uint32_t u = (uint32_t)((const uint16_t *)buf)[i] << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
+    case MESH_FP16: return mesh_fp16_to_float(((const uint16_t *)buf)[i]);
+    case MESH_BF16: return mesh_bf16_to_float(((const uint16_t *)buf)[i]);
     case MESH_FP32: return ((const float *)buf)[i];
     default: return ((const double *)buf)[i];
     }

@@ -1,6 +1,7 @@
-/* Datatype sizes and names, and the narrow floating-point conversions. Every conversion to a
- * narrow format rounds to nearest, ties to even, and keeps NaNs NaN. */
+/* Datatype sizes and names, element access, and conversions of whole arrays between the
+ * floating-point formats (the rule: mesh/dtype.h). */
 #include "libmesh/dtype.h"
+#include "libmesh/log.h"
 
 #include <math.h>
 #include <string.h>
@@ -41,16 +42,6 @@ int mesh_dtype_is_float(mesh_dtype_t d)
 {
     return mesh_dtype_valid(d) && mesh_dtype_info[d].is_float;
 }
-
-float mesh_fp16_to_float(uint16_t h) { return mesh_fp16_to_float_inline(h); }
-uint16_t mesh_float_to_fp16(float f) { return mesh_float_to_fp16_inline(f); }
-float mesh_bf16_to_float(uint16_t b) { return mesh_bf16_to_float_inline(b); }
-uint16_t mesh_float_to_bf16(float f) { return mesh_float_to_bf16_inline(f); }
-
-float mesh_e4m3_to_float(uint8_t v) { return mesh_e4m3_to_float_inline(v); }
-uint8_t mesh_float_to_e4m3(float f) { return mesh_float_to_e4m3_inline(f); }
-float mesh_e5m2_to_float(uint8_t v) { return mesh_e5m2_to_float_inline(v); }
-uint8_t mesh_float_to_e5m2(float f) { return mesh_float_to_e5m2_inline(f); }
 
 /* double -> float rounding to odd: a later rounding to a format with at most 22 mantissa bits
  * then gives the same result as rounding the double directly (no double rounding). */
@@ -122,4 +113,86 @@ void mesh_dtype_set(mesh_dtype_t d, void *buf, size_t i, double v)
         break;
     default: break;
     }
+}
+
+/* fp32 -> a float dtype and back, one element at a time through the inline conversions. */
+static void mesh_dtype_from_float(void *dst, mesh_dtype_t d, const float *src, size_t n)
+{
+    switch (d) {
+    case MESH_FP16:
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = mesh_float_to_fp16(src[i]);
+        break;
+    case MESH_BF16:
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = mesh_float_to_bf16(src[i]);
+        break;
+    case MESH_FP8_E4M3:
+        for (size_t i = 0; i < n; i++)
+            ((uint8_t *)dst)[i] = mesh_float_to_e4m3(src[i]);
+        break;
+    case MESH_FP8_E5M2:
+        for (size_t i = 0; i < n; i++)
+            ((uint8_t *)dst)[i] = mesh_float_to_e5m2(src[i]);
+        break;
+    case MESH_FP64:
+        for (size_t i = 0; i < n; i++)
+            ((double *)dst)[i] = src[i];
+        break;
+    default:
+        memmove(dst, src, n * sizeof(float));
+        break;
+    }
+}
+
+static void mesh_dtype_to_float(float *dst, const void *src, mesh_dtype_t d, size_t n)
+{
+    switch (d) {
+    case MESH_FP16:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = mesh_fp16_to_float(((const uint16_t *)src)[i]);
+        break;
+    case MESH_BF16:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = mesh_bf16_to_float(((const uint16_t *)src)[i]);
+        break;
+    case MESH_FP8_E4M3:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = mesh_e4m3_to_float(((const uint8_t *)src)[i]);
+        break;
+    case MESH_FP8_E5M2:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = mesh_e5m2_to_float(((const uint8_t *)src)[i]);
+        break;
+    default:
+        memmove(dst, src, n * sizeof(float));
+        break;
+    }
+}
+
+MESH_API mesh_status_t mesh_dtype_convert(void *dst, mesh_dtype_t dst_dtype, const void *src,
+                                          mesh_dtype_t src_dtype, size_t count)
+{
+    if (!mesh_dtype_is_float(dst_dtype))
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "mesh_dtype_convert: dst_dtype %s (%d) is not a floating-point type",
+                          mesh_dtype_name(dst_dtype), (int)dst_dtype);
+    if (!mesh_dtype_is_float(src_dtype))
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "mesh_dtype_convert: src_dtype %s (%d) is not a floating-point type",
+                          mesh_dtype_name(src_dtype), (int)src_dtype);
+    if (count && (!dst || !src))
+        return mesh_error(MESH_ERR_INVALID_ARG, "mesh_dtype_convert: %s is NULL with count %zu",
+                          dst ? "src" : "dst", count);
+    if (dst_dtype == src_dtype) {
+        memmove(dst, src, count * mesh_dtype_size(src_dtype));
+    } else if (src_dtype == MESH_FP32) {
+        mesh_dtype_from_float(dst, dst_dtype, src, count);
+    } else if (dst_dtype == MESH_FP32 && src_dtype != MESH_FP64) {
+        mesh_dtype_to_float(dst, src, src_dtype, count);
+    } else { /* from fp64 (rounded once) or between two narrow formats (exact through double) */
+        for (size_t i = 0; i < count; i++)
+            mesh_dtype_set(dst_dtype, dst, i, mesh_dtype_get(src_dtype, src, i));
+    }
+    return MESH_OK;
 }

@@ -1,6 +1,7 @@
 /* mesh-train's layout: the grid, the tp handle and the model's hooks. */
 #include "layout.h"
 
+#include <mesh/dtype.h>
 #include <mesh/pipeline.h>
 
 #include <stdio.h>
@@ -252,22 +253,6 @@ static int loss_bwd(void *ctx, const float *logits, const int32_t *targets, cons
                                              dlogits));
 }
 
-static float from_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 static void set_field(gpt_group_t *grp, const gpt_tensor_t *t, float *ptr)
 {
     *(float **)((char *)grp + t->field_off) = ptr;
@@ -299,9 +284,7 @@ static float *param_of(layout_t *lo, const gpt_tensor_t *t)
     if (!lo->bf16)
         return ptr;
     float *w = lo->work_p + t->offset;
-    for (size_t i = 0; i < t->numel; i++)
-        w[i] = from_bf16(((uint16_t *)ptr)[i]);
-    return w;
+    return zst(mesh_dtype_convert(w, MESH_FP32, ptr, MESH_BF16, t->numel)) ? NULL : w;
 }
 
 /* Stage 3: the next group's all-gather starts under this group's computation. */
@@ -372,8 +355,8 @@ static int hand_over(layout_t *lo, const gpt_tensor_t *t)
         st(mesh_tp_replicated_grad(lo->tp, g32, t->numel, MESH_FP32)))
         return -1;
     if (lo->bf16) {
-        for (size_t k = 0; k < t->numel; k++)
-            ((uint16_t *)gp)[k] = to_bf16(g32[k]);
+        if (zst(mesh_dtype_convert(gp, MESH_BF16, g32, MESH_FP32, t->numel)))
+            return -1;
         memset(g32, 0, t->numel * sizeof(float));
     }
     return zst(mesh_zero_grad_ready(zof(lo, t), t->name));

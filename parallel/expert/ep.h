@@ -3,6 +3,7 @@
 #define MESH_PAR_EP_H
 
 #include "../common.h"
+#include <mesh/dtype.h>
 #include <mesh/expert.h>
 #include <stdint.h>
 #include <string.h>
@@ -110,29 +111,20 @@ mesh_status_t mesh_ep_hier_reverse(mesh_ep_layout_h l, const void *rows, const f
                                    void *out, void *gathered, size_t hidden, mesh_dtype_t dtype,
                                    const char *fn);
 
+/* Element i of a row of fp32 or bf16 (bf16 by the library's rule, mesh/dtype.h). */
 static inline float mesh_ep_load(const void *row, size_t i, mesh_dtype_t dtype)
 {
-    if (dtype == MESH_FP32)
-        return ((const float *)row)[i];
-    uint32_t u = (uint32_t)((const uint16_t *)row)[i] << 16;
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
+    return dtype == MESH_FP32 ? ((const float *)row)[i]
+                              : mesh_bf16_to_float(((const uint16_t *)row)[i]);
 }
 
 static inline void mesh_ep_store(void *row, size_t i, double v, mesh_dtype_t dtype)
 {
     float f = (float)v;
-    if (dtype == MESH_FP32) {
+    if (dtype == MESH_FP32)
         ((float *)row)[i] = f;
-        return;
-    }
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    /* round to nearest even; a NaN stays a (quiet) NaN. Selects, not branches, so that loops
-     * over a row vectorise. */
-    uint32_t r = u + 0x7fffu + ((u >> 16) & 1u), q = u | 0x00400000u;
-    ((uint16_t *)row)[i] = (uint16_t)(((u & 0x7fffffffu) > 0x7f800000u ? q : r) >> 16);
+    else
+        ((uint16_t *)row)[i] = mesh_float_to_bf16(f);
 }
 
 #endif

@@ -3,6 +3,7 @@
 #define MESH_PAR_ZERO_IMPL_H
 
 #include "../common.h"
+#include <mesh/dtype.h>
 #include <mesh/zero.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -107,37 +108,17 @@ void mesh_zero__drop(void *p, size_t bytes);
 /* Bytes of [p, p + bytes) resident in memory. */
 size_t mesh_zero__resident(const void *p, size_t bytes);
 
-/* Elements of the parameter dtype. */
-static inline float zero_bf16_to_f32(uint16_t h)
-{
-    union {
-        uint32_t u;
-        float f;
-    } v = {.u = (uint32_t)h << 16};
-    return v.f;
-}
-
-static inline uint16_t zero_f32_to_bf16(float f)
-{
-    union {
-        float f;
-        uint32_t u;
-    } v = {.f = f};
-    if ((v.u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((v.u >> 16) | 0x40);                     /* quiet NaN */
-    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16); /* round to nearest even */
-}
-
+/* Elements of the parameter dtype (bf16 converted by the library's rule, mesh/dtype.h). */
 static inline float zero_get(const struct mesh_zero *z, const void *base, size_t i)
 {
-    return z->dtype == MESH_BF16 ? zero_bf16_to_f32(((const uint16_t *)base)[i])
+    return z->dtype == MESH_BF16 ? mesh_bf16_to_float(((const uint16_t *)base)[i])
                                  : ((const float *)base)[i];
 }
 
 static inline void zero_put(const struct mesh_zero *z, void *base, size_t i, float x)
 {
     if (z->dtype == MESH_BF16)
-        ((uint16_t *)base)[i] = zero_f32_to_bf16(x);
+        ((uint16_t *)base)[i] = mesh_float_to_bf16(x);
     else
         ((float *)base)[i] = x;
 }

@@ -3,6 +3,7 @@
  * around every rounding boundary, ties, overflow, subnormals and NaN encode right. */
 #include "tests/harness/harness.h"
 #include "libmesh/dtype.h"
+#include "mesh/dtype.h"
 
 #include <float.h>
 #include <math.h>
@@ -293,6 +294,51 @@ static void check_get_set(void)
     }
 }
 
+/* Whole arrays between every pair of float dtypes: each element as the element conversions
+ * give it (through double, rounded once), NaN kept NaN; other dtypes and NULL refused. */
+static void check_convert(void)
+{
+    static const mesh_dtype_t fl[] = {MESH_FP16, MESH_BF16,     MESH_FP32,
+                                      MESH_FP64, MESH_FP8_E4M3, MESH_FP8_E5M2};
+    enum { N = 37 };
+    double in[N];
+    for (int i = 0; i < N; i++)
+        in[i] = ldexp(i % 2 ? -1.0 - i / 64.0 : 1.0 + i / 7.0, i % 9 - 4);
+    in[N - 1] = NAN;
+    for (size_t s = 0; s < sizeof(fl) / sizeof(fl[0]); s++) {
+        for (size_t d = 0; d < sizeof(fl) / sizeof(fl[0]); d++) {
+            uint64_t src[N], dst[N + 1];
+            for (int i = 0; i < N; i++)
+                mesh_dtype_set(fl[s], src, (size_t)i, in[i]);
+            memset(dst, 0xa5, sizeof(dst));
+            CHECK(mesh_dtype_convert(dst, fl[d], src, fl[s], N - 1) == MESH_OK);
+            for (int i = 0; i < N - 1; i++) {
+                uint64_t want = 0, got = 0;
+                mesh_dtype_set(fl[d], &want, 0, mesh_dtype_get(fl[s], src, (size_t)i));
+                memcpy(&got, (char *)dst + (size_t)i * mesh_dtype_size(fl[d]),
+                       mesh_dtype_size(fl[d]));
+                CHECK_MSG(got == want, "%s -> %s element %d", mesh_dtype_name(fl[s]),
+                          mesh_dtype_name(fl[d]), i);
+            }
+            /* nothing written past count */
+            CHECK(((unsigned char *)dst)[(N - 1) * mesh_dtype_size(fl[d])] == 0xa5);
+            CHECK(mesh_dtype_convert(dst, fl[d], (char *)src + (N - 1) * mesh_dtype_size(fl[s]),
+                                     fl[s], 1) == MESH_OK);
+            CHECK_MSG(isnan(mesh_dtype_get(fl[d], dst, 0)), "NaN %s -> %s", mesh_dtype_name(fl[s]),
+                      mesh_dtype_name(fl[d]));
+        }
+    }
+    float f = 1.0f;
+    int32_t k = 0;
+    CHECK(mesh_dtype_convert(&k, MESH_INT32, &f, MESH_FP32, 1) == MESH_ERR_INVALID_ARG);
+    CHECK(strstr(mesh_comm_last_error(NULL), "dst_dtype int32") != NULL);
+    CHECK(mesh_dtype_convert(&f, MESH_FP32, &k, MESH_INT32, 1) == MESH_ERR_INVALID_ARG);
+    CHECK(strstr(mesh_comm_last_error(NULL), "src_dtype int32") != NULL);
+    CHECK(mesh_dtype_convert(NULL, MESH_BF16, &f, MESH_FP32, 1) == MESH_ERR_INVALID_ARG);
+    CHECK(strstr(mesh_comm_last_error(NULL), "dst is NULL") != NULL);
+    CHECK(mesh_dtype_convert(NULL, MESH_BF16, NULL, MESH_FP32, 0) == MESH_OK);
+}
+
 int main(void)
 {
     CHECK(ref_max(&fmts[0]) == 65504.0 && ref_max(&fmts[2]) == 448.0);
@@ -302,6 +348,7 @@ int main(void)
     check_float_sweep();
     check_chosen();
     check_get_set();
+    check_convert();
     printf("%lu float encodings checked\n", checked);
     return 0;
 }
