@@ -92,8 +92,8 @@ void plan_print_layout(const plan_opts_t *o, const mesh_plan_eval_t *e, int rank
     else fprintf(f, "    ");
     fprintf(f, "tp=%d cp=%d ep=%d etp=%d dp=%d pp=%d  zero=%d mbs=%d micro-batches=%d %s", l->tp,
             l->cp, l->ep, l->etp, l->dp, l->pp, l->zero, l->mbs, l->micro_batches,
-            mesh_plan_schedule_name(l->schedule));
-    if (l->schedule == MESH_PLAN_SCHED_INTERLEAVED) fprintf(f, " vpp=%d", l->vpp);
+            mesh_pp_kind_name(l->schedule));
+    if (l->schedule == MESH_PP_INTERLEAVED) fprintf(f, " vpp=%d", l->vpp);
     fprintf(f, " recompute=%s%s\n", mesh_plan_recompute_name(l->recompute), l->sp ? " sp" : "");
     fprintf(f, "    step %s  %.0f tokens/s  MFU %.1f%%", plan_secs(e->step, a, sizeof(a)),
             e->tokens_per_s, 100 * e->mfu);
@@ -216,7 +216,7 @@ static void plan_json_layout(const mesh_plan_eval_t *e, FILE *f)
             "\"edp\": %d, \"zero\": %d, \"mbs\": %d, \"micro_batches\": %d, \"schedule\": \"%s\", "
             "\"vpp\": %d, \"recompute\": \"%s\", \"sp\": %s, \"fits\": %s, \"reason\": \"%s\", "
             "\"why\": ", l->tp, l->cp, l->ep, l->etp, l->dp, l->pp, l->edp, l->zero, l->mbs,
-            l->micro_batches, mesh_plan_schedule_name(l->schedule), l->vpp,
+            l->micro_batches, mesh_pp_kind_name(l->schedule), l->vpp,
             mesh_plan_recompute_name(l->recompute), l->sp ? "true" : "false",
             e->reject == MESH_PLAN_OK ? "true" : "false", plan_rej_names[e->reject]);
     plan_json_str(f, e->why);

@@ -39,7 +39,7 @@ static const char plan_usage[] =
     "  --fix LAYOUT       fixed fields: tp=8,pp=16,zero=1,... (as --check); a fixed tp or ep\n"
     "                     may span nodes\n"
     "  --zero LIST        ZeRO stages allowed (0,1,2,3); --schedule LIST from afab, 1f1b,\n"
-    "                     interleaved, zb-h1; --recompute LIST from none, selective, full\n"
+    "                     interleaved, zb1; --recompute LIST from none, selective, full\n"
     "  --no-sp            no sequence parallelism with tp\n"
     "  --allow-span       tp and ep may span nodes (else only when nothing fits otherwise)\n"
     "  --calibrate FILE   per-axis figures measured by mesh-bench --mesh ... --axes all\n"
@@ -251,7 +251,7 @@ static int plan_mask(const char *list, const char *what, unsigned *mask)
         if (v < 0) {
             fprintf(stderr, "mesh-plan: --%s: '%s' is not one of %s\n", what, item,
                     strcmp(what, "zero") == 0       ? "0, 1, 2, 3"
-                    : strcmp(what, "schedule") == 0 ? "afab, 1f1b, interleaved, zb-h1"
+                    : strcmp(what, "schedule") == 0 ? "afab, 1f1b, interleaved, zb1"
                                                     : "none, selective, full");
             return -1;
         }

@@ -10,25 +10,15 @@
 /* What the trainer takes from a plan; broadcast from rank 0 as ints. */
 enum { C_OK, C_TP, C_PP, C_DP, C_ZERO, C_SCHED, C_VPP, C_MB, C_COUNT };
 
-/* the trainer's schedule for a planner's one (zbv has no counterpart in the planner) */
-static mesh_pp_kind_t pp_kind(mesh_plan_schedule_t s)
-{
-    return s == MESH_PLAN_SCHED_AFAB          ? MESH_PP_AFAB
-           : s == MESH_PLAN_SCHED_INTERLEAVED ? MESH_PP_INTERLEAVED
-           : s == MESH_PLAN_SCHED_ZB_H1       ? MESH_PP_ZB1
-                                              : MESH_PP_1F1B;
-}
-
 static unsigned sched_bit(const char *name)
 {
     mesh_pp_kind_t k;
     if (!name || mesh_pp_kind_parse(name, &k) != MESH_OK)
         return 0;
-    return k == MESH_PP_AFAB                      ? 1u << MESH_PLAN_SCHED_AFAB
-           : k == MESH_PP_1F1B                    ? 1u << MESH_PLAN_SCHED_1F1B
-           : k == MESH_PP_INTERLEAVED             ? 1u << MESH_PLAN_SCHED_INTERLEAVED
-           : k == MESH_PP_ZB1 || k == MESH_PP_ZBV ? 1u << MESH_PLAN_SCHED_ZB_H1
-                                                  : 0;
+    /* the planner knows zbv as zb1; user and none are no schedule it chooses among */
+    if (k == MESH_PP_ZBV)
+        return 1u << MESH_PP_ZB1;
+    return k == MESH_PP_USER || k == MESH_PP_NONE ? 0 : 1u << k;
 }
 
 /* Why the trainer cannot run a layout the planner accepts; NULL when it can. The planner
@@ -44,8 +34,8 @@ static const char *unrunnable(const train_opts_t *o, const mesh_plan_layout_t *l
         return o->schedule || o->chunks ? "--schedule and --chunks need pp > 1" : NULL;
     if (l->zero >= 2)
         return snprintf(buf, len, "zero=%d with pp=%d", l->zero, l->pp), buf;
-    /* the user's schedule runs as given (zbv is planned as zb-h1); else the planner's */
-    mesh_pp_kind_t kind = pp_kind(l->schedule);
+    /* the user's schedule runs as given (zbv is planned as zb1); else the planner's */
+    mesh_pp_kind_t kind = l->schedule;
     if (o->schedule)
         mesh_pp_kind_parse(o->schedule, &kind);
     int v = o->chunks                     ? o->chunks
@@ -284,8 +274,8 @@ int train_auto(train_opts_t *o, mesh_comm_h world, char *why, size_t whylen, cha
     o->zero = c[C_ZERO];
     o->microbatches = c[C_MB];
     if (c[C_PP] > 1 && !o->schedule)
-        o->schedule = mesh_pp_kind_name(pp_kind((mesh_plan_schedule_t)c[C_SCHED]));
-    if (c[C_PP] > 1 && !o->chunks && c[C_SCHED] == MESH_PLAN_SCHED_INTERLEAVED)
+        o->schedule = mesh_pp_kind_name((mesh_pp_kind_t)c[C_SCHED]);
+    if (c[C_PP] > 1 && !o->chunks && c[C_SCHED] == MESH_PP_INTERLEAVED)
         o->chunks = c[C_VPP];
     char sched[48] = "";
     if (c[C_PP] > 1)

@@ -51,9 +51,11 @@ typedef enum {
     MESH_PP_AFAB = 0,    /* "afab" (GPipe): all forwards, then all backwards */
     MESH_PP_1F1B,        /* "1f1b": warm-up forwards, then one forward one backward */
     MESH_PP_INTERLEAVED, /* "interleaved": 1F1B over v > 1 chunks per rank (Megatron's) */
-    MESH_PP_ZB1,         /* "zb1" (ZB-H1): 1F1B with the backward split, W deferred */
+    MESH_PP_ZB1,         /* "zb1" (ZB-H1; "zbh1", "zb-h1"): 1F1B, backward split, W deferred */
     MESH_PP_ZBV,         /* "zbv": two chunks per rank in a V, backward split */
     MESH_PP_USER,        /* "user": empty lists, built with mesh_pp_schedule_insert */
+    MESH_PP_NONE,        /* "none": no pipeline (pp = 1), as a plan's layout says (mesh/plan.h);
+                            nothing to build */
     MESH_PP_KIND_COUNT
 } mesh_pp_kind_t;
 
@@ -83,7 +85,8 @@ MESH_API void mesh_pp_schedule_destroy(mesh_pp_schedule_h sched);
 /* A copy that can be changed without touching the original. */
 MESH_API mesh_status_t mesh_pp_schedule_copy(mesh_pp_schedule_h sched, mesh_pp_schedule_h *copy);
 
-/* "afab", "1f1b", "interleaved", "zb1", "zbv", "user"; NULL for an unknown kind. */
+/* "afab", "1f1b", "interleaved", "zb1", "zbv", "user", "none"; NULL for an unknown kind. The
+ * one spelling of the schedules: the trainer, mesh-info, mesh-plan and the planner use it. */
 MESH_API const char *mesh_pp_kind_name(mesh_pp_kind_t kind);
 /* Also accepts "gpipe", "zbh1" and "zb-h1". */
 MESH_API mesh_status_t mesh_pp_kind_parse(const char *name, mesh_pp_kind_t *kind);

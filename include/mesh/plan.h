@@ -18,6 +18,7 @@
 #define MESH_PLAN_H
 
 #include <mesh.h>
+#include <mesh/pipeline.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -151,15 +152,6 @@ MESH_API const char *mesh_plan_op_name(mesh_plan_op_t op);
 /* ---------------------------------------------------------------- layouts */
 
 typedef enum {
-    MESH_PLAN_SCHED_NONE = 0, /* pp = 1 */
-    MESH_PLAN_SCHED_AFAB,     /* GPipe: all forwards, then all backwards */
-    MESH_PLAN_SCHED_1F1B,
-    MESH_PLAN_SCHED_INTERLEAVED, /* interleaved 1F1B with vpp chunks per stage */
-    MESH_PLAN_SCHED_ZB_H1,    /* zero bubble H1: backward split into input and weight parts */
-    MESH_PLAN_SCHED_COUNT
-} mesh_plan_schedule_t;
-
-typedef enum {
     MESH_PLAN_RECOMPUTE_NONE = 0,
     MESH_PLAN_RECOMPUTE_SELECTIVE, /* attention scores recomputed (as flash attention does) */
     MESH_PLAN_RECOMPUTE_FULL,      /* each layer's input kept, the layer run again */
@@ -176,7 +168,7 @@ typedef struct {
     int zero;           /* ZeRO stage 0..3 */
     int mbs;            /* sequences per micro-batch */
     int micro_batches;  /* per pipeline per step */
-    mesh_plan_schedule_t schedule;
+    mesh_pp_kind_t schedule; /* afab, 1f1b, interleaved or zb1 (mesh/pipeline.h); none: pp = 1 */
     int vpp;            /* model chunks per stage (interleaved); 1 otherwise */
     mesh_plan_recompute_t recompute;
     int sp;             /* sequence parallelism: derived, on with tp > 1 unless params->no_sp */
@@ -204,7 +196,6 @@ MESH_API mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout
                                               unsigned *set);
 /* The same form back; returns what snprintf returns. */
 MESH_API int mesh_plan_layout_format(const mesh_plan_layout_t *layout, char *buf, size_t len);
-MESH_API const char *mesh_plan_schedule_name(mesh_plan_schedule_t s);
 MESH_API const char *mesh_plan_recompute_name(mesh_plan_recompute_t r);
 
 /* ---------------------------------------------------------------- the formulas */
@@ -221,10 +212,10 @@ MESH_API double mesh_plan_act_layer(const mesh_plan_model_t *model, int mbs, int
 /* Micro-batches whose activations pipeline stage `stage` of p holds at its peak (in units of
  * the activations of all its layers): 1F1B and ZB-H1 min(p - stage, m), AFAB m, interleaved
  * with v chunks (2(p - stage - 1) + (v - 1)p + 1)/v, at most m. */
-MESH_API double mesh_plan_inflight(mesh_plan_schedule_t s, int p, int m, int v, int stage);
+MESH_API double mesh_plan_inflight(mesh_pp_kind_t s, int p, int m, int v, int stage);
 /* Idle time of a step over its ideal time (p - 1)/m for AFAB and 1F1B, (p - 1)/(v m)
  * interleaved, a third of 1F1B's for ZB-H1 (its bubble is (p-1)(F+B-W), F = B = W). */
-MESH_API double mesh_plan_bubble(mesh_plan_schedule_t s, int p, int m, int v);
+MESH_API double mesh_plan_bubble(mesh_pp_kind_t s, int p, int m, int v);
 
 /* ---------------------------------------------------------------- evaluation and search */
 
@@ -287,7 +278,7 @@ typedef struct {
     unsigned fix_set;           /* MESH_PLAN_SET_* */
     int max_tp, max_cp, max_ep, max_pp, max_mbs; /* LIMITS: 0 = no limit (mbs: 16) */
     unsigned zero_mask;         /* CHOICES: (1u << stage) allowed; 0: all */
-    unsigned schedule_mask;     /* (1u << mesh_plan_schedule_t); 0: all */
+    unsigned schedule_mask;     /* (1u << mesh_pp_kind_t) of afab, 1f1b, interleaved, zb1; 0: all */
     unsigned recompute_mask;    /* (1u << mesh_plan_recompute_t); 0: all */
     int no_sp;                  /* no sequence parallelism */
     int top;                    /* TOP: distinct axis layouts kept; default 10 */

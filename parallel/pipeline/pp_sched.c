@@ -5,10 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const pp_kind_names[MESH_PP_KIND_COUNT] = {
-    [MESH_PP_AFAB] = "afab", [MESH_PP_1F1B] = "1f1b", [MESH_PP_INTERLEAVED] = "interleaved",
-    [MESH_PP_ZB1] = "zb1",   [MESH_PP_ZBV] = "zbv",   [MESH_PP_USER] = "user"};
-
 static const char *const pp_op_names[MESH_PP_OP_COUNT] = {
     [MESH_PP_F] = "F",           [MESH_PP_B] = "B",           [MESH_PP_W] = "W",
     [MESH_PP_SEND_F] = "SEND_F", [MESH_PP_RECV_F] = "RECV_F", [MESH_PP_SEND_B] = "SEND_B",
@@ -18,36 +14,6 @@ static const char *const pp_op_names[MESH_PP_OP_COUNT] = {
  * (pp_exec.c). */
 #define PP_MAX_MB     (1 << 14)
 #define PP_MAX_STAGES (1 << 13)
-
-const char *mesh_pp_kind_name(mesh_pp_kind_t kind)
-{
-    return (unsigned)kind < MESH_PP_KIND_COUNT ? pp_kind_names[kind] : NULL;
-}
-
-mesh_status_t mesh_pp_kind_parse(const char *name, mesh_pp_kind_t *kind)
-{
-    static const struct {
-        const char *alias;
-        mesh_pp_kind_t kind;
-    } aliases[] = {{"gpipe", MESH_PP_AFAB}, {"zbh1", MESH_PP_ZB1}, {"zb-h1", MESH_PP_ZB1}};
-    if (name == NULL || kind == NULL)
-        return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_pp_kind_parse: %s is NULL",
-                              name == NULL ? "name" : "kind");
-    for (int k = 0; k < MESH_PP_KIND_COUNT; k++)
-        if (strcmp(name, pp_kind_names[k]) == 0) {
-            *kind = (mesh_pp_kind_t)k;
-            return MESH_OK;
-        }
-    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
-        if (strcmp(name, aliases[i].alias) == 0) {
-            *kind = aliases[i].kind;
-            return MESH_OK;
-        }
-    return mesh_par_error(MESH_ERR_INVALID_ARG,
-                          "unknown pipeline schedule '%s': afab (gpipe), 1f1b, interleaved, zb1 "
-                          "(zbh1), zbv or user",
-                          name);
-}
 
 const char *mesh_pp_op_name(mesh_pp_op_t op)
 {
@@ -132,7 +98,11 @@ mesh_status_t mesh_pp_schedule_create(const mesh_pp_schedule_params_t *params,
     if ((unsigned)kind >= MESH_PP_KIND_COUNT)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "pipeline schedule: unknown kind %d",
                               (int)kind);
-    const char *name = pp_kind_names[kind];
+    if (kind == MESH_PP_NONE)
+        return mesh_par_error(MESH_ERR_INVALID_ARG,
+                              "pipeline schedule: kind none names no pipeline (pp = 1); there is "
+                              "nothing to build");
+    const char *name = mesh_pp_kind_name(kind);
     if (p < 1 || m < 1 || v < 1)
         return mesh_par_error(MESH_ERR_INVALID_ARG,
                               "%s schedule: stages (%d), micro-batches (%d) and chunks (%d) must "

@@ -33,8 +33,8 @@ mesh_status_t plan_ctx_init(plan_ctx_t *x, const mesh_plan_model_t *model,
     if (x->p.max_mbs <= 0) x->p.max_mbs = 16;
     if (!x->p.zero_mask) x->p.zero_mask = 0xf;
     if (!x->p.recompute_mask) x->p.recompute_mask = (1u << MESH_PLAN_RECOMPUTE_COUNT) - 1;
-    if (!x->p.schedule_mask) x->p.schedule_mask = (1u << MESH_PLAN_SCHED_COUNT) - 1;
-    x->p.schedule_mask |= 1u << MESH_PLAN_SCHED_NONE; /* what pp = 1 runs */
+    if (!x->p.schedule_mask) x->p.schedule_mask = PLAN_SCHEDULES;
+    x->p.schedule_mask |= 1u << MESH_PP_NONE; /* what pp = 1 runs */
     double bt = (fm & MESH_PLAN_PARAM_FIELD_BATCH) && x->p.batch_tokens > 0 ? x->p.batch_tokens
                                                                             : x->m.batch_tokens;
     if (!(bt > 0))
@@ -120,11 +120,12 @@ mesh_plan_reject_t plan_structure(const plan_ctx_t *x, mesh_plan_layout_t *l, in
     if (l->zero < 0 || l->zero > 3) PLAN_WHY(BAD, "zero=%d is not a ZeRO stage 0..3", l->zero);
     if (l->recompute < 0 || l->recompute >= MESH_PLAN_RECOMPUTE_COUNT)
         PLAN_WHY(BAD, "recompute %d is unknown", (int)l->recompute);
-    if (l->pp == 1) l->schedule = MESH_PLAN_SCHED_NONE;
-    else if (l->schedule == MESH_PLAN_SCHED_NONE) l->schedule = MESH_PLAN_SCHED_1F1B;
-    if (l->schedule < 0 || l->schedule >= MESH_PLAN_SCHED_COUNT)
+    if (l->pp == 1) l->schedule = MESH_PP_NONE;
+    else if (l->schedule == MESH_PP_NONE) l->schedule = MESH_PP_1F1B;
+    if ((unsigned)l->schedule >= MESH_PP_KIND_COUNT ||
+        !((PLAN_SCHEDULES | 1u << MESH_PP_NONE) >> l->schedule & 1))
         PLAN_WHY(BAD, "schedule %d is unknown", (int)l->schedule);
-    if (l->schedule != MESH_PLAN_SCHED_INTERLEAVED) {
+    if (l->schedule != MESH_PP_INTERLEAVED) {
         l->vpp = 1;
     } else {
         if (l->vpp < 2) l->vpp = 2;

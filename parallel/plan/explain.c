@@ -153,8 +153,8 @@ static void plan_knob_line(const struct plan_search_view *v, plan_lines_t *out, 
         for (int z = 1; z <= 8; z *= 2)
             vals[n++] = z;
     else
-        for (int z = MESH_PLAN_SCHED_AFAB; z < MESH_PLAN_SCHED_COUNT; z++)
-            vals[n++] = z;
+        for (int z = 0; z < MESH_PP_KIND_COUNT; z++)
+            if (PLAN_SCHEDULES >> z & 1) vals[n++] = z;
     for (int i = 0; i < n; i++) {
         mesh_plan_layout_t l = b->layout;
         int cur;
@@ -170,8 +170,8 @@ static void plan_knob_line(const struct plan_search_view *v, plan_lines_t *out, 
             snprintf(label, sizeof(label), "mbs=%d", vals[i]);
         } else {
             if (l.pp == 1) return;
-            cur = l.schedule, l.schedule = (mesh_plan_schedule_t)vals[i];
-            snprintf(label, sizeof(label), "%s", mesh_plan_schedule_name(l.schedule));
+            cur = l.schedule, l.schedule = (mesh_pp_kind_t)vals[i];
+            snprintf(label, sizeof(label), "%s", mesh_pp_kind_name(l.schedule));
         }
         if (vals[i] == cur) continue;
         /* a value the request excludes is still shown, marked, for what it would change */
@@ -286,8 +286,8 @@ void plan_explain(const struct plan_search_view *v, plan_lines_t *out)
              l->pp > 1 ? ": more of them shrink the bubble" : "");
     plan_knob_line(v, out, MESH_PLAN_SET_MBS, what, rule);
     if (l->pp > 1) {
-        snprintf(what, sizeof(what), "schedule=%s", mesh_plan_schedule_name(l->schedule));
-        if (l->schedule == MESH_PLAN_SCHED_INTERLEAVED)
+        snprintf(what, sizeof(what), "schedule=%s", mesh_pp_kind_name(l->schedule));
+        if (l->schedule == MESH_PP_INTERLEAVED)
             snprintf(what + strlen(what), sizeof(what) - strlen(what), " vpp=%d", l->vpp);
         snprintf(rule, sizeof(rule), "bubble %.1f%% of the step, %.1f micro-batches in flight on "
                  "the first stage", 100 * b->bubble_fraction,

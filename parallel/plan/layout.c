@@ -8,15 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-static const char *const plan_sched_names[MESH_PLAN_SCHED_COUNT] = {"none", "afab", "1f1b",
-                                                                     "interleaved", "zb-h1"};
 static const char *const plan_rc_names[MESH_PLAN_RECOMPUTE_COUNT] = {"none", "selective",
                                                                       "full"};
-
-const char *mesh_plan_schedule_name(mesh_plan_schedule_t s)
-{
-    return s >= 0 && s < MESH_PLAN_SCHED_COUNT ? plan_sched_names[s] : "unknown";
-}
 
 const char *mesh_plan_recompute_name(mesh_plan_recompute_t r)
 {
@@ -30,10 +23,14 @@ static int plan_word(const char *s, size_t len, const char *word)
 
 static int plan_sched_of(const char *s, size_t len)
 {
-    for (int i = 0; i < MESH_PLAN_SCHED_COUNT; i++)
-        if (plan_word(s, len, plan_sched_names[i])) return i;
-    if (plan_word(s, len, "gpipe")) return MESH_PLAN_SCHED_AFAB;
-    if (plan_word(s, len, "zbh1") || plan_word(s, len, "zb")) return MESH_PLAN_SCHED_ZB_H1;
+    /* the pipeline's names (mesh_pp_kind_name) of the schedules planned, and their aliases */
+    for (int k = 0; k < MESH_PP_KIND_COUNT; k++)
+        if ((PLAN_SCHEDULES | 1u << MESH_PP_NONE) >> k & 1 &&
+            plan_word(s, len, mesh_pp_kind_name((mesh_pp_kind_t)k)))
+            return k;
+    if (plan_word(s, len, "gpipe")) return MESH_PP_AFAB;
+    if (plan_word(s, len, "zbh1") || plan_word(s, len, "zb-h1") || plan_word(s, len, "zb"))
+        return MESH_PP_ZB1;
     return -1;
 }
 
@@ -71,7 +68,7 @@ mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout_t *layou
         const char *choices;
     } names[] = {
         {"schedule", MESH_PLAN_SET_SCHEDULE, plan_sched_of,
-         "afab, 1f1b, interleaved, zb-h1 or none"},
+         "afab, 1f1b, interleaved, zb1 or none"},
         {"recompute", MESH_PLAN_SET_RECOMPUTE, plan_rc_of, "none, selective or full"},
     };
     if (!spec || !layout || !set)
@@ -94,7 +91,7 @@ mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout_t *layou
                 return mesh_par_error(MESH_ERR_INVALID_ARG, "layout: %s '%.*s' is not %s",
                                       names[k].key, (int)vlen, val, names[k].choices);
             if (names[k].bit == MESH_PLAN_SET_SCHEDULE)
-                l.schedule = (mesh_plan_schedule_t)v;
+                l.schedule = (mesh_pp_kind_t)v;
             else
                 l.recompute = (mesh_plan_recompute_t)v;
             got |= names[k].bit;
@@ -144,8 +141,8 @@ int mesh_plan_layout_format(const mesh_plan_layout_t *l, char *buf, size_t len)
             n += snprintf(tmp + n, sizeof(tmp) - n, "%s=%d,", sizes[i].key, sizes[i].v);
     n += snprintf(tmp + n, sizeof(tmp) - n, "zero=%d,", l->zero);
     if (l->mbs > 0) n += snprintf(tmp + n, sizeof(tmp) - n, "mbs=%d,", l->mbs);
-    n += snprintf(tmp + n, sizeof(tmp) - n, "schedule=%s,", mesh_plan_schedule_name(l->schedule));
-    if (l->schedule == MESH_PLAN_SCHED_INTERLEAVED && l->vpp > 0)
+    n += snprintf(tmp + n, sizeof(tmp) - n, "schedule=%s,", mesh_pp_kind_name(l->schedule));
+    if (l->schedule == MESH_PP_INTERLEAVED && l->vpp > 0)
         n += snprintf(tmp + n, sizeof(tmp) - n, "vpp=%d,", l->vpp);
     n += snprintf(tmp + n, sizeof(tmp) - n, "recompute=%s,sp=%d",
                   mesh_plan_recompute_name(l->recompute), l->sp ? 1 : 0);

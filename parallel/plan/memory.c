@@ -72,16 +72,16 @@ double mesh_plan_act_layer(const mesh_plan_model_t *model, int mbs, int tp, int 
     return plan_act(&m, mbs, tp, cp, sp, recompute, moe, etp);
 }
 
-double mesh_plan_inflight(mesh_plan_schedule_t s, int p, int m, int v, int stage)
+double mesh_plan_inflight(mesh_pp_kind_t s, int p, int m, int v, int stage)
 {
     if (p < 1 || m < 1 || stage < 0 || stage >= p) return 0;
     if (v < 1) v = 1;
     switch (s) {
-    case MESH_PLAN_SCHED_NONE: return 1;
-    case MESH_PLAN_SCHED_AFAB: return m;
-    case MESH_PLAN_SCHED_1F1B:
-    case MESH_PLAN_SCHED_ZB_H1: return p - stage < m ? p - stage : m;
-    case MESH_PLAN_SCHED_INTERLEAVED: {
+    case MESH_PP_NONE: return 1;
+    case MESH_PP_AFAB: return m;
+    case MESH_PP_1F1B:
+    case MESH_PP_ZB1: return p - stage < m ? p - stage : m;
+    case MESH_PP_INTERLEAVED: {
         /* Megatron's warm-up: 2(p - stage - 1) + (v - 1)p chunks, one more in steady state */
         double chunks = 2.0 * (p - stage - 1) + (double)(v - 1) * p + 1;
         if (chunks > (double)m * v) chunks = (double)m * v;
@@ -91,15 +91,15 @@ double mesh_plan_inflight(mesh_plan_schedule_t s, int p, int m, int v, int stage
     }
 }
 
-double mesh_plan_bubble(mesh_plan_schedule_t s, int p, int m, int v)
+double mesh_plan_bubble(mesh_pp_kind_t s, int p, int m, int v)
 {
     if (p <= 1 || m < 1) return 0;
     if (v < 1) v = 1;
     switch (s) {
-    case MESH_PLAN_SCHED_AFAB:
-    case MESH_PLAN_SCHED_1F1B: return (double)(p - 1) / m;
-    case MESH_PLAN_SCHED_INTERLEAVED: return (double)(p - 1) / ((double)v * m);
-    case MESH_PLAN_SCHED_ZB_H1: return (double)(p - 1) / (3.0 * m);
+    case MESH_PP_AFAB:
+    case MESH_PP_1F1B: return (double)(p - 1) / m;
+    case MESH_PP_INTERLEAVED: return (double)(p - 1) / ((double)v * m);
+    case MESH_PP_ZB1: return (double)(p - 1) / (3.0 * m);
     default: return 0;
     }
 }

@@ -6,6 +6,12 @@
 
 #include "../common.h"
 
+/* The schedules the planner models, as bits of mesh_pp_kind_t (a zbv run is planned as zb1);
+ * with pp = 1 a layout's schedule is MESH_PP_NONE. */
+#define PLAN_SCHEDULES                                                                             \
+    ((1u << MESH_PP_AFAB) | (1u << MESH_PP_1F1B) | (1u << MESH_PP_INTERLEAVED) |                   \
+     (1u << MESH_PP_ZB1))
+
 #define PLAN_GIB (1024.0 * 1024.0 * 1024.0)
 #define PLAN_MIB (1024.0 * 1024.0)
 

@@ -56,14 +56,14 @@ static void plan_variants(const plan_ctx_t *x, const mesh_plan_layout_t *axes, u
     const mesh_plan_params_t *p = &x->p;
     const mesh_plan_layout_t *fx = &p->fix;
     static const int zall[] = {0, 1, 2, 3}, rall[] = {0, 1, 2}, vall[] = {2, 4},
-                     sall[] = {MESH_PLAN_SCHED_AFAB, MESH_PLAN_SCHED_1F1B,
-                               MESH_PLAN_SCHED_INTERLEAVED, MESH_PLAN_SCHED_ZB_H1};
+                     sall[] = {MESH_PP_AFAB, MESH_PP_1F1B,
+                               MESH_PP_INTERLEAVED, MESH_PP_ZB1};
     int zs[4], rs[3], ss[4], vs[2], ms[32], nm = 0, mall[32], nmall = 0;
     int nz = plan_choices(x, pin, MESH_PLAN_SET_ZERO, axes->zero, fx->zero, zall, 4, p->zero_mask,
                           zs);
     int nr = plan_choices(x, pin, MESH_PLAN_SET_RECOMPUTE, axes->recompute, fx->recompute, rall, 3,
                           p->recompute_mask, rs);
-    int ns = axes->pp == 1 ? (ss[0] = MESH_PLAN_SCHED_NONE, 1)
+    int ns = axes->pp == 1 ? (ss[0] = MESH_PP_NONE, 1)
                            : plan_choices(x, pin, MESH_PLAN_SET_SCHEDULE, axes->schedule,
                                           fx->schedule, sall, 4, p->schedule_mask, ss);
     for (int b = 1; b <= p->max_mbs && nmall < 32; b *= 2)
@@ -73,7 +73,7 @@ static void plan_variants(const plan_ctx_t *x, const mesh_plan_layout_t *axes, u
     for (int iz = 0; iz < nz; iz++)
         for (int im = 0; im < nm; im++)
             for (int is = 0; is < ns; is++) {
-                int nv = ss[is] == MESH_PLAN_SCHED_INTERLEAVED
+                int nv = ss[is] == MESH_PP_INTERLEAVED
                              ? plan_choices(x, pin, MESH_PLAN_SET_VPP, axes->vpp, fx->vpp, vall, 2,
                                             0, vs)
                              : (vs[0] = 1, 1);
@@ -84,7 +84,7 @@ static void plan_variants(const plan_ctx_t *x, const mesh_plan_layout_t *axes, u
                         e.layout = *axes;
                         e.layout.zero = zs[iz];
                         e.layout.mbs = ms[im];
-                        e.layout.schedule = (mesh_plan_schedule_t)ss[is];
+                        e.layout.schedule = (mesh_pp_kind_t)ss[is];
                         e.layout.vpp = vs[iv];
                         e.layout.recompute = (mesh_plan_recompute_t)rs[ir];
                         e.layout.micro_batches = 0;

@@ -80,7 +80,7 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
     const mesh_plan_model_t *m = &x->m;
     const plan_counts_t *c = &x->c;
     const mesh_plan_cluster_t *cl = &x->cl;
-    int p = l->pp, M = l->micro_batches, v = l->schedule == MESH_PLAN_SCHED_INTERLEAVED ? l->vpp : 1;
+    int p = l->pp, M = l->micro_batches, v = l->schedule == MESH_PP_INTERLEAVED ? l->vpp : 1;
     double ov = cl->overlap_cost;
     double tok = (double)l->mbs * m->seq / l->cp; /* tokens of a micro-batch on one rank */
     double tsp = l->sp && l->tp > 1 ? l->tp : 1;

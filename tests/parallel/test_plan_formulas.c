@@ -104,23 +104,23 @@ static void test_pipeline(void)
         for (int m = 1; m <= 64; m *= 4)
             for (int i = 0; i < p; i++) {
                 double want = p - i < m ? p - i : m;
-                CHECK(mesh_plan_inflight(MESH_PLAN_SCHED_1F1B, p, m, 1, i) == want);
-                CHECK(mesh_plan_inflight(MESH_PLAN_SCHED_ZB_H1, p, m, 1, i) == want);
-                CHECK(mesh_plan_inflight(MESH_PLAN_SCHED_AFAB, p, m, 1, i) == m);
+                CHECK(mesh_plan_inflight(MESH_PP_1F1B, p, m, 1, i) == want);
+                CHECK(mesh_plan_inflight(MESH_PP_ZB1, p, m, 1, i) == want);
+                CHECK(mesh_plan_inflight(MESH_PP_AFAB, p, m, 1, i) == m);
             }
     /* interleaved: the first stage holds p + (p - 1)/v stages' worth, the factor
      * 1 + (p - 1)/(p v) of Korthikanti et al. */
-    CHECK(NEAR(mesh_plan_inflight(MESH_PLAN_SCHED_INTERLEAVED, 8, 64, 2, 0), 8 + 7.0 / 2, 1e-12));
-    CHECK(NEAR(mesh_plan_inflight(MESH_PLAN_SCHED_INTERLEAVED, 16, 64, 4, 0), 16 + 15.0 / 4,
+    CHECK(NEAR(mesh_plan_inflight(MESH_PP_INTERLEAVED, 8, 64, 2, 0), 8 + 7.0 / 2, 1e-12));
+    CHECK(NEAR(mesh_plan_inflight(MESH_PP_INTERLEAVED, 16, 64, 4, 0), 16 + 15.0 / 4,
                1e-12));
     /* bubble over the ideal time: (p-1)/m, i.e. (p-1)/(m+p-1) of the step */
-    double bub = mesh_plan_bubble(MESH_PLAN_SCHED_1F1B, 8, 32, 1);
+    double bub = mesh_plan_bubble(MESH_PP_1F1B, 8, 32, 1);
     CHECK(NEAR(bub, 7.0 / 32, 1e-12) && NEAR(bub / (1 + bub), 7.0 / 39, 1e-12));
-    CHECK(NEAR(mesh_plan_bubble(MESH_PLAN_SCHED_AFAB, 4, 8, 1), 3.0 / 8, 1e-12));
-    CHECK(NEAR(mesh_plan_bubble(MESH_PLAN_SCHED_INTERLEAVED, 8, 32, 4), 7.0 / 128, 1e-12));
-    CHECK(NEAR(mesh_plan_bubble(MESH_PLAN_SCHED_ZB_H1, 8, 32, 1), 7.0 / 96, 1e-12));
-    CHECK(mesh_plan_bubble(MESH_PLAN_SCHED_NONE, 1, 32, 1) == 0);
-    CHECK(mesh_plan_inflight(MESH_PLAN_SCHED_1F1B, 4, 8, 1, 4) == 0); /* no such stage */
+    CHECK(NEAR(mesh_plan_bubble(MESH_PP_AFAB, 4, 8, 1), 3.0 / 8, 1e-12));
+    CHECK(NEAR(mesh_plan_bubble(MESH_PP_INTERLEAVED, 8, 32, 4), 7.0 / 128, 1e-12));
+    CHECK(NEAR(mesh_plan_bubble(MESH_PP_ZB1, 8, 32, 1), 7.0 / 96, 1e-12));
+    CHECK(mesh_plan_bubble(MESH_PP_NONE, 1, 32, 1) == 0);
+    CHECK(mesh_plan_inflight(MESH_PP_1F1B, 4, 8, 1, 4) == 0); /* no such stage */
 }
 
 static mesh_plan_eval_t eval(const mesh_plan_model_t *m, const mesh_plan_cluster_t *c,

@@ -32,7 +32,7 @@ static plan_top_t best(const mesh_plan_model_t *m, const mesh_plan_cluster_t *c,
     if (choices && strstr(choices, "megatron2021")) { /* DDP, 1F1B or interleaved, no SP, CP */
         p.field_mask |= MESH_PLAN_PARAM_FIELD_CHOICES | MESH_PLAN_PARAM_FIELD_LIMITS;
         p.zero_mask = 1u << 0;
-        p.schedule_mask = (1u << MESH_PLAN_SCHED_1F1B) | (1u << MESH_PLAN_SCHED_INTERLEAVED);
+        p.schedule_mask = (1u << MESH_PP_1F1B) | (1u << MESH_PP_INTERLEAVED);
         p.no_sp = 1;
         p.max_cp = 1;
         if (strstr(choices, "full")) p.recompute_mask = 1u << MESH_PLAN_RECOMPUTE_FULL;

@@ -148,7 +148,7 @@ static void test_refusals(void)
                {{.tp = 8, .ep = 2}, "ep=2 needs a mixture of experts"},
                {{.tp = 8, .cp = 4, .pp = 4, .dp = 3}, "not the 1024 GPUs"},
                {{.tp = 8, .pp = 8, .mbs = 64}, "not divisible by dp x ep x mbs"},
-               {{.tp = 8, .pp = 8, .schedule = MESH_PLAN_SCHED_INTERLEAVED, .vpp = 16},
+               {{.tp = 8, .pp = 8, .schedule = MESH_PP_INTERLEAVED, .vpp = 16},
                 "interleaving 16 chunks needs as many layers per stage"}};
     p = batch(0);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -217,14 +217,14 @@ static void test_best(void)
     mesh_plan_params_t p = {.field_mask = MESH_PLAN_PARAM_FIELD_CLUSTER |
                                           MESH_PLAN_PARAM_FIELD_CHOICES,
                             .cluster = &c, .zero_mask = 1u << 1,
-                            .schedule_mask = 1u << MESH_PLAN_SCHED_1F1B};
+                            .schedule_mask = 1u << MESH_PP_1F1B};
     mesh_plan_result_h r;
     CHECK(mesh_plan_best(&g, 1024, 8, &p, &l) == MESH_OK);
     c.gpus = 1024;
     CHECK(mesh_plan_search(&g, &c, &p, &r) == MESH_OK);
     const mesh_plan_eval_t *e = mesh_plan_result_layout(r, 0);
     CHECK(e && memcmp(&e->layout, &l, sizeof(l)) == 0);
-    CHECK(l.zero == 1 && l.schedule == MESH_PLAN_SCHED_1F1B);
+    CHECK(l.zero == 1 && l.schedule == MESH_PP_1F1B);
     mesh_plan_result_free(r);
 }
 
@@ -307,7 +307,7 @@ static void test_layout_text(void)
                                  "recompute=selective",
                                  &l, &set) == MESH_OK);
     CHECK(l.tp == 8 && l.pp == 16 && l.cp == 2 && l.zero == 1 && l.mbs == 2 &&
-          l.schedule == MESH_PLAN_SCHED_INTERLEAVED && l.vpp == 4 &&
+          l.schedule == MESH_PP_INTERLEAVED && l.vpp == 4 &&
           l.recompute == MESH_PLAN_RECOMPUTE_SELECTIVE);
     CHECK(set == (MESH_PLAN_SET_TP | MESH_PLAN_SET_PP | MESH_PLAN_SET_CP | MESH_PLAN_SET_ZERO |
                   MESH_PLAN_SET_MBS | MESH_PLAN_SET_SCHEDULE | MESH_PLAN_SET_VPP |

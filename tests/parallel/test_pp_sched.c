@@ -216,6 +216,12 @@ static void test_rules(void)
     mesh_pp_kind_t k;
     CHECK(mesh_pp_kind_parse("gpipe", &k) == MESH_OK && k == MESH_PP_AFAB);
     CHECK(mesh_pp_kind_parse("zb-h1", &k) == MESH_OK && k == MESH_PP_ZB1);
+    CHECK(mesh_pp_kind_parse("zbh1", &k) == MESH_OK && k == MESH_PP_ZB1);
+    CHECK(strcmp(mesh_pp_kind_name(MESH_PP_ZB1), "zb1") == 0);
+    /* "none" names a layout without a pipeline: parsed and named, never built */
+    CHECK(mesh_pp_kind_parse("none", &k) == MESH_OK && k == MESH_PP_NONE);
+    CHECK(strcmp(mesh_pp_kind_name(MESH_PP_NONE), "none") == 0);
+    refuse_params(MESH_PP_NONE, 1, 1, 1, 0, "kind none names no pipeline");
     CHECK(mesh_pp_kind_parse("interleaved", &k) == MESH_OK && k == MESH_PP_INTERLEAVED);
     CHECK(mesh_pp_kind_parse("2f2b", &k) == MESH_ERR_INVALID_ARG);
     CHECK(strstr(mesh_comm_last_error(NULL), "unknown pipeline schedule '2f2b'") != NULL);
