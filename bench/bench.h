@@ -134,6 +134,8 @@ typedef struct bench_backend {
     int (*max_double)(double *v); /* across ranks, in place */
     int (*sum_u64)(uint64_t *v);
     void (*abort)(void);
+    /* Seconds on the backend's monotonic clock (mesh_time_now, MPI_Wtime). */
+    double (*now)(void);
     /* Lines describing the environment (ranks, nodes, transports), printed by rank 0. */
     void (*describe)(FILE *out);
     /* Axes of a grid (0: none; the driver measures the whole communicator). axis() makes axis i
@@ -201,7 +203,6 @@ extern const char bench_csv_header[];
 void bench_layout(bench_call_t *c, char *sbuf, char *rbuf, int rank);
 /* Runs every selected op, dtype and redop over the sizes; returns the process exit status. */
 int bench_main(const bench_opts_t *o, const bench_backend_t *b);
-double bench_now(void);
-int bench_memcpy(const bench_opts_t *o);
+int bench_memcpy(const bench_opts_t *o, double (*now)(void));
 
 #endif

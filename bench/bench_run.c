@@ -11,14 +11,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-double bench_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void *bench_alloc(size_t bytes)
 {
@@ -84,10 +76,10 @@ static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const benc
     if (b->barrier()) return -1;
     uint64_t tl0[8], tl1[8];
     if (o->bytes && bench_tl_sent(b, tl0)) return -1;
-    double t0 = bench_now();
+    double t0 = b->now();
     for (int i = 0; i < o->iters; i++)
         if (b->run(c)) return -1;
-    double t = (bench_now() - t0) / o->iters;
+    double t = (b->now() - t0) / o->iters;
     if (o->bytes && bench_tl_sent(b, tl1)) return -1;
     for (int i = 0; o->bytes && b->tls && b->tls[i] && i < 8; i++) {
         res->tl_bytes[i] = (tl1[i] - tl0[i]) / (uint64_t)o->iters;
@@ -287,7 +279,7 @@ int bench_main(const bench_opts_t *o, const bench_backend_t *b)
     return rc ? rc : total_wrong || err ? 1 : 0;
 }
 
-int bench_memcpy(const bench_opts_t *o)
+int bench_memcpy(const bench_opts_t *o, double (*now)(void))
 {
     char *src = bench_alloc(o->max_bytes), *dst = bench_alloc(o->max_bytes);
     FILE *csv = o->csv ? fopen(o->csv, "w") : NULL;
@@ -303,12 +295,12 @@ int bench_memcpy(const bench_opts_t *o)
     for (size_t bytes = o->min_bytes;;) {
         for (int i = 0; i < o->warmup; i++)
             memcpy(dst, src, bytes);
-        double t0 = bench_now();
+        double t0 = now();
         for (int i = 0; i < o->iters; i++) {
             memcpy(dst, src, bytes);
             __asm__ __volatile__("" : : "r"(dst) : "memory"); /* keep every copy */
         }
-        double t = (bench_now() - t0) / o->iters;
+        double t = (now() - t0) / o->iters;
         double bw = t > 0 ? (double)bytes / t / 1e9 : 0;
         printf("  %10zu  %9.2f  %7.3f\n", bytes, t * 1e6, bw);
         if (csv)

@@ -1,18 +1,9 @@
-/* The clock and the median of the benches that time steps themselves (cp, expert, pp, zero,
- * train): one definition, so that they all report the same statistic. */
+/* The median of the benches that time steps themselves (cp, expert, pp, zero, train): one
+ * definition, so that they all report the same statistic. Their clock is mesh_time_now(). */
 #ifndef MESH_BENCH_TIME_H
 #define MESH_BENCH_TIME_H
 
 #include <stdlib.h>
-#include <time.h>
-
-/* Seconds on the monotonic clock. */
-static inline double bench_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static inline int bench_cmp_double(const void *a, const void *b)
 {

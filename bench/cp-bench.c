@@ -106,15 +106,15 @@ int main(int argc, char **argv)
         for (int x = 0; x < VARIANTS && status == 0; x++) {
             double t[2];
             mesh_barrier(comm, NULL);
-            t[0] = bench_now();
+            t[0] = mesh_time_now();
             mesh_status_t st = mesh_cp_attention_forward(cp[x], &sh, q, k, v, res[x][0], lse);
-            t[0] = bench_now() - t[0];
+            t[0] = mesh_time_now() - t[0];
             mesh_barrier(comm, NULL);
-            t[1] = bench_now();
+            t[1] = mesh_time_now();
             if (st == MESH_OK)
                 st = mesh_cp_attention_backward(cp[x], &sh, q, k, v, res[x][0], lse, dout,
                                                 res[x][1], res[x][2], res[x][3]);
-            t[1] = bench_now() - t[1];
+            t[1] = mesh_time_now() - t[1];
             if (st != MESH_OK) {
                 fprintf(stderr, "[rank %d] %s: %s\n", rank, names[x], mesh_comm_last_error(NULL));
                 status = 1;

@@ -343,7 +343,8 @@ int main(int argc, char **argv)
     char tune[1024];
     int rc = bench_parse(argc, argv, "mesh-bench", &o);
     if (rc) return rc == 1 ? 0 : 2;
-    if (o.memcpy_mode) return bench_memcpy(&o);
+    if (o.memcpy_mode)
+        return bench_memcpy(&o, mesh_time_now);
     bench_o = &o;
 
     /* -a goes through the same override string users set, read when the library starts */
@@ -367,6 +368,7 @@ int main(int argc, char **argv)
                                      .max_double = mesh_max_double,
                                      .sum_u64 = mesh_sum_u64,
                                      .abort = mesh_abort_,
+                                     .now = mesh_time_now,
                                      .describe = mesh_describe};
     bench_cur = bench_comm;
     if (mesh_gather_routes()) {

@@ -85,9 +85,9 @@ static double bench_slept(double s)
 {
     double t[21];
     for (int i = 0; i < 21; i++) {
-        double t0 = bench_now();
+        double t0 = mesh_time_now();
         bench_sleep(s);
-        t[i] = bench_now() - t0;
+        t[i] = mesh_time_now() - t0;
     }
     return bench_median(t, 21);
 }
@@ -108,7 +108,7 @@ static double bench_latency(mesh_comm_h pp, size_t count, double idle)
         if (r == link || r == link + 1) {
             int peer = r == link ? link + 1 : link;
             for (int i = 0; i < n; i++) {
-                double t = bench_now();
+                double t = mesh_time_now();
                 if (r == link) {
                     bench_sleep(idle);
                     mesh_send_tagged(pp, buf, count, MESH_FP32, peer, MESH_TAG_MAX, NULL, NULL);
@@ -118,7 +118,7 @@ static double bench_latency(mesh_comm_h pp, size_t count, double idle)
                     bench_sleep(idle);
                     mesh_send_tagged(pp, buf, count, MESH_FP32, peer, MESH_TAG_MAX, NULL, NULL);
                 }
-                rtt[i] = bench_now() - t;
+                rtt[i] = mesh_time_now() - t;
             }
         }
         double one = r == link ? (bench_median(rtt, n) - 2 * bench_slept(idle)) / 2 : 0;

@@ -43,13 +43,6 @@ static uint64_t rnd(void)
     return z ^ (z >> 31);
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------ element values */
 
 /* Small integers, exact in every datatype (sums of up to 16 ranks stay below 127). */
@@ -358,19 +351,19 @@ int main(int argc, char **argv)
     static sample_t samples[SAMPLE_MAX];
     int nsamples = 0;
     uint64_t recreated = 0;
-    double t0 = now(), next_print = t0;
+    double t0 = mesh_time_now(), next_print = t0;
     for (uint64_t call = 0;; call++) {
         if (call % 64 == 0) {
             /* the stop decision (rank 0's clock) and the memory sample, maxima over ranks */
-            int64_t in[4] = {s.rank == 0 && now() - t0 >= seconds, rss_kb(), open_fds(),
+            int64_t in[4] = {s.rank == 0 && mesh_time_now() - t0 >= seconds, rss_kb(), open_fds(),
                              shm_maps()},
                     out[4];
             st = mesh_allreduce(k.world, in, out, 4, MESH_INT64, MESH_MAX, NULL, NULL);
             if (st != MESH_OK) fail("sample", k.world, st);
             if (s.rank == 0 && nsamples < SAMPLE_MAX)
-                samples[nsamples++] = (sample_t){now() - t0, out[1], out[2], out[3]};
-            if (s.rank == 0 && now() >= next_print) {
-                printf("t=%6.1fs calls=%llu rss=%ld KiB fds=%ld shm=%ld\n", now() - t0,
+                samples[nsamples++] = (sample_t){mesh_time_now() - t0, out[1], out[2], out[3]};
+            if (s.rank == 0 && mesh_time_now() >= next_print) {
+                printf("t=%6.1fs calls=%llu rss=%ld KiB fds=%ld shm=%ld\n", mesh_time_now() - t0,
                        (unsigned long long)s.calls, (long)out[1], (long)out[2], (long)out[3]);
                 fflush(stdout);
                 next_print += 30;
@@ -387,7 +380,7 @@ int main(int argc, char **argv)
         static const char *cn[5] = {"world", "dup", "split", "grid tp", "grid dp"};
         soak_call(&s, cs[which], call, cn[which]);
     }
-    double elapsed = now() - t0;
+    double elapsed = mesh_time_now() - t0;
     uint64_t totals[3] = {s.calls, s.bytes, s.wrong}, sum[3];
     st = mesh_allreduce(k.world, totals, sum, 3, MESH_UINT64, MESH_SUM, NULL, NULL);
     if (st != MESH_OK) fail("totals", k.world, st);

@@ -54,14 +54,14 @@ static void fail(const char *what, mesh_status_t st)
 /* One layer's backward compute: busy for ms, with progress calls every poll_us. */
 static void compute(mesh_zero_h z, double ms)
 {
-    double end = bench_now() + ms * 1e-3, next = bench_now() + o.poll_us * 1e-6;
+    double end = mesh_time_now() + ms * 1e-3, next = mesh_time_now() + o.poll_us * 1e-6;
     volatile double sink = 0;
-    while (bench_now() < end) {
+    while (mesh_time_now() < end) {
         for (int i = 0; i < 200; i++)
             sink += i * 0.5;
-        if (z && o.poll_us > 0 && bench_now() >= next) {
+        if (z && o.poll_us > 0 && mesh_time_now() >= next) {
             MUST(mesh_zero_progress(z));
-            next = bench_now() + o.poll_us * 1e-6;
+            next = mesh_time_now() + o.poll_us * 1e-6;
         }
     }
 }
@@ -91,7 +91,7 @@ static mesh_zero_h make(mesh_comm_h comm, int overlap)
 static double backward(mesh_comm_h comm, mesh_zero_h z, double ms)
 {
     MUST(mesh_barrier(comm, NULL));
-    double t0 = bench_now();
+    double t0 = mesh_time_now();
     MUST(mesh_zero_gather(z, o.layers - 1));
     for (int l = o.layers - 1; l >= 0; l--) {
         char name[32];
@@ -107,7 +107,7 @@ static double backward(mesh_comm_h comm, mesh_zero_h z, double ms)
         MUST(mesh_zero_release(z, l));
     }
     MUST(mesh_zero_wait_grads(z));
-    double t = bench_now() - t0;
+    double t = mesh_time_now() - t0;
     MUST(mesh_zero_step(z, NULL));
     return t;
 }
@@ -172,10 +172,10 @@ int main(int argc, char **argv)
     for (int it = 0; it < o.iters; it++) {
         t[0][it] = backward(comm, on, 0);
         MUST(mesh_barrier(comm, NULL));
-        double t0 = bench_now();
+        double t0 = mesh_time_now();
         for (int l = 0; l < o.layers; l++)
             compute(NULL, o.compute_ms);
-        t[1][it] = bench_now() - t0;
+        t[1][it] = mesh_time_now() - t0;
         t[2][it] = backward(comm, on, o.compute_ms);
         t[3][it] = backward(comm, off, o.compute_ms);
     }

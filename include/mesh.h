@@ -386,6 +386,12 @@ MESH_API int mesh_grid_coord(mesh_grid_h grid, const char *axis);
 /* This rank's rank in the grid's order (differs from the world rank after reordering). */
 MESH_API int mesh_grid_rank(mesh_grid_h grid);
 
+/* ---------------------------------------------------------------- time */
+
+/* Seconds on the monotonic clock (CLOCK_MONOTONIC, never set back): the clock of the library's
+ * timeouts and deadlines, for clients that time their own work (benches, trainers, layers). */
+MESH_API double mesh_time_now(void);
+
 /* ---------------------------------------------------------------- introspection */
 
 /* Name of the algorithm the last collective of this kind used on comm ("ring", ...). */

@@ -37,6 +37,11 @@ double mesh_time(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+MESH_API double mesh_time_now(void)
+{
+    return mesh_time();
+}
+
 static int progress_check_spin(const char *value, char *why, size_t len)
 {
     if (mesh_progress_spin_parse(value, NULL) == 0) return 0;

@@ -292,11 +292,10 @@ NCCL_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm))
     if (mc != NULL) mesh_comm_abort(mc); /* wakes every thread waiting inside mesh */
     /* threads woken by the abort leave mesh promptly; free only once they did, and rather
      * leak the communicator than wait without bound */
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = mesh_time_now();
     while (atomic_load(&comm->busy) > 0) {
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if (t.tv_sec - t0.tv_sec > 30) return ncclSuccess;
+        if (mesh_time_now() - t0 > 30)
+            return ncclSuccess;
         sched_yield();
     }
     nccl_comm_free(comm);

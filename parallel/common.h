@@ -3,21 +3,12 @@
 #define MESH_PAR_COMMON_H
 
 #include <mesh.h>
-#include <time.h>
 
 /* Records the message of a failure (mesh_comm_last_error(NULL)) and returns status. */
 #define mesh_par_error(status, ...) mesh_error_report((status), __VA_ARGS__)
 
 /* A failed mesh call on comm: the layer's context, then the communicator's own message. */
 mesh_status_t mesh_par_fail(mesh_comm_h comm, mesh_status_t status, const char *what);
-
-/* Monotonic seconds. */
-static inline double mesh_par_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* qsort's comparison of doubles, ascending. */
 static inline int mesh_par_cmp_double(const void *a, const void *b)

@@ -155,7 +155,8 @@ int main(int argc, char **argv)
     char name[MPI_MAX_PROCESSOR_NAME] = "";
     int len, rc = bench_parse(argc, argv, "mpi-bench", &o);
     if (rc) return rc == 1 ? 0 : 2;
-    if (o.memcpy_mode) return bench_memcpy(&o);
+    if (o.memcpy_mode)
+        return bench_memcpy(&o, MPI_Wtime);
     if (o.algo) {
         fprintf(stderr, "error: -a selects mesh algorithms; mpi-bench has none to force\n");
         return 2;
@@ -185,6 +186,7 @@ int main(int argc, char **argv)
     mpi_backend.max_double = mpi_max_double;
     mpi_backend.sum_u64 = mpi_sum_u64;
     mpi_backend.abort = mpi_abort;
+    mpi_backend.now = MPI_Wtime;
     mpi_backend.describe = mpi_describe;
 
     rc = bench_main(&o, &mpi_backend);

@@ -246,7 +246,7 @@ int main(int argc, char **argv)
         goto out_loop;
     }
     for (int64_t step = start + 1; step <= o.steps; step++) {
-        double t0 = 1e3 * bench_now(), loss = 0, aux = 0, dropped = 0;
+        double t0 = 1e3 * mesh_time_now(), loss = 0, aux = 0, dropped = 0;
         for (int mb = 0; mb < o.microbatches; mb++)
             m.acts[mb].aux = 0, m.acts[mb].dropped = 0;
         for (int mb = 0; mb < o.microbatches; mb++) {
@@ -280,11 +280,11 @@ int main(int argc, char **argv)
         }
         for (int mb = 0; mb < o.microbatches; mb++)
             aux += m.acts[mb].aux, dropped += (double)m.acts[mb].dropped;
-        double t1 = 1e3 * bench_now();
+        double t1 = 1e3 * mesh_time_now();
         double norm;
         if (layout_step(&lo, &norm))
             goto out_loop;
-        double t2 = 1e3 * bench_now();
+        double t2 = 1e3 * mesh_time_now();
         /* every tp rank holds the same rows' losses; the dp ranks hold different samples; the
          * last pipeline stage has them all, the others add zero; each stage has its own
          * mixture-of-experts blocks' balance loss and dropped choices */

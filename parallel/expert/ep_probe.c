@@ -19,10 +19,10 @@ static mesh_status_t probe(mesh_ep_h ep, const int peer[2], char *buf, double se
             st = mesh_barrier(ep->comm, NULL);
             if (st != MESH_OK || peer[kind] < 0)
                 continue;
-            double t0 = mesh_par_now();
+            double t0 = mesh_time_now();
             st = mesh_sendrecv(ep->comm, buf, PROBE_BYTES, peer[kind], buf + PROBE_BYTES,
                                PROBE_BYTES, peer[kind], MESH_UINT8, MESH_EP_TAG, NULL, NULL);
-            t[kind][r] = mesh_par_now() - t0;
+            t[kind][r] = mesh_time_now() - t0;
         }
     }
     for (int kind = 0; kind < 2; kind++) {

@@ -165,9 +165,9 @@ static mesh_status_t pp_arrive(struct mesh_pp_exec *e, mesh_request_h *req,
 {
     if (*req == NULL)
         return MESH_OK;
-    double t = mesh_par_now();
+    double t = mesh_time_now();
     mesh_status_t st = mesh_wait(*req);
-    e->stats.wait_s += mesh_par_now() - t;
+    e->stats.wait_s += mesh_time_now() - t;
     mesh_request_free(*req);
     *req = NULL;
     if (st < 0)
@@ -185,10 +185,10 @@ static mesh_status_t pp_arrive(struct mesh_pp_exec *e, mesh_request_h *req,
 
 static mesh_status_t pp_call(struct mesh_pp_exec *e, mesh_pp_work_fn fn, mesh_pp_work_t *w)
 {
-    double t = mesh_par_now();
+    double t = mesh_time_now();
     e->t0[e->cur] = t - e->t_run;
     mesh_status_t st = fn(e->prm.ctx, w);
-    e->stats.busy_s += mesh_par_now() - t;
+    e->stats.busy_s += mesh_time_now() - t;
     if (st < 0)
         return mesh_par_error(st,
                               "pipeline executor: rank %d: %s(mb %d, chunk %d) callback "
@@ -291,14 +291,14 @@ mesh_status_t mesh_pp_exec_run(mesh_pp_exec_h e)
                               mesh_status_string(e->failed));
     memset(&e->stats, 0, sizeof(e->stats));
     e->stats.peak_buffers = e->held;
-    double t0 = mesh_par_now();
+    double t0 = mesh_time_now();
     mesh_status_t st = MESH_OK;
     e->t_run = t0;
     for (int i = 0; i < e->n && st == MESH_OK; i++) {
-        e->t0[i] = mesh_par_now() - t0;
+        e->t0[i] = mesh_time_now() - t0;
         e->cur = i;
         st = pp_action(e, i);
-        e->t1[i] = mesh_par_now() - t0;
+        e->t1[i] = mesh_time_now() - t0;
         if (st == MESH_OK && e->nsends)
             st = pp_reap(e, 0);
     }
@@ -311,7 +311,7 @@ mesh_status_t mesh_pp_exec_run(mesh_pp_exec_h e)
         pp_unwind(e);
         e->failed = st;
     }
-    e->stats.wall_s = mesh_par_now() - t0;
+    e->stats.wall_s = mesh_time_now() - t0;
     return st;
 }
 
