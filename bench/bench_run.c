@@ -210,8 +210,8 @@ static int bench_axis_run(const bench_opts_t *o, const bench_backend_t *b, const
 }
 
 /* The communicators to measure: the axes of the grid, or the whole communicator. */
-static int bench_axes(const bench_opts_t *o, const bench_backend_t *b, bench_axis_t *axes,
-                      int *naxes)
+static int bench_axes_measured(const bench_opts_t *o, const bench_backend_t *b, bench_axis_t *axes,
+                               int *naxes)
 {
     if ((o->mesh || o->axes) && !b->axis) {
         if (b->rank == 0) fprintf(stderr, "error: --mesh and --axes need mesh-bench\n");
@@ -249,7 +249,7 @@ int bench_main(const bench_opts_t *o, const bench_backend_t *b)
     bench_axis_t axes[BENCH_MAX_AXES];
     bench_out_t *out = NULL;
     uint64_t total_wrong = 0;
-    int naxes = 0, rc = bench_axes(o, b, axes, &naxes), err = 0;
+    int naxes = 0, rc = bench_axes_measured(o, b, axes, &naxes), err = 0;
 
     if (rc) return rc;
     char *sbuf = bench_alloc(o->max_bytes), *rbuf = bench_alloc(o->max_bytes);

@@ -35,7 +35,7 @@ static int bench_naxes;
 static struct {
     char name[32];
     mesh_comm_h comm;
-} bench_axes[BENCH_AXES_MAX];
+} bench_axis_comms[BENCH_AXES_MAX];
 static int *bench_coords;   /* [size][BENCH_AXIS_COUNT + 1]: each rank's coordinates, grid rank */
 static char bench_mesh[256]; /* the grid for titles */
 
@@ -112,12 +112,12 @@ static int mesh_run(const bench_call_t *c)
 /* Axis i becomes the communicator of mesh_run. */
 static int mesh_axis(int i, bench_axis_t *a)
 {
-    mesh_comm_h comm = bench_axes[i].comm;
+    mesh_comm_h comm = bench_axis_comms[i].comm;
     bench_cur = comm;
     *a = (bench_axis_t){.rank = mesh_comm_rank(comm), .size = mesh_comm_size(comm),
                         .nnodes = mesh_comm_node_count(comm)};
     a->groups = mesh_backend.size / a->size;
-    snprintf(a->name, sizeof(a->name), "%s", bench_axes[i].name);
+    snprintf(a->name, sizeof(a->name), "%s", bench_axis_comms[i].name);
     return 0;
 }
 
@@ -220,27 +220,29 @@ static int mesh_axes_pick(const bench_opts_t *o)
     if (!o->axes || strcmp(o->axes, "all") == 0) {
         for (int x = 0; x < BENCH_AXIS_COUNT; x++)
             if (o->mesh_size[x] > 1)
-                snprintf(bench_axes[bench_naxes++].name, sizeof(bench_axes[0].name), "%s",
-                         bench_axis_name((bench_axis_id_t)x));
-        if (!bench_naxes) snprintf(bench_axes[bench_naxes++].name, 32, "tp"); /* one rank */
+                snprintf(bench_axis_comms[bench_naxes++].name, sizeof(bench_axis_comms[0].name),
+                         "%s", bench_axis_name((bench_axis_id_t)x));
+        if (!bench_naxes)
+            snprintf(bench_axis_comms[bench_naxes++].name, 32, "tp"); /* one rank */
     } else {
         snprintf(buf, sizeof(buf), "%s", o->axes);
         for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
              tok = strtok_r(NULL, ",", &save)) {
-            if (bench_naxes == BENCH_AXES_MAX || strlen(tok) >= sizeof(bench_axes[0].name)) {
+            if (bench_naxes == BENCH_AXES_MAX || strlen(tok) >= sizeof(bench_axis_comms[0].name)) {
                 if (!mesh_backend.rank)
                     fprintf(stderr, "error: --axes: too many axes or too long a name\n");
                 return 2;
             }
-            snprintf(bench_axes[bench_naxes++].name, sizeof(bench_axes[0].name), "%s", tok);
+            snprintf(bench_axis_comms[bench_naxes++].name, sizeof(bench_axis_comms[0].name), "%s",
+                     tok);
         }
     }
     for (int i = 0; i < bench_naxes; i++) {
-        st = mesh_grid_comm(bench_grid, bench_axes[i].name, &bench_axes[i].comm);
+        st = mesh_grid_comm(bench_grid, bench_axis_comms[i].name, &bench_axis_comms[i].comm);
         if (st == MESH_OK) continue;
         if (!mesh_backend.rank)
             fprintf(stderr, "error: --axes: no communicator for '%s': %s: %s\n",
-                    bench_axes[i].name, mesh_status_string(st), mesh_comm_last_error(NULL));
+                    bench_axis_comms[i].name, mesh_status_string(st), mesh_comm_last_error(NULL));
         return 2;
     }
     return 0;
