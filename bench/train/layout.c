@@ -188,17 +188,15 @@ static int attn_core_bwd(void *ctx, const float *qkv, const float *atty, const f
 
 /* The sharded optimizer's communication advances inside its calls: the tp hooks, which run
  * between the layers' matrix products, give it a turn. */
-static mesh_status_t progress(layout_t *lo)
+static int progress(layout_t *lo)
 {
-    mesh_status_t s = lo->z ? mesh_zero_progress(lo->z) : MESH_OK;
-    return s == MESH_OK && lo->ze ? mesh_zero_progress(lo->ze) : s;
+    return optim_progress(&lo->opt);
 }
-#define PROGRESS(lo) progress(lo)
 
 static int enter_fwd(void *ctx, const float *out, float *in, int b, int w)
 {
     layout_t *lo = ctx;
-    if (st(PROGRESS(lo)))
+    if (progress(lo))
         return -1;
     return st(mesh_tp_enter_forward(lo->tp, out, in, b, lo->m->T, w, MESH_FP32));
 }
@@ -206,7 +204,7 @@ static int enter_fwd(void *ctx, const float *out, float *in, int b, int w)
 static int enter_bwd(void *ctx, const float *din, float *dout, int b, int w)
 {
     layout_t *lo = ctx;
-    if (st(PROGRESS(lo)))
+    if (progress(lo))
         return -1;
     return st(mesh_tp_enter_backward(lo->tp, din, dout, b, lo->m->T, w, MESH_FP32));
 }
@@ -220,7 +218,7 @@ static int exit_fwd(void *ctx, const float *in, float *out, int b, int w)
 static int exit_bwd(void *ctx, const float *dout, float *din, int b, int w)
 {
     layout_t *lo = ctx;
-    if (st(PROGRESS(lo)))
+    if (progress(lo))
         return -1;
     return st(mesh_tp_exit_backward(lo->tp, dout, din, b, lo->m->T, w, MESH_FP32));
 }
@@ -263,16 +261,10 @@ static int zst(mesh_status_t s)
     return st(s);
 }
 
-/* The optimizer holding a tensor: the experts' own, or the dense layers'. */
+/* The optimizer instance holding a tensor: the experts' own, or the dense layers'. */
 static mesh_zero_h zof(const layout_t *lo, const gpt_tensor_t *t)
 {
-    return t->expert ? lo->ze : lo->z;
-}
-
-/* Whether a group has expert tensors (they are in the experts' optimizer too). */
-static int expert_group(const layout_t *lo, int group)
-{
-    return lo->ze && group >= 1 && group <= lo->m->L && gpt_is_moe(lo->m, group - 1);
+    return optim_zero(&lo->opt, t->expert ? OPTIM_EXPERT : OPTIM_DENSE);
 }
 
 /* fp32 parameters of a tensor: the optimizer's own, or a copy of its bf16 ones */
@@ -293,8 +285,7 @@ static int prefetch(void *ctx, int group)
     layout_t *lo = ctx;
     if (lo->stage != 3 || lo->prefetched[group])
         return 0;
-    if (zst(mesh_zero_gather(lo->z, group)) ||
-        (expert_group(lo, group) && zst(mesh_zero_gather(lo->ze, group))))
+    if (optim_gather(&lo->opt, group))
         return -1;
     lo->prefetched[group] = 1;
     return 0;
@@ -305,13 +296,11 @@ static int gather(layout_t *lo, int group)
 {
     if (lo->stage != 3)
         return 0;
-    int ex = expert_group(lo, group);
     if (lo->prefetched[group])
         lo->prefetched[group] = 0;
-    else if (zst(mesh_zero_gather(lo->z, group)) || (ex && zst(mesh_zero_gather(lo->ze, group))))
+    else if (optim_gather(&lo->opt, group))
         return -1;
-    return zst(mesh_zero_wait_params(lo->z, group)) ||
-           (ex && zst(mesh_zero_wait_params(lo->ze, group)));
+    return optim_wait_params(&lo->opt, group);
 }
 
 static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t *g)
@@ -339,7 +328,7 @@ static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t 
         set_field(g, t, lo->bf16 ? lo->work_g + t->offset : gp);
     }
     (void)phase;
-    return zst(progress(lo));
+    return progress(lo);
 }
 
 /* A tensor's gradient is final for the step: tp-replicated gradients summed under sequence
@@ -379,11 +368,7 @@ static int release(void *ctx, int group, int phase)
         if (t->group == group && (!lo->owned || lo->owned[i]) && hand_over(lo, t))
             return -1;
     }
-    if (lo->stage == 3 && zst(mesh_zero_release(lo->z, group)))
-        return -1;
-    if (lo->stage == 3 && expert_group(lo, group) && zst(mesh_zero_release(lo->ze, group)))
-        return -1;
-    return 0;
+    return lo->stage == 3 ? optim_release(&lo->opt, group) : 0;
 }
 
 int layout_pp_handover(layout_t *lo)
@@ -395,7 +380,7 @@ int layout_pp_handover(layout_t *lo)
             continue;
         if (!strcmp(t->name, "wte") && lo->tied_peer >= 0) {
             void *gp;
-            if (zst(mesh_zero_grad(lo->z, t->name, &gp)))
+            if (zst(mesh_zero_grad(zof(lo, t), t->name, &gp)))
                 return -1;
             float *g32 = lo->bf16 ? lo->work_g + t->offset : gp;
             float *other = malloc(t->numel * sizeof(float));
@@ -444,15 +429,18 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
         else if (zst(mesh_grid_comm(lo->grid, "tp-pp", &p.mp_comm)))
             return -1;
     }
-    if (zst(mesh_zero_create(lo->zero_comm, &p, &lo->z)))
+    int groups = m->L + 2;
+    if (optim_create(&lo->opt, OPTIM_DENSE, lo->zero_comm, &p, groups))
         return -1;
     /* The experts' tensors are not replicated across ep: their optimizer reduces over the
      * expert data-parallel group and sums the norm over the expert grid's tp and ep (the
-     * pipeline stages' sums are added by layout_step, which clips both with the model's one
+     * pipeline stages' sums are added by the chain's step, which clips both with the model's one
      * norm). A stage without mixture-of-experts blocks has none. */
     int experts_here = 0;
     for (int i = 0; i < m->n_tensors; i++)
         experts_here |= m->tensors[i].expert && (!lo->owned || lo->owned[i]);
+    if (lo->ep)
+        optim_chain(&lo->opt, lo->pp_size > 1 ? lo->pp_comm : NULL);
     if (lo->ep && experts_here) {
         mesh_zero_params_t pe = p;
         mesh_comm_h emp;
@@ -462,7 +450,7 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
         pe.field_mask &= ~(uint64_t)MESH_ZERO_PARAM_FIELD_MP_COMM;
         if (mesh_comm_size(emp) > 1)
             pe.field_mask |= MESH_ZERO_PARAM_FIELD_MP_COMM, pe.mp_comm = emp;
-        if (zst(mesh_zero_create(lo->edp_comm, &pe, &lo->ze)))
+        if (optim_create(&lo->opt, OPTIM_EXPERT, lo->edp_comm, &pe, groups))
             return -1;
     }
     for (int i = 0; i < m->n_tensors; i++) {
@@ -481,10 +469,11 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp)
             shape[1] = (size_t)m->Fel, shape[0] = t->numel / shape[1];
         if (t->expert)
             flags = 0; /* each rank of etp-ep holds its own part */
-        if (zst(mesh_zero_add(zof(lo, t), t->name, t->numel, 2, shape, flags, t->group)))
+        if (optim_add(&lo->opt, t->expert ? OPTIM_EXPERT : OPTIM_DENSE, t->name, t->numel, shape,
+                      flags, t->group))
             return -1;
     }
-    if (zst(mesh_zero_finalize(lo->z)) || (lo->ze && zst(mesh_zero_finalize(lo->ze))))
+    if (optim_finalize(&lo->opt))
         return -1;
     lo->prefetched = calloc((size_t)m->L + 2, sizeof(int));
     lo->held = calloc((size_t)m->L + 2, sizeof(int));
@@ -581,17 +570,9 @@ static void describe_model(const layout_t *lo, char *buf, size_t len)
                  lo->ep_size);
 }
 
-/* The experts' optimizer's files, in a folder of the checkpoint's. */
-static void experts_dir(const char *dir, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s/experts", dir);
-}
-
 int layout_save(layout_t *lo, const char *dir, int64_t step)
 {
-    char edir[4096];
-    experts_dir(dir, edir, sizeof(edir));
-    if (zst(mesh_zero_save(lo->z, dir)) || (lo->ze && zst(mesh_zero_save(lo->ze, edir))))
+    if (optim_save(&lo->opt, dir))
         return -1;
     int rc = 0;
     if (mesh_comm_rank(lo->world) == 0) {
@@ -610,7 +591,7 @@ int layout_save(layout_t *lo, const char *dir, int64_t step)
 
 int layout_load(layout_t *lo, const char *dir, int64_t *step)
 {
-    char path[4096], model[256], line[256], want[256], edir[4096];
+    char path[4096], model[256], line[256], want[256];
     snprintf(path, sizeof(path), "%s/mesh-train.txt", dir);
     describe_model(lo, want, sizeof(want));
     FILE *f = fopen(path, "r");
@@ -628,8 +609,7 @@ int layout_load(layout_t *lo, const char *dir, int64_t *step)
         fprintf(stderr, "mesh-train: --load: %s holds %s, this run is %s\n", path, model, want);
         return -1;
     }
-    experts_dir(dir, edir, sizeof(edir));
-    if (zst(mesh_zero_load(lo->z, dir)) || (lo->ze && zst(mesh_zero_load(lo->ze, edir))))
+    if (optim_load(&lo->opt, dir))
         return -1;
     *step = s;
     return 0;
@@ -641,8 +621,7 @@ void layout_destroy(layout_t *lo)
         mesh_ep_layout_destroy(lo->routes[i]);
     free(lo->routes);
     mesh_ep_destroy(lo->ep);
-    mesh_zero_destroy(lo->ze);
-    mesh_zero_destroy(lo->z);
+    optim_destroy(&lo->opt);
     free(lo->prefetched), free(lo->held);
     mesh_tp_destroy(lo->tp);
     mesh_cp_destroy(lo->cp);

@@ -7,6 +7,7 @@
 #define MESH_TRAIN_LAYOUT_H
 
 #include "gpt.h"
+#include "optim.h"
 #include <mesh.h>
 #include <mesh/context.h>
 #include <mesh/expert.h>
@@ -39,7 +40,7 @@ typedef struct {
     int tp_size, tp_rank, dp_size, dp_rank, pp_size, pp_rank, cp_size, cp_rank;
     int *cp_pos; /* [seq / cp] the sequence positions this cp rank holds, in local order */
     gpt_t *m;
-    mesh_zero_h z;
+    optim_t opt; /* the dense and the experts' optimizers, chained */
     int bf16, stage;
     int *prefetched;        /* stage 3: groups gathered ahead of their use */
     float *work_p, *work_g; /* fp32 copies the model works on when storage is bf16 */
@@ -53,13 +54,12 @@ typedef struct {
     int *owned;
     int tied_peer;
     /* Mixture of experts: the experts spread over ep_comm (the expert grid's "ep"), their
-     * tensors in a second optimizer (ze) over the expert data-parallel group ("edp"), the norm
+     * tensors in the chain's expert optimizer over the expert data-parallel group ("edp"), the norm
      * summed over "etp-ep"; the routing of each (micro-batch, block) until its backward pass. */
     mesh_comm_h ep_comm, edp_comm, etp_ep_comm;
     int ep_size, ep_rank, edp_size;
     int capacity_split; /* capacity groups per ep group (ep=1 only: parts of a rank's tokens) */
     mesh_ep_h ep;
-    mesh_zero_h ze;
     mesh_ep_layout_h *routes; /* [micro-batches x L] */
     char err[512];
 } layout_t;
@@ -75,10 +75,6 @@ int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp);
  * hooks, from layout_bind. */
 int layout_moe_create(layout_t *lo, const layout_params_t *p);
 int layout_moe_bind(layout_t *lo);
-/* Both optimizers (with experts): the micro-batch begun, and the step with the model's one
- * gradient norm (*norm). */
-int layout_micro_begin(layout_t *lo, int last);
-int layout_step(layout_t *lo, double *norm);
 /* Pipeline parallelism, after the step's schedule has run: the tied token table's gradient
  * summed with the other stage's copy, then group 0 handed to the optimizer. */
 int layout_pp_handover(layout_t *lo);

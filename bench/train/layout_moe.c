@@ -1,10 +1,8 @@
 /* mesh-train's mixture of experts: the expert grid's groups and the ep handle, the model's
  * hooks (routing and moves of expert rows over the ep communicator, mesh/expert.h; the sums of
- * the router's statistics over dp and of its weights' gradients over tp) and the step of the two
- * optimizers with one gradient norm. */
+ * the router's statistics over dp and of its weights' gradients over tp). */
 #include "layout.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,11 +14,6 @@ static int st(mesh_status_t s, const char *what)
     fprintf(stderr, "mesh-train: %s: %s: %s\n", what, mesh_status_string(s),
             mesh_comm_last_error(NULL));
     return -1;
-}
-
-static int zst(mesh_status_t s)
-{
-    return st(s, "optimizer");
 }
 
 /*
@@ -198,34 +191,4 @@ int layout_moe_bind(layout_t *lo)
     if (lo->tp_size > 1)
         m->ops.moe_tp_sum = tp_sum;
     return 0;
-}
-
-int layout_micro_begin(layout_t *lo, int last)
-{
-    return zst(mesh_zero_micro_begin(lo->z, last)) ||
-           (lo->ze && zst(mesh_zero_micro_begin(lo->ze, last)));
-}
-
-int layout_step(layout_t *lo, double *norm)
-{
-    mesh_zero_step_info_t info;
-    if (!lo->ep) {
-        if (zst(mesh_zero_step(lo->z, &info)))
-            return -1;
-        *norm = info.grad_norm;
-        return 0;
-    }
-    /* every parameter once: the dense ones in z (summed over tp and pp), the experts' in ze
-     * (summed over the expert grid's tp and ep here, over the stages below) */
-    double dense, experts = 0;
-    if (zst(mesh_zero_grad_sqnorm(lo->z, &dense)) ||
-        (lo->ze && zst(mesh_zero_grad_sqnorm(lo->ze, &experts))))
-        return -1;
-    if (lo->pp_size > 1 &&
-        st(mesh_allreduce(lo->pp_comm, &experts, &experts, 1, MESH_FP64, MESH_SUM, NULL, NULL),
-           "expert gradient norm all-reduce"))
-        return -1;
-    *norm = sqrt(dense + experts);
-    return zst(mesh_zero_step_norm(lo->z, *norm, &info)) ||
-           (lo->ze && zst(mesh_zero_step_norm(lo->ze, *norm, &info)));
 }

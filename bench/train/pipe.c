@@ -188,7 +188,7 @@ int pipe_step(pipe_t *pp, double *loss_sum)
     memset(pp->bwd_done, 0, (size_t)pp->v * sizeof(int));
     /* one micro-batch for the optimizer: the step's gradients accumulate across the pipeline's
      * micro-batches and are handed over as each group's last one is in */
-    if (layout_micro_begin(lo, 1)) {
+    if (optim_micro_begin(&lo->opt, 1)) {
         snprintf(pp->err, sizeof(pp->err), "the optimizer's micro-batch");
         return -1;
     }

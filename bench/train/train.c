@@ -207,11 +207,9 @@ int main(int argc, char **argv)
     } else if (layout_init_params(&lo, o.seed)) {
         goto out;
     }
-    mesh_zero_memory_t mem, emem = {0};
-    if (mesh_zero_memory(lo.z, &mem) != MESH_OK || (lo.ze && mesh_zero_memory(lo.ze, &emem)))
+    mesh_zero_memory_t mem;
+    if (optim_memory(&lo.opt, &mem))
         goto out;
-    mem.params += emem.params, mem.grads += emem.grads, mem.master += emem.master;
-    mem.optimizer += emem.optimizer, mem.buffers += emem.buffers;
     /* the full parameter count: every tensor once */
     size_t full_params = 0;
     for (int i = 0; i < m.n_tensors; i++)
@@ -268,7 +266,7 @@ int main(int argc, char **argv)
                 continue; /* the schedule runs them all below */
             double ls;
             lo.boundary = mb == o.microbatches - 1;
-            if (layout_micro_begin(&lo, lo.boundary))
+            if (optim_micro_begin(&lo.opt, lo.boundary))
                 goto out_loop;
             if (gpt_forward(&m, mb, &ls) || gpt_backward(&m, mb))
                 goto out_loop;
@@ -282,7 +280,7 @@ int main(int argc, char **argv)
             aux += m.acts[mb].aux, dropped += (double)m.acts[mb].dropped;
         double t1 = 1e3 * mesh_time_now();
         double norm;
-        if (layout_step(&lo, &norm))
+        if (optim_step(&lo.opt, &norm))
             goto out_loop;
         double t2 = 1e3 * mesh_time_now();
         /* every tp rank holds the same rows' losses; the dp ranks hold different samples; the
