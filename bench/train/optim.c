@@ -45,62 +45,57 @@ int optim_add(optim_t *o, int kind, const char *name, size_t numel, const size_t
     return st(mesh_zero_add(o->z[kind], name, numel, 2, shape, flags, group));
 }
 
-/* Every instance (those of a group: held set), in kind order, until one fails. */
-#define OPTIM_EACH(o, k, held)                                                                     \
-    for (int k = 0; k < OPTIM_KINDS; k++)                                                          \
-        if ((o)->z[k] && ((held) >> k & 1))
-
-int optim_finalize(optim_t *o)
+/* fn on each instance of mask (bits by kind), in kind order, until one fails. */
+static int each(optim_t *o, unsigned mask, mesh_status_t (*fn)(mesh_zero_h z))
 {
-    OPTIM_EACH(o, k, ~0u)
-    if (st(mesh_zero_finalize(o->z[k])))
-        return -1;
+    for (int k = 0; k < OPTIM_KINDS; k++)
+        if (o->z[k] && (mask >> k & 1) && st(fn(o->z[k])))
+            return -1;
     return 0;
 }
 
+static int each_arg(optim_t *o, unsigned mask, mesh_status_t (*fn)(mesh_zero_h z, int arg), int arg)
+{
+    for (int k = 0; k < OPTIM_KINDS; k++)
+        if (o->z[k] && (mask >> k & 1) && st(fn(o->z[k], arg)))
+            return -1;
+    return 0;
+}
+
+/* The instances holding tensors of a group. */
 static unsigned held(const optim_t *o, int group)
 {
     return group >= 0 && group < o->groups ? o->holds[group] : 0;
 }
 
+int optim_finalize(optim_t *o)
+{
+    return each(o, ~0u, mesh_zero_finalize);
+}
+
 int optim_gather(optim_t *o, int group)
 {
-    OPTIM_EACH(o, k, held(o, group))
-    if (st(mesh_zero_gather(o->z[k], group)))
-        return -1;
-    return 0;
+    return each_arg(o, held(o, group), mesh_zero_gather, group);
 }
 
 int optim_wait_params(optim_t *o, int group)
 {
-    OPTIM_EACH(o, k, held(o, group))
-    if (st(mesh_zero_wait_params(o->z[k], group)))
-        return -1;
-    return 0;
+    return each_arg(o, held(o, group), mesh_zero_wait_params, group);
 }
 
 int optim_release(optim_t *o, int group)
 {
-    OPTIM_EACH(o, k, held(o, group))
-    if (st(mesh_zero_release(o->z[k], group)))
-        return -1;
-    return 0;
+    return each_arg(o, held(o, group), mesh_zero_release, group);
 }
 
 int optim_progress(optim_t *o)
 {
-    OPTIM_EACH(o, k, ~0u)
-    if (st(mesh_zero_progress(o->z[k])))
-        return -1;
-    return 0;
+    return each(o, ~0u, mesh_zero_progress);
 }
 
 int optim_micro_begin(optim_t *o, int last)
 {
-    OPTIM_EACH(o, k, ~0u)
-    if (st(mesh_zero_micro_begin(o->z[k], last)))
-        return -1;
-    return 0;
+    return each_arg(o, ~0u, mesh_zero_micro_begin, last);
 }
 
 int optim_step(optim_t *o, double *norm)
@@ -115,25 +110,26 @@ int optim_step(optim_t *o, double *norm)
     /* every parameter once: the dense ones (their instance sums over tp and pp), the experts'
      * (theirs over the expert grid's tp and ep; over the stages here) */
     double sq[OPTIM_KINDS] = {0};
-    OPTIM_EACH(o, k, ~0u)
-    if (st(mesh_zero_grad_sqnorm(o->z[k], &sq[k])))
-        return -1;
+    for (int k = 0; k < OPTIM_KINDS; k++)
+        if (o->z[k] && st(mesh_zero_grad_sqnorm(o->z[k], &sq[k])))
+            return -1;
     if (o->norm_comm && st(mesh_allreduce(o->norm_comm, &sq[OPTIM_EXPERT], &sq[OPTIM_EXPERT], 1,
                                           MESH_FP64, MESH_SUM, NULL, NULL)))
         return -1;
     *norm = sqrt(sq[OPTIM_DENSE] + sq[OPTIM_EXPERT]);
-    OPTIM_EACH(o, k, ~0u)
-    if (st(mesh_zero_step_norm(o->z[k], *norm, &info)))
-        return -1;
+    for (int k = 0; k < OPTIM_KINDS; k++)
+        if (o->z[k] && st(mesh_zero_step_norm(o->z[k], *norm, &info)))
+            return -1;
     return 0;
 }
 
 int optim_memory(const optim_t *o, mesh_zero_memory_t *mem)
 {
     memset(mem, 0, sizeof(*mem));
-    OPTIM_EACH(o, k, ~0u)
-    {
+    for (int k = 0; k < OPTIM_KINDS; k++) {
         mesh_zero_memory_t m;
+        if (!o->z[k])
+            continue;
         if (st(mesh_zero_memory(o->z[k], &m)))
             return -1;
         mem->params += m.params, mem->grads += m.grads, mem->master += m.master;
@@ -142,34 +138,27 @@ int optim_memory(const optim_t *o, mesh_zero_memory_t *mem)
     return 0;
 }
 
-/* Where an instance's checkpoint files go: the dense one's in dir, the experts' in a folder. */
-static void kind_dir(int kind, const char *dir, char *buf, size_t len)
+/* A checkpoint's files: the dense instance's in dir, the experts' in a folder of it. */
+static int each_dir(optim_t *o, const char *dir,
+                    mesh_status_t (*fn)(mesh_zero_h z, const char *dir))
 {
-    snprintf(buf, len, kind == OPTIM_EXPERT ? "%s/experts" : "%s", dir);
+    char d[4096];
+    for (int k = 0; k < OPTIM_KINDS; k++) {
+        snprintf(d, sizeof(d), k == OPTIM_EXPERT ? "%s/experts" : "%s", dir);
+        if (o->z[k] && st(fn(o->z[k], d)))
+            return -1;
+    }
+    return 0;
 }
 
 int optim_save(optim_t *o, const char *dir)
 {
-    char d[4096];
-    OPTIM_EACH(o, k, ~0u)
-    {
-        kind_dir(k, dir, d, sizeof(d));
-        if (st(mesh_zero_save(o->z[k], d)))
-            return -1;
-    }
-    return 0;
+    return each_dir(o, dir, mesh_zero_save);
 }
 
 int optim_load(optim_t *o, const char *dir)
 {
-    char d[4096];
-    OPTIM_EACH(o, k, ~0u)
-    {
-        kind_dir(k, dir, d, sizeof(d));
-        if (st(mesh_zero_load(o->z[k], d)))
-            return -1;
-    }
-    return 0;
+    return each_dir(o, dir, mesh_zero_load);
 }
 
 void optim_destroy(optim_t *o)
