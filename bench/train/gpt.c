@@ -7,19 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct {
-    const char *name; /* per block, after "h<l>." */
-    size_t field_off;
-} block_fields[] = {
-    {"ln1w", offsetof(gpt_group_t, ln1w)},         {"ln1b", offsetof(gpt_group_t, ln1b)},
-    {"qkvw", offsetof(gpt_group_t, qkvw)},         {"qkvb", offsetof(gpt_group_t, qkvb)},
-    {"attprojw", offsetof(gpt_group_t, attprojw)}, {"attprojb", offsetof(gpt_group_t, attprojb)},
-    {"ln2w", offsetof(gpt_group_t, ln2w)},         {"ln2b", offsetof(gpt_group_t, ln2b)},
-    {"fcw", offsetof(gpt_group_t, fcw)},           {"fcb", offsetof(gpt_group_t, fcb)},
-    {"fcprojw", offsetof(gpt_group_t, fcprojw)},   {"fcprojb", offsetof(gpt_group_t, fcprojb)},
-};
-#define N_BLOCK_FIELDS (int)(sizeof(block_fields) / sizeof(block_fields[0]))
-
 static size_t local_numel(const gpt_t *m, const gpt_tensor_t *t)
 {
     size_t n = (size_t)t->rows * t->cols;
@@ -41,9 +28,38 @@ static void add(gpt_t *m, const char *name, int rows, int cols, gpt_split_t spli
     m->n_params += t->numel;
 }
 
-int gpt_is_moe(const gpt_t *m, int l)
+gpt_layers_t gpt_layer_spec(const gpt_config_t *cfg, int l)
 {
-    return m->E > 0 && l >= 0 && l < 64 && ((m->cfg.moe_layers >> l) & 1);
+    int moe = cfg->experts > 0 && l >= 0 && l < 64 && ((cfg->moe_layers >> l) & 1);
+    return (gpt_layers_t){.attn = &gpt_attention, .mlp = moe ? &gpt_moe : &gpt_mlp};
+}
+
+/* A block's parameter: "h<l>.<leaf>" in group l + 1. */
+static void add_block(gpt_t *m, int l, const gpt_tensor_decl_t *d)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "h%d.%s", l, d->leaf);
+    add(m, name, d->rows, d->cols, d->split, l + 1, d->field_off);
+}
+
+/* Block l's tensors: its layernorms around the layers of its spec, each layer's declared. */
+static void add_block_tensors(gpt_t *m, int l)
+{
+    int C = m->C;
+    const gpt_tensor_decl_t ln1[] = {{"ln1w", C, 1, GPT_WHOLE, offsetof(gpt_group_t, ln1w)},
+                                     {"ln1b", C, 1, GPT_WHOLE, offsetof(gpt_group_t, ln1b)}};
+    const gpt_tensor_decl_t ln2[] = {{"ln2w", C, 1, GPT_WHOLE, offsetof(gpt_group_t, ln2w)},
+                                     {"ln2b", C, 1, GPT_WHOLE, offsetof(gpt_group_t, ln2b)}};
+    const gpt_layer_t *layers[] = {m->blocks[l].attn, m->blocks[l].mlp};
+    for (int s = 0; s < 2; s++) {
+        gpt_tensor_decl_t d[GPT_LAYER_TENSORS_MAX];
+        const gpt_tensor_decl_t *ln = s == 0 ? ln1 : ln2;
+        for (int i = 0; i < 2; i++)
+            add_block(m, l, &ln[i]);
+        int n = layers[s]->tensors(m, l, d);
+        for (int i = 0; i < n; i++)
+            add_block(m, l, &d[i]);
+    }
 }
 
 /* The mixture-of-experts sizes; -1 and a message naming the option when they do not fit. */
@@ -112,37 +128,16 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen)
     m->Fl = 4 * m->C / tp;
     m->tl = cfg->sequence_parallel ? m->T / tp : m->T;
     m->t0 = m->T * cfg->cp_rank + (cfg->sequence_parallel ? m->tl * cfg->tp_rank : 0);
-    m->layers = gpt_default_layers;
-    m->tensors = calloc((size_t)(4 + (N_BLOCK_FIELDS + 3) * m->L), sizeof(gpt_tensor_t));
-    if (!m->tensors)
+    m->blocks = calloc((size_t)m->L, sizeof(gpt_layers_t));
+    m->tensors = calloc((size_t)(4 + (4 + 2 * GPT_LAYER_TENSORS_MAX) * m->L), sizeof(gpt_tensor_t));
+    if (!m->blocks || !m->tensors)
         return snprintf(err, errlen, "out of memory"), -1;
     int C = m->C;
     add(m, "wte", m->V, C, tp > 1 ? GPT_VOCAB : GPT_WHOLE, 0, offsetof(gpt_group_t, wte));
     add(m, "wpe", cfg->seq, C, GPT_WHOLE, 0, offsetof(gpt_group_t, wpe));
     for (int l = 0; l < m->L; l++) {
-        static const int rows[] = {1, 1, 3, 3, 1, 1, 1, 1, 4, 4, 1, 1}; /* x C */
-        static const int cols[] = {0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 0}; /* x C; 0: a vector */
-        static const gpt_split_t split[] = {GPT_WHOLE, GPT_WHOLE, GPT_ROWS_QKV, GPT_ROWS_QKV,
-                                            GPT_COLS,  GPT_WHOLE, GPT_WHOLE,    GPT_WHOLE,
-                                            GPT_ROWS,  GPT_ROWS,  GPT_COLS,     GPT_WHOLE};
-        int moe = gpt_is_moe(m, l);
-        for (int f = 0; f < N_BLOCK_FIELDS; f++) {
-            char name[32];
-            if (moe && f >= 8)
-                break; /* the MLP's four tensors, last in the table */
-            snprintf(name, sizeof(name), "h%d.%s", l, block_fields[f].name);
-            int r = rows[f] * C, c = cols[f] ? cols[f] * C : 1;
-            add(m, name, r, c, tp > 1 ? split[f] : GPT_WHOLE, l + 1, block_fields[f].field_off);
-        }
-        if (moe) {
-            char name[32];
-            snprintf(name, sizeof(name), "h%d.routerw", l);
-            add(m, name, m->E, C, GPT_WHOLE, l + 1, offsetof(gpt_group_t, routerw));
-            snprintf(name, sizeof(name), "h%d.efcw", l);
-            add(m, name, m->E * m->Fe, C, GPT_EXPERT_ROWS, l + 1, offsetof(gpt_group_t, efcw));
-            snprintf(name, sizeof(name), "h%d.eprojw", l);
-            add(m, name, m->E * C, m->Fe, GPT_EXPERT_COLS, l + 1, offsetof(gpt_group_t, eprojw));
-        }
+        m->blocks[l] = cfg->spec ? cfg->spec(&m->cfg, l) : gpt_layer_spec(&m->cfg, l);
+        add_block_tensors(m, l);
     }
     add(m, "lnf.w", C, 1, GPT_WHOLE, m->L + 1, offsetof(gpt_group_t, lnfw));
     add(m, "lnf.b", C, 1, GPT_WHOLE, m->L + 1, offsetof(gpt_group_t, lnfb));
@@ -190,6 +185,41 @@ int gpt_flat_acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_
             return -1;                                                                             \
     } while (0)
 
+/* Whether layer k (0 attention, 1 MLP) of block l is the first use of its layer: each layer's
+ * own state is kept once per model. */
+static int first_use(const gpt_t *m, int l, int k)
+{
+    const gpt_layer_t *x = k ? m->blocks[l].mlp : m->blocks[l].attn;
+    for (int j = 0; j <= l; j++)
+        for (int i = 0; i < 2 && (j < l || i < k); i++)
+            if ((i ? m->blocks[j].mlp : m->blocks[j].attn) == x)
+                return 0;
+    return 1;
+}
+
+/* The layers' own state: for the micro-batches (wgrad 0) or the split backward (1). */
+static int layers_alloc(gpt_t *m, int wgrad)
+{
+    for (int l = 0; l < m->L; l++)
+        for (int k = 0; k < 2; k++) {
+            const gpt_layer_t *x = k ? m->blocks[l].mlp : m->blocks[l].attn;
+            int (*fn)(gpt_t *) = wgrad ? x->alloc_wgrad : x->alloc;
+            if (fn && first_use(m, l, k) && fn(m))
+                return -1;
+        }
+    return 0;
+}
+
+static void layers_release(gpt_t *m)
+{
+    for (int l = 0; m->blocks && l < m->L; l++)
+        for (int k = 0; k < 2; k++) {
+            const gpt_layer_t *x = k ? m->blocks[l].mlp : m->blocks[l].attn;
+            if (x && x->release && first_use(m, l, k))
+                x->release(m);
+        }
+}
+
 int gpt_alloc_acts(gpt_t *m, int b, int n_mb)
 {
     m->b = b, m->n_mb = n_mb;
@@ -231,7 +261,7 @@ int gpt_alloc_acts(gpt_t *m, int b, int n_mb)
     ALLOC(m->dx, No * C);
     ALLOC(m->dtmp, No * C);
     ALLOC(m->dloss, N);
-    return gpt_moe_alloc(m);
+    return layers_alloc(m, 0);
 }
 
 size_t gpt_wgrad_slot_numel(const gpt_t *m, int slot)
@@ -271,7 +301,7 @@ int gpt_alloc_wgrad(gpt_t *m)
     size_t n = (size_t)m->L * per_layer + 2 * gpt_wgrad_slot_numel(m, GPT_WG_LNF);
     for (int i = 0; i < m->n_mb; i++)
         ALLOC(m->acts[i].wg, n);
-    return gpt_moe_alloc_wgrad(m);
+    return layers_alloc(m, 1);
 }
 
 void gpt_destroy(gpt_t *m)
@@ -286,9 +316,9 @@ void gpt_destroy(gpt_t *m)
             free(f[k]);
         free(a->tokens), free(a->targets), free(a->wg);
     }
-    gpt_moe_free(m);
-    free(m->acts), free(m->tensors), free(m->partial), free(m->dinside), free(m->wide_a);
-    free(m->wide_b), free(m->datt), free(m->dx), free(m->dtmp), free(m->dloss);
+    layers_release(m);
+    free(m->blocks), free(m->acts), free(m->tensors), free(m->partial), free(m->dinside);
+    free(m->wide_a), free(m->wide_b), free(m->datt), free(m->dx), free(m->dtmp), free(m->dloss);
     memset(m, 0, sizeof(*m));
 }
 

@@ -11,7 +11,8 @@
  * rows of the qkv weight, their columns of the attention projection), 4C / tp MLP features;
  * layernorms, position embeddings and the biases of row-parallel layers are whole.
  *
- * Mixture of experts (moe.c): in the blocks chosen by moe_layers the MLP becomes a router
+ * Each block is an attention slot and an MLP slot filled by its layer spec (gpt_layers_t). A
+ * mixture of experts (moe.c) fills the MLP slot of the blocks chosen by moe_layers: a router
  * (linear d_model -> E, no bias, softmax, top-k) and E expert MLPs (fc, GELU, projection, no
  * biases). With ep ranks the model holds E / ep experts, each split across tp like the dense MLP.
  */
@@ -36,7 +37,10 @@ typedef float gpt_real;
 #define GPT_SQRT sqrtf
 #endif
 
-typedef struct {
+struct gpt_layer;
+typedef struct gpt_layers gpt_layers_t;
+
+typedef struct gpt_config {
     int vocab, seq, d_model, layers, heads; /* the full model */
     int tp, tp_rank;                        /* this rank's shard (1, 0: the whole model) */
     int sequence_parallel;                  /* activations between tp regions split along seq */
@@ -48,6 +52,8 @@ typedef struct {
     int capacity_groups;           /* its tokens in that many equal parts, each with its capacity */
     int ep, ep_rank;               /* this rank holds experts [ep_rank E / ep, +E / ep) */
     const int *pos;  /* [seq / cp] this cp rank's positions in local order; NULL: those above */
+    /* each block's layers; NULL: gpt_layer_spec */
+    gpt_layers_t (*spec)(const struct gpt_config *cfg, int layer);
 } gpt_config_t;
 
 /* How a tensor is split across tp. */
@@ -142,23 +148,54 @@ typedef struct {
     int (*moe_tp_sum)(void *ctx, gpt_real *buf, int n);
 } gpt_ops_t;
 
-/* Replaceable layers: attention (context parallelism swaps it) and the MLP (an expert layer
- * swaps it). Each maps the block's normalised input (outside) to its output (outside, before
- * the residual add) for micro-batch mb, and back. */
+/* A parameter a layer declares for one block: its name after "h<l>.", its full shape (vectors:
+ * cols 1), its split across tp and its pointer's place in gpt_group_t. */
 typedef struct {
-    int (*attn_fwd)(struct gpt *m, int mb, int layer, const gpt_group_t *p, const gpt_real *in,
-                    gpt_real *out);
-    int (*attn_bwd)(struct gpt *m, int mb, int layer, const gpt_group_t *p, gpt_group_t *g,
-                    const gpt_real *dout, gpt_real *din);
-    int (*mlp_fwd)(struct gpt *m, int mb, int layer, const gpt_group_t *p, const gpt_real *in,
-                   gpt_real *out);
-    int (*mlp_bwd)(struct gpt *m, int mb, int layer, const gpt_group_t *p, gpt_group_t *g,
-                   const gpt_real *dout, gpt_real *din);
-    /* Split backward: _bwd with g NULL computes din only and keeps what the weight gradients
-     * need (gpt_wgrad_slot); _wgrad adds them into g from that. */
-    int (*attn_wgrad)(struct gpt *m, int mb, int layer, gpt_group_t *g);
-    int (*mlp_wgrad)(struct gpt *m, int mb, int layer, gpt_group_t *g);
-} gpt_layers_t;
+    const char *leaf;
+    int rows, cols;
+    gpt_split_t split;
+    size_t field_off;
+} gpt_tensor_decl_t;
+
+#define GPT_LAYER_TENSORS_MAX 8
+
+/*
+ * A replaceable layer of a block, as Megatron-Core's layer specs build a block from an attention
+ * and an MLP submodule: the attention (context parallelism swaps its core through the hooks),
+ * the dense MLP, or a mixture of experts (moe.c). fwd maps the block's normalised input (outside
+ * a tp region) to its output (outside, before the residual add) for micro-batch mb, bwd back;
+ * split backward: bwd with g NULL computes din only and keeps what the weight gradients need,
+ * which wgrad then adds into g. tensors declares the layer's parameters in block `layer` (at
+ * most GPT_LAYER_TENSORS_MAX, in table order) and returns how many. alloc, alloc_wgrad and
+ * release (NULL: nothing) keep state of the layer's own for the model's micro-batches: called
+ * once per model whatever the blocks using the layer, after gpt_alloc_acts, after
+ * gpt_alloc_wgrad, and from gpt_destroy.
+ */
+typedef struct gpt_layer {
+    int (*tensors)(const struct gpt *m, int layer, gpt_tensor_decl_t *out);
+    int (*alloc)(struct gpt *m);
+    int (*alloc_wgrad)(struct gpt *m);
+    void (*release)(struct gpt *m);
+    int (*fwd)(struct gpt *m, int mb, int layer, const gpt_group_t *p, const gpt_real *in,
+               gpt_real *out);
+    int (*bwd)(struct gpt *m, int mb, int layer, const gpt_group_t *p, gpt_group_t *g,
+               const gpt_real *dout, gpt_real *din);
+    int (*wgrad)(struct gpt *m, int mb, int layer, gpt_group_t *g);
+} gpt_layer_t;
+
+/* A block's layer spec: its attention slot and its MLP slot (layernorms and residuals are the
+ * block's own). */
+struct gpt_layers {
+    const struct gpt_layer *attn, *mlp;
+};
+
+extern const gpt_layer_t gpt_attention; /* model.c: causal multi-head self-attention */
+extern const gpt_layer_t gpt_mlp;       /* model.c: fc, GELU, projection */
+extern const gpt_layer_t gpt_moe;       /* moe.c: a router and E expert MLPs */
+
+/* The default spec of block l: attention, and a mixture of experts where cfg's moe_layers name
+ * the block (with experts), the dense MLP elsewhere. */
+gpt_layers_t gpt_layer_spec(const gpt_config_t *cfg, int l);
 
 /* What a split backward keeps per (micro-batch, layer) for the weight gradients: gradients of
  * the layers' outputs (the inputs are activations, kept anyway). Layer L holds the final
@@ -206,7 +243,7 @@ typedef struct gpt {
     gpt_tensor_t *tensors;
     size_t n_params; /* local */
     gpt_ops_t ops;
-    gpt_layers_t layers;
+    gpt_layers_t *blocks; /* [L] each block's layer spec */
     int n_mb;
     gpt_acts_t *acts; /* one per micro-batch */
     /* temporaries shared by the micro-batches: [b, T, C] partial sums and gradients inside a
@@ -220,8 +257,6 @@ typedef struct gpt {
     gpt_real aux_scale;
     struct gpt_moe_scratch *moe_scr;
 } gpt_t;
-
-extern const gpt_layers_t gpt_default_layers;
 
 /* Parameters and gradients in two flat buffers laid out in table order: the hooks of one
  * process (acquire hands out the group's pointers, nothing else happens). */
@@ -237,8 +272,6 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen);
 /* Activation buffers for n_mb micro-batches of b samples. */
 int gpt_alloc_acts(gpt_t *m, int b, int n_mb);
 void gpt_destroy(gpt_t *m);
-/* Whether block l is a mixture of experts. */
-int gpt_is_moe(const gpt_t *m, int l);
 /* The sequence position of row t of the rows held outside tp regions (0 <= t < tl). */
 int gpt_position(const gpt_t *m, int t);
 /* Index of a tensor by name, -1 if none. */
@@ -295,19 +328,6 @@ int gpt_enter_fwd(gpt_t *m, const gpt_real *out, gpt_real *in, int width);
 int gpt_enter_bwd(gpt_t *m, const gpt_real *din, gpt_real *dout, int width);
 int gpt_exit_fwd(gpt_t *m, const gpt_real *in, gpt_real *out, int width);
 int gpt_exit_bwd(gpt_t *m, const gpt_real *dout, gpt_real *din, int width);
-
-/* Mixture of experts (moe.c): the MLP of a block in moe_layers, the same contract as
- * gpt_layers_t's mlp_fwd, mlp_bwd and mlp_wgrad (split backward: what the weight gradients need
- * is kept in the block's own buffers, gpt_moe_alloc_wgrad, from gpt_alloc_wgrad). gpt_moe_alloc
- * after the activations. */
-int gpt_moe_alloc(gpt_t *m);
-int gpt_moe_alloc_wgrad(gpt_t *m);
-void gpt_moe_free(gpt_t *m);
-int gpt_moe_fwd(gpt_t *m, int mb, int layer, const gpt_group_t *p, const gpt_real *in,
-                gpt_real *out);
-int gpt_moe_bwd(gpt_t *m, int mb, int layer, const gpt_group_t *p, gpt_group_t *g,
-                const gpt_real *dout, gpt_real *din);
-int gpt_moe_wgrad(gpt_t *m, int mb, int layer, gpt_group_t *g);
 
 /* Layers (layers.c): _forward/_backward pairs over flat arrays. Backward ones add into the
  * parameter gradients and into din unless noted. */

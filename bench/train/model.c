@@ -2,6 +2,7 @@
  * only through the layout's hooks. */
 #include "gpt.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #define HOOK(m, name, ...) ((m)->ops.name ? (m)->ops.name((m)->ops.ctx, __VA_ARGS__) : 0)
@@ -59,7 +60,8 @@ static void keep(gpt_t *m, int mb, int l, int slot, const gpt_real *src)
     memcpy(gpt_wgrad_slot(m, mb, l, slot), src, gpt_wgrad_slot_numel(m, slot) * sizeof(gpt_real));
 }
 
-/* ---------------------------------------------------------------- attention and MLP */
+/* ---------------------------------------------------------------- attention and MLP: the
+ * layers of a dense block (gpt_attention, gpt_mlp) */
 
 static int attn_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_real *in,
                     gpt_real *out)
@@ -199,12 +201,45 @@ static int mlp_wgrad(gpt_t *m, int mb, int l, gpt_group_t *g)
     return 0;
 }
 
-const gpt_layers_t gpt_default_layers = {.attn_fwd = attn_fwd,
-                                         .attn_bwd = attn_bwd,
-                                         .mlp_fwd = mlp_fwd,
-                                         .mlp_bwd = mlp_bwd,
-                                         .attn_wgrad = attn_wgrad,
-                                         .mlp_wgrad = mlp_wgrad};
+/* A tp-split tensor's split, or whole on one tp rank. */
+static gpt_split_t tp_split(const gpt_t *m, gpt_split_t split)
+{
+    return m->cfg.tp > 1 ? split : GPT_WHOLE;
+}
+
+/* qkv [3C, C] (q, k and v rows split alike across tp) and the output projection [C, C]. */
+static int attn_tensors(const gpt_t *m, int l, gpt_tensor_decl_t *d)
+{
+    int C = m->C;
+    (void)l;
+    d[0] = (gpt_tensor_decl_t){"qkvw", 3 * C, C, tp_split(m, GPT_ROWS_QKV),
+                               offsetof(gpt_group_t, qkvw)};
+    d[1] = (gpt_tensor_decl_t){"qkvb", 3 * C, 1, tp_split(m, GPT_ROWS_QKV),
+                               offsetof(gpt_group_t, qkvb)};
+    d[2] = (gpt_tensor_decl_t){"attprojw", C, C, tp_split(m, GPT_COLS),
+                               offsetof(gpt_group_t, attprojw)};
+    d[3] = (gpt_tensor_decl_t){"attprojb", C, 1, GPT_WHOLE, offsetof(gpt_group_t, attprojb)};
+    return 4;
+}
+
+/* fc [4C, C] column-parallel, projection [C, 4C] row-parallel. */
+static int mlp_tensors(const gpt_t *m, int l, gpt_tensor_decl_t *d)
+{
+    int C = m->C;
+    (void)l;
+    d[0] = (gpt_tensor_decl_t){"fcw", 4 * C, C, tp_split(m, GPT_ROWS), offsetof(gpt_group_t, fcw)};
+    d[1] = (gpt_tensor_decl_t){"fcb", 4 * C, 1, tp_split(m, GPT_ROWS), offsetof(gpt_group_t, fcb)};
+    d[2] = (gpt_tensor_decl_t){"fcprojw", C, 4 * C, tp_split(m, GPT_COLS),
+                               offsetof(gpt_group_t, fcprojw)};
+    d[3] = (gpt_tensor_decl_t){"fcprojb", C, 1, GPT_WHOLE, offsetof(gpt_group_t, fcprojb)};
+    return 4;
+}
+
+const gpt_layer_t gpt_attention = {
+    .tensors = attn_tensors, .fwd = attn_fwd, .bwd = attn_bwd, .wgrad = attn_wgrad};
+
+const gpt_layer_t gpt_mlp = {
+    .tensors = mlp_tensors, .fwd = mlp_fwd, .bwd = mlp_bwd, .wgrad = mlp_wgrad};
 
 /* ---------------------------------------------------------------- the whole model */
 
@@ -254,14 +289,14 @@ int gpt_blocks_fwd(gpt_t *m, int mb, int l0, int l1)
             return -1;
         gpt_layernorm_forward(ln1, a->ln1_mean + (size_t)l * No, a->ln1_rstd + (size_t)l * No, xl,
                               p.ln1w, p.ln1b, No, C);
-        if (m->layers.attn_fwd(m, mb, l, &p, ln1, m->dtmp))
+        const gpt_layers_t *blk = &m->blocks[l];
+        if (blk->attn->fwd(m, mb, l, &p, ln1, m->dtmp))
             return -1;
         for (size_t i = 0; i < (size_t)No * C; i++)
             xmid[i] = xl[i] + m->dtmp[i];
         gpt_layernorm_forward(ln2, a->ln2_mean + (size_t)l * No, a->ln2_rstd + (size_t)l * No, xmid,
                               p.ln2w, p.ln2b, No, C);
-        if (gpt_is_moe(m, l) ? gpt_moe_fwd(m, mb, l, &p, ln2, m->dtmp)
-                             : m->layers.mlp_fwd(m, mb, l, &p, ln2, m->dtmp))
+        if (blk->mlp->fwd(m, mb, l, &p, ln2, m->dtmp))
             return -1;
         for (size_t i = 0; i < (size_t)No * C; i++)
             xn[i] = xmid[i] + m->dtmp[i];
@@ -347,15 +382,15 @@ int gpt_blocks_bwd(gpt_t *m, int mb, int l0, int l1)
         if (acquire(m, l + 1, GPT_BWD, &p, gp) || (l > l0 && HOOK(m, prefetch, l)))
             return -1;
         /* dx holds d(block output); the residual passes it through to xmid and x */
-        if (gpt_is_moe(m, l) ? gpt_moe_bwd(m, mb, l, &p, gp, m->dx, m->dtmp)
-                             : m->layers.mlp_bwd(m, mb, l, &p, gp, m->dx, m->dtmp))
+        const gpt_layers_t *blk = &m->blocks[l];
+        if (blk->mlp->bwd(m, mb, l, &p, gp, m->dx, m->dtmp))
             return -1;
         if (split)
             keep(m, mb, l, GPT_WG_LN2, m->dtmp);
         gpt_layernorm_backward(m->dx, gp ? g.ln2w : NULL, gp ? g.ln2b : NULL, m->dtmp, a->xmid + o,
                                p.ln2w, a->ln2_mean + (size_t)l * No, a->ln2_rstd + (size_t)l * No,
                                No, C);
-        if (m->layers.attn_bwd(m, mb, l, &p, gp, m->dx, m->dtmp))
+        if (blk->attn->bwd(m, mb, l, &p, gp, m->dx, m->dtmp))
             return -1;
         if (split)
             keep(m, mb, l, GPT_WG_LN1, m->dtmp);
@@ -424,12 +459,12 @@ int gpt_blocks_wgrad(gpt_t *m, int mb, int l0, int l1)
     gpt_group_t p, g;
     for (int l = l1 - 1; l >= l0; l--) {
         size_t o = (size_t)l * No * C;
-        if (acquire(m, l + 1, GPT_BWD, &p, &g) ||
-            (gpt_is_moe(m, l) ? gpt_moe_wgrad(m, mb, l, &g) : m->layers.mlp_wgrad(m, mb, l, &g)))
+        const gpt_layers_t *blk = &m->blocks[l];
+        if (acquire(m, l + 1, GPT_BWD, &p, &g) || blk->mlp->wgrad(m, mb, l, &g))
             return -1;
         gpt_layernorm_wgrad(g.ln2w, g.ln2b, gpt_wgrad_slot(m, mb, l, GPT_WG_LN2), a->xmid + o,
                             a->ln2_mean + (size_t)l * No, a->ln2_rstd + (size_t)l * No, No, C);
-        if (m->layers.attn_wgrad(m, mb, l, &g))
+        if (blk->attn->wgrad(m, mb, l, &g))
             return -1;
         gpt_layernorm_wgrad(g.ln1w, g.ln1b, gpt_wgrad_slot(m, mb, l, GPT_WG_LN1), a->x + o,
                             a->ln1_mean + (size_t)l * No, a->ln1_rstd + (size_t)l * No, No, C);

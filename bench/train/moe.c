@@ -1,8 +1,9 @@
 /*
- * The GPT's mixture-of-experts MLP: a router (linear d_model -> E without bias, softmax over the
- * experts), each token sent to its k most probable experts (ties to the lower id) with those
- * probabilities as weights, not renormalised, and E expert MLPs (fc, GELU, projection, no
- * biases), each a tp region like the dense MLP. The load-balancing loss of Switch and GShard,
+ * The GPT's mixture-of-experts MLP (gpt_moe, the layer a block's spec puts in its MLP slot): a
+ * router (linear d_model -> E without bias, softmax over the experts), each token sent to its k
+ * most probable experts (ties to the lower id) with those probabilities as weights, not
+ * renormalised, and E expert MLPs (fc, GELU, projection, no biases), each a tp region like the
+ * dense MLP. The load-balancing loss of Switch and GShard,
  * E sum_e f_e P_e (f_e the fraction of the k choices that name e, P_e the mean probability of e),
  * is counted over every data-parallel rank's tokens of the micro-batch, so that it does not
  * depend on the layout; its gradient flows through P only.
@@ -17,6 +18,7 @@
 #include "gpt.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,13 +46,19 @@ typedef struct gpt_moe_scratch {
     double *stats;                 /* [2 E] */
 } gpt_moe_scratch_t;
 
+/* Whether block l's MLP slot holds this layer (its buffers are kept for those blocks only). */
+static int moe_block(const gpt_t *m, int l)
+{
+    return m->blocks[l].mlp == &gpt_moe;
+}
+
 #define ALLOC(p, n)                                                                                \
     do {                                                                                           \
         if (!((p) = calloc((size_t)(n), sizeof(*(p)))))                                            \
             return -1;                                                                             \
     } while (0)
 
-int gpt_moe_alloc(gpt_t *m)
+static int moe_alloc(gpt_t *m)
 {
     if (m->E == 0)
         return 0;
@@ -62,7 +70,7 @@ int gpt_moe_alloc(gpt_t *m)
         ALLOC(m->acts[i].moe, m->L);
         for (int l = 0; l < m->L; l++) {
             gpt_moe_acts_t *e = &m->acts[i].moe[l];
-            if (!gpt_is_moe(m, l))
+            if (!moe_block(m, l))
                 continue;
             ALLOC(e->probs, N * m->E);
             ALLOC(e->w, N * K);
@@ -90,13 +98,13 @@ int gpt_moe_alloc(gpt_t *m)
     return 0;
 }
 
-int gpt_moe_alloc_wgrad(gpt_t *m)
+static int moe_alloc_wgrad(gpt_t *m)
 {
     size_t N = (size_t)m->b * m->T, R = (size_t)m->rmax;
     for (int i = 0; m->E && i < m->n_mb; i++)
         for (int l = 0; l < m->L; l++) {
             gpt_moe_acts_t *e = &m->acts[i].moe[l];
-            if (!gpt_is_moe(m, l))
+            if (!moe_block(m, l))
                 continue;
             ALLOC(e->kdye, R * m->C);
             ALLOC(e->kdh, R * m->Fel);
@@ -105,7 +113,7 @@ int gpt_moe_alloc_wgrad(gpt_t *m)
     return 0;
 }
 
-void gpt_moe_free(gpt_t *m)
+static void moe_release(gpt_t *m)
 {
     for (int i = 0; m->acts && i < m->n_mb; i++) {
         for (int l = 0; m->acts[i].moe && l < m->L; l++) {
@@ -289,7 +297,7 @@ static void router_wgrad(const gpt_t *m, gpt_real *dw, const gpt_real *dl, const
 
 #define MOE(m, name, ...) ((m)->ops.name((m)->ops.ctx, __VA_ARGS__))
 
-int gpt_moe_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_real *in, gpt_real *out)
+static int moe_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_real *in, gpt_real *out)
 {
     gpt_acts_t *a = &m->acts[mb];
     gpt_moe_acts_t *e = &a->moe[l];
@@ -329,8 +337,8 @@ int gpt_moe_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_real *i
     return gpt_exit_fwd(m, m->partial, out, C);
 }
 
-int gpt_moe_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g, const gpt_real *dout,
-                gpt_real *din)
+static int moe_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g,
+                   const gpt_real *dout, gpt_real *din)
 {
     gpt_acts_t *a = &m->acts[mb];
     gpt_moe_acts_t *e = &a->moe[l];
@@ -396,7 +404,7 @@ int gpt_moe_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g, c
     return gpt_enter_bwd(m, m->dinside, din, C);
 }
 
-int gpt_moe_wgrad(gpt_t *m, int mb, int l, gpt_group_t *g)
+static int moe_wgrad(gpt_t *m, int mb, int l, gpt_group_t *g)
 {
     gpt_acts_t *a = &m->acts[mb];
     const gpt_moe_acts_t *e = &a->moe[l];
@@ -415,3 +423,25 @@ int gpt_moe_wgrad(gpt_t *m, int mb, int l, gpt_group_t *g)
     router_wgrad(m, g->routerw, e->kdl, a->ln2_in + (size_t)l * N * C);
     return 0;
 }
+
+/* The router [E, C] (whole on every rank) and the experts' fc [E Fe, C] and projection
+ * [E C, Fe], this rank's experts split across tp like the dense MLP's. */
+static int moe_tensors(const gpt_t *m, int l, gpt_tensor_decl_t *d)
+{
+    int C = m->C;
+    (void)l;
+    d[0] = (gpt_tensor_decl_t){"routerw", m->E, C, GPT_WHOLE, offsetof(gpt_group_t, routerw)};
+    d[1] =
+        (gpt_tensor_decl_t){"efcw", m->E * m->Fe, C, GPT_EXPERT_ROWS, offsetof(gpt_group_t, efcw)};
+    d[2] = (gpt_tensor_decl_t){"eprojw", m->E * C, m->Fe, GPT_EXPERT_COLS,
+                               offsetof(gpt_group_t, eprojw)};
+    return 3;
+}
+
+const gpt_layer_t gpt_moe = {.tensors = moe_tensors,
+                             .alloc = moe_alloc,
+                             .alloc_wgrad = moe_alloc_wgrad,
+                             .release = moe_release,
+                             .fwd = moe_fwd,
+                             .bwd = moe_bwd,
+                             .wgrad = moe_wgrad};
