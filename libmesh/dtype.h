@@ -25,13 +25,20 @@ double mesh_dtype_get(mesh_dtype_t d, const void *buf, size_t i);
 void mesh_dtype_set(mesh_dtype_t d, void *buf, size_t i, double v);
 
 /* Inline forms of the conversions (identical results) for the reduction loops; those of fp16
- * and bf16 are written without branches so that the loops vectorise. */
+ * and bf16 are written without branches so that the loops vectorise. The device kernels
+ * (libmesh/cuda/) compile these same functions, so that a device rounds as the host does. */
+#ifdef __CUDACC__
+#define MESH_DTYPE_INLINE static __host__ __device__ __forceinline__
+#else
+#define MESH_DTYPE_INLINE static inline
+#endif
+
 typedef union {
     float f;
     uint32_t u;
 } mesh_dtype_bits_t;
 
-static inline float mesh_fp16_to_float_inline(uint16_t h)
+MESH_DTYPE_INLINE float mesh_fp16_to_float_inline(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t em = h & 0x7fffu;
@@ -46,7 +53,7 @@ static inline float mesh_fp16_to_float_inline(uint16_t h)
     return out.f;
 }
 
-static inline uint16_t mesh_float_to_fp16_inline(float f)
+MESH_DTYPE_INLINE uint16_t mesh_float_to_fp16_inline(float f)
 {
     mesh_dtype_bits_t in = {.f = f};
     uint32_t sign = (in.u >> 16) & 0x8000u;
@@ -67,13 +74,13 @@ static inline uint16_t mesh_float_to_fp16_inline(float f)
     return (uint16_t)(sign | r);
 }
 
-static inline float mesh_bf16_to_float_inline(uint16_t b)
+MESH_DTYPE_INLINE float mesh_bf16_to_float_inline(uint16_t b)
 {
     mesh_dtype_bits_t out = {.u = (uint32_t)b << 16};
     return out.f;
 }
 
-static inline uint16_t mesh_float_to_bf16_inline(float f)
+MESH_DTYPE_INLINE uint16_t mesh_float_to_bf16_inline(float f)
 {
     mesh_dtype_bits_t in = {.f = f};
     uint32_t x = in.u;
@@ -83,19 +90,19 @@ static inline uint16_t mesh_float_to_bf16_inline(float f)
     return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? nan : r);
 }
 
-static inline uint32_t mesh_dtype_f2u_(float f)
+MESH_DTYPE_INLINE uint32_t mesh_dtype_f2u_(float f)
 {
     mesh_dtype_bits_t b = {.f = f};
     return b.u;
 }
 
-static inline float mesh_dtype_u2f_(uint32_t u)
+MESH_DTYPE_INLINE float mesh_dtype_u2f_(uint32_t u)
 {
     mesh_dtype_bits_t b = {.u = u};
     return b.f;
 }
 
-static inline float mesh_e4m3_to_float_inline(uint8_t v)
+MESH_DTYPE_INLINE float mesh_e4m3_to_float_inline(uint8_t v)
 {
     uint32_t sign = (uint32_t)(v & 0x80u) << 24;
     uint32_t em = v & 0x7fu;
@@ -107,7 +114,7 @@ static inline float mesh_e4m3_to_float_inline(uint8_t v)
                            (sub & ~is_normal));
 }
 
-static inline uint8_t mesh_float_to_e4m3_inline(float f)
+MESH_DTYPE_INLINE uint8_t mesh_float_to_e4m3_inline(float f)
 {
     uint32_t x = mesh_dtype_f2u_(f);
     uint32_t sign = (x >> 24) & 0x80u;
@@ -123,7 +130,7 @@ static inline uint8_t mesh_float_to_e4m3_inline(float f)
     return (uint8_t)(sign | r);
 }
 
-static inline float mesh_e5m2_to_float_inline(uint8_t v)
+MESH_DTYPE_INLINE float mesh_e5m2_to_float_inline(uint8_t v)
 {
     uint32_t sign = (uint32_t)(v & 0x80u) << 24;
     uint32_t em = v & 0x7fu;
@@ -136,7 +143,7 @@ static inline float mesh_e5m2_to_float_inline(uint8_t v)
                            (sub & ~is_normal));
 }
 
-static inline uint8_t mesh_float_to_e5m2_inline(float f)
+MESH_DTYPE_INLINE uint8_t mesh_float_to_e5m2_inline(float f)
 {
     uint32_t x = mesh_dtype_f2u_(f);
     uint32_t sign = (x >> 24) & 0x80u;
