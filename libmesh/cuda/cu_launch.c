@@ -130,7 +130,8 @@ mesh_status_t mesh_cu_reduce(void *dst, const void *a, const void *b, size_t cou
     if (count == 0)
         return MESH_OK;
     /* Threads of a kernel run in no order: dst may be a or b, but not overlap them otherwise. */
-    if ((dst != a && mesh_cu_overlap(dst, a, bytes)) || (dst != b && mesh_cu_overlap(dst, b, bytes)))
+    if ((dst != a && mesh_cu_overlap(dst, a, bytes)) ||
+        (dst != b && mesh_cu_overlap(dst, b, bytes)))
         return mesh_error(MESH_ERR_INVALID_ARG, "device reduction: dst %p overlaps a %p or b %p "
                           "without being equal to it", dst, a, b);
     char name[64];

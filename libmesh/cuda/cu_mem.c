@@ -78,16 +78,16 @@ static mesh_status_t mesh_cu_current_device(int *device)
 
 /* Runs expr (a CUresult) with stream's context current; st gets the status. */
 #define MESH_CU_IN_CTX(stream, expr, name)                                                     \
-    ({                                                                                        \
-        int _pushed;                                                                          \
-        mesh_status_t _st = mesh_cu_enter((CUstream)(stream), NULL, &_pushed);                \
-        if (_st == MESH_OK) {                                                                 \
-            CUresult _r = (expr);                                                             \
-            if (_r != CUDA_SUCCESS)                                                           \
-                _st = mesh_cu_error(_r, name);                                                \
-            mesh_cu_leave(_pushed);                                                           \
-        }                                                                                     \
-        _st;                                                                                  \
+    ({                                                                                         \
+        int _cpushed;                                                                          \
+        mesh_status_t _cst = mesh_cu_enter((CUstream)(stream), NULL, &_cpushed);               \
+        if (_cst == MESH_OK) {                                                                 \
+            CUresult _cr = (expr);                                                             \
+            if (_cr != CUDA_SUCCESS)                                                           \
+                _cst = mesh_cu_error(_cr, name);                                               \
+            mesh_cu_leave(_cpushed);                                                           \
+        }                                                                                      \
+        _cst;                                                                                  \
     })
 
 static mesh_status_t mesh_cu_stream_create(void **stream)

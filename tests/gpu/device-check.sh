@@ -122,5 +122,6 @@ while read -r name cmd; do
     [ "$st" = FAIL ] || [ "$st" = TIME ] && tail -15 "$logs/$name.log" | sed 's/^/    /'
 done <"$tmp"
 rm -f "$tmp"
-echo "device-check: summary: $pass passed, $fail failed, $skip skipped, $notrun not run in $(elapsed)s (logs: $logs)"
+echo "device-check: summary: $pass passed, $fail failed, $skip skipped, $notrun not run" \
+    "in $(elapsed)s (logs: $logs)"
 [ "$fail" -eq 0 ] && [ "$notrun" -eq 0 ]

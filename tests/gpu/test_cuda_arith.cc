@@ -100,12 +100,20 @@ static void kernel_scale(mesh_dtype_t dt, const void *a, const unsigned char *s,
     case MESH_UINT32: run<uint32_t>(op_scale<cv_u32, uint32_t>{u32}, a, NULL, d); break;
     case MESH_INT64:
     case MESH_UINT64: run<uint64_t>(op_scale<cv_u64, uint64_t>{u64}, a, NULL, d); break;
-    case MESH_FP16: run<uint16_t>(op_scale<cv_f16, float>{mesh_fp16_to_float(u16)}, a, NULL, d); break;
-    case MESH_BF16: run<uint16_t>(op_scale<cv_bf16, float>{mesh_bf16_to_float(u16)}, a, NULL, d); break;
+    case MESH_FP16:
+        run<uint16_t>(op_scale<cv_f16, float>{mesh_fp16_to_float(u16)}, a, NULL, d);
+        break;
+    case MESH_BF16:
+        run<uint16_t>(op_scale<cv_bf16, float>{mesh_bf16_to_float(u16)}, a, NULL, d);
+        break;
     case MESH_FP32: run<float>(op_scale<cv_f32, float>{f32}, a, NULL, d); break;
     case MESH_FP64: run<double>(op_scale<cv_f64, double>{f64}, a, NULL, d); break;
-    case MESH_FP8_E4M3: run<uint8_t>(op_scale<cv_e4m3, float>{mesh_e4m3_to_float(u8)}, a, NULL, d); break;
-    case MESH_FP8_E5M2: run<uint8_t>(op_scale<cv_e5m2, float>{mesh_e5m2_to_float(u8)}, a, NULL, d); break;
+    case MESH_FP8_E4M3:
+        run<uint8_t>(op_scale<cv_e4m3, float>{mesh_e4m3_to_float(u8)}, a, NULL, d);
+        break;
+    case MESH_FP8_E5M2:
+        run<uint8_t>(op_scale<cv_e5m2, float>{mesh_e5m2_to_float(u8)}, a, NULL, d);
+        break;
     default: CHECK(0);
     }
 }

@@ -83,7 +83,10 @@ static char recv_byte(int s)
 
 static void send_byte(int s, char c) { CHECK(write(s, &c, 1) == 1); }
 
-static unsigned char pattern(size_t i, int k) { return (unsigned char)(i * 13 + (size_t)k * 71 + 1); }
+static unsigned char pattern(size_t i, int k)
+{
+    return (unsigned char)(i * 13 + (size_t)k * 71 + 1);
+}
 
 static void sync_stream(void *stream)
 {
@@ -156,8 +159,8 @@ static int child(int s)
 static CUdeviceptr vmm_alloc(size_t *size, CUmemGenericAllocationHandle *h)
 {
     int vmm = 0, posix = 0;
-    CHECK(mesh_cu.cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-                                       0) == CUDA_SUCCESS);
+    CHECK(mesh_cu.cuDeviceGetAttribute(
+              &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0) == CUDA_SUCCESS);
     CHECK(mesh_cu.cuDeviceGetAttribute(
               &posix, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 0) ==
           CUDA_SUCCESS);

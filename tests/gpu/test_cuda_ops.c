@@ -153,7 +153,8 @@ static const size_t sizes[] = {1, 3, 17, 255, 1021, 4099, 65537, 1000003};
 static void test_reduce_one(mesh_dtype_t d, size_t n, size_t shift)
 {
     size_t ds = mesh_dtype_size(d), bytes = n * ds;
-    unsigned char *a = malloc(bytes), *b = malloc(bytes), *ref = malloc(bytes), *out = malloc(bytes);
+    unsigned char *a = malloc(bytes), *b = malloc(bytes);
+    unsigned char *ref = malloc(bytes), *out = malloc(bytes);
     CHECK(a && b && ref && out);
     gbuf_t ga = gbuf(bytes), gb = gbuf(bytes), gd = gbuf(bytes);
     char what[96];
