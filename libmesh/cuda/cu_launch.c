@@ -57,14 +57,28 @@ static mesh_status_t mesh_cu_module_load(mesh_cu_module_t *m, CUcontext ctx)
                           mesh_cuda_fatbin_size, (int)dev);
     if (r != CUDA_SUCCESS)
         return mesh_cu_error(r, "cuModuleLoadData");
-    m->ctx = ctx;
+    __atomic_store_n(&m->ctx, ctx, __ATOMIC_RELEASE); /* module and sms are set */
     return MESH_OK;
 }
 
-/* The kernel in slot for the current context ctx, and its device's multiprocessors. */
+/* The kernel in slot for the current context ctx, and its device's multiprocessors. Entries
+ * and slots are written once, under the lock: a launch that finds its kernel takes no lock. */
 static mesh_status_t mesh_cu_function(CUcontext ctx, int slot, const char *name, CUfunction *fn,
                                       int *sms)
 {
+    for (int i = 0; i < MESH_CU_MODULES; i++) {
+        CUcontext c = __atomic_load_n(&mesh_cu_modules[i].ctx, __ATOMIC_ACQUIRE);
+        if (c == NULL || c == ctx) {
+            CUfunction f = c ? __atomic_load_n(&mesh_cu_modules[i].fn[slot], __ATOMIC_ACQUIRE)
+                             : NULL;
+            if (f != NULL) {
+                *fn = f;
+                *sms = mesh_cu_modules[i].sms;
+                return MESH_OK;
+            }
+            break;
+        }
+    }
     mesh_status_t st = MESH_OK;
     pthread_mutex_lock(&mesh_cu_modules_lock);
     mesh_cu_module_t *m = NULL;
@@ -77,9 +91,12 @@ static mesh_status_t mesh_cu_function(CUcontext ctx, int slot, const char *name,
     else if (m->ctx == NULL)
         st = mesh_cu_module_load(m, ctx);
     if (st == MESH_OK && m->fn[slot] == NULL) {
-        CUresult r = mesh_cu.cuModuleGetFunction(&m->fn[slot], m->module, name);
+        CUfunction f;
+        CUresult r = mesh_cu.cuModuleGetFunction(&f, m->module, name);
         if (r != CUDA_SUCCESS)
             st = mesh_cu_error(r, "cuModuleGetFunction");
+        else
+            __atomic_store_n(&m->fn[slot], f, __ATOMIC_RELEASE);
     }
     if (st == MESH_OK) {
         *fn = m->fn[slot];
