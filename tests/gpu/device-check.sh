@@ -11,7 +11,8 @@
 #
 # Knobs: DEVICE_CHECK_JOBS (make -j, default 16), DEVICE_CHECK_TIMEOUT (seconds per check,
 # default 150), DEVICE_CHECK_LOGS (folder of the logs, default device-check-logs),
-# DEVICE_CHECK_SANITIZER=1 (also the table's test under compute-sanitizer), CONFIGURE_FLAGS.
+# DEVICE_CHECK_SANITIZER=1 (also the table's test under compute-sanitizer),
+# DEVICE_CHECK_PREBUILT=1 (run the programs there are, build nothing), CONFIGURE_FLAGS.
 #
 # To add a check, append a line to the list in checks() below: a name, then the command (its
 # programs under tests/ are built first). On a machine with a GPU (nvidia-smi lists one), a check
@@ -67,22 +68,33 @@ else
     echo "device-check: no nvidia-smi: skips count as skips"
 fi
 
-# Build: configure once, then only what the checks run (and the library).
-if [ ! -f Makefile ]; then
+# Build: configure once, then only what the checks run (and the library). With
+# DEVICE_CHECK_PREBUILT=1 the programs built elsewhere and carried here run as they are (a
+# machine without nvcc or autotools: carry tests/gpu, whose test programs hold the library).
+if [ "${DEVICE_CHECK_PREBUILT:-0}" = 1 ]; then
+    echo "device-check: prebuilt programs, no build"
+elif [ ! -f Makefile ] && [ ! -x configure ] && ! command -v autoreconf >/dev/null; then
+    echo "device-check: FAIL: no configure and no autotools here: run ./autogen.sh where they" \
+        "are and carry configure and the Makefile.in files, or build there and carry tests/gpu" \
+        "with DEVICE_CHECK_PREBUILT=1"
+    exit 1
+elif [ ! -f Makefile ]; then
     echo "device-check: configuring (log: $logs/build.log)"
     { [ -x configure ] || ./autogen.sh; } >"$logs/build.log" 2>&1 &&
         ./configure ${CONFIGURE_FLAGS:-} >>"$logs/build.log" 2>&1 ||
         { tail -30 "$logs/build.log"; echo "device-check: FAIL configure"; exit 1; }
 fi
-grep -q '^#define HAVE_CUDA 1' config.h ||
-    echo "device-check: warning: configured without CUDA: the GPU checks will skip"
-echo "device-check: building (make -j$jobs; log: $logs/build.log)"
-if ! make -j"$jobs" all $(programs) >>"$logs/build.log" 2>&1; then
-    tail -30 "$logs/build.log"
-    echo "device-check: FAIL build ($(elapsed)s)"
-    exit 1
+if [ "${DEVICE_CHECK_PREBUILT:-0}" != 1 ]; then
+    grep -q '^#define HAVE_CUDA 1' config.h ||
+        echo "device-check: warning: configured without CUDA (no nvcc?): the GPU checks skip"
+    echo "device-check: building (make -j$jobs; log: $logs/build.log)"
+    if ! make -j"$jobs" all $(programs) >>"$logs/build.log" 2>&1; then
+        tail -30 "$logs/build.log"
+        echo "device-check: FAIL build ($(elapsed)s)"
+        exit 1
+    fi
+    echo "device-check: built in $(elapsed)s"
 fi
-echo "device-check: built in $(elapsed)s"
 
 pass=0 fail=0 skip=0 notrun=0
 export top_srcdir="$top" top_builddir="$top"
