@@ -42,23 +42,31 @@ extern "C" {
 MESH_API mesh_status_t mesh_dtype_convert(void *dst, mesh_dtype_t dst_dtype, const void *src,
                                           mesh_dtype_t src_dtype, size_t count);
 
+/* Under nvcc the same functions compile for the device too, so that device reductions round as
+ * the host's do. */
+#if defined(__CUDACC__)
+#define MESH_DTYPE_INLINE static __host__ __device__ __forceinline__
+#else
+#define MESH_DTYPE_INLINE static inline
+#endif
+
 /* The bits of an fp32 value and back (helpers of the conversions below; memcpy compiles to a
  * register move and keeps the header valid C and C++). */
-static inline uint32_t mesh_dtype_f2u_(float f)
+MESH_DTYPE_INLINE uint32_t mesh_dtype_f2u_(float f)
 {
     uint32_t u;
     memcpy(&u, &f, sizeof(u));
     return u;
 }
 
-static inline float mesh_dtype_u2f_(uint32_t u)
+MESH_DTYPE_INLINE float mesh_dtype_u2f_(uint32_t u)
 {
     float f;
     memcpy(&f, &u, sizeof(f));
     return f;
 }
 
-static inline float mesh_fp16_to_float(uint16_t h)
+MESH_DTYPE_INLINE float mesh_fp16_to_float(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t em = h & 0x7fffu;
@@ -71,7 +79,7 @@ static inline float mesh_fp16_to_float(uint16_t h)
     return mesh_dtype_u2f_(sign | r);
 }
 
-static inline uint16_t mesh_float_to_fp16(float f)
+MESH_DTYPE_INLINE uint16_t mesh_float_to_fp16(float f)
 {
     uint32_t x = mesh_dtype_f2u_(f);
     uint32_t sign = (x >> 16) & 0x8000u;
@@ -90,12 +98,12 @@ static inline uint16_t mesh_float_to_fp16(float f)
     return (uint16_t)(sign | r);
 }
 
-static inline float mesh_bf16_to_float(uint16_t b)
+MESH_DTYPE_INLINE float mesh_bf16_to_float(uint16_t b)
 {
     return mesh_dtype_u2f_((uint32_t)b << 16);
 }
 
-static inline uint16_t mesh_float_to_bf16(float f)
+MESH_DTYPE_INLINE uint16_t mesh_float_to_bf16(float f)
 {
     uint32_t x = mesh_dtype_f2u_(f);
     uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16; /* the carry may reach inf: overflow */
@@ -104,7 +112,7 @@ static inline uint16_t mesh_float_to_bf16(float f)
     return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? nan : r);
 }
 
-static inline float mesh_e4m3_to_float(uint8_t v)
+MESH_DTYPE_INLINE float mesh_e4m3_to_float(uint8_t v)
 {
     uint32_t sign = (uint32_t)(v & 0x80u) << 24;
     uint32_t em = v & 0x7fu;
@@ -116,7 +124,7 @@ static inline float mesh_e4m3_to_float(uint8_t v)
                            (sub & ~is_normal));
 }
 
-static inline uint8_t mesh_float_to_e4m3(float f)
+MESH_DTYPE_INLINE uint8_t mesh_float_to_e4m3(float f)
 {
     uint32_t x = mesh_dtype_f2u_(f);
     uint32_t sign = (x >> 24) & 0x80u;
@@ -132,7 +140,7 @@ static inline uint8_t mesh_float_to_e4m3(float f)
     return (uint8_t)(sign | r);
 }
 
-static inline float mesh_e5m2_to_float(uint8_t v)
+MESH_DTYPE_INLINE float mesh_e5m2_to_float(uint8_t v)
 {
     uint32_t sign = (uint32_t)(v & 0x80u) << 24;
     uint32_t em = v & 0x7fu;
@@ -145,7 +153,7 @@ static inline float mesh_e5m2_to_float(uint8_t v)
                            (sub & ~is_normal));
 }
 
-static inline uint8_t mesh_float_to_e5m2(float f)
+MESH_DTYPE_INLINE uint8_t mesh_float_to_e5m2(float f)
 {
     uint32_t x = mesh_dtype_f2u_(f);
     uint32_t sign = (x >> 24) & 0x80u;
