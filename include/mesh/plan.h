@@ -50,6 +50,11 @@ typedef struct {
     int expert_ffn;     /* MLP hidden size of one expert */
     int shared_experts; /* experts every token goes through (DeepSeek), of expert_ffn each */
     int dense_layers;   /* the first layers that keep a dense MLP */
+    int moe_interval;   /* after them, every moe_interval-th layer is MoE (layer i when
+                           (i - dense_layers) % moe_interval == moe_interval - 1; GShard and
+                           Switch: 2); 0: 1, every one */
+    int route_nodes;    /* node-limited routing: the experts of a token lie on at most this many
+                           nodes when ep spans nodes (DeepSeek-V3: 4); 0: no limit */
     double batch_tokens; /* the published global batch in tokens (presets); 0: none */
     const char *source;  /* where the numbers come from (presets) */
 } mesh_plan_model_t;
@@ -254,6 +259,12 @@ typedef struct {
     double mem[MESH_PLAN_MEM_COUNT]; /* bytes per rank on its fullest pipeline stage */
     double mem_total, mem_limit;
     int stage_layers_max, stage_layers_min;
+    int stage_layers_first, stage_layers_last; /* the first stage also holds the embedding, the
+                                                  last the output layer and the loss */
+    double head_layers;         /* the output layer's work in layers (the last stage's extra) */
+    double stage_imbalance;     /* the slowest stage's work over the average stage's, - 1 */
+    int ep_hier;                /* ep spans nodes and its tokens cross them once per node
+                                   (hierarchical dispatch), not once per expert */
     double step;                /* predicted seconds per optimizer step */
     double compute;             /* seconds of compute on the slowest stage (recomputation
                                    included) */
@@ -291,7 +302,8 @@ typedef struct {
     unsigned recompute_mask;    /* (1u << mesh_plan_recompute_t); 0: all */
     int no_sp;                  /* no sequence parallelism */
     int top;                    /* TOP: distinct axis layouts kept; default 10 */
-    int allow_span;             /* SPAN: tp and ep may span nodes even when nothing forces it */
+    int allow_span;             /* SPAN: tp (and etp x ep in part of a node) may span nodes
+                                   even when nothing forces it; ep spans whole nodes freely */
     const mesh_plan_cluster_t *cluster; /* CLUSTER: mesh_plan_best's machine (else CPU ranks) */
 } mesh_plan_params_t;
 
