@@ -139,7 +139,9 @@ void plan_stage_split(int layers, int p, double w_last, int *counts)
     double frac = w_last - floor(w_last);
     double steps[2] = {0, frac};
     int cap0 = 1, capl = 1, capm = 1;
-    for (int k = (int)floor((layers + w_last) / p) - 1; k <= layers + (int)ceil(w_last); k++) {
+    /* T is at least the average work and leaves the last stage one layer */
+    int k0 = (int)fmax(floor((layers + w_last) / p) - 1, floor(w_last));
+    for (int k = k0; k <= layers + (int)ceil(w_last); k++) {
         int found = 0;
         for (int i = 0; i < 2 && !found; i++) {
             double T = k + steps[i];

@@ -242,6 +242,61 @@ static void test_stage_split(void)
     }
 }
 
+/* Every split of L layers over p stages (each at least one): the least work of the slowest
+ * stage, the last counting w more, and among the splits reaching it the fewest layers on the
+ * first stage, then on the last. */
+static void split_bf(int left, int p, int i, double w, double most, int first, int *cur,
+                     double *best, int *bfirst, int *blast)
+{
+    if (i == p - 1) {
+        double load = fmax(most, left + (p > 1 ? w : 0));
+        int f = p > 1 ? first : left;
+        if (load < *best - 1e-9 || (fabs(load - *best) <= 1e-9 &&
+                                    (f < *bfirst || (f == *bfirst && left < *blast)))) {
+            *best = load, *bfirst = f, *blast = left;
+        }
+        return;
+    }
+    for (int n = 1; n <= left - (p - 1 - i); n++) {
+        cur[i] = n;
+        split_bf(left - n, p, i + 1, w, fmax(most, n), i == 0 ? n : first, cur, best, bfirst,
+                 blast);
+    }
+}
+
+/* The planner's split against every split there is, for 1..20 layers on 1..6 stages. */
+static void test_stage_split_all(void)
+{
+    int shapes = 0;
+    for (int p = 1; p <= 6; p++) {
+        mesh_plan_cluster_t c;
+        CHECK(mesh_plan_cluster_preset("cpu", p, &c) == MESH_OK);
+        c.gpus_per_node = p;
+        for (int L = p; L <= 20; L++)
+            for (int v = 0; v < 3; v++) { /* output layers of 0.64, 2.6 and 10 layers' work */
+                mesh_plan_model_t m = {.name = "split", .layers = L, .hidden = 64, .heads = 4,
+                                       .vocab = (int[]){500, 2000, 8000}[v], .seq = 16,
+                                       .tied = 1};
+                char spec[32];
+                snprintf(spec, sizeof(spec), "pp=%d,zero=1,recompute=none", p);
+                mesh_plan_eval_t e = eval(&m, &c, spec, 16.0 * 16);
+                CHECK_MSG(e.reject != MESH_PLAN_REJ_INVALID, "%s: %s", spec, e.why);
+                int cur[8], bfirst = 1 << 30, blast = 1 << 30;
+                double best = 1e30, w = e.head_layers;
+                split_bf(L, p, 0, w, 0, 0, cur, &best, &bfirst, &blast);
+                double load = fmax(e.stage_layers_max, e.stage_layers_last + (p > 1 ? w : 0));
+                CHECK_MSG(fabs(load - best) < 1e-9 && e.stage_layers_first == bfirst &&
+                              e.stage_layers_last == blast,
+                          "%d layers on %d stages, head %.3f: slowest %.3f first %d last %d; "
+                          "every split: %.3f first %d last %d",
+                          L, p, w, load, e.stage_layers_first, e.stage_layers_last, best, bfirst,
+                          blast);
+                shapes++;
+            }
+    }
+    printf("ok: the stage split is the best of every split, %d shapes\n", shapes);
+}
+
 /* One all-to-all of an MoE layer whose ep group spans N = 2 nodes of g = 4 ranks, for E = 16
  * experts and k = 4: flat, k (N-1)/N = 2 rows cross nodes and k (g-1)/(gN) = 1.5 move inside
  * one, both at once; hierarchical, D (N-1)/N rows cross, D = N (1 - C(E - E/N, k) / C(E, k)) =
@@ -283,6 +338,7 @@ int main(void)
     test_pipeline_memory();
     test_counts();
     test_stage_split();
+    test_stage_split_all();
     test_ep_span();
     printf("ok\n");
     return 0;
