@@ -12,7 +12,10 @@
  * parallelism split them, with selective or full recomputation); the activations a pipeline
  * stage holds per schedule. Time: flops at the cluster's peak times an efficiency, each axis's
  * collectives at its latency and bus bandwidth (nominal, or measured by mesh-bench and read by
- * mesh_plan_calib_load), and the pipeline bubble.
+ * mesh_plan_calib_load), and the pipeline bubble. The layers are split over the stages so that
+ * the slowest, whose work counts the output layer on the last, is as fast as it can be, the
+ * first stage (embedding) and then the last taking the fewest layers that allows; an ep group
+ * may span whole nodes, its dispatch flat or hierarchical (once per node), the faster.
  */
 #ifndef MESH_PLAN_H
 #define MESH_PLAN_H
