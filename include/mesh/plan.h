@@ -227,8 +227,9 @@ MESH_API void mesh_plan_state_bytes(int zero, int d, double *params, double *gra
 MESH_API double mesh_plan_act_layer(const mesh_plan_model_t *model, int mbs, int tp, int cp,
                                     int sp, mesh_plan_recompute_t recompute, int moe, int etp);
 /* Micro-batches whose activations pipeline stage `stage` of p holds at its peak (in units of
- * the activations of all its layers): 1F1B and ZB-H1 min(p - stage, m), AFAB m, interleaved
- * with v chunks (2(p - stage - 1) + (v - 1)p + 1)/v, at most m. */
+ * the activations of all its layers): 1F1B min(p - stage, m), ZB-H1 min(p, m) (until their
+ * deferred W), AFAB m, interleaved with v chunks (2(p - stage - 1) + (v - 1)p + 1)/v, at most
+ * m: the peaks of mesh's own schedules (mesh_pp_check_rank, tests/parallel/test_pp_sched). */
 MESH_API double mesh_plan_inflight(mesh_plan_schedule_t s, int p, int m, int v, int stage);
 /* Idle time of a step over its ideal time (p - 1)/m for AFAB and 1F1B, (p - 1)/(v m)
  * interleaved, a third of 1F1B's for ZB-H1 (its bubble is (p-1)(F+B-W), F = B = W). */

@@ -79,8 +79,10 @@ double mesh_plan_inflight(mesh_plan_schedule_t s, int p, int m, int v, int stage
     switch (s) {
     case MESH_PLAN_SCHED_NONE: return 1;
     case MESH_PLAN_SCHED_AFAB: return m;
-    case MESH_PLAN_SCHED_1F1B:
-    case MESH_PLAN_SCHED_ZB_H1: return p - stage < m ? p - stage : m;
+    case MESH_PLAN_SCHED_1F1B: return p - stage < m ? p - stage : m;
+    /* ZB-H1 defers the W of stage i's first i micro-batches: every stage holds 1F1B's first
+     * stage's p until their W (the zero-bubble paper's pM_B on every worker) */
+    case MESH_PLAN_SCHED_ZB_H1: return p < m ? p : m;
     case MESH_PLAN_SCHED_INTERLEAVED: {
         /* Megatron's warm-up: 2(p - stage - 1) + (v - 1)p chunks, one more in steady state */
         double chunks = 2.0 * (p - stage - 1) + (double)(v - 1) * p + 1;
@@ -256,12 +258,17 @@ void plan_memory(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *st
         double dense, expert;
         plan_stage_params(x, l, stage_layers, i, &dense, &expert);
         double inflight = mesh_plan_inflight(l->schedule, p, l->micro_batches, l->vpp, i);
+        /* the logits live from a forward to its backward: under ZB-H1 as under 1F1B, not
+         * until the deferred W */
+        double to_b = l->schedule == MESH_PLAN_SCHED_ZB_H1
+                          ? mesh_plan_inflight(MESH_PLAN_SCHED_1F1B, p, l->micro_batches, 1, i)
+                          : inflight;
         double mem[MESH_PLAN_MEM_COUNT];
         mem[MESH_PLAN_MEM_PARAMS] = dense * pb + expert * peb;
         mem[MESH_PLAN_MEM_GRADS] = dense * gb + expert * geb;
         mem[MESH_PLAN_MEM_OPTIM] = dense * ob + expert * oeb;
         mem[MESH_PLAN_MEM_ACT] = ((n - nmoe) * act_d + nmoe * act_m) * inflight + transient +
-                                 (i == p - 1 ? logits * fmax(1.0, inflight) : 0);
+                                 (i == p - 1 ? logits * fmax(1.0, to_b) : 0);
         mem[MESH_PLAN_MEM_BUFFERS] = plan_buffers(x, l, dense, layer_max);
         double total = 0;
         for (int k = 0; k < MESH_PLAN_MEM_COUNT; k++)

@@ -101,13 +101,14 @@ static void test_activations(void)
 
 static void test_pipeline(void)
 {
-    /* 1F1B: stage i holds p - i micro-batches (all m when m < p); AFAB holds m */
+    /* 1F1B: stage i holds p - i micro-batches (all m when m < p); ZB-H1 p on every stage (the
+     * W of stage i's first i micro-batches waits to the end); AFAB holds m */
     for (int p = 1; p <= 16; p *= 2)
         for (int m = 1; m <= 64; m *= 4)
             for (int i = 0; i < p; i++) {
                 double want = p - i < m ? p - i : m;
                 CHECK(mesh_plan_inflight(MESH_PLAN_SCHED_1F1B, p, m, 1, i) == want);
-                CHECK(mesh_plan_inflight(MESH_PLAN_SCHED_ZB_H1, p, m, 1, i) == want);
+                CHECK(mesh_plan_inflight(MESH_PLAN_SCHED_ZB_H1, p, m, 1, i) == (p < m ? p : m));
                 CHECK(mesh_plan_inflight(MESH_PLAN_SCHED_AFAB, p, m, 1, i) == m);
             }
     /* interleaved: the first stage holds p + (p - 1)/v stages' worth, the factor

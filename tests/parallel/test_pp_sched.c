@@ -9,6 +9,7 @@
  */
 #include "tests/harness/harness.h"
 #include <mesh/pipeline.h>
+#include <mesh/plan.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -430,6 +431,10 @@ static void test_user_built(void)
  *     its forward chunk (k - g0 v) / L; backward k runs the same micro-batch on chunk v-1-c.
  *     Warm-up w = min(2(p-r-1) + (v-1)g, mv) forwards, then F(w+k), B(k) in turn, then the
  *     cool-down backwards.                                              peak min(w + 1, mv)
+ * The planner's memory model (mesh_plan_inflight, <mesh/plan.h>) must hold the same peaks, in
+ * stages' worth of activations: v times its figure is the peak here for afab, 1f1b, zb1 and
+ * interleaved with groups of p.
+ *
  *   zbv (ZB-V, the same paper, sec. 6; its order comes from a greedy run, pp_zbv.c): before
  *     its first B, rank r runs min(m, 2p-1-r) forwards of chunk 0 (the way down the V) and
  *     min(m, r+1) of chunk 1 (the way up); each rank's peak, in half-stage chunks, is that of
@@ -557,6 +562,17 @@ static int check_shape(mesh_pp_kind_t kind, int p, int m, int v, int g, order_t 
                   "%s p=%d m=%d v=%d group %d rank %d: peak %d activations, the "
                   "definition holds %d",
                   k, p, m, v, g, r, peak, wp);
+        if (kind != MESH_PP_ZBV && (kind != MESH_PP_INTERLEAVED || g == p)) {
+            mesh_plan_schedule_t ps = kind == MESH_PP_AFAB          ? MESH_PLAN_SCHED_AFAB
+                                      : kind == MESH_PP_1F1B        ? MESH_PLAN_SCHED_1F1B
+                                      : kind == MESH_PP_INTERLEAVED ? MESH_PLAN_SCHED_INTERLEAVED
+                                                                    : MESH_PLAN_SCHED_ZB_H1;
+            double plan = mesh_plan_inflight(ps, p, m, v, r) * v;
+            CHECK_MSG(fabs(plan - peak) < 1e-9,
+                      "%s p=%d m=%d v=%d rank %d: the planner counts %.3f activations, the "
+                      "schedule holds %d",
+                      k, p, m, v, r, plan, peak);
+        }
         got_order(s, r, got);
         if (kind == MESH_PP_ZBV) {
             int f[2] = {0, 0};
