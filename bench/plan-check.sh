@@ -1,13 +1,16 @@
 #!/bin/sh
 # bench/plan-check.sh: does mesh-plan's calibration predict this machine? Two separate mesh-bench
-# runs of the per-axis bench (tp=2,dp=2,pp=2 on 8 ranks over 2 simulated nodes, all-reduce,
-# all-gather, reduce-scatter and send/recv on every axis); mesh-plan --calibrate reads the first
-# and predicts the time of every axis, op and size of the second. Prints the table and exits 0
-# when every prediction is within the tolerance, 1 otherwise.
+# runs of the per-axis bench (by default tp=2,dp=2,pp=2 on 8 ranks over 2 simulated nodes,
+# all-reduce, all-gather, reduce-scatter and send/recv on every axis); mesh-plan --calibrate
+# reads the first and predicts the time of every axis, op and size of the second. Prints the
+# table and exits 0 when every prediction is within the tolerance, 1 otherwise.
 #
 #   bench/plan-check.sh [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-t TOLERANCE]
-#                       [--between] [--keep DIR]
+#                       [--mesh SIZES] [-o OPS] [--between] [--keep DIR]
 #
+# --mesh and -o choose the axes and ops measured: --mesh tp=2,cp=2,ep=2 -o
+# allreduce,allgather,reduce_scatter,alltoall,sendrecv checks the context-parallel ring's
+# send/recv and the expert all-to-all the planner times cp and ep with.
 # --between runs the second bench at the sizes halfway (geometrically) between the first's, so
 # that every prediction is an interpolation, not a repeat. Run it on a quiet machine: the load
 # average is printed before and after each run.
@@ -16,9 +19,10 @@ MESHRUN="$top_builddir/tools/meshrun"
 BENCH="$top_builddir/bench/mesh-bench"
 PLAN="$top_builddir/tools/mesh-plan"
 min=1m max=32m factor=2 iters=20 warmup=5 tol=0.25 between=0 keep=
+mesh=tp=2,dp=2,pp=2 ops=allreduce,allgather,reduce_scatter,sendrecv
 
 usage() {
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
     exit "$1"
 }
 while [ $# -gt 0 ]; do
@@ -29,6 +33,8 @@ while [ $# -gt 0 ]; do
     -n) iters=$2; shift ;;
     -w) warmup=$2; shift ;;
     -t) tol=$2; shift ;;
+    --mesh) mesh=$2; shift ;;
+    -o) ops=$2; shift ;;
     --between) between=1 ;;
     --keep) keep=$2; shift ;;
     -h | --help) usage 0 ;;
@@ -56,8 +62,8 @@ bytes() {
 
 run() { # csv min max
     echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-    "$MESHRUN" -n 8 --nodes 2 --timeout 900 "$BENCH" --mesh tp=2,dp=2,pp=2 --axes all \
-        -o allreduce,allgather,reduce_scatter,sendrecv -b "$2" -e "$3" -f "$factor" \
+    "$MESHRUN" -n "$ranks" --nodes 2 --timeout 900 "$BENCH" --mesh "$mesh" --axes all \
+        -o "$ops" -b "$2" -e "$3" -f "$factor" \
         -n "$iters" -w "$warmup" --csv "$1" >"$1.log" 2>&1
     rc=$?
     echo "# load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -68,6 +74,9 @@ run() { # csv min max
     fi
 }
 
+# the ranks the sizes multiply to
+ranks=$(echo "$mesh" | tr ',' '\n' | awk -F= '{ n = (n ? n : 1) * $2 } END { print n + 0 }')
+[ "$ranks" -ge 2 ] || { echo "plan-check: --mesh $mesh: sizes multiply to $ranks" >&2; exit 2; }
 lo=$(bytes "$min") hi=$(bytes "$max")
 echo "# run 1 (calibration): $lo to $hi bytes, x$factor, $iters iterations after $warmup"
 run "$dir/run1.csv" "$lo" "$hi"

@@ -108,9 +108,15 @@ void plan_print_layout(const plan_opts_t *o, const mesh_plan_eval_t *e, int rank
     for (int k = 0; k < MESH_PLAN_MEM_COUNT; k++)
         fprintf(f, " %s%s %.2f", k ? "+ " : "", plan_mem_names[k], e->mem[k] / GIB);
     fprintf(f, " = %.2f of %.2f GiB", e->mem_total / GIB, e->mem_limit / GIB);
-    if (l->pp > 1) fprintf(f, " (stages of %d to %d layers)", e->stage_layers_min,
-                           e->stage_layers_max);
     fprintf(f, "\n");
+    if (l->pp > 1)
+        fprintf(f, "    stages %d to %d layers: first %d (and the embedding), last %d (and the "
+                "output layer and loss, %.2f layers of work); slowest stage %+.1f%% over the "
+                "average\n", e->stage_layers_min, e->stage_layers_max, e->stage_layers_first,
+                e->stage_layers_last, e->head_layers, 100 * e->stage_imbalance);
+    if (e->ep_hier)
+        fprintf(f, "    ep     spans %d nodes: hierarchical dispatch, a token crosses to each "
+                "node of its experts once\n", e->axis_nodes[MESH_AXIS_EP]);
     if (e->reject != MESH_PLAN_OK || (e->why[0] && !full)) fprintf(f, "    note   %s\n", e->why);
     if (!full) return;
     fprintf(f, "    axis  size  nodes      bytes/step      time/step    exposed  figures\n");
@@ -156,7 +162,7 @@ void plan_print_result(const plan_opts_t *o, mesh_plan_result_h r, FILE *f)
             if (best->axis_nodes[MESH_AXIS_TP] > 1)
                 fprintf(f, "    note   tp=%d spans nodes of %d %s: its collectives of every layer "
                         "cross the network\n", l->tp, g, o->cluster.cpu ? "ranks" : "GPUs");
-            if (l->ep > 1 && (l->etp * l->ep > g || g % (l->etp * l->ep)))
+            if (l->ep > 1 && (l->etp * l->ep > g || g % (l->etp * l->ep)) && !best->ep_hier)
                 fprintf(f, "    note   etp x ep = %d spans nodes of %d %s: the all-to-alls cross "
                         "the network\n", l->etp * l->ep, g, o->cluster.cpu ? "ranks" : "GPUs");
             for (int i = 0; mesh_plan_result_reason(r, i); i++)
@@ -230,8 +236,12 @@ static void plan_json_layout(const mesh_plan_eval_t *e, FILE *f)
             e->mfu);
     for (int k = 0; k < MESH_PLAN_MEM_COUNT; k++)
         fprintf(f, "\"%s\": %.4f, ", plan_mem_names[k], e->mem[k] / GIB);
-    fprintf(f, "\"total\": %.4f, \"limit\": %.4f}, \"stage_layers\": [%d, %d], \"axes\": {",
-            e->mem_total / GIB, e->mem_limit / GIB, e->stage_layers_min, e->stage_layers_max);
+    fprintf(f, "\"total\": %.4f, \"limit\": %.4f}, \"stage_layers\": [%d, %d], "
+            "\"stage_layers_first\": %d, \"stage_layers_last\": %d, \"head_layers\": %.4f, "
+            "\"stage_imbalance\": %.4f, \"ep_hierarchical\": %s, \"axes\": {",
+            e->mem_total / GIB, e->mem_limit / GIB, e->stage_layers_min, e->stage_layers_max,
+            e->stage_layers_first, e->stage_layers_last, e->head_layers, e->stage_imbalance,
+            e->ep_hier ? "true" : "false");
     for (int x = 0; x < MESH_AXIS_COUNT; x++)
         fprintf(f, "%s\"%s\": {\"nodes\": %d, \"bytes\": %.6g, \"time_s\": %.6g, \"exposed_s\": "
                 "%.6g, \"calibrated\": %s}", x ? ", " : "", plan_axis_names[x], e->axis_nodes[x],

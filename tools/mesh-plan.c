@@ -27,7 +27,9 @@ static const char plan_usage[] =
     "                     (llama3-70b,seq=32768), or KEY=VALUE,... with params, layers,\n"
     "                     hidden, heads, kv-heads, head-dim, ffn, gated, vocab, seq, tied,\n"
     "                     dropout, attn-params, experts, top-k, expert-ffn, shared-experts,\n"
-    "                     dense-layers (the first layers without experts), name\n"
+    "                     dense-layers (the first layers without experts), moe-interval\n"
+    "                     (then every n-th layer has experts), route-nodes (node-limited\n"
+    "                     routing: a token's experts on at most n nodes), name\n"
     "  --cluster C        [PRESET,]gpus=N,gpus-per-node=K,gpu-mem=GiB,flops=TFLOP/s,\n"
     "                     intra-bw=GB/s,inter-bw=GB/s,intra-lat=us,inter-lat=us,eff=F,\n"
     "                     mem-bw=GB/s,reserve=GiB,nodes=N (bandwidths are bus bandwidths per\n"
@@ -160,6 +162,8 @@ static int plan_model_set(void *ctx, const char *k, size_t kl, const char *v, si
         {"expert-ffn", offsetof(mesh_plan_model_t, expert_ffn)},
         {"shared-experts", offsetof(mesh_plan_model_t, shared_experts)},
         {"dense-layers", offsetof(mesh_plan_model_t, dense_layers)},
+        {"moe-interval", offsetof(mesh_plan_model_t, moe_interval)},
+        {"route-nodes", offsetof(mesh_plan_model_t, route_nodes)},
     };
     double d;
     if (plan_key(k, kl, "name")) {

@@ -1,5 +1,6 @@
 /* mesh-train --mesh auto: the planner's layout among those mesh-train runs. */
 #include "auto.h"
+#include "layout.h"
 
 #include <mesh/pipeline.h>
 #include <mesh/plan.h>
@@ -8,7 +9,7 @@
 #include <string.h>
 
 /* What the trainer takes from a plan; broadcast from rank 0 as ints. */
-enum { C_OK, C_TP, C_PP, C_DP, C_ZERO, C_SCHED, C_VPP, C_MB, C_COUNT };
+enum { C_OK, C_TP, C_CP, C_EP, C_PP, C_DP, C_ZERO, C_SCHED, C_VPP, C_MB, C_COUNT };
 
 static unsigned sched_bit(const char *name)
 {
@@ -22,18 +23,32 @@ static unsigned sched_bit(const char *name)
 }
 
 /* Why the trainer cannot run a layout the planner accepts; NULL when it can. The planner
- * splits uneven stages and knows nothing of the vocabulary-parallel head. */
+ * splits uneven stages and knows nothing of the vocabulary-parallel head; what the layout
+ * refuses of the axes together (cp with tp or pp, ZeRO 2 and 3 with pp, ...) is
+ * layout_refused's. */
 static const char *unrunnable(const train_opts_t *o, const mesh_plan_layout_t *l, char *buf,
                               size_t len)
 {
+    layout_params_t lp = {.stage = l->zero,
+                          .experts = o->experts,
+                          .seq = o->seq,
+                          .cp_zigzag = o->cp_zigzag,
+                          .cp_no_overlap = o->cp_no_overlap,
+                          .cp_algo = o->cp_algo};
+    lp.size[MESH_AXIS_TP] = l->tp, lp.size[MESH_AXIS_CP] = l->cp, lp.size[MESH_AXIS_EP] = l->ep;
+    lp.size[MESH_AXIS_DP] = l->dp, lp.size[MESH_AXIS_PP] = l->pp;
+    if (layout_refused(&lp, buf, len))
+        return buf;
+    if (o->experts && l->etp != l->tp)
+        return snprintf(buf, len, "etp=%d: mesh-train splits each expert over tp=%d", l->etp,
+                        l->tp),
+               buf;
     if (o->vocab % l->tp)
         return snprintf(buf, len, "vocab %d is not divisible by tp=%d", o->vocab, l->tp), buf;
     if (o->sequence_parallel && o->seq % l->tp)
         return snprintf(buf, len, "seq %d is not divisible by tp=%d", o->seq, l->tp), buf;
     if (l->pp == 1)
         return o->schedule || o->chunks ? "--schedule and --chunks need pp > 1" : NULL;
-    if (l->zero >= 2)
-        return snprintf(buf, len, "zero=%d with pp=%d", l->zero, l->pp), buf;
     /* the user's schedule runs as given (zbv is planned as zb1); else the planner's */
     mesh_pp_kind_t kind = l->schedule;
     if (o->schedule)
@@ -64,19 +79,19 @@ typedef struct {
     int found;
     mesh_plan_eval_t best;
     int rank_in_search;   /* 0: the planner's first, and its reasons apply */
-    char reasons[3][160]; /* tp, pp and dp, each to its first ';' */
+    char reasons[5][160]; /* tp, cp, ep, pp and dp, each to its first ';' */
     char skipped[400];    /* the planner's first when the trainer cannot run it */
     char none[400];       /* why a search gave nothing */
 } pick_t;
 
 static void keep_reasons(pick_t *pk, mesh_plan_result_h r)
 {
-    static const char *const axes[3] = {"tp=", "pp=", "dp="};
+    static const char *const axes[5] = {"tp=", "cp=", "ep=", "pp=", "dp="};
     const char *line;
-    for (int a = 0; a < 3; a++)
+    for (int a = 0; a < 5; a++)
         pk->reasons[a][0] = 0;
     for (int i = 0; (line = mesh_plan_result_reason(r, i)); i++)
-        for (int a = 0; a < 3; a++)
+        for (int a = 0; a < 5; a++)
             if (!strncmp(line, axes[a], 3)) {
                 size_t n = strcspn(line, ";");
                 if (n >= sizeof(pk->reasons[a]))
@@ -130,6 +145,34 @@ static void search(const train_opts_t *o, const mesh_plan_model_t *m, const mesh
     mesh_plan_result_free(r);
 }
 
+/* The planner's MoE layers are every k-th block from dense + k - 1 on: --moe-layers in that
+ * form (mesh-train's default, the odd blocks, is k = 2 from block 1), or -1. */
+static int moe_pattern(const train_opts_t *o, int *dense, int *every)
+{
+    int n = o->layers < 64 ? o->layers : 64, first = -1, next = -1;
+    for (int i = 0; i < n; i++)
+        if (o->moe_layers >> i & 1) {
+            if (first < 0)
+                first = i;
+            else if (next < 0)
+                next = i;
+        }
+    if (first < 0)
+        return -1;
+    /* a single MoE block: every block from it on, or one every (layers - first) */
+    int ks[2] = {next < 0 ? 1 : next - first, n - first};
+    for (int c = 0; c < (next < 0 ? 2 : 1); c++) {
+        int k = ks[c], d = first - k + 1, same = d >= 0 && k >= 1;
+        for (int i = 0; i < n && same; i++)
+            same = (int)(o->moe_layers >> i & 1) == (i >= d && (i - d) % k == k - 1);
+        if (same) {
+            *dense = d, *every = k;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 /* The planner's choice on this rank: c[C_OK] = 0 with err set when there is none. */
 static void choose(const train_opts_t *o, mesh_comm_h world, int c[C_COUNT], double *step,
                    pick_t *pk, char *err, size_t errlen)
@@ -152,6 +195,17 @@ static void choose(const train_opts_t *o, mesh_comm_h world, int c[C_COUNT], dou
                            .seq = o->seq,
                            .tied = 1};
     snprintf(m.name, sizeof(m.name), "mesh-train");
+    if (o->experts) { /* GELU experts, no shared one, routed top-k */
+        m.experts = o->experts;
+        m.top_k = o->topk;
+        m.expert_ffn = o->expert_ffn ? o->expert_ffn : 4 * o->d_model;
+        if (moe_pattern(o, &m.dense_layers, &m.moe_interval)) {
+            snprintf(err, errlen,
+                     "--mesh auto: the planner takes MoE blocks every k-th from one on; "
+                     "--moe-layers is not of that form");
+            return;
+        }
+    }
     mesh_plan_cluster_t cl;
     if (mesh_plan_cluster_preset("cpu", w, &cl) != MESH_OK) {
         snprintf(err, errlen, "--mesh auto: %s", mesh_comm_last_error(NULL));
@@ -162,18 +216,20 @@ static void choose(const train_opts_t *o, mesh_comm_h world, int c[C_COUNT], dou
         .field_mask = MESH_PLAN_PARAM_FIELD_BATCH | MESH_PLAN_PARAM_FIELD_FIX |
                       MESH_PLAN_PARAM_FIELD_CHOICES | MESH_PLAN_PARAM_FIELD_TOP,
         .batch_tokens = (double)o->batch * o->seq,
-        .fix = {.cp = 1, .ep = 1},
-        .fix_set = MESH_PLAN_SET_CP | MESH_PLAN_SET_EP,
         .recompute_mask = 1u << MESH_PLAN_RECOMPUTE_NONE, /* mesh-train keeps activations */
         .no_sp = !o->sequence_parallel,
         .top = 64};
-    static const unsigned set[3] = {MESH_PLAN_SET_TP, MESH_PLAN_SET_PP, MESH_PLAN_SET_DP};
-    static const int axis[3] = {MESH_AXIS_TP, MESH_AXIS_PP, MESH_AXIS_DP};
-    for (int a = 0; a < 3; a++)
+    static const unsigned set[5] = {MESH_PLAN_SET_TP, MESH_PLAN_SET_CP, MESH_PLAN_SET_EP,
+                                    MESH_PLAN_SET_PP, MESH_PLAN_SET_DP};
+    static const int axis[5] = {MESH_AXIS_TP, MESH_AXIS_CP, MESH_AXIS_EP, MESH_AXIS_PP,
+                                MESH_AXIS_DP};
+    for (int a = 0; a < 5; a++)
         if (o->size[axis[a]]) {
             base.fix_set |= set[a];
             int v = o->size[axis[a]];
             *(axis[a] == MESH_AXIS_TP   ? &base.fix.tp
+              : axis[a] == MESH_AXIS_CP ? &base.fix.cp
+              : axis[a] == MESH_AXIS_EP ? &base.fix.ep
               : axis[a] == MESH_AXIS_PP ? &base.fix.pp
                                         : &base.fix.dp) = v;
         }
@@ -236,7 +292,8 @@ static void choose(const train_opts_t *o, mesh_comm_h world, int c[C_COUNT], dou
         return;
     }
     const mesh_plan_layout_t *l = &pk->best.layout;
-    c[C_OK] = 1, c[C_TP] = l->tp, c[C_PP] = l->pp, c[C_DP] = l->dp, c[C_ZERO] = l->zero;
+    c[C_OK] = 1, c[C_TP] = l->tp, c[C_CP] = l->cp, c[C_EP] = l->ep, c[C_PP] = l->pp;
+    c[C_DP] = l->dp, c[C_ZERO] = l->zero;
     c[C_SCHED] = l->schedule, c[C_VPP] = l->vpp, c[C_MB] = l->micro_batches;
     *step = pk->best.step;
 }
@@ -270,6 +327,7 @@ int train_auto(train_opts_t *o, mesh_comm_h world, char *why, size_t whylen, cha
         return -1;
     }
     o->size[MESH_AXIS_TP] = c[C_TP], o->size[MESH_AXIS_PP] = c[C_PP];
+    o->size[MESH_AXIS_CP] = c[C_CP], o->size[MESH_AXIS_EP] = c[C_EP];
     o->size[MESH_AXIS_DP] = c[C_DP];
     o->zero = c[C_ZERO];
     o->microbatches = c[C_MB];
@@ -285,16 +343,20 @@ int train_auto(train_opts_t *o, mesh_comm_h world, char *why, size_t whylen, cha
                                                                                       : 1);
     int w = mesh_comm_size(world), nodes = mesh_comm_node_count(world);
     int n = snprintf(why, whylen,
-                     "# plan: tp=%d pp=%d dp=%d zero=%d%s microbatches=%d: predicted step %.3f "
-                     "ms on %d CPU rank%s, %d per node (planner's CPU figures)",
-                     c[C_TP], c[C_PP], c[C_DP], c[C_ZERO], sched, c[C_MB], step * 1e3, w,
-                     w == 1 ? "" : "s", w / nodes);
+                     "# plan: tp=%d pp=%d dp=%d zero=%d cp=%d ep=%d%s microbatches=%d: "
+                     "predicted step %.3f ms on %d CPU rank%s, %d per node (planner's CPU "
+                     "figures)",
+                     c[C_TP], c[C_PP], c[C_DP], c[C_ZERO], c[C_CP], c[C_EP], sched, c[C_MB],
+                     step * 1e3, w, w == 1 ? "" : "s", w / nodes);
     /* the reasons are the planner's for its first layout; rank 0 prints them */
     if (n > 0 && (size_t)n < whylen) {
-        if (pk.rank_in_search == 0 && pk.reasons[0][0])
-            snprintf(why + n, whylen - (size_t)n, "\n# why: %s; %s; %s", pk.reasons[0],
-                     pk.reasons[1], pk.reasons[2]);
-        else if (pk.skipped[0])
+        if (pk.rank_in_search == 0 && pk.reasons[0][0]) {
+            /* tp, pp and dp always; cp and ep where they are more than 1 */
+            n += snprintf(why + n, whylen - (size_t)n, "\n# why: %s", pk.reasons[0]);
+            for (int a = 1; a < 5 && n > 0 && (size_t)n < whylen; a++)
+                if (pk.reasons[a][0] && (a >= 3 || c[a == 1 ? C_CP : C_EP] > 1))
+                    n += snprintf(why + n, whylen - (size_t)n, "; %s", pk.reasons[a]);
+        } else if (pk.skipped[0])
             snprintf(why + n, whylen - (size_t)n, "\n# why: the fastest mesh-train runs; %s",
                      pk.skipped);
     }

@@ -17,7 +17,7 @@ static int st(mesh_status_t s)
 }
 
 /* The cp options: meaningful with cp > 1 only, no-overlap the ring's, a sequence that splits. */
-static int cp_refused(layout_t *lo, const layout_params_t *p)
+static int cp_refused(const layout_params_t *p, char *err, size_t len)
 {
     int cp = p->size[MESH_AXIS_CP] > 1 ? p->size[MESH_AXIS_CP] : 1;
     const char *opt = p->cp_zigzag       ? "--cp-zigzag"
@@ -25,17 +25,16 @@ static int cp_refused(layout_t *lo, const layout_params_t *p)
                       : p->cp_no_overlap ? "--cp-no-overlap"
                                          : NULL;
     if (cp == 1 && opt)
-        snprintf(lo->err, sizeof(lo->err), "%s needs --mesh cp=C with C > 1", opt);
+        snprintf(err, len, "%s needs --mesh cp=C with C > 1", opt);
     else if (p->cp_no_overlap && p->cp_algo && strcmp(p->cp_algo, "ring"))
-        snprintf(lo->err, sizeof(lo->err),
+        snprintf(err, len,
                  "--cp-no-overlap with --cp-algo %s: only the ring overlaps (use --cp-algo ring)",
                  p->cp_algo);
     else if (p->cp_zigzag && p->seq % (2 * cp))
-        snprintf(lo->err, sizeof(lo->err),
-                 "--seq %d with --cp-zigzag does not cut into 2 x cp=%d equal chunks", p->seq, cp);
+        snprintf(err, len, "--seq %d with --cp-zigzag does not cut into 2 x cp=%d equal chunks",
+                 p->seq, cp);
     else if (p->seq % cp)
-        snprintf(lo->err, sizeof(lo->err), "--seq %d does not split evenly across cp=%d", p->seq,
-                 cp);
+        snprintf(err, len, "--seq %d does not split evenly across cp=%d", p->seq, cp);
     else
         return 0;
     return -1;
@@ -64,6 +63,43 @@ static int cp_positions(layout_t *lo, const layout_params_t *p)
     return 0;
 }
 
+int layout_refused(const layout_params_t *p, char *err, size_t len)
+{
+    /* context parallelism runs with data parallelism only, so far */
+    if (p->size[MESH_AXIS_CP] > 1 && (p->size[MESH_AXIS_TP] > 1 || p->size[MESH_AXIS_PP] > 1)) {
+        snprintf(err, len,
+                 "--mesh cp=%d with tp=%d pp=%d: cp combines with dp only in mesh-train yet",
+                 p->size[MESH_AXIS_CP], p->size[MESH_AXIS_TP] > 1 ? p->size[MESH_AXIS_TP] : 1,
+                 p->size[MESH_AXIS_PP] > 1 ? p->size[MESH_AXIS_PP] : 1);
+        return -1;
+    }
+    /* nor with a mixture of experts: its routing, balance loss and capacity count whole
+     * sequences of tokens */
+    if (p->size[MESH_AXIS_CP] > 1 && p->experts) {
+        snprintf(err, len,
+                 "--mesh cp=%d with --experts %d: cp does not combine with a mixture of experts "
+                 "in mesh-train yet (ep does)",
+                 p->size[MESH_AXIS_CP], p->experts);
+        return -1;
+    }
+    if (cp_refused(p, err, len))
+        return -1;
+    /* stages 2 and 3 reduce (and gather) at every micro-batch boundary, and a pipeline runs
+     * several micro-batches at once */
+    if (p->size[MESH_AXIS_PP] > 1 && p->stage >= 2) {
+        snprintf(err, len,
+                 "--zero %d with pp=%d: stages 2 and 3 reduce every micro-batch, which a pipeline "
+                 "interleaves; use --zero 0 or 1",
+                 p->stage, p->size[MESH_AXIS_PP]);
+        return -1;
+    }
+    if (p->size[MESH_AXIS_EP] > 1 && !p->experts) {
+        snprintf(err, len, "--mesh ep=%d needs --experts", p->size[MESH_AXIS_EP]);
+        return -1;
+    }
+    return 0;
+}
+
 int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
 {
     memset(lo, 0, sizeof(*lo));
@@ -73,38 +109,8 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     int prod = 1;
     for (int a = 0; a < MESH_AXIS_COUNT; a++)
         prod *= p->size[a] > 0 ? p->size[a] : 1;
-    /* context parallelism runs with data parallelism only, so far */
-    if (p->size[MESH_AXIS_CP] > 1 && (p->size[MESH_AXIS_TP] > 1 || p->size[MESH_AXIS_PP] > 1)) {
-        snprintf(lo->err, sizeof(lo->err),
-                 "--mesh cp=%d with tp=%d pp=%d: cp combines with dp only in mesh-train yet",
-                 p->size[MESH_AXIS_CP], p->size[MESH_AXIS_TP] > 1 ? p->size[MESH_AXIS_TP] : 1,
-                 p->size[MESH_AXIS_PP] > 1 ? p->size[MESH_AXIS_PP] : 1);
+    if (layout_refused(p, lo->err, sizeof(lo->err)))
         return -1;
-    }
-    /* nor with a mixture of experts: its routing, balance loss and capacity count whole
-     * sequences of tokens */
-    if (p->size[MESH_AXIS_CP] > 1 && p->experts) {
-        snprintf(lo->err, sizeof(lo->err),
-                 "--mesh cp=%d with --experts %d: cp does not combine with a mixture of experts "
-                 "in mesh-train yet (ep does)",
-                 p->size[MESH_AXIS_CP], p->experts);
-        return -1;
-    }
-    if (cp_refused(lo, p))
-        return -1;
-    /* stages 2 and 3 reduce (and gather) at every micro-batch boundary, and a pipeline runs
-     * several micro-batches at once */
-    if (p->size[MESH_AXIS_PP] > 1 && p->stage >= 2) {
-        snprintf(lo->err, sizeof(lo->err),
-                 "--zero %d with pp=%d: stages 2 and 3 reduce every micro-batch, which a pipeline "
-                 "interleaves; use --zero 0 or 1",
-                 p->stage, p->size[MESH_AXIS_PP]);
-        return -1;
-    }
-    if (p->size[MESH_AXIS_EP] > 1 && !p->experts) {
-        snprintf(lo->err, sizeof(lo->err), "--mesh ep=%d needs --experts", p->size[MESH_AXIS_EP]);
-        return -1;
-    }
     if (prod != mesh_comm_size(world)) {
         snprintf(lo->err, sizeof(lo->err),
                  "--mesh: the axis sizes multiply to %d, but %d ranks run (meshrun -n %d)", prod,

@@ -68,6 +68,9 @@ typedef struct {
  * the tp and the cp handles, the cp rank's positions (mesh_cp_chunks) and with experts the ep
  * handle. */
 int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p);
+/* What layout_create refuses of the sizes and options alone (before any communicator), for
+ * --mesh auto to skip: -1 with err set, 0 when they go together. */
+int layout_refused(const layout_params_t *p, char *err, size_t len);
 /* Points the model's hooks at the layout; registers its tensors with the sharded optimizer
  * (created with zp, over dp, the norm summed over tp) and finalizes it. */
 int layout_bind(layout_t *lo, gpt_t *m, const mesh_zero_params_t *zp);

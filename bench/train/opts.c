@@ -25,9 +25,10 @@ static const char usage[] =
     "                         dense layers are data-parallel over dp x ep\n"
     "  --mesh auto[,AXIS=N]   (or --plan) the layout from the planner (<mesh/plan.h>, as\n"
     "                         tools/mesh-plan) for this model, --batch and the ranks and nodes\n"
-    "                         of the run, as CPU ranks, among what mesh-train runs (cp = ep = 1,\n"
-    "                         no recomputation, ZeRO 2 and 3 without pp): tp, pp, dp, --zero,\n"
-    "                         --schedule, --chunks and --microbatches not given are its choice;\n"
+    "                         of the run, as CPU ranks, among what mesh-train runs (no\n"
+    "                         recomputation; the axes together as --mesh takes them): tp, cp,\n"
+    "                         ep (with --experts), pp, dp, --zero, --schedule, --chunks and\n"
+    "                         --microbatches not given are its choice;\n"
     "                         the choice, its predicted step time and the planner's reasons\n"
     "                         are printed before the first step\n"
     "  --schedule S           pipeline schedule with pp > 1: afab, 1f1b (default), interleaved,\n"
@@ -408,11 +409,6 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
     }
     if (rc == 0 && o->capacity_groups && !(o->capacity > 0)) {
         SAY("mesh-train: --capacity-groups needs --capacity\n");
-        rc = -1;
-    }
-    if (rc == 0 && o->experts && o->plan) {
-        SAY("mesh-train: --mesh auto with --experts: the planner does not place experts yet; "
-            "give the axis sizes\n");
         rc = -1;
     }
     if (rc == 0 && o->experts && o->topk > o->experts) {

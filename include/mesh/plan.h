@@ -12,7 +12,10 @@
  * parallelism split them, with selective or full recomputation); the activations a pipeline
  * stage holds per schedule. Time: flops at the cluster's peak times an efficiency, each axis's
  * collectives at its latency and bus bandwidth (nominal, or measured by mesh-bench and read by
- * mesh_plan_calib_load), and the pipeline bubble.
+ * mesh_plan_calib_load), and the pipeline bubble. The layers are split over the stages so that
+ * the slowest, whose work counts the output layer on the last, is as fast as it can be, the
+ * first stage (embedding) and then the last taking the fewest layers that allows; an ep group
+ * may span whole nodes, its dispatch flat or hierarchical (once per node), the faster.
  */
 #ifndef MESH_PLAN_H
 #define MESH_PLAN_H
@@ -51,6 +54,11 @@ typedef struct {
     int expert_ffn;     /* MLP hidden size of one expert */
     int shared_experts; /* experts every token goes through (DeepSeek), of expert_ffn each */
     int dense_layers;   /* the first layers that keep a dense MLP */
+    int moe_interval;   /* after them, every moe_interval-th layer is MoE (layer i when
+                           (i - dense_layers) % moe_interval == moe_interval - 1; GShard and
+                           Switch: 2); 0: 1, every one */
+    int route_nodes;    /* node-limited routing: the experts of a token lie on at most this many
+                           nodes when ep spans nodes (DeepSeek-V3: 4); 0: no limit */
     double batch_tokens; /* the published global batch in tokens (presets); 0: none */
     const char *source;  /* where the numbers come from (presets) */
 } mesh_plan_model_t;
@@ -210,8 +218,9 @@ MESH_API void mesh_plan_state_bytes(int zero, int d, double *params, double *gra
 MESH_API double mesh_plan_act_layer(const mesh_plan_model_t *model, int mbs, int tp, int cp,
                                     int sp, mesh_plan_recompute_t recompute, int moe, int etp);
 /* Micro-batches whose activations pipeline stage `stage` of p holds at its peak (in units of
- * the activations of all its layers): 1F1B and ZB-H1 min(p - stage, m), AFAB m, interleaved
- * with v chunks (2(p - stage - 1) + (v - 1)p + 1)/v, at most m. */
+ * the activations of all its layers): 1F1B min(p - stage, m), ZB-H1 min(p, m) (until their
+ * deferred W), AFAB m, interleaved with v chunks (2(p - stage - 1) + (v - 1)p + 1)/v, at most
+ * m: the peaks of mesh's own schedules (mesh_pp_check_rank, tests/parallel/test_pp_sched). */
 MESH_API double mesh_plan_inflight(mesh_pp_kind_t s, int p, int m, int v, int stage);
 /* Idle time of a step over its ideal time (p - 1)/m for AFAB and 1F1B, (p - 1)/(v m)
  * interleaved, a third of 1F1B's for ZB-H1 (its bubble is (p-1)(F+B-W), F = B = W). */
@@ -245,6 +254,12 @@ typedef struct {
     double mem[MESH_PLAN_MEM_COUNT]; /* bytes per rank on its fullest pipeline stage */
     double mem_total, mem_limit;
     int stage_layers_max, stage_layers_min;
+    int stage_layers_first, stage_layers_last; /* the first stage also holds the embedding, the
+                                                  last the output layer and the loss */
+    double head_layers;         /* the output layer's work in layers (the last stage's extra) */
+    double stage_imbalance;     /* the slowest stage's work over the average stage's, - 1 */
+    int ep_hier;                /* ep spans nodes and its tokens cross them once per node
+                                   (hierarchical dispatch), not once per expert */
     double step;                /* predicted seconds per optimizer step */
     double compute;             /* seconds of compute on the slowest stage (recomputation
                                    included) */
@@ -282,7 +297,8 @@ typedef struct {
     unsigned recompute_mask;    /* (1u << mesh_plan_recompute_t); 0: all */
     int no_sp;                  /* no sequence parallelism */
     int top;                    /* TOP: distinct axis layouts kept; default 10 */
-    int allow_span;             /* SPAN: tp and ep may span nodes even when nothing forces it */
+    int allow_span;             /* SPAN: tp (and etp x ep in part of a node) may span nodes
+                                   even when nothing forces it; ep spans whole nodes freely */
     const mesh_plan_cluster_t *cluster; /* CLUSTER: mesh_plan_best's machine (else CPU ranks) */
 } mesh_plan_params_t;
 

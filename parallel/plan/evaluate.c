@@ -143,8 +143,11 @@ mesh_plan_reject_t plan_structure(const plan_ctx_t *x, mesh_plan_layout_t *l, in
     if (!span) {
         if (l->tp > gpn || gpn % l->tp)
             PLAN_WHY(MESH_PLAN_REJ_SPAN, "tp=%d spans nodes of %d %s", l->tp, gpn, U);
+        /* ep may span whole nodes: its dispatch crosses them once per node of a token's
+         * experts (hierarchical, timing.c); etp stays inside a node */
         long e = (long)l->etp * l->ep;
-        if (m->experts && l->ep > 1 && (e > gpn || gpn % e))
+        if (m->experts && l->ep > 1 && (l->etp > gpn || gpn % l->etp || (e > gpn && e % gpn) ||
+                                        (e < gpn && gpn % e)))
             PLAN_WHY(MESH_PLAN_REJ_SPAN, "etp x ep = %ld spans nodes of %d %s", e, gpn, U);
     }
     return MESH_PLAN_OK;
@@ -153,7 +156,14 @@ mesh_plan_reject_t plan_structure(const plan_ctx_t *x, mesh_plan_layout_t *l, in
 void plan_eval(const plan_ctx_t *x, const mesh_plan_layout_t *l, mesh_plan_eval_t *out)
 {
     int counts[l->pp];
-    plan_stage_split(x->m.layers, l->pp, plan_output_weight(x), counts);
+    double head = plan_output_weight(x), most = 0;
+    plan_stage_split(x->m.layers, l->pp, head, counts);
+    for (int i = 0; i < l->pp; i++)
+        most = fmax(most, counts[i] + (i == l->pp - 1 ? head : 0));
+    out->stage_layers_first = counts[0];
+    out->stage_layers_last = counts[l->pp - 1];
+    out->head_layers = head;
+    out->stage_imbalance = most / ((x->m.layers + head) / l->pp) - 1;
     plan_memory(x, l, counts, out);
     plan_time(x, l, counts, out);
 }

@@ -200,7 +200,7 @@ void plan_explain(const struct plan_search_view *v, plan_lines_t *out)
     const plan_ctx_t *x = v->x;
     const mesh_plan_model_t *m = &x->m;
     int gpn = x->cl.gpus_per_node;
-    char rule[384], what[64];
+    char rule[640], what[64];
     if (v->nfit == 0) return;
     const mesh_plan_eval_t *b = &v->fit[0];
     const mesh_plan_layout_t *l = &b->layout;
@@ -236,6 +236,11 @@ void plan_explain(const struct plan_search_view *v, plan_lines_t *out)
             snprintf(rule, sizeof(rule), "PP across nodes: fewer parameters per rank shorten the "
                      "data-parallel reduction more than the bubble (%.1f%% of the step) costs",
                      100 * b->bubble_fraction);
+        size_t k = strlen(rule);
+        snprintf(rule + k, sizeof(rule) - k, "; first stage %d layers + the embedding, last %d + "
+                 "the output layer (%.2f layers of work), the slowest stage %.1f%% over the "
+                 "average", b->stage_layers_first, b->stage_layers_last, b->head_layers,
+                 100 * b->stage_imbalance);
     } else {
         snprintf(rule, sizeof(rule), "no pipeline: the model fits without one, and a pipeline "
                  "adds a bubble");
@@ -251,9 +256,16 @@ void plan_explain(const struct plan_search_view *v, plan_lines_t *out)
     plan_axis_line(v, out, MESH_AXIS_CP, "cp", rule);
 
     if (m->experts) {
+        char where[96];
+        if (b->axis_nodes[MESH_AXIS_EP] > 1)
+            snprintf(where, sizeof(where), "across %d nodes%s", b->axis_nodes[MESH_AXIS_EP],
+                     b->ep_hier ? ", hierarchical: a token crosses once to each node of its "
+                                  "experts"
+                                : "");
+        else
+            snprintf(where, sizeof(where), "inside the node");
         snprintf(rule, sizeof(rule), "EP for the %d experts: %d per rank, all-to-all %s "
-                 "(%.2f s exposed)", m->experts, m->experts / l->ep,
-                 b->axis_nodes[MESH_AXIS_EP] > 1 ? "across nodes" : "inside the node",
+                 "(%.2f s exposed)", m->experts, m->experts / l->ep, where,
                  b->comm_exposed[MESH_AXIS_EP]);
         plan_axis_line(v, out, MESH_AXIS_EP, "ep", rule);
         snprintf(rule, sizeof(rule), "experts split %d ways along their hidden size; expert "

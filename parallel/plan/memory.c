@@ -79,8 +79,10 @@ double mesh_plan_inflight(mesh_pp_kind_t s, int p, int m, int v, int stage)
     switch (s) {
     case MESH_PP_NONE: return 1;
     case MESH_PP_AFAB: return m;
-    case MESH_PP_1F1B:
-    case MESH_PP_ZB1: return p - stage < m ? p - stage : m;
+    case MESH_PP_1F1B: return p - stage < m ? p - stage : m;
+    /* ZB-H1 defers the W of stage i's first i micro-batches: every stage holds 1F1B's first
+     * stage's p until their W (the zero-bubble paper's pM_B on every worker) */
+    case MESH_PP_ZB1: return p < m ? p : m;
     case MESH_PP_INTERLEAVED: {
         /* Megatron's warm-up: 2(p - stage - 1) + (v - 1)p chunks, one more in steady state */
         double chunks = 2.0 * (p - stage - 1) + (double)(v - 1) * p + 1;
@@ -118,24 +120,55 @@ double plan_output_weight(const plan_ctx_t *x)
     return 2.0 * c->output / (sum / m->layers);
 }
 
+/*
+ * The split that makes the slowest stage fastest: the first stage runs its layers and the
+ * embedding (a lookup: no work beside a layer), the last its layers and the output layer and
+ * loss (w_last layers of work). The least time T each stage may take is found by raising T
+ * through the values where a stage can take one more layer (whole numbers, and whole numbers
+ * plus w_last's fraction) until the stages hold every layer. At that T, the first stage takes
+ * the fewest layers the others leave it, since it also holds the embedding and, under 1F1B, the
+ * most micro-batches in flight; then the last stage the fewest; the stages between share the
+ * rest evenly, the extra layers on those nearest the last. Llama 3 405B's 126 layers on 16
+ * stages come out 7, 8 x 14, 7, as Meta trained them (Llama Team 2024, sec. 3.3.2).
+ */
 void plan_stage_split(int layers, int p, double w_last, int *counts)
 {
     if (p <= 1) {
         counts[0] = layers;
         return;
     }
-    double target = (layers + w_last) / p;
-    int last = (int)floor(target - w_last + 0.5);
-    int most = (layers + p - 1) / p;
-    if (last > most) last = most;
+    const double eps = 1e-9;
+    double frac = w_last - floor(w_last);
+    double steps[2] = {0, frac};
+    int cap0 = 1, capl = 1, capm = 1;
+    /* T is at least the average work and leaves the last stage one layer */
+    int k0 = (int)fmax(floor((layers + w_last) / p) - 1, floor(w_last));
+    for (int k = k0; k <= layers + (int)ceil(w_last); k++) {
+        int found = 0;
+        for (int i = 0; i < 2 && !found; i++) {
+            double T = k + steps[i];
+            cap0 = (int)floor(T + eps);
+            capl = (int)floor(T - w_last + eps);
+            capm = p > 2 ? cap0 : 0;
+            if (cap0 < 1 || capl < 1) continue;
+            found = (long)cap0 + capl + (long)(p - 2) * capm >= layers;
+        }
+        if (found) break;
+    }
+    int first = layers - capl - (p - 2) * capm;
+    if (first < 1) first = 1;
+    int last = layers - first - (p - 2) * capm;
     if (last < 1) last = 1;
-    if (layers - last < p - 1) last = layers - (p - 1);
-    int rest = layers - last, base = rest / (p - 1), extra = rest % (p - 1);
-    /* the extra layers go to the stages just before the last: the first stage holds the most
-     * micro-batches in flight */
-    for (int i = 0; i < p - 1; i++)
-        counts[i] = base + (i >= p - 1 - extra ? 1 : 0);
+    if (last > capl) last = capl;
+    counts[0] = first;
     counts[p - 1] = last;
+    if (p > 2) {
+        int rest = layers - first - last, base = rest / (p - 2), extra = rest % (p - 2);
+        for (int i = 1; i < p - 1; i++)
+            counts[i] = base + (i >= p - 1 - extra ? 1 : 0);
+    } else {
+        counts[1] = layers - first;
+    }
 }
 
 void plan_stage_params(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stage_layers,
@@ -209,7 +242,7 @@ void plan_memory(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *st
      * local experts */
     double layer_max = (c->attn + c->norms + c->mlp) / l->tp;
     if (m->experts)
-        layer_max = fmax(m->dense_layers ? layer_max : 0,
+        layer_max = fmax(m->dense_layers || m->moe_interval > 1 ? layer_max : 0,
                          (c->attn + c->norms + c->shared) / l->tp + c->router +
                              (double)m->experts / l->ep * c->expert / l->etp);
     out->mem_total = -1;
@@ -225,12 +258,17 @@ void plan_memory(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *st
         double dense, expert;
         plan_stage_params(x, l, stage_layers, i, &dense, &expert);
         double inflight = mesh_plan_inflight(l->schedule, p, l->micro_batches, l->vpp, i);
+        /* the logits live from a forward to its backward: under ZB-H1 as under 1F1B, not
+         * until the deferred W */
+        double to_b = l->schedule == MESH_PP_ZB1
+                          ? mesh_plan_inflight(MESH_PP_1F1B, p, l->micro_batches, 1, i)
+                          : inflight;
         double mem[MESH_PLAN_MEM_COUNT];
         mem[MESH_PLAN_MEM_PARAMS] = dense * pb + expert * peb;
         mem[MESH_PLAN_MEM_GRADS] = dense * gb + expert * geb;
         mem[MESH_PLAN_MEM_OPTIM] = dense * ob + expert * oeb;
         mem[MESH_PLAN_MEM_ACT] = ((n - nmoe) * act_d + nmoe * act_m) * inflight + transient +
-                                 (i == p - 1 ? logits * fmax(1.0, inflight) : 0);
+                                 (i == p - 1 ? logits * fmax(1.0, to_b) : 0);
         mem[MESH_PLAN_MEM_BUFFERS] = plan_buffers(x, l, dense, layer_max);
         double total = 0;
         for (int k = 0; k < MESH_PLAN_MEM_COUNT; k++)

@@ -51,11 +51,12 @@ static const mesh_plan_model_t plan_models[] = {
     {.name = "deepseek-v3", .layers = 61, .hidden = 7168, .heads = 128, .kv_heads = 128,
      .head_dim = 128, .ffn = 18432, .gated = 1, .vocab = 129280, .seq = 4096,
      .attn_params = 187107328.0, .experts = 256, .top_k = 8, .expert_ffn = 2048,
-     .shared_experts = 1, .dense_layers = 3, .batch_tokens = 15360.0 * 4096,
+     .shared_experts = 1, .dense_layers = 3, .route_nodes = 4, .batch_tokens = 15360.0 * 4096,
      .source = "DeepSeek-AI 2024 (arXiv 2412.19437) sec. 4.2 and the released config: 61 "
                "layers (first 3 dense, ffn 18432), hidden 7168, MLA with 128 heads, 256 routed "
                "experts of ffn 2048 plus 1 shared, top 8, vocab 129280, 4K sequences, batch "
-               "15360 sequences; the 14B multi-token-prediction module is left out"},
+               "15360 sequences; node-limited routing, each token to at most 4 nodes (sec. "
+               "2.1.2); the 14B multi-token-prediction module is left out"},
 };
 
 #define PLAN_NMODELS ((int)(sizeof(plan_models) / sizeof(plan_models[0])))
@@ -103,6 +104,8 @@ mesh_status_t plan_model_norm(const mesh_plan_model_t *in, mesh_plan_model_t *m)
     PLAN_POS(expert_ffn, 0)
     PLAN_POS(shared_experts, 0)
     PLAN_POS(dense_layers, 0)
+    PLAN_POS(moe_interval, 0)
+    PLAN_POS(route_nodes, 0)
 #undef PLAN_POS
     const char *nm = m->name[0] ? m->name : "(unnamed)";
     if (m->kv_heads == 0) m->kv_heads = m->heads;
@@ -127,12 +130,16 @@ mesh_status_t plan_model_norm(const mesh_plan_model_t *in, mesh_plan_model_t *m)
             return mesh_par_error(MESH_ERR_INVALID_ARG, "model %s: top_k %d must be in 1..%d "
                                   "(experts)", nm, m->top_k, m->experts);
         if (m->expert_ffn == 0) m->expert_ffn = m->ffn;
-        if (m->dense_layers >= m->layers)
-            return mesh_par_error(MESH_ERR_INVALID_ARG, "model %s: dense_layers %d leaves no MoE "
-                                  "layer of %d", nm, m->dense_layers, m->layers);
-    } else if (m->top_k || m->expert_ffn || m->shared_experts || m->dense_layers) {
+        if (m->moe_interval == 0) m->moe_interval = 1;
+        if (m->dense_layers + m->moe_interval > m->layers)
+            return mesh_par_error(MESH_ERR_INVALID_ARG, "model %s: dense_layers %d and "
+                                  "moe_interval %d leave no MoE layer of %d", nm,
+                                  m->dense_layers, m->moe_interval, m->layers);
+    } else if (m->top_k || m->expert_ffn || m->shared_experts || m->dense_layers ||
+               m->moe_interval || m->route_nodes) {
         return mesh_par_error(MESH_ERR_INVALID_ARG, "model %s: top_k, expert_ffn, "
-                              "shared_experts and dense_layers need experts > 0", nm);
+                              "shared_experts, dense_layers, moe_interval and route_nodes need "
+                              "experts > 0", nm);
     }
     /* far beyond any model, and what keeps the per-stage arrays small */
     if (m->layers > 10000 || m->hidden > (1 << 24) || m->seq > (1 << 26) ||
@@ -161,7 +168,10 @@ static void plan_counts_raw(const mesh_plan_model_t *m, plan_counts_t *c)
         c->shared = m->shared_experts * c->expert;
         c->router = h * m->experts;
     }
-    int moe = m->layers - c->moe_from, dense = c->moe_from;
+    int moe = 0;
+    for (int i = 0; i < m->layers; i++)
+        moe += plan_is_moe_layer(m, c, i);
+    int dense = m->layers - moe;
     double layer_common = c->attn + c->norms;
     c->total = m->layers * layer_common + dense * c->mlp +
                moe * (m->experts * c->expert + c->shared + c->router) + c->embed +

@@ -15,7 +15,8 @@
 #define PLAN_GIB (1024.0 * 1024.0 * 1024.0)
 #define PLAN_MIB (1024.0 * 1024.0)
 
-/* Parameters of one model, by part; layers from moe_from on are MoE when experts > 0. */
+/* Parameters of one model, by part; from layer moe_from on, every moe_interval-th layer is MoE
+ * when experts > 0. */
 typedef struct {
     double attn;    /* attention weights of one layer */
     double norms;   /* the norms of one layer */
@@ -36,7 +37,8 @@ mesh_status_t plan_model_norm(const mesh_plan_model_t *in, mesh_plan_model_t *ou
 void plan_model_counts(const mesh_plan_model_t *m, plan_counts_t *c);
 static inline int plan_is_moe_layer(const mesh_plan_model_t *m, const plan_counts_t *c, int layer)
 {
-    return m->experts > 0 && layer >= c->moe_from;
+    int k = m->moe_interval > 1 ? m->moe_interval : 1;
+    return m->experts > 0 && layer >= c->moe_from && (layer - c->moe_from) % k == k - 1;
 }
 
 /* cluster.c */
@@ -59,8 +61,8 @@ mesh_status_t plan_ctx_init(plan_ctx_t *x, const mesh_plan_model_t *model,
 int plan_group_nodes(const plan_ctx_t *x, int stride, int n);
 /* Fills the derived fields of l (dp, etp, edp, micro_batches, vpp, sp) and checks that the
  * sizes divide the model, the world and the batch, that the layout keeps to the constraints
- * (fixed fields, limits, allowed choices), and with span == 0 that tp and etp x ep stay inside
- * a node. Returns the reject code and writes the reason to why. */
+ * (fixed fields, limits, allowed choices), and with span == 0 that tp stays inside a node and
+ * etp x ep inside one or over whole nodes. Returns the reject code and writes the reason to why. */
 mesh_plan_reject_t plan_structure(const plan_ctx_t *x, mesh_plan_layout_t *l, int span,
                                   char *why, size_t len);
 /* Memory and time of a structurally valid layout; sets reject to MEMORY when it does not fit. */
@@ -80,6 +82,11 @@ void plan_memory(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *st
 void plan_stage_params(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stage_layers,
                        int stage, double *dense, double *expert);
 
+/* timing.c: expert dispatch across nodes (flat or hierarchical, the faster; 1 when
+ * hierarchical) and the distinct nodes a token's experts hit. */
+int plan_ep_span(const plan_ctx_t *x, const mesh_plan_layout_t *l, int nodes, double tokens,
+                 double *seconds, double *bytes, int *calibrated);
+double plan_ep_nodes_hit(int experts, int top_k, int nodes, int route_nodes);
 /* timing.c: fills step, compute, bubble, comm_*, optimizer, tokens_per_s, mfu. */
 void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stage_layers,
                mesh_plan_eval_t *out);

@@ -165,14 +165,17 @@ static int plan_combo(struct mesh_plan_result *r, mesh_plan_layout_t *axes)
     axes->dp = e.layout.dp;
     axes->edp = e.layout.edp;
     axes->etp = e.layout.etp;
-    /* tp and etp x ep stay inside a node unless asked for, or fixed by the user */
+    /* tp stays inside a node, and etp x ep inside one or over whole nodes, unless asked for or
+     * fixed by the user */
     unsigned fs = x->p.fix_set;
     long eg = (long)axes->etp * axes->ep;
     char span[128] = "";
     if ((axes->tp > gpn || gpn % axes->tp) && !x->p.allow_span && !(fs & MESH_PLAN_SET_TP))
         snprintf(span, sizeof(span), "tp=%d spans nodes of %d %s", axes->tp, gpn, U);
-    else if (x->m.experts && axes->ep > 1 && (eg > gpn || gpn % eg) && !x->p.allow_span &&
-             !(fs & (MESH_PLAN_SET_EP | MESH_PLAN_SET_ETP)))
+    else if (x->m.experts && axes->ep > 1 &&
+             (axes->etp > gpn || gpn % axes->etp || (eg > gpn && eg % gpn) ||
+              (eg < gpn && gpn % eg)) &&
+             !x->p.allow_span && !(fs & (MESH_PLAN_SET_EP | MESH_PLAN_SET_ETP)))
         snprintf(span, sizeof(span), "etp x ep = %ld spans nodes of %d %s", eg, gpn, U);
 
     plan_vres_t v;
@@ -244,7 +247,7 @@ static int plan_enumerate(struct mesh_plan_result *r)
                 if (fs & MESH_PLAN_SET_EP) eps[nep++] = p->fix.ep;
                 else if (!m->experts) eps[nep++] = 1;
                 else {
-                    long elim = p->max_ep > 0 ? p->max_ep : p->allow_span ? m->experts : 2L * gpn;
+                    long elim = p->max_ep > 0 ? p->max_ep : m->experts; /* whole nodes */
                     for (long e = 1; e <= rest2 && e <= elim && nep < 256; e++)
                         if (rest2 % e == 0 && m->experts % e == 0) eps[nep++] = (int)e;
                 }

@@ -74,6 +74,57 @@ static double plan_layer_fwd(const plan_ctx_t *x, const mesh_plan_layout_t *l, i
     return t;
 }
 
+/* Expected distinct nodes among a token's top_k experts, drawn without repeat from the E
+ * experts spread evenly over N nodes, the draws limited to R of the nodes (R = N: no limit):
+ * R (1 - C(E R/N - E/N, k) / C(E R/N, k)). */
+double plan_ep_nodes_hit(int experts, int top_k, int nodes, int route_nodes)
+{
+    int R = route_nodes > 0 && route_nodes < nodes ? route_nodes : nodes;
+    double pool = (double)experts * R / nodes, per = (double)experts / nodes, miss = 1;
+    for (int i = 0; i < top_k; i++)
+        miss *= pool - per - i > 0 ? (pool - per - i) / (pool - i) : 0;
+    return R * (1 - miss);
+}
+
+/*
+ * One all-to-all of the expert dispatch (or combine) when the ep group spans N nodes of g of
+ * its ranks each, with t tokens on this rank, each of top_k copies of h bf16 values, its
+ * experts anywhere with equal chance. Flat (one all-to-all over the group): the copies for
+ * other nodes, k (N-1)/N of them, cross nodes while those for the node's g-1 other ranks,
+ * k (g-1)/(gN), move inside it, both at once. Hierarchical (include/mesh/expert.h, DeepEP): a
+ * token crosses to each other node of its experts once, D (N-1)/N rows with D the nodes its
+ * experts hit (plan_ep_nodes_hit), and a forwarder there hands the copies on to the node's
+ * ranks, k (g-1)/g rows, in a second phase. The faster is taken, as mesh's expert layer does
+ * (MESH_EP_PATH_AUTO). Returns 1 when hierarchical; *t_s and *bytes: one all-to-all's time and
+ * the bytes this rank sends.
+ */
+int plan_ep_span(const plan_ctx_t *x, const mesh_plan_layout_t *l, int N, double t,
+                 double *t_s, double *bytes, int *cal)
+{
+    const mesh_plan_model_t *m = &x->m;
+    double row = 2.0 * t * m->hidden, k = m->top_k;
+    int g = l->ep / N > 1 ? l->ep / N : 1;
+    /* an all-to-all that sends b bytes from each rank of n moves S = b n / (n - 1) */
+#define PLAN_A2A(n, nodes, b)                                                                  \
+    ((n) > 1 && (b) > 0 ? plan_coll_time(x, "ep", MESH_PLAN_OP_ALLTOALL, (n), (nodes),         \
+                                         (b) * (n) / ((n)-1.0), cal)                          \
+                        : 0)
+    double f_inter = row * k * (N - 1) / N, f_intra = row * k * (g - 1) / ((double)g * N);
+    double flat = fmax(PLAN_A2A(N, N, f_inter), PLAN_A2A(g, 1, f_intra));
+    double D = plan_ep_nodes_hit(m->experts, m->top_k, N, m->route_nodes);
+    double h_inter = row * D * (N - 1) / N, h_intra = row * k * (g - 1) / g;
+    double hier = PLAN_A2A(N, N, h_inter) + PLAN_A2A(g, 1, h_intra);
+#undef PLAN_A2A
+    if (hier < flat) {
+        *t_s = hier;
+        *bytes = h_inter + h_intra;
+        return 1;
+    }
+    *t_s = flat;
+    *bytes = f_inter + f_intra;
+    return 0;
+}
+
 void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stage_layers,
                mesh_plan_eval_t *out)
 {
@@ -127,9 +178,15 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
     if (l->ep > 1) {
         double S = 2.0 * (tok / tsp) * m->top_k * h;
         cf = 0;
-        ep_t = 2 * plan_coll_time(x, "ep", MESH_PLAN_OP_ALLTOALL, l->ep, n_ep, S, &cf);
+        if (n_ep > 1) {
+            out->ep_hier = plan_ep_span(x, l, n_ep, tok / tsp, &ep_t, &ep_b, &cf);
+            ep_t *= 2;
+            ep_b *= 2;
+        } else {
+            ep_t = 2 * plan_coll_time(x, "ep", MESH_PLAN_OP_ALLTOALL, l->ep, n_ep, S, &cf);
+            ep_b = 2 * S * (l->ep - 1) / l->ep;
+        }
         if (cf) cal |= 1u << MESH_AXIS_EP;
-        ep_b = 2 * S * (l->ep - 1) / l->ep;
     }
     /* PP: one activation forward and one gradient backward per stage boundary, v of them per
      * micro-batch when interleaved */
@@ -164,6 +221,12 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
         if (last && l->tp > 1 && l->sp) { /* the output layer's gather and its reverse */
             tp_dir += 0.5 * tp_d;
             tp_dirb += 0.5 * tp_db;
+        }
+        if (i == 0 && l->tp > 1) { /* the vocabulary-parallel embedding: its rows summed over
+                                      tp (reduce-scatter with SP, all-reduce without) and, with
+                                      SP, the gather of their gradient: a quarter of a layer's */
+            tp_dir += 0.25 * tp_d;
+            tp_dirb += 0.25 * tp_db;
         }
         st.comm[MESH_AXIS_TP] = st.exposed[MESH_AXIS_TP] = dirs * tp_dir;
         st.bytes[MESH_AXIS_TP] = dirs * tp_dirb;

@@ -71,6 +71,35 @@ has "by how much" "$tmp/o" "does not fit: tp=8,zero=0: exceeds memory by"
 run "$tmp/o" --model gpt3-175b --cluster a100-80g,gpus=1024 --check tp=16,pp=8
 has "tp across nodes is said" "$tmp/o" "tp=16 spans nodes of 8 GPUs"
 
+# the first and last pipeline stages hold the embedding and the output layer: Llama 3 405B's
+# 126 layers on 16 stages as Meta balanced them; 128 leave the last stage heavier
+run "$tmp/o" --model llama3-405b --cluster h100,gpus=8192 --check tp=8,pp=16
+check "llama3 pp=16 fits" 0 $rc
+has "7 layers on the first and last stages" "$tmp/o" \
+    "stages 7 to 8 layers: first 7 (and the embedding), last 7 (and the output layer and loss"
+has "the head's work and the imbalance" "$tmp/o" "0.63 layers of work); slowest stage +1.1% over"
+run "$tmp/o" --model llama3-405b,layers=128 --cluster h100,gpus=8192 --check tp=8,pp=16 --json
+has "128 layers: 8 everywhere" "$tmp/o" \
+    '"stage_layers": [8, 8], "stage_layers_first": 8, "stage_layers_last": 8,'
+has "the last stage 7.4% over" "$tmp/o" '"head_layers": 0.6326, "stage_imbalance": 0.0738'
+
+# cp where the sequence is long, ep across nodes where it pays: DeepSeek-V3 with its pp=16 and
+# tp=1 spreads 16 ranks of experts over 2 nodes, each token crossing once per node
+run "$tmp/o" --model llama3-70b,seq=32768 --cluster h100,nodes=32 --batch 16m --top 1
+has "cp chosen for 32K sequences" "$tmp/o" "#1  tp=2 cp=8 ep=1 etp=2 dp=4 pp=4"
+has "cp explained" "$tmp/o" "cp=8: CP for the long sequence: 32768 tokens split 8 ways"
+run "$tmp/o" --model deepseek-v3 --cluster h800,gpus=2048 --fix tp=1,pp=16 --top 2
+check "deepseek pp=16 exits 0" 0 $rc
+has "ep=16 across 2 nodes first" "$tmp/o" "#1  tp=1 cp=2 ep=16 etp=1 dp=4 pp=16"
+has "hierarchical dispatch said" "$tmp/o" "ep     spans 2 nodes: hierarchical dispatch"
+has "ep explained" "$tmp/o" \
+    "all-to-all across 2 nodes, hierarchical: a token crosses once to each node of its experts"
+has "inside one node second" "$tmp/o" "#2  tp=1 cp=1 ep=2 etp=1 dp=64 pp=16"
+run "$tmp/o" --model deepseek-v3,route-nodes=0 --cluster h800,gpus=2048 \
+    --check tp=1,pp=16,ep=64,etp=1 --json
+has "published EP64 over 8 nodes, hierarchical" "$tmp/o" '"ep_hierarchical": true'
+has "over 8 nodes" "$tmp/o" '"ep": {"nodes": 8,'
+
 # nothing fits: the reason, exit 1
 run "$tmp/o" --model llama3-405b --cluster a100-40g,gpus=8
 check "nothing fits exits 1" 1 $rc

@@ -4,7 +4,9 @@
  * example), Korthikanti et al.'s activations per layer for GPT-3 175B in each of their cases
  * (and the 70% saved by selective recomputation), the micro-batches a pipeline stage holds and
  * the bubble per schedule, the activation total of a 1F1B pipeline (L layers' worth whatever p),
- * and the communication volume of ZeRO-3 against ZeRO-2 (3 against 2 times the parameters).
+ * the communication volume of ZeRO-3 against ZeRO-2 (3 against 2 times the parameters), the
+ * split of layers over pipeline stages with the embedding and the output layer, and the bytes
+ * of expert dispatch across nodes, flat and hierarchical.
  */
 #include "tests/harness/harness.h"
 
@@ -99,13 +101,14 @@ static void test_activations(void)
 
 static void test_pipeline(void)
 {
-    /* 1F1B: stage i holds p - i micro-batches (all m when m < p); AFAB holds m */
+    /* 1F1B: stage i holds p - i micro-batches (all m when m < p); ZB-H1 p on every stage (the
+     * W of stage i's first i micro-batches waits to the end); AFAB holds m */
     for (int p = 1; p <= 16; p *= 2)
         for (int m = 1; m <= 64; m *= 4)
             for (int i = 0; i < p; i++) {
                 double want = p - i < m ? p - i : m;
                 CHECK(mesh_plan_inflight(MESH_PP_1F1B, p, m, 1, i) == want);
-                CHECK(mesh_plan_inflight(MESH_PP_ZB1, p, m, 1, i) == want);
+                CHECK(mesh_plan_inflight(MESH_PP_ZB1, p, m, 1, i) == (p < m ? p : m));
                 CHECK(mesh_plan_inflight(MESH_PP_AFAB, p, m, 1, i) == m);
             }
     /* interleaved: the first stage holds p + (p - 1)/v stages' worth, the factor
@@ -208,6 +211,126 @@ static void test_counts(void)
     CHECK(strstr(mesh_comm_last_error(NULL), "no-such-model") != NULL);
 }
 
+/* Layers per stage: the slowest stage as fast as it can be, the first and then the last as
+ * light as that allows (they also hold the embedding and the output layer). */
+static void test_stage_split(void)
+{
+    mesh_plan_cluster_t c;
+    CHECK(mesh_plan_cluster_preset("h100", 8192, &c) == MESH_OK);
+    mesh_plan_model_t m;
+    CHECK(mesh_plan_model_preset("llama3-405b", &m) == MESH_OK);
+    struct {
+        int layers, pp, first, last, most;
+    } want[] = {
+        {126, 16, 7, 7, 8},  /* as Meta trained it: 7, 8 x 14, 7 */
+        {128, 16, 8, 8, 8},  /* 7 on the last would put 9 on another stage */
+        {126, 2, 63, 63, 63}, {126, 8, 15, 15, 16}, {126, 64, 1, 1, 2}, {127, 16, 8, 7, 8},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        char spec[64];
+        m.layers = want[i].layers;
+        snprintf(spec, sizeof(spec), "tp=8,pp=%d,zero=1,recompute=full", want[i].pp);
+        mesh_plan_eval_t e = eval(&m, &c, spec, 16777216);
+        CHECK_MSG(e.stage_layers_first == want[i].first && e.stage_layers_last == want[i].last &&
+                      e.stage_layers_max == want[i].most,
+                  "%d layers on pp=%d: first %d last %d most %d, want %d %d %d", want[i].layers,
+                  want[i].pp, e.stage_layers_first, e.stage_layers_last, e.stage_layers_max,
+                  want[i].first, want[i].last, want[i].most);
+        /* the slowest stage's work over the average's: max(most, last + head) / ((L + head)/p) */
+        double work = fmax(e.stage_layers_max, e.stage_layers_last + e.head_layers);
+        CHECK(NEAR(e.stage_imbalance, work / ((want[i].layers + e.head_layers) / want[i].pp) - 1,
+                   1e-12));
+    }
+}
+
+/* Every split of L layers over p stages (each at least one): the least work of the slowest
+ * stage, the last counting w more, and among the splits reaching it the fewest layers on the
+ * first stage, then on the last. */
+static void split_bf(int left, int p, int i, double w, double most, int first, int *cur,
+                     double *best, int *bfirst, int *blast)
+{
+    if (i == p - 1) {
+        double load = fmax(most, left + (p > 1 ? w : 0));
+        int f = p > 1 ? first : left;
+        if (load < *best - 1e-9 || (fabs(load - *best) <= 1e-9 &&
+                                    (f < *bfirst || (f == *bfirst && left < *blast)))) {
+            *best = load, *bfirst = f, *blast = left;
+        }
+        return;
+    }
+    for (int n = 1; n <= left - (p - 1 - i); n++) {
+        cur[i] = n;
+        split_bf(left - n, p, i + 1, w, fmax(most, n), i == 0 ? n : first, cur, best, bfirst,
+                 blast);
+    }
+}
+
+/* The planner's split against every split there is, for 1..20 layers on 1..6 stages. */
+static void test_stage_split_all(void)
+{
+    int shapes = 0;
+    for (int p = 1; p <= 6; p++) {
+        mesh_plan_cluster_t c;
+        CHECK(mesh_plan_cluster_preset("cpu", p, &c) == MESH_OK);
+        c.gpus_per_node = p;
+        for (int L = p; L <= 20; L++)
+            for (int v = 0; v < 3; v++) { /* output layers of 0.64, 2.6 and 10 layers' work */
+                mesh_plan_model_t m = {.name = "split", .layers = L, .hidden = 64, .heads = 4,
+                                       .vocab = (int[]){500, 2000, 8000}[v], .seq = 16,
+                                       .tied = 1};
+                char spec[32];
+                snprintf(spec, sizeof(spec), "pp=%d,zero=1,recompute=none", p);
+                mesh_plan_eval_t e = eval(&m, &c, spec, 16.0 * 16);
+                CHECK_MSG(e.reject != MESH_PLAN_REJ_INVALID, "%s: %s", spec, e.why);
+                int cur[8], bfirst = 1 << 30, blast = 1 << 30;
+                double best = 1e30, w = e.head_layers;
+                split_bf(L, p, 0, w, 0, 0, cur, &best, &bfirst, &blast);
+                double load = fmax(e.stage_layers_max, e.stage_layers_last + (p > 1 ? w : 0));
+                CHECK_MSG(fabs(load - best) < 1e-9 && e.stage_layers_first == bfirst &&
+                              e.stage_layers_last == blast,
+                          "%d layers on %d stages, head %.3f: slowest %.3f first %d last %d; "
+                          "every split: %.3f first %d last %d",
+                          L, p, w, load, e.stage_layers_first, e.stage_layers_last, best, bfirst,
+                          blast);
+                shapes++;
+            }
+    }
+    printf("ok: the stage split is the best of every split, %d shapes\n", shapes);
+}
+
+/* One all-to-all of an MoE layer whose ep group spans N = 2 nodes of g = 4 ranks, for E = 16
+ * experts and k = 4: flat, k (N-1)/N = 2 rows cross nodes and k (g-1)/(gN) = 1.5 move inside
+ * one, both at once; hierarchical, D (N-1)/N rows cross, D = N (1 - C(E - E/N, k) / C(E, k)) =
+ * 25/13 nodes hit, then k (g-1)/g = 3 move inside; with routing limited to one node, D = 1. On
+ * H100 figures (45 and 360 GB/s) the hierarchical path is the faster. Inside one node of 8:
+ * k (ep-1)/ep = 3.5 rows. */
+static void test_ep_span(void)
+{
+    mesh_plan_cluster_t c;
+    CHECK(mesh_plan_cluster_preset("h100", 8, &c) == MESH_OK);
+    c.gpus_per_node = 4;
+    mesh_plan_model_t m = {.name = "moe", .layers = 2, .hidden = 4096, .heads = 32,
+                           .vocab = 1000, .seq = 1024, .experts = 16, .top_k = 4};
+    double row = 2.0 * 1024 * 4096; /* a micro-batch's tokens, bf16 */
+    /* per step: 1 micro-batch, 2 MoE layers, forward and backward, dispatch and combine */
+    double per = 2 * 2 * 2 * row;
+    for (int limit = 0; limit <= 1; limit++) {
+        m.route_nodes = limit;
+        mesh_plan_eval_t e = eval(&m, &c, "ep=8,etp=1,zero=1,mbs=1,recompute=none", 8 * 1024.0);
+        CHECK_MSG(e.reject == MESH_PLAN_OK, "%s", e.why);
+        CHECK(e.axis_nodes[MESH_AXIS_EP] == 2 && e.ep_hier);
+        double D = limit ? 1 : 2 * (1 - 70.0 / 1820), rows = D / 2 + 3;
+        CHECK_MSG(NEAR(e.comm_bytes[MESH_AXIS_EP], per * rows, 1e-12),
+                  "route_nodes %d: %.6g bytes, want %.6g", limit, e.comm_bytes[MESH_AXIS_EP],
+                  per * rows);
+    }
+    c.gpus_per_node = 8;
+    m.route_nodes = 0;
+    mesh_plan_eval_t e = eval(&m, &c, "ep=8,etp=1,zero=1,mbs=1,recompute=none", 8 * 1024.0);
+    CHECK(e.axis_nodes[MESH_AXIS_EP] == 1 && !e.ep_hier);
+    CHECK(NEAR(e.comm_bytes[MESH_AXIS_EP], per * 3.5, 1e-12));
+}
+
 int main(void)
 {
     test_zero_bytes();
@@ -215,6 +338,9 @@ int main(void)
     test_pipeline();
     test_pipeline_memory();
     test_counts();
+    test_stage_split();
+    test_stage_split_all();
+    test_ep_span();
     printf("ok\n");
     return 0;
 }

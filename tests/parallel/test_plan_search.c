@@ -52,8 +52,11 @@ static void check_proposals(const char *what, const mesh_plan_model_t *m,
                   e->mem_limit / (1 << 30));
         CHECK_MSG(l->tp <= g && g % l->tp == 0, "%s #%d: tp=%d spans nodes of %d", what, i + 1,
                   l->tp, g);
-        CHECK_MSG(l->ep == 1 || (l->etp * l->ep <= g && g % (l->etp * l->ep) == 0),
-                  "%s #%d: etp=%d ep=%d span nodes", what, i + 1, l->etp, l->ep);
+        /* an expert group inside a node or over whole nodes */
+        int eg = l->etp * l->ep;
+        CHECK_MSG(l->ep == 1 || (g % l->etp == 0 && (eg <= g ? g % eg == 0 : eg % g == 0)),
+                  "%s #%d: etp=%d ep=%d span part of a node", what, i + 1, l->etp, l->ep);
+        CHECK(e->ep_hier == 0 || e->axis_nodes[MESH_AXIS_EP] > 1);
         CHECK(e->axis_nodes[MESH_AXIS_TP] == 1);
         CHECK((long)l->tp * l->cp * l->ep * l->dp * l->pp == c->gpus);
         CHECK((long)l->etp * l->ep * l->edp * l->pp == c->gpus);
@@ -71,7 +74,8 @@ static void check_proposals(const char *what, const mesh_plan_model_t *m,
         const mesh_plan_eval_t *e = mesh_plan_result_rejected(r, i);
         CHECK(e->reject != MESH_PLAN_OK && e->why[0]);
         if (e->reject == MESH_PLAN_REJ_SPAN)
-            CHECK(e->layout.tp > g || e->layout.etp * e->layout.ep > g);
+            CHECK(e->layout.tp > g || g % e->layout.tp || g % e->layout.etp ||
+                  (e->layout.etp * e->layout.ep) % g || e->layout.etp * e->layout.ep > g);
         if (e->reject == MESH_PLAN_REJ_MEMORY) CHECK(e->mem_total > e->mem_limit);
     }
     long combos, variants, rej[MESH_PLAN_REJ_COUNT];

@@ -2,12 +2,14 @@
  * Pipeline schedules and their static checker, on one process: every generator passes the
  * checker over many shapes; the predicted bubble equals the closed forms (AFAB and 1F1B
  * (p-1)/(m+p-1), interleaved (p-1)/(vm+p-1)); 1F1B stores at most p activations per rank where
- * AFAB stores m; ZB-H1 and ZB-V beat 1F1B's bubble at equal F, B, W; interleaved refuses what
- * Megatron-Core refuses; and deliberately broken schedules are refused with the rank, the
- * position and the reason.
+ * AFAB stores m; each rank's order of F, B and W and its peak of stored activations equal the
+ * definitions (test_orders); ZB-H1 and ZB-V beat 1F1B's bubble at equal F, B, W; interleaved
+ * refuses what Megatron-Core refuses; and deliberately broken schedules are refused with the
+ * rank, the position and the reason.
  */
 #include "tests/harness/harness.h"
 #include <mesh/pipeline.h>
+#include <mesh/plan.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -412,10 +414,232 @@ static void test_user_built(void)
     mesh_pp_schedule_destroy(u);
 }
 
+/*
+ * Per-rank order and peak activations against the closed forms, for every shape in range. A
+ * rank's compute actions (F, B, W in list order) must equal the definition action for action,
+ * and the checker's peak of stored (micro-batch, chunk) activations on each rank must equal the
+ * formula, so that a generator holding one more activation than its definition fails here even
+ * though its schedule stays valid. The definitions (r the rank, p stages, m micro-batches, v
+ * chunks per rank):
+ *
+ *   afab (GPipe): F(0) .. F(m-1), then B(0) .. B(m-1).                       peak m
+ *   1f1b (Megatron-Core's forward_backward_pipelining_without_interleaving): w = min(p-r-1, m)
+ *     warm-up forwards F(0) .. F(w-1); then F(w+i), B(i) for i < m-w; then the cool-down
+ *     B(m-w) .. B(m-1).                                                       peak min(p-r, m)
+ *   zb1 (ZB-H1, Qi et al. 2023, "Zero Bubble Pipeline Parallelism", sec. 3): 1F1B's w warm-up
+ *     forwards; then r pairs F, B whose W is deferred; then F, B, W in turn (the W of the
+ *     oldest micro-batch) while forwards remain; B, W while backwards remain; the deferred Ws
+ *     last. An activation is held from its F to its W.                       peak min(p, m)
+ *   interleaved (Megatron-Core's forward_backward_pipelining_with_interleaving): the virtual
+ *     micro-batches k = 0 .. mv-1 run in groups of g micro-batches (default g = p; the last
+ *     group takes what is left), each group through chunk 0, then chunk 1, ...: with G = the
+ *     group of k holding L micro-batches from g0, k's micro-batch is g0 + (k - g0 v) mod L and
+ *     its forward chunk (k - g0 v) / L; backward k runs the same micro-batch on chunk v-1-c.
+ *     Warm-up w = min(2(p-r-1) + (v-1)g, mv) forwards, then F(w+k), B(k) in turn, then the
+ *     cool-down backwards.                                              peak min(w + 1, mv)
+ * The planner's memory model (mesh_plan_inflight, <mesh/plan.h>) must hold the same peaks, in
+ * stages' worth of activations: v times its figure is the peak here for afab, 1f1b, zb1 and
+ * interleaved with groups of p.
+ *
+ *   zbv (ZB-V, the same paper, sec. 6; its order comes from a greedy run, pp_zbv.c): before
+ *     its first B, rank r runs min(m, 2p-1-r) forwards of chunk 0 (the way down the V) and
+ *     min(m, r+1) of chunk 1 (the way up); each rank's peak, in half-stage chunks, is that of
+ *     1F1B's first rank in full stages.                                    peak min(2p, 2m)
+ */
+typedef struct {
+    mesh_pp_action_t *a;
+    int n;
+} order_t;
+
+static void order_add(order_t *o, mesh_pp_op_t op, int mb, int chunk)
+{
+    o->a[o->n++] = (mesh_pp_action_t){.op = op, .mb = mb, .chunk = chunk, .peer = -1};
+}
+
+/* The k-th virtual micro-batch of the interleaved order: its micro-batch and forward chunk. */
+static void il_virtual(int m, int v, int g, int k, int *mb, int *chunk)
+{
+    int g0 = k / (g * v) * g; /* groups before the last are whole */
+    int len = (g0 + g < m ? g0 + g : m) - g0, in = k - g0 * v;
+    *mb = g0 + in % len;
+    *chunk = in / len;
+}
+
+/* F or B of virtual micro-batch k; the backward runs the chunks in reverse. */
+static void il_add(order_t *o, int m, int v, int g, mesh_pp_op_t op, int k)
+{
+    int mb, c;
+    il_virtual(m, v, g, k, &mb, &c);
+    order_add(o, op, mb, op == MESH_PP_F ? c : v - 1 - c);
+}
+
+static void want_order(mesh_pp_kind_t kind, int p, int m, int v, int g, int r, order_t *o)
+{
+    o->n = 0;
+    if (kind == MESH_PP_AFAB) {
+        for (int i = 0; i < m; i++)
+            order_add(o, MESH_PP_F, i, 0);
+        for (int i = 0; i < m; i++)
+            order_add(o, MESH_PP_B, i, 0);
+        return;
+    }
+    if (kind == MESH_PP_1F1B || kind == MESH_PP_ZB1) {
+        int w = p - r - 1 < m ? p - r - 1 : m, zb = kind == MESH_PP_ZB1;
+        int held = zb ? (r < m - w ? r : m - w) : 0; /* pairs whose W waits to the end */
+        int nw = 0;
+        for (int i = 0; i < w; i++)
+            order_add(o, MESH_PP_F, i, 0);
+        for (int i = 0; i < m - w; i++) {
+            order_add(o, MESH_PP_F, w + i, 0);
+            order_add(o, MESH_PP_B, i, 0);
+            if (zb && i >= held)
+                order_add(o, MESH_PP_W, nw++, 0);
+        }
+        for (int i = m - w; i < m; i++) {
+            order_add(o, MESH_PP_B, i, 0);
+            if (zb)
+                order_add(o, MESH_PP_W, nw++, 0);
+        }
+        while (zb && nw < m)
+            order_add(o, MESH_PP_W, nw++, 0);
+        return;
+    }
+    /* interleaved */
+    int total = m * v, w = 2 * (p - r - 1) + (v - 1) * g;
+    if (w > total)
+        w = total;
+    for (int k = 0; k < w; k++)
+        il_add(o, m, v, g, MESH_PP_F, k);
+    for (int k = 0; k < total - w; k++) {
+        il_add(o, m, v, g, MESH_PP_F, w + k);
+        il_add(o, m, v, g, MESH_PP_B, k);
+    }
+    for (int k = total - w; k < total; k++)
+        il_add(o, m, v, g, MESH_PP_B, k);
+}
+
+static int want_peak(mesh_pp_kind_t kind, int p, int m, int v, int g, int r)
+{
+    switch (kind) {
+    case MESH_PP_AFAB:
+        return m;
+    case MESH_PP_1F1B:
+        return p - r < m ? p - r : m;
+    case MESH_PP_ZB1:
+        return p < m ? p : m;
+    case MESH_PP_ZBV:
+        return 2 * (p < m ? p : m);
+    default: {
+        int w = 2 * (p - r - 1) + (v - 1) * g;
+        return w + 1 < m * v ? w + 1 : m * v;
+    }
+    }
+}
+
+/* The rank's F, B and W in list order. */
+static const char *action_text(const mesh_pp_action_t *a, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s(mb %d, chunk %d)", mesh_pp_op_name(a->op), a->mb, a->chunk);
+    return buf;
+}
+
+static void got_order(mesh_pp_schedule_h s, int r, order_t *o)
+{
+    o->n = 0;
+    for (int i = 0; i < mesh_pp_schedule_length(s, r); i++) {
+        mesh_pp_action_t a;
+        CHECK(mesh_pp_schedule_action(s, r, i, &a) == MESH_OK);
+        if (a.op == MESH_PP_F || a.op == MESH_PP_B || a.op == MESH_PP_W)
+            order_add(o, a.op, a.mb, a.chunk);
+    }
+}
+
+/* Compares every rank of one shape; returns the shapes checked (1). */
+static int check_shape(mesh_pp_kind_t kind, int p, int m, int v, int g, order_t *want, order_t *got)
+{
+    const char *k = mesh_pp_kind_name(kind);
+    mesh_pp_schedule_h s = make(kind, p, m, v, kind == MESH_PP_INTERLEAVED ? g : 0);
+    check_ok(s, NULL);
+    for (int r = 0; r < p; r++) {
+        int peak;
+        CHECK(mesh_pp_check_rank(s, r, NULL, &peak) == MESH_OK);
+        int wp = want_peak(kind, p, m, v, g, r);
+        CHECK_MSG(peak == wp,
+                  "%s p=%d m=%d v=%d group %d rank %d: peak %d activations, the "
+                  "definition holds %d",
+                  k, p, m, v, g, r, peak, wp);
+        if (kind != MESH_PP_ZBV && (kind != MESH_PP_INTERLEAVED || g == p)) {
+            double plan = mesh_plan_inflight(kind, p, m, v, r) * v;
+            CHECK_MSG(fabs(plan - peak) < 1e-9,
+                      "%s p=%d m=%d v=%d rank %d: the planner counts %.3f activations, the "
+                      "schedule holds %d",
+                      k, p, m, v, r, plan, peak);
+        }
+        got_order(s, r, got);
+        if (kind == MESH_PP_ZBV) {
+            int f[2] = {0, 0};
+            for (int i = 0; i < got->n && got->a[i].op == MESH_PP_F; i++)
+                f[got->a[i].chunk]++;
+            int w0 = 2 * p - 1 - r < m ? 2 * p - 1 - r : m, w1 = r + 1 < m ? r + 1 : m;
+            CHECK_MSG(f[0] == w0 && f[1] == w1,
+                      "zbv p=%d m=%d rank %d: %d + %d forwards of chunks 0 + 1 before the first "
+                      "B, the definition runs %d + %d",
+                      p, m, r, f[0], f[1], w0, w1);
+            continue;
+        }
+        want_order(kind, p, m, v, g, r, want);
+        CHECK_MSG(got->n == want->n,
+                  "%s p=%d m=%d v=%d group %d rank %d: %d compute actions, "
+                  "want %d",
+                  k, p, m, v, g, r, got->n, want->n);
+        for (int i = 0; i < got->n; i++) {
+            char gb[64], wb[64];
+            CHECK_MSG(got->a[i].op == want->a[i].op && got->a[i].mb == want->a[i].mb &&
+                          got->a[i].chunk == want->a[i].chunk,
+                      "%s p=%d m=%d v=%d group %d rank %d, compute action %d: %s, the "
+                      "definition has %s",
+                      k, p, m, v, g, r, i, action_text(&got->a[i], gb, sizeof(gb)),
+                      action_text(&want->a[i], wb, sizeof(wb)));
+        }
+    }
+    mesh_pp_schedule_destroy(s);
+    return 1;
+}
+
+static void test_orders(void)
+{
+    enum { PMAX = 8, MMAX = 3 * PMAX + 2, VMAX = 4 };
+    order_t want = {.a = malloc(sizeof(mesh_pp_action_t) * 3 * MMAX * VMAX)},
+            got = {.a = malloc(sizeof(mesh_pp_action_t) * 3 * MMAX * VMAX)};
+    CHECK(want.a && got.a);
+    int shapes[MESH_PP_KIND_COUNT] = {0};
+    for (int p = 1; p <= PMAX; p++)
+        for (int m = 1; m <= 3 * p + 2; m++) {
+            shapes[MESH_PP_AFAB] += check_shape(MESH_PP_AFAB, p, m, 1, 0, &want, &got);
+            shapes[MESH_PP_1F1B] += check_shape(MESH_PP_1F1B, p, m, 1, 0, &want, &got);
+            shapes[MESH_PP_ZB1] += check_shape(MESH_PP_ZB1, p, m, 1, 0, &want, &got);
+            shapes[MESH_PP_ZBV] += check_shape(MESH_PP_ZBV, p, m, 2, 0, &want, &got);
+            /* interleaved: every group Megatron-Core accepts (p <= g <= m, m % g 0 or >= p) */
+            for (int v = 2; p >= 2 && v <= VMAX; v++)
+                for (int g = p; g <= m; g++)
+                    if (m % g == 0 || m % g >= p)
+                        shapes[MESH_PP_INTERLEAVED] +=
+                            check_shape(MESH_PP_INTERLEAVED, p, m, v, g, &want, &got);
+        }
+    printf("ok: per-rank order and peak equal the definitions: afab %d, 1f1b %d, zb1 %d, "
+           "interleaved %d shapes (p 1..%d, m 1..3p+2, v 2..%d, every group); zbv warm-up "
+           "and peak %d shapes\n",
+           shapes[MESH_PP_AFAB], shapes[MESH_PP_1F1B], shapes[MESH_PP_ZB1],
+           shapes[MESH_PP_INTERLEAVED], PMAX, VMAX, shapes[MESH_PP_ZBV]);
+    free(want.a);
+    free(got.a);
+}
+
 int main(void)
 {
     setenv("MESH_LOG_LEVEL", "error", 0); /* the refusals below are expected */
     test_closed_forms();
+    test_orders();
     test_zero_bubble();
     test_rules();
     test_broken();

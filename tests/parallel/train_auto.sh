@@ -1,10 +1,12 @@
 #!/bin/sh
 # mesh-train --mesh auto: the layout from the planner. The tiny GPT of train.sh (2 layers,
 # d_model 32, 4 heads, seq 16, vocab 64, global batch 8, 10 steps) on 2 ranks, 4 ranks, 4 ranks
-# over 2 simulated nodes, and 4 ranks with pp=2 given:
+# over 2 simulated nodes, and 4 ranks with pp=2 given; then two where the planner's model says
+# cp and ep pay: 64-token sequences with a batch of 2 on 4 ranks (cp=2 dp=2, ahead of tp=2 and
+# pp=2), and 4 experts on 4 ranks (ep=2 dp=2, ahead of dp=4 and ep=4):
 #   - the loss of each step equals the 1-rank run within 1e-4 relative;
-#   - the printed tp, pp, dp, ZeRO stage and micro-batches are those tools/mesh-plan ranks first
-#     for the same model, CPU cluster and restrictions (cp = ep = 1, no recomputation, no
+#   - the printed tp, pp, dp, ZeRO stage, cp, ep and micro-batches are those tools/mesh-plan
+#     ranks first for the same model, CPU cluster and restrictions (no recomputation, no
 #     sequence parallelism; ZeRO 2 and 3 only with pp = 1: the faster of the two searches);
 # a request nothing fits (pp=4 for 2 layers) is refused with the planner's reason.
 # MESH_TEST_SANITIZED=1 keeps 2 ranks, 4 ranks over 2 nodes and the refusal.
@@ -26,21 +28,23 @@ status=0
 steps_expected=10
 . "$(dirname "$0")/train_lib.sh"
 
-# first_plan FILE: "tp=A pp=B dp=C zero=Z microbatches=M STEP" of mesh-plan --json's first layout
+# first_plan FILE: "tp=A pp=B dp=C zero=Z cp=C ep=E microbatches=M STEP" of mesh-plan --json's
+# first layout
 first_plan() {
     n='\([-0-9.e+]*\)'
-    grep -m1 '^ *{"tp":' "$1" | sed -n "s/.*\"tp\": $n,.*\"dp\": $n, \"pp\": $n,.*\"zero\": $n, \
-\"mbs\": $n, \"micro_batches\": $n,.*\"step_s\": $n,.*/tp=\1 pp=\3 dp=\2 zero=\4 \
-microbatches=\6 \7/p"
+    grep -m1 '^ *{"tp":' "$1" | sed -n "s/.*\"tp\": $n, \"cp\": $n, \"ep\": $n,.*\"dp\": $n, \
+\"pp\": $n,.*\"zero\": $n, \"mbs\": $n, \"micro_batches\": $n,.*\"step_s\": $n,.*/tp=\1 pp=\5 \
+dp=\4 zero=\6 cp=\2 ep=\3 microbatches=\8 \9/p"
 }
 
-# expect NAME GPUS PER_NODE [FIX]: mesh-plan's choice as mesh-train makes it; without pp in FIX,
-# the faster of pp=1 with every ZeRO stage and any pp with stages 0 and 1 (pp=1 on a tie)
+# expect NAME GPUS PER_NODE [FIX [MODEL [BATCH]]]: mesh-plan's choice as mesh-train makes it;
+# without pp in FIX, the faster of pp=1 with every ZeRO stage and any pp with stages 0 and 1
+# (pp=1 on a tie)
 expect() {
     name=$1
-    common="--model $pmodel --cluster cpu,gpus=$2,gpus-per-node=$3 --batch-seqs 8"
+    common="--model ${5:-$pmodel} --cluster cpu,gpus=$2,gpus-per-node=$3 --batch-seqs ${6:-8}"
     common="$common --recompute none --no-sp --json"
-    fix="cp=1,ep=1${4:+,$4}"
+    fix=${4:-}
     case ",$fix," in
     *,pp=1,*) searches="a" ;;
     *,pp=*) searches="b" ;;
@@ -48,13 +52,14 @@ expect() {
     esac
     best="" best_step=""
     for s in $searches; do
-        # shellcheck disable=SC2086
         if [ "$s" = a ]; then
             fixa=$fix
-            case ",$fix," in *,pp=*) ;; *) fixa="$fix,pp=1" ;; esac
+            case ",$fix," in *,pp=*) ;; *) fixa="${fix:+$fix,}pp=1" ;; esac
+            # shellcheck disable=SC2086
             "$plan" $common --fix "$fixa" >"$tmp/$name.plan$s" 2>&1
         else
-            "$plan" $common --fix "$fix" --zero 0,1 >"$tmp/$name.plan$s" 2>&1
+            # shellcheck disable=SC2086
+            "$plan" $common ${fix:+--fix "$fix"} --zero 0,1 >"$tmp/$name.plan$s" 2>&1
         fi
         line=$(first_plan "$tmp/$name.plan$s")
         if [ -z "$line" ]; then # said by check_plan, outside this subshell
@@ -70,12 +75,12 @@ expect() {
     echo "$best"
 }
 
-# check_plan NAME GPUS PER_NODE [FIX]: mesh-train printed mesh-plan's choice
+# check_plan NAME GPUS PER_NODE [FIX [MODEL [BATCH]]]: mesh-train printed mesh-plan's choice
 check_plan() {
     want=$(expect "$@")
     k='[0-9]*'
-    got=$(sed -n "s/^# plan: \(tp=$k pp=$k dp=$k zero=$k\).* \(microbatches=$k\):.*/\1 \2/p" \
-        "$tmp/$1.out")
+    axes="tp=$k pp=$k dp=$k zero=$k cp=$k ep=$k"
+    got=$(sed -n "s/^# plan: \($axes\).* \(microbatches=$k\):.*/\1 \2/p" "$tmp/$1.out")
     if [ -z "$want" ] || [ "$got" != "$want" ]; then
         fail "$1: mesh-train chose [$got], mesh-plan [$want]"
         head -3 "$tmp/$1.out"
@@ -87,18 +92,40 @@ check_plan() {
     grep -q '^# why: ' "$tmp/$1.out" || fail "$1: no reasons"
 }
 
-cases="auto2 auto4 auto4nodes auto4pp2"
-[ "${MESH_TEST_SANITIZED:-0}" = 1 ] && cases="auto2 auto4nodes"
+cases="auto2 auto4 auto4nodes auto4pp2 autocp automoe"
+[ "${MESH_TEST_SANITIZED:-0}" = 1 ] && cases="auto2 auto4nodes automoe"
+# the cp case: 64-token sequences, 2 of them a step; the MoE case: 4 experts of ffn 128, top 2,
+# on block 1 (mesh-train's default: the odd blocks)
+cpopts="--seq 64 --batch 2"
+cpmodel="layers=2,hidden=32,heads=4,seq=64,vocab=64,tied=1,dropout=0"
+moeopts="--experts 4 --topk 2 --expert-ffn 128"
+moemodel="$pmodel,experts=4,top-k=2,expert-ffn=128,dense-layers=1"
 
 train one 1 || exit 1
 for c in $cases; do
+    ref=one
     case $c in
     auto2) train "$c" 2 -- --mesh auto && check_plan "$c" 2 2 ;;
     auto4) train "$c" 4 -- --mesh auto && check_plan "$c" 4 4 ;;
     auto4nodes) train "$c" 4 --nodes 2 -- --mesh auto && check_plan "$c" 4 2 ;;
     auto4pp2) train "$c" 4 -- --mesh auto,pp=2 && check_plan "$c" 4 4 pp=2 ;;
+    autocp)
+        ref=onecp
+        # shellcheck disable=SC2086
+        train onecp 1 -- $cpopts && train "$c" 4 -- $cpopts --mesh auto &&
+            check_plan "$c" 4 4 "" "$cpmodel" 2 ;;
+    automoe)
+        ref=onemoe
+        # shellcheck disable=SC2086
+        train onemoe 1 -- $moeopts && train "$c" 4 -- $moeopts --mesh auto &&
+            check_plan "$c" 4 4 "" "$moemodel" ;;
     esac
-    [ -f "$tmp/$c.csv" ] && same_loss "$c" one 1e-4
+    [ -f "$tmp/$c.csv" ] && same_loss "$c" "$ref" 1e-4
+done
+for c in autocp:cp=2 automoe:ep=2; do
+    case " $cases " in *" ${c%%:*} "*) ;; *) continue ;; esac
+    grep -q "^# plan: .* ${c#*:} " "$tmp/${c%%:*}.out" 2>/dev/null ||
+        fail "${c%%:*}: the planner did not choose ${c#*:}"
 done
 grep -q '^# plan: .* pp=2 .*schedule=' "$tmp/auto4pp2.out" 2>/dev/null ||
     [ "${MESH_TEST_SANITIZED:-0}" = 1 ] || fail "auto4pp2: no pipeline schedule chosen"

@@ -151,7 +151,7 @@ refused "--capacity-groups 3 is not a multiple of the 2 ep groups" 2 --mesh dp=2
 refused "an ep group's ranks are not consecutive" 4 --mesh ep=2,dp=2 --capacity 1.0 \
     --order dp-tp-cp-ep-pp
 refused "the 8 samples of a micro-batch do not split evenly" 1 --capacity 1.0 --capacity-groups 3
-refused "the planner does not place experts yet" 1 --mesh auto
+refused "--moe-layers is not of that form" 1 --mesh auto --moe-layers 0
 refused "--experts 6 does not split evenly across ep=4" 4 --mesh ep=4 --experts 6
 refused "--topk 5 exceeds --experts 4" 1 --topk 5
 refused "--expert-ffn 30 does not split evenly across tp=4" 4 --mesh tp=4 --expert-ffn 30
