@@ -104,15 +104,27 @@ def run(cmd, cwd, env=None, timeout=300):
         return 124, out + "\n(killed after %d s)" % timeout
 
 
+def sanitizers():
+    """The -fsanitize flags a program needs to load the library of a sanitized build (CI's
+    ASan/UBSan pass, where the sanitizer's runtime must come first): mesh.pc gives them."""
+    lib = os.path.join(BUILD, "libmesh", ".libs", "libmesh.so")
+    rc, out = run("ldd %s" % shlex.quote(lib), BUILD)
+    names = [n for n, lib in (("address", "libasan"), ("undefined", "libubsan"),
+                              ("thread", "libtsan")) if rc == 0 and lib in out]
+    return "-fsanitize=" + ",".join(names) if names else ""
+
+
 def scratch_env(tmp):
     """A folder where tools/ and bench/ are the build tree's and pkg-config finds mesh."""
     for d in ("tools", "bench"):
         os.symlink(os.path.join(BUILD, d), os.path.join(tmp, d))
     libdir = os.path.join(BUILD, "libmesh", ".libs")
+    san = sanitizers()
     with open(os.path.join(tmp, "mesh.pc"), "w") as f:
         f.write("Name: mesh\nDescription: mesh in its build tree\nVersion: 0\n"
-                "Libs: -L%s -Wl,-rpath,%s -lmesh\nCflags: -I%s -I%s\n"
-                % (libdir, libdir, os.path.join(SRC, "include"), os.path.join(BUILD, "include")))
+                "Libs: %s -L%s -Wl,-rpath,%s -lmesh\nCflags: %s -I%s -I%s\n"
+                % (san, libdir, libdir, san, os.path.join(SRC, "include"),
+                   os.path.join(BUILD, "include")))
     env = dict(os.environ)
     env["PKG_CONFIG_PATH"] = tmp
     env.setdefault("MESH_TIMEOUT", "60")
