@@ -13,6 +13,7 @@ README.md:
     docs/performance.md shows, and it runs here with the message sizes cut to a few KiB.
 docs/*.md and HACKING.md:
   - C examples with a main compile and run under meshrun on 2 ranks;
+  - the mesh-plan commands run (exit 0, or 1 when nothing fits this machine);
   - every tool they name (in ```sh blocks and `inline code`) exists, and every option given to
     it appears in its --help (for scripts: in the script);
   - every relative link leads to a file of the tree, and its #anchor to a heading there.
@@ -370,6 +371,28 @@ def check_links(path):
     return n
 
 
+def run_plans(tmp, env):
+    """The guides' mesh-plan commands run (no ranks, a fraction of a second each): exit 0, or 1
+    when nothing fits the machine (--from-topo plans for the node it runs on); 2 is a usage
+    error (an option or a preset the tool does not know). Those that read a CSV of an earlier
+    bench run (--calibrate, --compare) are left out."""
+    docs = os.path.join(SRC, "docs")
+    for f in sorted(os.listdir(docs)):
+        if not f.endswith(".md"):
+            continue
+        for info, text, start in fenced_blocks(os.path.join(docs, f)):
+            for cmd in commands(text) if info == "sh" else []:
+                bare = strip_comment(cmd)
+                if not bare.startswith("tools/mesh-plan ") or re.search(r"--calibrate|--compare",
+                                                                        bare):
+                    continue
+                rc, out = run(bare, tmp, env, timeout=120)
+                if rc not in (0, 1):
+                    fail("docs/%s:%d: %s (exit %d)" % (f, start, bare, rc), out)
+                else:
+                    ok("docs/%s:%d: %s (exit %d)" % (f, start, " ".join(bare.split()), rc))
+
+
 def guides():
     files = [os.path.join(SRC, "README.md"), os.path.join(SRC, "HACKING.md")]
     docs = os.path.join(SRC, "docs")
@@ -405,6 +428,7 @@ def main():
             for info, text, start in fenced_blocks(full):
                 if info == "c" and "int main" in text:
                     c_example(full, text, start, tmp, env)
+        run_plans(tmp, env)
         guides()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
