@@ -431,6 +431,9 @@ def guides():
 
 
 def main():
+    if shutil.which("pkg-config") is None:
+        print("no pkg-config (the README builds its example with it): skipped")
+        return 77
     tmp = tempfile.mkdtemp(prefix="mesh-docs-", dir=os.environ.get("TMPDIR") or None)
     try:
         env = scratch_env(tmp)
