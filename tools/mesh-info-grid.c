@@ -107,6 +107,11 @@ static int grid_parse(int argc, char **argv, grid_opts_t *o)
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'g':
+            /* mesh-info --grid --help, as mesh-info's usage shows it */
+            if (strcmp(optarg, "--help") == 0 || strcmp(optarg, "-h") == 0) {
+                fputs(grid_usage, stdout);
+                exit(0);
+            }
             if (grid_parse_sizes(optarg, &o->p) != 0) return -1;
             break;
         case 'o':

@@ -1,7 +1,8 @@
 /*
- * Published training layouts against the planner (README, "mesh-plan"): what it ranks first for
- * the same model, machine and batch, where the published layout stands, and the numbers behind
- * the difference. A change to the model that moves these must update the README.
+ * Published training layouts against the planner (docs/mesh-plan.md, "Published layouts"): what
+ * it ranks first for the same model, machine and batch, where the published layout stands, and
+ * the numbers behind the difference. A change to the model that moves these must update
+ * docs/mesh-plan.md.
  *
  * GPT-3 175B on 1024 A100-80GB, batch 1536 x 2048, t=8 p=8 (Narayanan et al. 2021, sec. 5.1);
  * Llama 3 405B on 8192 H100, 16M tokens of 8K, TP8 CP1 PP16 DP64, 43% MFU, and on 16384 H100 at

@@ -1,6 +1,7 @@
 #!/bin/sh
 # mesh-info --grid: groups as JSON for Megatron-Core's example layout, the failure (exit status
-# and reason) of tp=4 over a round-robin placement, the same layout renumbered, invalid input.
+# and reason) of tp=4 over a round-robin placement, the same layout renumbered, invalid input,
+# and its usage.
 b=${top_builddir:-.}
 info="$b/tools/mesh-info"
 tmp=$(mktemp -d) || exit 99
@@ -54,4 +55,8 @@ has "bad order named" "$tmp/err" "unknown axis 'qq'"
 "$info" --grid tp=2,xx=4 >"$tmp/out" 2>"$tmp/err"
 check "unknown axis is a usage error" 2 $?
 has "unknown axis named" "$tmp/err" "'xx'"
+# the usage mesh-info --help points at
+"$info" --grid --help >"$tmp/out" 2>"$tmp/err"
+check "--grid --help exits 0" 0 $?
+has "--grid --help prints the usage" "$tmp/out" "usage: mesh-info --grid"
 exit $fail
