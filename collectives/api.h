@@ -134,15 +134,24 @@ mesh_status_t mesh_api_layout(mesh_comm_t *comm, const char *fn, const char *cna
 /* Pre-multiplies (scalar != NULL) in_count input elements, selects, builds and launches; divides
  * avg_count elements of avg_buf by the size at completion (MESH_AVG); owned0 is freed with the
  * request (or on error). */
-mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
-                              size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
-                              mesh_request_h *req);
-/* The same on buffers the schedule reads and writes as they are (host memory, or staging):
- * dev (NULL for a host call) is the device operation they stage, owned from here on. Device
- * calls reach it through mesh_api_launch (args->mem), which stages them first. */
+/* mesh_api_launch_on on buffers the schedule reads and writes as they are (host memory, or
+ * staging): dev (NULL for a host call) is the device operation they stage, owned from here on.
+ * Device calls (args->mem set) go through mesh_dev_launch, which stages them first. */
 struct mesh_dev_op;
 mesh_status_t mesh_api_launch_on(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
                                  size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
                                  struct mesh_dev_op *dev, mesh_request_h *req);
+mesh_status_t mesh_dev_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
+                              size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
+                              mesh_request_h *req);
+static inline mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args,
+                                            const void *scalar, size_t in_count, void *avg_buf,
+                                            size_t avg_count, void *owned0, mesh_request_h *req)
+{
+    if (__builtin_expect(args->mem != NULL, 0))
+        return mesh_dev_launch(comm, args, scalar, in_count, avg_buf, avg_count, owned0, req);
+    return mesh_api_launch_on(comm, args, scalar, in_count, avg_buf, avg_count, owned0, NULL,
+                              req);
+}
 
 #endif

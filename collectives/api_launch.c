@@ -67,16 +67,6 @@ static size_t api_key(const mesh_comm_t *comm, const mesh_coll_args_t *a, int av
     return len;
 }
 
-mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
-                            size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
-                            mesh_request_h *req)
-{
-    if (args->mem != NULL)
-        return mesh_dev_launch(comm, args, scalar, in_count, avg_buf, avg_count, owned0, req);
-    return mesh_api_launch_on(comm, args, scalar, in_count, avg_buf, avg_count, owned0, NULL,
-                              req);
-}
-
 /* Selects and builds (or replays the graph of an identical earlier call) and launches; takes
  * ownership of owned[] (freed with the request) and of dev. */
 mesh_status_t mesh_api_launch_on(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,

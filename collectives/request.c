@@ -95,10 +95,11 @@ static mesh_status_t request_start(mesh_request_h r)
     return MESH_OK;
 }
 
-/* Whether the operation ended; its status in r->status. Without the lock. */
-static int request_poll(mesh_request_h r)
+/* Whether the operation ended; its status in r->status. Without the lock. Inline in every wait:
+ * a blocking call polls it each round. */
+static inline __attribute__((always_inline)) int request_poll(mesh_request_h r)
 {
-    if (r->dev != NULL) return mesh_dev_done(r);
+    if (__builtin_expect(r->dev != NULL, 0)) return mesh_dev_done(r);
     if (r->status != MESH_INPROGRESS) return 1;
     mesh_status_t st = mesh_sched_state(r->sched);
     if (st == MESH_INPROGRESS) return 0;
