@@ -435,8 +435,11 @@ mesh_status_t mesh_request_start_dev(mesh_request_h r)
         st = mesh_error(MESH_ERR_ABORTED, "the communicator was aborted");
     else if (c->failed < 0)
         st = mesh_error(c->failed, "the communicator failed earlier (%s)", c->failure);
-    else
-        st = request_start(r);
+    else if ((st = mesh_sched_start(r->sched, 0)) == MESH_OK) {
+        /* started already for its waiters: the engine writes nothing they read but status */
+        mesh_sched_progress(r->sched);
+        mesh_comm_progress(c);
+    }
     if (st < 0) mesh_comm_fail(c, st);
     mesh_comm_unlock(c);
     return st;

@@ -39,7 +39,7 @@ struct emu_stream {
     struct emu_op *head, *tail;
     uint64_t submitted; /* under lock */
     _Atomic uint64_t completed;
-    int stop;
+    atomic_int stop; /* read by the stream's waits without the lock */
     pthread_t thread;
 };
 
@@ -74,12 +74,13 @@ static void emu_run(struct emu_stream *s, struct emu_op *o)
     case EMU_WRITE: __atomic_store_n(o->flag, o->value, __ATOMIC_RELEASE); break;
     case EMU_WAIT:
         /* as cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_GEQ, on wrapping counts */
-        while ((int32_t)(__atomic_load_n(o->flag, __ATOMIC_ACQUIRE) - o->value) < 0 && !s->stop)
+        while ((int32_t)(__atomic_load_n(o->flag, __ATOMIC_ACQUIRE) - o->value) < 0 &&
+               !atomic_load(&s->stop))
             emu_pause(&idle);
         break;
     case EMU_WAIT_EVENT:
         while (atomic_load_explicit(&o->other->completed, memory_order_acquire) < o->target &&
-               !s->stop)
+               !atomic_load(&s->stop))
             emu_pause(&idle);
         break;
     }
@@ -90,7 +91,7 @@ static void *emu_thread(void *arg)
     struct emu_stream *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        while (s->head == NULL && !s->stop) pthread_cond_wait(&s->cond, &s->lock);
+        while (s->head == NULL && !atomic_load(&s->stop)) pthread_cond_wait(&s->cond, &s->lock);
         struct emu_op *o = s->head;
         if (o == NULL) {
             pthread_mutex_unlock(&s->lock);
@@ -100,7 +101,7 @@ static void *emu_thread(void *arg)
         if (s->head == NULL) s->tail = NULL;
         pthread_mutex_unlock(&s->lock);
         unsigned idle = 0;
-        while (atomic_load(&emu_held) && !s->stop) emu_pause(&idle);
+        while (atomic_load(&emu_held) && !atomic_load(&s->stop)) emu_pause(&idle);
         if (emu_delay_us > 0) usleep((useconds_t)emu_delay_us);
         emu_run(s, o);
         free(o);
@@ -167,7 +168,7 @@ void mesh_mem_emu_stream_destroy(void *stream)
     struct emu_stream *s = stream;
     if (s == NULL || s == emu_default) return;
     pthread_mutex_lock(&s->lock);
-    s->stop = 1;
+    atomic_store(&s->stop, 1);
     pthread_cond_signal(&s->cond);
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);
