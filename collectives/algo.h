@@ -46,6 +46,12 @@ typedef struct {
     int opcode;   /* the caller's operation for the call's signature (signature.h): 0 none */
     const size_t *counts, *displs;
     const size_t *rcounts, *rdispls;
+    /* the buffers' memory: NULL for host memory, else the device table owning them (device
+     * `device`, ordered on `stream`). The device engine stages device buffers through host
+     * memory, so algorithms see host memory (mem NULL) until schedules run on device memory. */
+    const struct mesh_mem_ops *mem;
+    int device;
+    void *stream;
 } mesh_coll_args_t;
 
 typedef struct {

@@ -5,6 +5,7 @@
 
 #include "collectives/algo.h"
 #include "collectives/signature.h"
+#include "libmesh/mem.h"
 
 #define CHECK_ARG(cond, ...)                                                                   \
     do {                                                                                      \
@@ -30,10 +31,12 @@ mesh_status_t mesh_api_check_overlap_slow(mesh_comm_t *comm, const char *fn, con
  * that every sum of counts, displacements and offsets below it is exact. */
 #define MESH_API_MAX_BYTES ((size_t)1 << 48)
 
-/* A live, healthy communicator, and no stream (host buffers). */
+/* A live, healthy communicator, and no stream where no device table is active (host buffers;
+ * with a table, mesh_api_check_mem judges the stream with the buffers). */
 static inline mesh_status_t mesh_api_check_comm(mesh_comm_t *comm, const char *fn, void *stream)
 {
-    if (comm != NULL && !comm->released && stream == NULL && comm->failed >= 0 &&
+    if (comm != NULL && !comm->released && (stream == NULL || !mesh_mem_host_only()) &&
+        comm->failed >= 0 &&
         !atomic_load_explicit(&comm->aborted, memory_order_relaxed))
         return MESH_OK;
     return mesh_api_check_comm_slow(comm, fn, stream);
@@ -90,6 +93,24 @@ static inline mesh_status_t mesh_api_check_overlap(mesh_comm_t *comm, const char
     return mesh_api_check_overlap_slow(comm, fn, a, alen, b, blen, in_place);
 }
 
+/* The memory of a call's buffers (sname: sbuf, rname: rbuf; NULL buffers take no part): all
+ * host memory, with no stream (args->mem NULL); or all memory that one active device table owns
+ * (device memory of the rank's current device, or host memory pinned for it), ordered on stream
+ * (args->mem, device and stream set). A mix, another device, a table that is not active, or
+ * device buffers on a communicator that spans nodes are refused naming the argument. Where no
+ * table is active and there is no stream, one load decides. */
+mesh_status_t mesh_api_check_mem_slow(mesh_comm_t *comm, const char *fn, void *stream,
+                                      const char *sname, const void *sbuf, const char *rname,
+                                      const void *rbuf, mesh_coll_args_t *args);
+static inline mesh_status_t mesh_api_check_mem(mesh_comm_t *comm, const char *fn, void *stream,
+                                               const char *sname, const void *sbuf,
+                                               const char *rname, const void *rbuf,
+                                               mesh_coll_args_t *args)
+{
+    if (stream == NULL && mesh_mem_host_only()) return MESH_OK;
+    return mesh_api_check_mem_slow(comm, fn, stream, sname, sbuf, rname, rbuf, args);
+}
+
 /* size * arrays size_t values (counts, displs, ...), freed with the request. */
 mesh_status_t mesh_api_alloc_blocks(mesh_comm_t *comm, const char *fn, int arrays, size_t **out);
 /* The signature's code of a reduction the caller named (a valid op, checked before). */
@@ -113,8 +134,24 @@ mesh_status_t mesh_api_layout(mesh_comm_t *comm, const char *fn, const char *cna
 /* Pre-multiplies (scalar != NULL) in_count input elements, selects, builds and launches; divides
  * avg_count elements of avg_buf by the size at completion (MESH_AVG); owned0 is freed with the
  * request (or on error). */
-mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
+/* mesh_api_launch_on on buffers the schedule reads and writes as they are (host memory, or
+ * staging): dev (NULL for a host call) is the device operation they stage, owned from here on.
+ * Device calls (args->mem set) go through mesh_dev_launch, which stages them first. */
+struct mesh_dev_op;
+mesh_status_t mesh_api_launch_on(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
+                                 size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
+                                 struct mesh_dev_op *dev, mesh_request_h *req);
+mesh_status_t mesh_dev_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
                               size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
                               mesh_request_h *req);
+static inline mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args,
+                                            const void *scalar, size_t in_count, void *avg_buf,
+                                            size_t avg_count, void *owned0, mesh_request_h *req)
+{
+    if (__builtin_expect(args->mem != NULL, 0))
+        return mesh_dev_launch(comm, args, scalar, in_count, avg_buf, avg_count, owned0, req);
+    return mesh_api_launch_on(comm, args, scalar, in_count, avg_buf, avg_count, owned0, NULL,
+                              req);
+}
 
 #endif

@@ -19,9 +19,10 @@ mesh_status_t mesh_api_check_comm_slow(mesh_comm_t *comm, const char *fn, void *
                                                "abort and destroy it",
                                                fn, mesh_status_string(comm->failed),
                                                comm->failure));
-    if (stream != NULL)
+    if (stream != NULL && mesh_mem_host_only())
         return mesh_comm_fail(comm, mesh_error(MESH_ERR_INVALID_ARG,
-                                               "%s: stream must be NULL for host buffers", fn));
+                                               "%s: stream must be NULL for host buffers (no "
+                                               "device table is active)", fn));
     return MESH_OK;
 }
 

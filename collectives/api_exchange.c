@@ -9,7 +9,7 @@
 static mesh_status_t alltoall_common(mesh_comm_t *comm, const char *fn, const void *sbuf,
                                      const size_t *sendcounts, const size_t *sdispls, void *rbuf,
                                      const size_t *recvcounts, const size_t *rdispls, size_t count,
-                                     mesh_dtype_t dtype, mesh_request_h *req)
+                                     mesh_dtype_t dtype, void *stream, mesh_request_h *req)
 {
     int n = comm->size, suni, runi;
     size_t ds = mesh_dtype_size(dtype), stotal, rtotal, sext, rext, *b;
@@ -42,6 +42,10 @@ static mesh_status_t alltoall_common(mesh_comm_t *comm, const char *fn, const vo
                           .in_place = in_place, .uniform = suni && runi && sc[0] == rc[0],
                           .dsize = ds, .bytes = (stotal > rtotal ? stotal : rtotal) * ds,
                           .counts = sc, .displs = sd, .rcounts = rc, .rdispls = rd};
+    if ((st = mesh_api_check_mem(comm, fn, stream, "sbuf", sbuf, "rbuf", rbuf, &a)) < 0) {
+        free(b);
+        return st;
+    }
     return mesh_api_launch(comm, &a, NULL, 0, NULL, 0, b, req);
 }
 
@@ -51,7 +55,7 @@ mesh_status_t mesh_alltoall(mesh_comm_h comm, const void *sbuf, void *rbuf, size
     static const char fn[] = "mesh_alltoall";
     MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
-    return alltoall_common(comm, fn, sbuf, NULL, NULL, rbuf, NULL, NULL, count, dtype, req);
+    return alltoall_common(comm, fn, sbuf, NULL, NULL, rbuf, NULL, NULL, count, dtype, stream, req);
 }
 
 mesh_status_t mesh_alltoallv(mesh_comm_h comm, const void *sbuf, const size_t *sendcounts,
@@ -65,7 +69,7 @@ mesh_status_t mesh_alltoallv(mesh_comm_h comm, const void *sbuf, const size_t *s
     CHECK_ARG(sendcounts != NULL, "%s: sendcounts is NULL", fn);
     CHECK_ARG(recvcounts != NULL, "%s: recvcounts is NULL", fn);
     return alltoall_common(comm, fn, sbuf, sendcounts, sdispls, rbuf, recvcounts, rdispls, 0,
-                           dtype, req);
+                           dtype, stream, req);
 }
 
 mesh_status_t mesh_barrier(mesh_comm_h comm, mesh_request_h *req)

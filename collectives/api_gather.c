@@ -24,6 +24,8 @@ mesh_status_t mesh_broadcast(mesh_comm_h comm, const void *sbuf, void *rbuf, siz
                           .rbuf = rbuf, .count = count, .dtype = dtype, .op = MESH_SUM,
                           .root = root, .in_place = sbuf == rbuf, .uniform = 1, .dsize = ds,
                           .bytes = count * ds};
+    MESH_CHECK(mesh_api_check_mem(comm, fn, stream, "sbuf", comm->rank == root ? sbuf : NULL,
+                                  "rbuf", rbuf, &a));
     return mesh_api_launch(comm, &a, NULL, 0, NULL, 0, NULL, req);
 }
 
@@ -31,7 +33,7 @@ mesh_status_t mesh_broadcast(mesh_comm_h comm, const void *sbuf, void *rbuf, siz
 static mesh_status_t allgather_common(mesh_comm_t *comm, const char *fn, const void *sbuf,
                                       void *rbuf, const size_t *recvcounts, size_t fill,
                                       const size_t *given_displs, mesh_dtype_t dtype,
-                                      mesh_request_h *req)
+                                      void *stream, mesh_request_h *req)
 {
     size_t ds = mesh_dtype_size(dtype), total, extent, *blocks;
     int uniform;
@@ -53,6 +55,10 @@ static mesh_status_t allgather_common(mesh_comm_t *comm, const char *fn, const v
                           .dtype = dtype, .op = MESH_SUM, .in_place = in_place,
                           .uniform = uniform, .dsize = ds, .bytes = total * ds, .counts = counts,
                           .displs = displs};
+    if ((st = mesh_api_check_mem(comm, fn, stream, "sbuf", sbuf, "rbuf", rbuf, &a)) < 0) {
+        free(blocks);
+        return st;
+    }
     return mesh_api_launch(comm, &a, NULL, 0, NULL, 0, blocks, req);
 }
 
@@ -62,7 +68,7 @@ mesh_status_t mesh_allgather(mesh_comm_h comm, const void *sbuf, void *rbuf, siz
     static const char fn[] = "mesh_allgather";
     MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
-    return allgather_common(comm, fn, sbuf, rbuf, NULL, sendcount, NULL, dtype, req);
+    return allgather_common(comm, fn, sbuf, rbuf, NULL, sendcount, NULL, dtype, stream, req);
 }
 
 mesh_status_t mesh_allgatherv(mesh_comm_h comm, const void *sbuf, void *rbuf,
@@ -73,7 +79,7 @@ mesh_status_t mesh_allgatherv(mesh_comm_h comm, const void *sbuf, void *rbuf,
     MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
     CHECK_ARG(recvcounts != NULL, "%s: recvcounts is NULL", fn);
-    return allgather_common(comm, fn, sbuf, rbuf, recvcounts, 0, displs, dtype, req);
+    return allgather_common(comm, fn, sbuf, rbuf, recvcounts, 0, displs, dtype, stream, req);
 }
 
 mesh_status_t mesh_gather(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t count,
@@ -96,6 +102,7 @@ mesh_status_t mesh_gather(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t
                           .rbuf = comm->rank == root ? rbuf : NULL, .count = count,
                           .dtype = dtype, .op = MESH_SUM, .root = root, .in_place = in_place,
                           .uniform = 1, .dsize = ds, .bytes = all * ds};
+    MESH_CHECK(mesh_api_check_mem(comm, fn, stream, "sbuf", sbuf, "rbuf", a.rbuf, &a));
     return mesh_api_launch(comm, &a, NULL, 0, NULL, 0, NULL, req);
 }
 
@@ -119,5 +126,6 @@ mesh_status_t mesh_scatter(mesh_comm_h comm, const void *sbuf, void *rbuf, size_
                           .rbuf = rbuf, .count = count, .dtype = dtype, .op = MESH_SUM,
                           .root = root, .in_place = in_place, .uniform = 1, .dsize = ds,
                           .bytes = all * ds};
+    MESH_CHECK(mesh_api_check_mem(comm, fn, stream, "sbuf", a.sbuf, "rbuf", rbuf, &a));
     return mesh_api_launch(comm, &a, NULL, 0, NULL, 0, NULL, req);
 }

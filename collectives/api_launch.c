@@ -3,6 +3,7 @@
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/api.h"
 #include "collectives/request.h"
+#include "collectives/device/dev.h"
 #include "collectives/signature.h"
 #include "libmesh/log.h"
 #include "libmesh/reduce.h"
@@ -67,10 +68,10 @@ static size_t api_key(const mesh_comm_t *comm, const mesh_coll_args_t *a, int av
 }
 
 /* Selects and builds (or replays the graph of an identical earlier call) and launches; takes
- * ownership of owned[] (freed with the request). */
-mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
-                            size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
-                            mesh_request_h *req)
+ * ownership of owned[] (freed with the request) and of dev. */
+mesh_status_t mesh_api_launch_on(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
+                                 size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
+                                 struct mesh_dev_op *dev, mesh_request_h *req)
 {
     mesh_status_t st;
     mesh_sched_t *s = NULL;
@@ -103,7 +104,10 @@ mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
     if (st < 0) goto err;
     mesh_sched_set_tag(s, mesh_tag_coll(seq, sig));
     mesh_sched_set_call(s, seq, args->count, root);
-    if (scalar != NULL && in_count > 0) {
+    if (scalar != NULL && in_count > 0 && dev != NULL) {
+        /* staged device input: the engine scales it once it arrived, before the schedule */
+        mesh_dev_op_scale(dev, (void *)args->sbuf, in_count, args->dtype, scalar);
+    } else if (scalar != NULL && in_count > 0) {
         /* pre-multiplied sum: scale our contribution once, then sum */
         tmp = malloc(in_count * args->dsize);
         if (tmp == NULL) {
@@ -133,7 +137,8 @@ launch:
     free(heap);
     heap = NULL;
     comm->last_algo = algo->name;
-    st = mesh_request_submit(comm, s, owned0, tmp, req);
+    st = dev != NULL ? mesh_request_submit_dev(comm, s, owned0, tmp, dev, req)
+                     : mesh_request_submit(comm, s, owned0, tmp, req);
     return st < 0 ? mesh_comm_fail(comm, st) : st;
 err:
     free(heap);
@@ -141,5 +146,6 @@ err:
     mesh_comm_unlock(comm);
     free(tmp);
     free(owned0);
+    mesh_dev_op_free(dev);
     return mesh_comm_fail(comm, st);
 }

@@ -3,6 +3,7 @@
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/api.h"
 #include "collectives/request.h"
+#include "collectives/device/dev.h"
 #include "libmesh/dtype.h"
 #include "libmesh/log.h"
 
@@ -42,6 +43,26 @@ static mesh_status_t add_side(mesh_comm_t *comm, mesh_sched_t *s, int is_send, v
     return mesh_sched_status(s);
 }
 
+/* Device buffers: the message goes out of and comes into staging (the receive buffer goes in
+ * too, since a shorter message leaves its tail as it was). */
+static mesh_status_t p2p_stage(mesh_comm_t *comm, const mesh_coll_args_t *m, const void **sbuf,
+                               size_t sbytes, void **rbuf, size_t rbytes, mesh_dev_op_t **out)
+{
+    mesh_dev_op_t *d;
+    MESH_CHECK(mesh_dev_op_create(comm, m, &d));
+    mesh_status_t st = mesh_dev_op_add(d, *sbuf, sbytes, 1, 0);
+    if (st == MESH_OK) st = mesh_dev_op_add(d, *rbuf, rbytes, 1, 1);
+    if (st == MESH_OK) st = mesh_dev_op_stage(d);
+    if (st < 0) {
+        mesh_dev_op_free(d);
+        return mesh_comm_fail(comm, st);
+    }
+    *sbuf = mesh_dev_op_map(d, *sbuf);
+    *rbuf = mesh_dev_op_map(d, *rbuf);
+    *out = d;
+    return MESH_OK;
+}
+
 static mesh_status_t p2p(mesh_comm_t *comm, const char *fn, const void *sbuf, size_t scount,
                          int dst, void *rbuf, size_t rcount, int src, mesh_dtype_t dtype, int tag,
                          void *stream, mesh_request_h *req)
@@ -60,10 +81,17 @@ static mesh_status_t p2p(mesh_comm_t *comm, const char *fn, const void *sbuf, si
                               sendrecv ? "src" : "peer", src));
     if (sendrecv)
         MESH_CHECK(mesh_api_check_overlap(comm, fn, sbuf, scount * ds, rbuf, rcount * ds, 0));
+    mesh_coll_args_t m = {.mem = NULL};
+    MESH_CHECK(mesh_api_check_mem(comm, fn, stream, sendrecv ? "sbuf" : "buf",
+                                  dst >= 0 ? sbuf : NULL, sendrecv ? "rbuf" : "buf",
+                                  src >= 0 ? rbuf : NULL, &m));
+    mesh_dev_op_t *dev = NULL;
+    if (m.mem != NULL) MESH_CHECK(p2p_stage(comm, &m, &sbuf, scount * ds, &rbuf, rcount * ds, &dev));
     mesh_comm_lock(comm); /* released by mesh_request_submit */
     mesh_status_t st = mesh_sched_create(comm, dtype, MESH_SUM, &s);
     if (st < 0) {
         mesh_comm_unlock(comm);
+        mesh_dev_op_free(dev);
         return mesh_comm_fail(comm, st);
     }
     /* the receive first: in an exchange it is posted before the send it answers */
@@ -72,8 +100,11 @@ static mesh_status_t p2p(mesh_comm_t *comm, const char *fn, const void *sbuf, si
     if (st < 0) {
         mesh_sched_destroy(s);
         mesh_comm_unlock(comm);
+        mesh_dev_op_free(dev);
         return mesh_comm_fail(comm, st);
     }
+    if (dev != NULL)
+        return mesh_comm_fail(comm, mesh_request_submit_dev(comm, s, NULL, NULL, dev, req));
     return mesh_comm_fail(comm, mesh_request_submit(comm, s, NULL, NULL, req));
 }
 

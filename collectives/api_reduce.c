@@ -23,6 +23,7 @@ mesh_status_t mesh_allreduce(mesh_comm_h comm, const void *sbuf, void *rbuf, siz
                           .dtype = dtype, .op = base, .opcode = mesh_api_opcode(op),
                           .in_place = sbuf == rbuf, .uniform = 1, .dsize = ds,
                           .bytes = count * ds};
+    MESH_CHECK(mesh_api_check_mem(comm, fn, stream, "sbuf", sbuf, "rbuf", rbuf, &a));
     return mesh_api_launch(comm, &a, scalar, count, op == MESH_AVG ? rbuf : NULL, count, NULL, req);
 }
 
@@ -50,6 +51,7 @@ mesh_status_t mesh_reduce(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t
                           .opcode = mesh_api_opcode(op), .root = root,
                           .in_place = sbuf == rbuf, .uniform = 1, .dsize = ds,
                           .bytes = count * ds};
+    MESH_CHECK(mesh_api_check_mem(comm, fn, stream, "sbuf", sbuf, "rbuf", a.rbuf, &a));
     return mesh_api_launch(comm, &a, scalar, count, op == MESH_AVG && is_root ? rbuf : NULL, count, NULL,
                   req);
 }
@@ -57,7 +59,8 @@ mesh_status_t mesh_reduce(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t
 /* recvcounts NULL: every rank gets fill elements. */
 static mesh_status_t reduce_scatter_common(mesh_comm_t *comm, const char *fn, const void *sbuf,
                                            void *rbuf, const size_t *recvcounts, size_t fill,
-                                           mesh_dtype_t dtype, mesh_op_t op, mesh_request_h *req)
+                                           mesh_dtype_t dtype, mesh_op_t op, void *stream,
+                                           mesh_request_h *req)
 {
     mesh_op_t base;
     const void *scalar;
@@ -84,6 +87,10 @@ static mesh_status_t reduce_scatter_common(mesh_comm_t *comm, const char *fn, co
                           .count = counts[comm->rank], .dtype = dtype, .op = base,
                           .opcode = mesh_api_opcode(op), .in_place = in_place, .uniform = uniform, .dsize = ds,
                           .bytes = total * ds, .counts = counts, .displs = displs};
+    if ((st = mesh_api_check_mem(comm, fn, stream, "sbuf", sbuf, "rbuf", rbuf, &a)) < 0) {
+        free(blocks);
+        return st;
+    }
     return mesh_api_launch(comm, &a, scalar, total, op == MESH_AVG ? rbuf : NULL,
                            counts[comm->rank], blocks, req);
 }
@@ -95,7 +102,7 @@ mesh_status_t mesh_reduce_scatter(mesh_comm_h comm, const void *sbuf, void *rbuf
     static const char fn[] = "mesh_reduce_scatter";
     MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
-    return reduce_scatter_common(comm, fn, sbuf, rbuf, NULL, recvcount, dtype, op, req);
+    return reduce_scatter_common(comm, fn, sbuf, rbuf, NULL, recvcount, dtype, op, stream, req);
 }
 
 mesh_status_t mesh_reduce_scatterv(mesh_comm_h comm, const void *sbuf, void *rbuf,
@@ -106,5 +113,5 @@ mesh_status_t mesh_reduce_scatterv(mesh_comm_h comm, const void *sbuf, void *rbu
     MESH_CHECK(mesh_api_check_comm(comm, fn, stream));
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
     CHECK_ARG(recvcounts != NULL, "%s: recvcounts is NULL", fn);
-    return reduce_scatter_common(comm, fn, sbuf, rbuf, recvcounts, 0, dtype, op, req);
+    return reduce_scatter_common(comm, fn, sbuf, rbuf, recvcounts, 0, dtype, op, stream, req);
 }

@@ -8,6 +8,8 @@
 #include "libmesh/config.h"
 #include "libmesh/context.h"
 #include "libmesh/log.h"
+#include "libmesh/mem.h"
+#include "collectives/device/dev.h"
 #include "libmesh/progress.h"
 #include "libmesh/topo.h"
 #include <pthread.h>
@@ -95,7 +97,10 @@ static void mesh_coll_global_init_once(void)
     if (st == MESH_OK) st = mesh_tl_global_init();
     if (st == MESH_OK) st = mesh_config_register(&mesh_coll_config);
     if (st == MESH_OK) st = mesh_topo_config_register();
+    if (st == MESH_OK) st = mesh_dev_config_register();
     if (st == MESH_OK) mesh_config_warn_unknown();
+    /* the device tables (the cuda table loads its driver) before any call asks a pointer */
+    if (st == MESH_OK) mesh_mem_init();
     mesh_coll_init_status = st;
 }
 

@@ -47,6 +47,7 @@ typedef struct {
     int started;         /* BEHIND: it made any collective call at all */
 } mesh_comm_diag_t;
 struct mesh_sched_cache; /* finished schedules kept for reuse; owned by sched.c */
+struct mesh_dev_pool;    /* staging of device buffers; owned by device/dev_stage.c */
 
 /* One open transport interface of a communicator plus its byte counters. */
 typedef struct {
@@ -125,6 +126,9 @@ typedef struct mesh_comm {
     int nshared;
     atomic_int nshared_hint;
     struct mesh_sched_cache *sched_cache;
+    /* pinned buffers staging device buffers (collectives/device/), made at the first call on
+     * device buffers and freed with the structure */
+    _Atomic(struct mesh_dev_pool *) dev_pool;
 
     struct {
         int used;

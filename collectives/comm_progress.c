@@ -2,6 +2,7 @@
  * communicators while one of them waits, so that a rank blocked on one communicator keeps
  * serving its peers on the others. */
 #define MESH_LOG_SUBSYSTEM "comm"
+#include "collectives/device/dev.h"
 #include "collectives/comm.h"
 #include "collectives/sched.h"
 #include "libmesh/progress.h"
@@ -99,7 +100,9 @@ void mesh_comm_ref(mesh_comm_t *c) { atomic_fetch_add(&c->refs, 1); }
 
 void mesh_comm_unref(mesh_comm_t *c)
 {
-    if (atomic_fetch_sub(&c->refs, 1) == 1) free(c);
+    if (atomic_fetch_sub(&c->refs, 1) != 1) return;
+    mesh_dev_pool_free(c); /* after the last request: device operations give staging back */
+    free(c);
 }
 
 void mesh_comm_register(mesh_comm_t *c) { mesh_progress_add(c, comm_progress_try); }

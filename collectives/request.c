@@ -3,6 +3,7 @@
  * it as soon as any thread (a progress thread, another communicator's wait) progressed it. */
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/request.h"
+#include "collectives/device/dev.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
 #include <pthread.h>
@@ -62,6 +63,10 @@ static void request_drop(mesh_request_h r)
     mesh_sched_destroy(r->sched);
     r->sched = NULL;
     for (int i = 0; i < 3; i++) free(r->owned[i]);
+    if (r->dev != NULL) {
+        mesh_dev_op_free(r->dev);
+        r->dev = NULL;
+    }
 }
 
 static void request_release(mesh_request_h r)
@@ -90,9 +95,11 @@ static mesh_status_t request_start(mesh_request_h r)
     return MESH_OK;
 }
 
-/* Whether the operation ended; its status in r->status. Without the lock. */
-static int request_poll(mesh_request_h r)
+/* Whether the operation ended; its status in r->status. Without the lock. Inline in every wait:
+ * a blocking call polls it each round. */
+static inline __attribute__((always_inline)) int request_poll(mesh_request_h r)
 {
+    if (__builtin_expect(r->dev != NULL, 0)) return mesh_dev_done(r);
     if (r->status != MESH_INPROGRESS) return 1;
     mesh_status_t st = mesh_sched_state(r->sched);
     if (st == MESH_INPROGRESS) return 0;
@@ -267,6 +274,12 @@ void mesh_request_free(mesh_request_h req)
         mesh_error(MESH_ERR_INVALID_ARG, "mesh_request_free: the request was freed already");
         return;
     }
+    if (req->dev != NULL) {
+        /* the engine finishes what the caller's stream waits for, then lets go too */
+        req->live = 0;
+        mesh_dev_put(req);
+        return;
+    }
     mesh_comm_t *c = req->comm;
     if (req->started && req->sched != NULL && mesh_sched_state(req->sched) == MESH_INPROGRESS) {
         mesh_comm_lock(c);
@@ -331,6 +344,46 @@ mesh_status_t mesh_group_start(void)
     return MESH_OK;
 }
 
+/* Takes the calls on device buffers out of the list and hands them to the device engine as one
+ * batch (their streams each wait for the whole group); the engine owns them from then on. */
+static mesh_status_t group_post_dev(mesh_request_h *head)
+{
+    int n = 0;
+    for (mesh_request_h r = *head; r != NULL; r = r->group_next) n += r->dev != NULL;
+    if (n == 0) return MESH_OK;
+    mesh_request_h *dev = malloc(sizeof(*dev) * (size_t)n);
+    mesh_request_h *link = head;
+    int k = 0;
+    while (*link != NULL) {
+        mesh_request_h r = *link;
+        if (r->dev == NULL) {
+            link = &r->group_next;
+            continue;
+        }
+        *link = r->group_next;
+        r->group_next = NULL;
+        r->started = 1;
+        if (dev != NULL) {
+            dev[k++] = r;
+        } else {
+            /* out of memory: never posted, so the engine's reference goes here */
+            __atomic_store_n(&r->status, MESH_ERR_NO_MEMORY, __ATOMIC_RELEASE);
+            mesh_dev_put(r);
+        }
+    }
+    mesh_status_t st = dev != NULL ? mesh_dev_post(dev, n)
+                                   : mesh_error(MESH_ERR_NO_MEMORY, "mesh_group_end: cannot "
+                                                "allocate %d device calls", n);
+    if (dev != NULL && st < 0) {
+        for (int i = 0; i < n; i++) {
+            __atomic_store_n(&dev[i]->status, st, __ATOMIC_RELEASE);
+            mesh_dev_put(dev[i]);
+        }
+    }
+    free(dev);
+    return st;
+}
+
 mesh_status_t mesh_group_end(void)
 {
     if (mesh_group_depth == 0)
@@ -338,7 +391,7 @@ mesh_status_t mesh_group_end(void)
     if (--mesh_group_depth > 0) return MESH_OK;
     mesh_request_h head = mesh_group_head;
     mesh_group_head = mesh_group_tail = NULL;
-    mesh_status_t result = MESH_OK;
+    mesh_status_t result = group_post_dev(&head);
     for (mesh_request_h r = head; r != NULL; r = r->group_next) {
         mesh_comm_lock(r->comm);
         mesh_status_t st = request_start(r);
@@ -366,4 +419,65 @@ mesh_status_t mesh_group_end(void)
         if (r->internal) request_release(r);
     }
     return result;
+}
+
+void mesh_request_release(mesh_request_h r) { request_release(r); }
+
+mesh_status_t mesh_request_start_dev(mesh_request_h r)
+{
+    mesh_comm_t *c = r->comm;
+    mesh_comm_lock(c);
+    mesh_status_t st;
+    if (c->released)
+        st = mesh_error(MESH_ERR_ABORTED, "the communicator was destroyed before a call on "
+                        "device buffers started");
+    else if (atomic_load(&c->aborted))
+        st = mesh_error(MESH_ERR_ABORTED, "the communicator was aborted");
+    else if (c->failed < 0)
+        st = mesh_error(c->failed, "the communicator failed earlier (%s)", c->failure);
+    else if ((st = mesh_sched_start(r->sched, 0)) == MESH_OK) {
+        /* started already for its waiters: the engine writes nothing they read but status */
+        mesh_sched_progress(r->sched);
+        mesh_comm_progress(c);
+    }
+    if (st < 0) mesh_comm_fail(c, st);
+    mesh_comm_unlock(c);
+    return st;
+}
+
+mesh_status_t mesh_request_submit_dev(mesh_comm_t *comm, mesh_sched_t *sched, void *owned0,
+                                      void *owned1, struct mesh_dev_op *dev,
+                                      mesh_request_h *user_req)
+{
+    mesh_request_h r = request_alloc();
+    if (r == NULL) {
+        mesh_sched_destroy(sched);
+        mesh_comm_unlock(comm);
+        free(owned0);
+        free(owned1);
+        mesh_dev_op_free(dev);
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a request");
+    }
+    *r = (struct mesh_request){.live = 1, .comm = comm, .sched = sched,
+                               .status = MESH_INPROGRESS, .internal = user_req == NULL,
+                               .owned = {owned0, owned1}, .dev = dev};
+    dev->req = r;
+    if (user_req != NULL) atomic_fetch_add(&dev->refs, 1); /* the user's handle */
+    mesh_comm_ref(comm);
+    mesh_comm_unlock(comm);
+    if (mesh_group_depth > 0) {
+        if (mesh_group_tail) mesh_group_tail->group_next = r;
+        else mesh_group_head = r;
+        mesh_group_tail = r;
+        if (user_req) *user_req = r;
+        return MESH_OK;
+    }
+    r->started = 1;
+    mesh_status_t st = mesh_dev_post(&r, 1);
+    if (st < 0) {
+        request_release(r);
+        return st;
+    }
+    if (user_req) *user_req = r;
+    return MESH_OK;
 }

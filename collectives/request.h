@@ -14,6 +14,10 @@ struct mesh_request {
     int blocking;         /* a blocking call's, waited for by its caller alone */
     void *owned[3];       /* temporary arrays and buffers freed with the request */
     struct mesh_request *group_next;
+    /* a call on device buffers (collectives/device/): the engine starts the schedule once the
+     * caller's stream reached the call, and sets status (atomically) when the results are back
+     * in device memory */
+    struct mesh_dev_op *dev;
 };
 
 /* Launches a built schedule as the API was asked to, owning it from then on, and owned0 and
@@ -24,5 +28,17 @@ mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *
                                   void *owned1, mesh_request_h *user_req);
 /* Non-zero while mesh_group_start calls outnumber mesh_group_end calls on this thread. */
 int mesh_group_active(void);
+
+/* A call on device buffers: as mesh_request_submit, but the schedule (built on staging buffers)
+ * is handed to the device engine with dev (owned from then on), which starts it once the
+ * caller's stream reached the call; the call returns once that is enqueued, also with a NULL
+ * user_req (whose request the engine frees). Inside a group, handed over at mesh_group_end. */
+mesh_status_t mesh_request_submit_dev(mesh_comm_t *comm, mesh_sched_t *sched, void *owned0,
+                                      void *owned1, struct mesh_dev_op *dev,
+                                      mesh_request_h *user_req);
+/* For the device engine: starts a handed-over request's schedule (the communicator unlocked),
+ * and frees a request nobody holds any more. */
+mesh_status_t mesh_request_start_dev(mesh_request_h r);
+void mesh_request_release(mesh_request_h r);
 
 #endif

@@ -216,6 +216,16 @@ MESH_API mesh_status_t mesh_op_destroy(mesh_comm_h comm, mesh_op_t op);
  * returns MESH_OK with a request to test or wait on; the buffers belong to mesh until then.
  * Inside mesh_group_start/end, operations start at mesh_group_end.
  *
+ * Device buffers (memory of the rank's current GPU) are ordered on the call's stream, as NCCL's
+ * calls are: the call returns once the operation is enqueued there, whether the request is NULL
+ * or not; the operation starts when the stream reaches it (work enqueued before it on the stream
+ * is its input) and work enqueued after it on the stream sees its results. A NULL stream is the
+ * device's default stream. With a request, mesh_test/mesh_wait complete once the results are in
+ * device memory; with NULL, an error that happens after the call returned is reported by the
+ * communicator's next call and mesh_comm_last_error. Inside a group, the group's device calls
+ * are enqueued at mesh_group_end and start together. Buffers of one call are all host memory or
+ * all memory of the rank's device; inside one node only, for now.
+ *
  * Progress: a wait or test on any request (and a blocking call) also moves every other
  * communicator of the process that has operations under way, so a rank blocked on one
  * communicator keeps serving its peers on the others. With MESH_PROGRESS_THREAD=1 a thread
@@ -255,7 +265,8 @@ MESH_API mesh_status_t mesh_group_end(void);
 
 /* ---------------------------------------------------------------- collectives
  * counts are in elements of dtype; sbuf == rbuf (or sbuf == rbuf + rank offset for gathers)
- * means in place; stream is a CUDA stream for device buffers and must be NULL for host ones. */
+ * means in place; stream is a CUDA stream for device buffers (NULL: the default stream) and must
+ * be NULL for host ones. */
 
 MESH_API mesh_status_t mesh_allreduce(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t count,
                                       mesh_dtype_t dtype, mesh_op_t op, void *stream,

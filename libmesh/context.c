@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include "libmesh/config.h"
 #include "libmesh/log.h"
+#include "libmesh/mem.h"
 #include "libmesh/reduce.h"
 #include "libmesh/sock.h"
 
@@ -42,6 +43,7 @@ static void mesh_context_do_init(void)
     if (st == MESH_OK) st = mesh_progress_config_register();
     if (st == MESH_OK) st = mesh_reduce_config_register();
     if (st == MESH_OK) st = mesh_sock_config_register();
+    if (st == MESH_OK) st = mesh_mem_config_register();
 
     const char *node = st == MESH_OK ? mesh_config_str("NODE_ID") : "";
     if (node != NULL && node[0] != '\0') {

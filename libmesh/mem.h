@@ -108,11 +108,34 @@ typedef struct mesh_mem_ops {
 } mesh_mem_ops_t;
 
 /* The kind of ptr: asks each registered table (the first that owns it answers). Never fails
- * for a pointer no table knows: that is host memory. */
+ * for a pointer no table knows: that is host memory. Where no table is active it answers host
+ * memory after one load. */
 mesh_status_t mesh_mem_query(const void *ptr, mesh_mem_info_t *info);
 
-/* The tables built in, in the order they are asked ("emu" only when MESH_DEVICE_EMU is set). */
+/* The tables built in, in the order they are asked ("emu" only when MESH_DEVICE_EMU is set).
+ * NULL name: the first active table. NULL when the table is not active. */
 const mesh_mem_ops_t *mesh_mem_table(const char *name);
+
+/* Initialises the tables once (the cuda table's init loads the driver); the first query does it
+ * too. Communicator creation calls it, so that no collective pays for it. */
+void mesh_mem_init(void);
+/* Whether ops initialised and is asked by mesh_mem_query. */
+int mesh_mem_table_active(const mesh_mem_ops_t *ops);
+/* A table whose memory exists although the table is not active (the emulated allocator used
+ * with MESH_DEVICE_EMU off): queries still recognise its pointers, so that collectives refuse
+ * them (MESH_ERR_UNSUPPORTED) rather than read them as host memory. */
+void mesh_mem_detect_only(const mesh_mem_ops_t *ops);
+
+/* The hot path's test: no table is active nor detecting, so every pointer is host memory. */
+enum { MESH_MEM_STATE_UNKNOWN = 0, MESH_MEM_STATE_HOST, MESH_MEM_STATE_TABLES };
+extern int mesh_mem_state_; /* read and written with __atomic builtins (C and C++ alike) */
+static inline int mesh_mem_host_only(void)
+{
+    return __atomic_load_n(&mesh_mem_state_, __ATOMIC_RELAXED) == MESH_MEM_STATE_HOST;
+}
+
+/* The memory table's config (MESH_DEVICE_EMU*). */
+mesh_status_t mesh_mem_config_register(void);
 
 #if HAVE_CUDA
 extern const mesh_mem_ops_t mesh_mem_cuda_ops;

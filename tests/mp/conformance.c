@@ -7,15 +7,18 @@
  * it so the driver can check it was exercised.
  *
  *   conformance --list                 lists "collective algorithm" pairs of the registry
- *   conformance -o COLL [-a ALGO] [-q] [-d DTYPES] [-r REPS]
+ *   conformance -o COLL [-a ALGO] [-q] [-d DTYPES] [-r REPS] [-s] [-D [-R]]
  *                                      runs one collective (-d: only these comma-separated
  *                                      dtypes, for quicker transport sweeps; -r: every call
  *                                      REPS times on the same buffers with new data each time,
- *                                      so that repeated calls replay their schedule)
+ *                                      so that repeated calls replay their schedule; -s: small
+ *                                      sizes only; -D: on emulated device buffers, ordered on a
+ *                                      stream, -R: each call with a request waited for)
  */
 #include "tests/mp/conformance.h"
 #include "collectives/comm.h"
 #include "libmesh/dtype.h"
+#include "libmesh/mem_emu.h"
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -26,6 +29,7 @@ static int verbose = 1;
 int reps = 1, rep; /* -r, and the repetition running: every input depends on it */
 const char *algo = "";
 static const char *only_dtypes; /* -d: comma-separated dtype names, NULL for all */
+static int small_only;          /* -s: no large sizes */
 
 int dtype_selected(mesh_dtype_t d)
 {
@@ -109,20 +113,55 @@ void fill(mesh_dtype_t d, void *buf, size_t off, size_t n, double (*f)(mesh_dtyp
     for (size_t i = 0; i < n; i++) mesh_dtype_set(d, buf, off + i, f(d, r, i));
 }
 
-void *xalloc(size_t bytes)
+int device_mode, use_requests;
+void *test_stream;
+mesh_request_h cur_req;
+
+static void *host_alloc(size_t bytes)
 {
     char *p = malloc(ALLOC_BYTES(bytes));
     if (p == NULL) {
         fprintf(stderr, "out of memory\n");
         exit(2);
     }
+    return p;
+}
+
+void *xalloc(size_t bytes)
+{
+    void *p;
+    if (!device_mode) {
+        p = host_alloc(bytes);
+    } else if (mesh_mem_emu_alloc(&p, ALLOC_BYTES(bytes), 0) != MESH_OK) {
+        fprintf(stderr, "out of emulated device memory\n");
+        exit(2);
+    }
     POISON(p, bytes);
     return p;
 }
 
+void xfree(void *p)
+{
+    if (device_mode) mesh_mem_emu_free(p);
+    else free(p);
+}
+
+mesh_status_t done_call(mesh_status_t st)
+{
+    if (st == MESH_OK && cur_req != NULL) {
+        st = mesh_wait(cur_req);
+        mesh_request_free(cur_req);
+    }
+    cur_req = NULL;
+    /* what the caller enqueues after the call sees its results: the stream's end is the
+     * check's point of view */
+    if (device_mode && mesh_mem_emu_stream_sync(test_stream) != MESH_OK) exit(2);
+    return st;
+}
+
 unsigned char *snapshot(const void *p, size_t bytes)
 {
-    unsigned char *c = xalloc(bytes);
+    unsigned char *c = host_alloc(bytes);
     memcpy(c, p, ALLOC_BYTES(bytes));
     return c;
 }
@@ -228,13 +267,14 @@ static void run_reduction(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_t user_
         unsigned char *orig = inplace ? NULL : snapshot(s, total * ds);
         mesh_status_t st;
         if (type == MESH_COLL_ALLREDUCE) {
-            st = mesh_allreduce(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, op, NULL, NULL);
+            st = mesh_allreduce(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, op, STREAM, REQ);
         } else if (type == MESH_COLL_REDUCE) {
-            st = mesh_reduce(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, op, root, NULL, NULL);
+            st = mesh_reduce(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, op, root, STREAM, REQ);
         } else {
             void *rb = inplace ? (char *)BUF(s) + (size_t)rank * n * ds : BUF(r);
-            st = mesh_reduce_scatter(comm, BUF(s), rb, n, d, op, NULL, NULL);
+            st = mesh_reduce_scatter(comm, BUF(s), rb, n, d, op, STREAM, REQ);
         }
+        st = done_call(st);
         note_call();
         const char *call = call_name(what, d, user_op, n, inplace);
         if (!check_status(st, what, d, n, inplace)) {
@@ -263,8 +303,8 @@ static void run_reduction(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_t user_
         }
         free(orig);
     }
-    free(s);
-    free(r);
+    xfree(s);
+    xfree(r);
 }
 
 static void run_bcast(mesh_dtype_t d, size_t n, int inplace, int root)
@@ -276,8 +316,9 @@ static void run_bcast(mesh_dtype_t d, size_t n, int inplace, int root)
         POISON(s, n * ds);
         if (rank == root) fill(d, BUF(s), 0, n, move_value, root);
         unsigned char *orig = snapshot(s, n * ds);
-        mesh_status_t st = mesh_broadcast(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, root, NULL,
-                                          NULL);
+        mesh_status_t st = mesh_broadcast(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, root, STREAM,
+                                          REQ);
+        st = done_call(st);
         note_call();
         const char *call = call_name("broadcast", d, MESH_SUM, n, inplace);
         if (!check_status(st, "broadcast", d, n, inplace))
@@ -292,8 +333,8 @@ static void run_bcast(mesh_dtype_t d, size_t n, int inplace, int root)
         }
         free(orig);
     }
-    free(s);
-    free(r);
+    xfree(s);
+    xfree(r);
 }
 
 static void run_allgather(mesh_dtype_t d, size_t n, int inplace)
@@ -305,7 +346,8 @@ static void run_allgather(mesh_dtype_t d, size_t n, int inplace)
         POISON(r, tot * ds);
         fill(d, sb, 0, n, move_value, rank);
         unsigned char *orig = snapshot(s, n * ds);
-        mesh_status_t st = mesh_allgather(comm, sb, BUF(r), n, d, NULL, NULL);
+        mesh_status_t st = mesh_allgather(comm, sb, BUF(r), n, d, STREAM, REQ);
+        st = done_call(st);
         note_call();
         const char *call = call_name("allgather", d, MESH_SUM, n, inplace);
         if (!check_status(st, "allgather", d, n, inplace))
@@ -317,8 +359,8 @@ static void run_allgather(mesh_dtype_t d, size_t n, int inplace)
         CHECK_GUARDS(r, tot * ds, call, "rbuf");
         free(orig);
     }
-    free(r);
-    free(s);
+    xfree(r);
+    xfree(s);
 }
 
 static double a2a_value(mesh_dtype_t d, int from, int to, size_t i)
@@ -336,7 +378,8 @@ static void run_alltoall(mesh_dtype_t d, size_t n, int inplace)
             for (size_t i = 0; i < n; i++)
                 mesh_dtype_set(d, BUF(s), (size_t)p * n + i, a2a_value(d, rank, p, i));
         unsigned char *orig = inplace ? NULL : snapshot(s, tot * ds);
-        mesh_status_t st = mesh_alltoall(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, NULL, NULL);
+        mesh_status_t st = mesh_alltoall(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, STREAM, REQ);
+        st = done_call(st);
         note_call();
         const char *call = call_name("alltoall", d, MESH_SUM, n, inplace);
         const void *out = inplace ? BUF(s) : BUF(r);
@@ -349,8 +392,8 @@ static void run_alltoall(mesh_dtype_t d, size_t n, int inplace)
         CHECK_GUARDS(inplace ? s : r, tot * ds, call, "rbuf");
         free(orig);
     }
-    free(s);
-    free(r);
+    xfree(s);
+    xfree(r);
 }
 
 static void run_gather_scatter(mesh_coll_type_t type, mesh_dtype_t d, size_t n, int inplace,
@@ -369,8 +412,9 @@ static void run_gather_scatter(mesh_coll_type_t type, mesh_dtype_t d, size_t n, 
             POISON(big, all * ds);
             fill(d, own, 0, n, move_value, rank);
             orig = snapshot(small, n * ds);
-            st = mesh_gather(comm, own, BUF(big), n, d, root, NULL, NULL);
-            note_call();
+            st = mesh_gather(comm, own, BUF(big), n, d, root, STREAM, REQ);
+            st = done_call(st);
+        note_call();
             if (!check_status(st, "gather", d, n, inplace) && rank == root)
                 for (int p = 0; p < size; p++)
                     for (size_t i = 0; i < n; i++)
@@ -387,8 +431,9 @@ static void run_gather_scatter(mesh_coll_type_t type, mesh_dtype_t d, size_t n, 
             if (rank == root)
                 for (int p = 0; p < size; p++) fill(d, BUF(big), (size_t)p * n, n, move_value, p);
             orig = snapshot(big, all * ds);
-            st = mesh_scatter(comm, BUF(big), own, n, d, root, NULL, NULL);
-            note_call();
+            st = mesh_scatter(comm, BUF(big), own, n, d, root, STREAM, REQ);
+            st = done_call(st);
+        note_call();
             if (!check_status(st, "scatter", d, n, inplace))
                 for (size_t i = 0; i < n; i++)
                     compare("scatter", d, MESH_SUM, n, inplace, own, 0, i, move_value(d, rank, i));
@@ -399,8 +444,8 @@ static void run_gather_scatter(mesh_coll_type_t type, mesh_dtype_t d, size_t n, 
         }
         free(orig);
     }
-    free(big);
-    free(small);
+    xfree(big);
+    xfree(small);
 }
 
 static double now_s(void)
@@ -424,6 +469,7 @@ static void run_barriers(void)
         in[rep] = now_s();
         mesh_status_t st = mesh_barrier(comm, NULL);
         out[rep] = now_s();
+        st = done_call(st);
         note_call();
         if (check_status(st, "barrier", MESH_UINT8, 0, 0)) ok = 0;
     }
@@ -519,12 +565,18 @@ int main(int argc, char **argv)
             only_dtypes = argv[++i];
         } else if (strcmp(argv[i], "-r") == 0 && i + 1 < argc) {
             reps = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "-D") == 0) {
+            device_mode = 1;
+        } else if (strcmp(argv[i], "-R") == 0) {
+            use_requests = 1;
+        } else if (strcmp(argv[i], "-s") == 0) {
+            small_only = 1;
         }
     }
     int type = coll ? mesh_coll_type_parse(coll) : -1;
     if (type < 0 || reps < 1) {
-        fprintf(stderr,
-                "usage: conformance --list | -o COLLECTIVE [-a ALGO] [-q] [-d DTYPES] [-r REPS]\n");
+        fprintf(stderr, "usage: conformance --list | -o COLLECTIVE [-a ALGO] [-q] [-d DTYPES] "
+                        "[-r REPS] [-s] [-D [-R]]\n");
         return 2;
     }
     mesh_status_t st = mesh_comm_init_env(&comm);
@@ -534,13 +586,20 @@ int main(int argc, char **argv)
     }
     rank = mesh_comm_rank(comm);
     size = mesh_comm_size(comm);
+    if (device_mode) {
+        const mesh_mem_ops_t *emu = mesh_mem_table("emu");
+        if (emu == NULL || emu->stream_create(&test_stream) != MESH_OK) {
+            fprintf(stderr, "-D needs the emulated device (MESH_DEVICE_EMU=1)\n");
+            return 2;
+        }
+    }
     for (int d = 0; d < MESH_DTYPE_COUNT; d++)
         for (size_t k = 0; k < sizeof(small_sizes) / sizeof(small_sizes[0]); k++)
             if (dtype_selected((mesh_dtype_t)d))
                 run_type((mesh_coll_type_t)type, (mesh_dtype_t)d, small_sizes[k]);
     /* large sizes for a few dtypes keep the run short */
     const mesh_dtype_t big_types[] = {MESH_FP32, MESH_BF16, MESH_INT8};
-    for (size_t t = 0; t < 3; t++)
+    for (size_t t = 0; t < 3 && !small_only; t++)
         for (size_t k = 0; k < 2 && dtype_selected(big_types[t]); k++) {
             size_t n = big_sizes[k];
             if (type == MESH_COLL_ALLGATHER || type == MESH_COLL_ALLTOALL ||

@@ -49,6 +49,18 @@ void for_each_op(mesh_coll_type_t type, mesh_dtype_t d,
 #define ALLOC_BYTES(bytes) ((bytes) + 2 * GUARD + 1)
 #define POISON(p, bytes)   memset((p), POISON_BYTE, ALLOC_BYTES(bytes))
 void *xalloc(size_t bytes);
+void xfree(void *p);
+
+/* Device mode (-D, with MESH_DEVICE_EMU=1): buffers are emulated device memory, every call is
+ * ordered on a stream of the emulated device and returns once enqueued; done_call waits for the
+ * call (through its request with -R, else through the stream) and returns its status. Host mode:
+ * STREAM and REQ are NULL and done_call returns st. */
+extern int device_mode, use_requests;
+extern void *test_stream;
+extern mesh_request_h cur_req;
+#define STREAM test_stream
+#define REQ    (cur_req = NULL, use_requests ? &cur_req : NULL)
+mesh_status_t done_call(mesh_status_t st);
 /* A copy of the whole allocation (guards included), to check later that nothing changed. */
 unsigned char *snapshot(const void *p, size_t bytes);
 void check_same(const void *p, const unsigned char *copy, size_t bytes, const char *what,

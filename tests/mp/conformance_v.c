@@ -122,7 +122,8 @@ static void allgatherv_case(mesh_dtype_t d, size_t n, int k, int inplace)
         fill(d, sb, 0, c[rank], move_value, rank);
         unsigned char *orig = snapshot(s, c[rank] * ds);
         mesh_status_t st = mesh_allgatherv(comm, sb, BUF(r), c, k == LAY_PACKED ? NULL : dsp, d,
-                                           NULL, NULL);
+                                           STREAM, REQ);
+        st = done_call(st);
         note_call();
         const char *call = v_name("allgatherv", d, MESH_SUM, n, k, inplace);
         if (!check_status(st, call, d, n, inplace)) {
@@ -133,8 +134,8 @@ static void allgatherv_case(mesh_dtype_t d, size_t n, int k, int inplace)
         }
         free(orig);
     }
-    free(r);
-    free(s);
+    xfree(r);
+    xfree(s);
 }
 
 static void alltoallv_case(mesh_dtype_t d, size_t n, int k, int inplace)
@@ -160,7 +161,8 @@ static void alltoallv_case(mesh_dtype_t d, size_t n, int k, int inplace)
                 mesh_dtype_set(d, BUF(s), sd[p] + i, pair_value(d, rank, p, i));
         unsigned char *orig = inplace ? NULL : snapshot(s, sext * ds);
         mesh_status_t st = mesh_alltoallv(comm, BUF(s), sc, packed ? NULL : sd, BUF(r), rc,
-                                          packed ? NULL : rd, d, NULL, NULL);
+                                          packed ? NULL : rd, d, STREAM, REQ);
+        st = done_call(st);
         note_call();
         const char *call = v_name("alltoallv", d, MESH_SUM, n, k, inplace);
         if (!check_status(st, call, d, n, inplace)) {
@@ -171,8 +173,8 @@ static void alltoallv_case(mesh_dtype_t d, size_t n, int k, int inplace)
         }
         free(orig);
     }
-    free(s);
-    if (!inplace) free(r);
+    xfree(s);
+    if (!inplace) xfree(r);
 }
 
 struct rs_case {
@@ -209,7 +211,8 @@ static void reduce_scatterv_case(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_
         POISON(r, c[rank] * ds);
         fill(d, BUF(s), 0, total, rs_input, rank);
         unsigned char *orig = rc->inplace ? NULL : snapshot(s, total * ds);
-        mesh_status_t st = mesh_reduce_scatterv(comm, BUF(s), rb, c, d, op, NULL, NULL);
+        mesh_status_t st = mesh_reduce_scatterv(comm, BUF(s), rb, c, d, op, STREAM, REQ);
+        st = done_call(st);
         note_call();
         const char *call = v_name("reduce_scatterv", d, user_op, rc->n, rc->k, rc->inplace);
         if (!check_status(st, call, d, rc->n, rc->inplace)) {
@@ -233,8 +236,8 @@ static void reduce_scatterv_case(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_
         }
         free(orig);
     }
-    free(s);
-    free(r);
+    xfree(s);
+    xfree(r);
 }
 
 /* What the layouts run in, to keep the time small: a 1-byte and an 8-byte type for the moving

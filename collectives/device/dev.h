@@ -1,0 +1,86 @@
+/*
+ * Collectives on device buffers, ordered on the caller's stream as NCCL's are.
+ *
+ * A call on device buffers builds its schedule at once (so that calls keep their order and
+ * sequence numbers on the communicator) on pinned host staging buffers that stand for the
+ * device buffers, and enqueues on the caller's stream a write of a ready flag and a wait for a
+ * done flag; it returns then. The device engine (dev_engine.c, one thread per process) sees the
+ * ready flag, copies the device inputs into the staging buffers on an internal stream of the
+ * table, starts the schedule (any algorithm serves, unchanged), copies the results back, waits
+ * for those copies (an event) and writes the done flag, which releases the caller's stream.
+ *
+ * Next steps slot in here: schedules whose copy and reduce tasks run on device memory through
+ * the table (args->mem kept for the build), and an IPC transport between processes of a node,
+ * after which a call stages nothing.
+ */
+#ifndef MESH_COLL_DEV_H
+#define MESH_COLL_DEV_H
+
+#include "collectives/algo.h"
+#include "collectives/request.h"
+#include "libmesh/mem.h"
+
+/* A device buffer (or several overlapping ones, merged) and where it stands in staging. */
+#define MESH_DEV_MAX_REGIONS 4
+typedef struct {
+    char *dev;      /* the caller's memory */
+    size_t bytes;
+    size_t offset;  /* in the op's staging buffer */
+    int in, out;    /* copied in before the schedule runs, out after it completed */
+} mesh_dev_region_t;
+
+typedef struct mesh_dev_stage mesh_dev_stage_t; /* a pooled pinned buffer */
+
+typedef struct mesh_dev_op {
+    const mesh_mem_ops_t *ops;
+    int device;
+    void *stream; /* the caller's */
+    mesh_comm_t *comm;
+    mesh_dev_region_t reg[MESH_DEV_MAX_REGIONS];
+    int nreg;
+    mesh_dev_stage_t *stage;
+    char *base;          /* the staging buffer's memory */
+    /* a pre-multiplied sum scales the staged input once it arrived */
+    void *scale_buf;
+    size_t scale_count;
+    mesh_dtype_t scale_dtype;
+    unsigned char scalar[16];
+    mesh_request_h req;
+    atomic_int refs;     /* the engine's, and the user's request handle's */
+} mesh_dev_op_t;
+
+/* dev_stage.c: the op and its staging */
+mesh_status_t mesh_dev_op_create(mesh_comm_t *comm, const mesh_coll_args_t *args,
+                                 mesh_dev_op_t **out);
+/* Adds the device memory [p, p + bytes) (nothing for NULL or 0 bytes); overlapping ranges merge
+ * (in place), their flags joined. */
+mesh_status_t mesh_dev_op_add(mesh_dev_op_t *d, const void *p, size_t bytes, int in, int out);
+/* Takes one staging buffer for every region from the communicator's pool (waiting, bounded by
+ * the communicator's timeout, while earlier operations hold MESH_DEVICE_STAGING_MAX). */
+mesh_status_t mesh_dev_op_stage(mesh_dev_op_t *d);
+/* The staging address standing for device address p (p itself outside every region). */
+void *mesh_dev_op_map(const mesh_dev_op_t *d, const void *p);
+void mesh_dev_op_scale(mesh_dev_op_t *d, void *staged, size_t count, mesh_dtype_t dtype,
+                       const void *scalar);
+/* Gives the staging back and frees the op. */
+void mesh_dev_op_free(mesh_dev_op_t *d);
+/* The communicator's staging pool, freed with its structure. */
+void mesh_dev_pool_free(mesh_comm_t *comm);
+mesh_status_t mesh_dev_config_register(void);
+
+/* dev_launch.c: a collective's device buffers staged, then built and launched on them */
+mesh_status_t mesh_dev_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
+                              size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
+                              mesh_request_h *req);
+
+/* dev_engine.c: hands n submitted requests (a call, or a group's device calls) to the engine
+ * as one batch: each distinct stream gets its ready and done flags enqueued. On failure nothing
+ * was enqueued and the requests are the caller's. */
+mesh_status_t mesh_dev_post(mesh_request_h *reqs, int n);
+/* Whether a device request ended (its status in req->status, read with acquire). */
+int mesh_dev_done(mesh_request_h req);
+/* The request's handle is given up (mesh_request_free, or a NULL request's): the last of the
+ * engine and the handle releases it. */
+void mesh_dev_put(mesh_request_h req);
+
+#endif

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Every collective on emulated device buffers, ordered on a stream whose operations each run
+# late (MESH_DEVICE_EMU_DELAY_US): every dtype x op x in place or not, exact values, guard bytes
+# (tests/mp/conformance -D), on 2, 3, 4 and 8 ranks; calls with requests on 3 and 8 ranks, the
+# large sizes on 2 ranks. The v-collectives run with their collective.
+set -u
+b=${top_builddir:-.}
+run="$b/tools/meshrun"
+prog="$b/tests/mp/conformance"
+export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
+export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
+export MESH_DEVICE_EMU=1 MESH_DEVICE_EMU_DELAY_US=${MESH_DEVICE_EMU_DELAY_US:-20}
+colls=${MESH_TEST_COLLS:-"allreduce reduce broadcast reduce_scatter allgather alltoall gather scatter"}
+ranks=${MESH_TEST_RANKS:-"2 3 4 8"}
+status=0
+for coll in $colls; do
+    for n in $ranks; do
+        args="-D -q"
+        case $n in 2) ;; *) args="$args -s" ;; esac
+        case $n in 3 | 8) args="$args -R" ;; esac
+        out=$("$run" -n $n --timeout 600 "$prog" -o "$coll" $args 2>&1)
+        rc=$?
+        printf 'device %-15s ranks=%d %-10s rc=%d\n' "$coll" "$n" "$args" "$rc"
+        if [ $rc -ne 0 ]; then
+            printf '%s\n' "$out" | head -30
+            status=1
+        fi
+    done
+done
+exit $status
