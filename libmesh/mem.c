@@ -10,11 +10,6 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#if HAVE_CUDA
-/* defined by libmesh/cuda/, built with the CUDA path; absent otherwise */
-#pragma weak mesh_mem_cuda_ops
-#endif
-
 static const mesh_config_entry_t mesh_mem_entries[] = {
     {.name = "DEVICE_EMU", .dflt = "no", .type = MESH_CFG_BOOL,
      .doc = "Enables the emulated device (table \"emu\"): host memory from its allocator counts "
@@ -30,7 +25,13 @@ static const mesh_config_entry_t mesh_mem_entries[] = {
 
 static const mesh_config_table_t mesh_mem_config = {"mem", mesh_mem_entries};
 
-mesh_status_t mesh_mem_config_register(void) { return mesh_config_register(&mesh_mem_config); }
+mesh_status_t mesh_mem_config_register(void)
+{
+#if HAVE_CUDA
+    MESH_CHECK(mesh_mem_cuda_config_register());
+#endif
+    return mesh_config_register(&mesh_mem_config);
+}
 
 #define MEM_MAX_TABLES 4
 static const mesh_mem_ops_t *mem_active[MEM_MAX_TABLES]; /* init succeeded, in query order */
@@ -57,7 +58,7 @@ static void mem_do_init(void)
 {
     int emu = mesh_mem_config_register() == MESH_OK && mesh_config_bool("DEVICE_EMU");
 #if HAVE_CUDA
-    if (&mesh_mem_cuda_ops != NULL) mem_add(&mesh_mem_cuda_ops);
+    mem_add(&mesh_mem_cuda_ops);
 #endif
     if (emu) mem_add(&mesh_mem_emu_ops);
     int state = mem_nactive > 0 || atomic_load(&mem_detect_only) != NULL ? MESH_MEM_STATE_TABLES

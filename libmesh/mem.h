@@ -139,6 +139,9 @@ mesh_status_t mesh_mem_config_register(void);
 
 #if HAVE_CUDA
 extern const mesh_mem_ops_t mesh_mem_cuda_ops;
+/* The cuda table's knobs (registered with the memory tables', so mesh-info lists them before
+ * any driver is loaded). */
+mesh_status_t mesh_mem_cuda_config_register(void);
 #endif
 extern const mesh_mem_ops_t mesh_mem_emu_ops;
 

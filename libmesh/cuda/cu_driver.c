@@ -42,6 +42,8 @@ static const mesh_config_entry_t mesh_cu_entries[] = {
 
 static const mesh_config_table_t mesh_cu_config = {"cuda", mesh_cu_entries};
 
+mesh_status_t mesh_mem_cuda_config_register(void) { return mesh_config_register(&mesh_cu_config); }
+
 static mesh_status_t mesh_cu_read_knobs(void)
 {
     MESH_CHECK(mesh_config_register(&mesh_cu_config));
