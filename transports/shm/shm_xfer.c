@@ -161,6 +161,7 @@ mesh_status_t mesh_tl_shm_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf
      * not at this rank's next progress call, which may come only after local work (a copy, a
      * reduction) or a cross-memory read of its own; the operation may complete here */
     tx_progress(ep);
+    mesh_tl_shm_notify(ep);
     return MESH_OK;
 }
 
@@ -328,6 +329,7 @@ static size_t ring_space(mesh_tl_shm_ep_t *ep, size_t want)
 static void ring_publish(mesh_tl_shm_ep_t *ep)
 {
     atomic_store_explicit(&ep->tx->head, ep->tx_head, memory_order_release);
+    ep->notify = 1;
 }
 
 /* ---------------------------------------------------------------- sending */
@@ -621,10 +623,14 @@ static int rx_progress(mesh_tl_shm_ep_t *ep)
                 }
             } else {
                 atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_release);
+                ep->notify = 1;
             }
         }
     }
-    atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_release);
+    if (atomic_load_explicit(&ep->rx->tail, memory_order_relaxed) != ep->rx_tail) {
+        atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_release);
+        ep->notify = 1; /* a sender may sleep on a full ring */
+    }
     return done;
 }
 
