@@ -25,8 +25,10 @@
 #define WAIT_NAP_MIN_NS 1000
 #define WAIT_NAP_MAX_NS 100000
 /* A sleep that polls descriptors while shared-memory peers may ring the bell, which poll()
- * does not see: looks at the rings at least this often. */
+ * does not see: looks at the rings after 200 us, then after doubling times up to 1.6 ms while
+ * nothing comes (a wait that long is rarely short). */
 #define WAIT_MIXED_S 200e-6
+#define WAIT_MIXED_DOUBLINGS 3
 /* Idle polls between reads of the clock while spinning (a power of two). */
 #define WAIT_CLOCK_EVERY 32
 
@@ -241,12 +243,16 @@ void mesh_wait_sleep(int (*recheck)(void *), void *arg, double timeout_s, unsign
         sleep_bell(b, recheck, arg, timeout_s);
         return;
     }
-    if (naps) *naps = 0;
-    if (set.nfds == 0) {
-        sleep_bell(b, recheck, arg, timeout_s);
+    if (set.nfds == 0 || !set.bell) {
+        if (naps) *naps = 0;
+        if (set.nfds == 0) sleep_bell(b, recheck, arg, timeout_s);
+        else sleep_fds(&set, b, recheck, arg, timeout_s);
         return;
     }
-    if (set.bell && timeout_s > WAIT_MIXED_S) timeout_s = WAIT_MIXED_S;
+    unsigned n = naps ? (*naps)++ : 0;
+    if (n > WAIT_MIXED_DOUBLINGS) n = WAIT_MIXED_DOUBLINGS;
+    double mixed = WAIT_MIXED_S * (double)(1u << n);
+    if (timeout_s > mixed) timeout_s = mixed;
     sleep_fds(&set, b, recheck, arg, timeout_s);
 }
 

@@ -70,7 +70,7 @@ void mesh_wait_set_fd(mesh_wait_set_t *set, int fd, short events);
 /* The state of one wait loop. */
 typedef struct {
     unsigned polls; /* idle polls since something last moved */
-    unsigned naps;  /* short sleeps in a row (blind sources) */
+    unsigned naps;  /* short sleeps in a row (blind or mixed sources) */
     int expired;    /* the spin is over: idle polls sleep */
     double t0;      /* when the spin began */
     double spin_s;  /* < 0: MESH_PROGRESS_SPIN */
@@ -89,6 +89,7 @@ static inline void mesh_waiter_init(mesh_waiter_t *w, double spin_s)
 static inline void mesh_waiter_reset(mesh_waiter_t *w)
 {
     w->polls = 0;
+    w->naps = 0;
     w->expired = 0;
 }
 

@@ -9,8 +9,9 @@
  *   thread   with MESH_PROGRESS_THREAD=1, a nonblocking operation completes while the caller
  *            sleeps
  *   shared   one thread posts on a communicator while another waits on its requests
- *   idle     ranks that wait a second for rank 0 (blocking, nonblocking, and with a progress
- *            thread while the caller sleeps) use under 20% of a core meanwhile (getrusage)
+ *   idle     ranks that wait a second for rank 0 (blocking, mesh_wait, a mesh_testany_events
+ *            loop that waits with mesh_idle, and with a progress thread while the caller
+ *            sleeps) use under 20% of a core meanwhile (getrusage)
  *   progress_test MODE...
  */
 #include "mesh.h"
@@ -343,9 +344,10 @@ static void test_idle(void)
 {
     const char *v = getenv("MESH_PROGRESS_THREAD");
     int thread = v != NULL && strcmp(v, "1") == 0;
-    static const char *how[] = {"blocking broadcast", "mesh_wait", "progress thread"};
-    for (int mode = 0; mode < 3; mode++) {
-        if (mode == 2 && !thread) continue;
+    static const char *how[] = {"blocking broadcast", "mesh_wait", "mesh_idle loop",
+                                "progress thread"};
+    for (int mode = 0; mode < 4; mode++) {
+        if (mode == 3 && !thread) continue;
         int32_t x = rank == 0 ? 1000 + mode : -1;
         OK(mesh_barrier(world, NULL));
         if (rank == 0) {
@@ -359,7 +361,19 @@ static void test_idle(void)
         } else {
             mesh_request_h req = NULL;
             OK(mesh_broadcast(world, &x, &x, 1, MESH_INT32, 0, NULL, &req));
-            if (mode == 2) usleep(1200000);
+            if (mode == 2 && req) {
+                /* a caller polling on its own, as mesh_torch's engine does */
+                mesh_idle_t idle;
+                mesh_idle_init(&idle, -1, 0);
+                int index = -1, events = 0, rounds = 0;
+                while (index < 0 && rounds++ < 10000000) {
+                    OK(mesh_testany_events(1, &req, &index, &events));
+                    if (events > 0) mesh_idle_reset(&idle);
+                    else if (index < 0) mesh_idle(&idle);
+                }
+                CHECK(index == 0, "the mesh_idle loop gave up after %d rounds", rounds);
+            }
+            if (mode == 3) usleep(1200000);
             if (req) {
                 OK(mesh_wait(req));
                 mesh_request_free(req);

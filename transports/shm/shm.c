@@ -548,9 +548,11 @@ static mesh_status_t shm_ep_check(mesh_tl_ep_t *uep)
 static void shm_wait_arm(mesh_tl_iface_t *iface, struct mesh_wait_set *set)
 {
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
+    if (si->neps == 0)
+        return; /* no peer on this node: nothing comes this way */
     if (si->bell_ok)
         set->bell = 1;
-    else if (si->neps > 0)
+    else
         set->blind = 1;
 }
 
