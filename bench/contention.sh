@@ -128,7 +128,10 @@ ratios() {
         $col["in_place"] != 0 { next }
         {
             k = $col["bytes"] + 0
-            if (file == 1) { mt[k] = $col["time_us"]; if (!(k in seen)) { order[n++] = k; seen[k] = 1 } }
+            if (file == 1) {
+                mt[k] = $col["time_us"]
+                if (!(k in seen)) { order[n++] = k; seen[k] = 1 }
+            }
             else if (file == 2) pt[k] = $col["time_us"]
             else if (file % 2 == 1) rm[k] = $col["time_us"]
             else if ((k in rm) && $col["time_us"] + 0 > 0) {
@@ -144,7 +147,9 @@ ratios() {
             for (i = 0; i < n; i++) {
                 k = order[i]
                 q = 0; ps = "-"; qs = "-"; rs = "-"
-                if ((k in pt) && pt[k] > 0) { q = mt[k] / pt[k]; ps = sprintf("%.2f", pt[k]); qs = sprintf("%.2f", q) }
+                if ((k in pt) && pt[k] > 0) {
+                    q = mt[k] / pt[k]; ps = sprintf("%.2f", pt[k]); qs = sprintf("%.2f", q)
+                }
                 if (k in lo) rs = sprintf("%.2f-%.2f", lo[k], hi[k])
                 if (q > worst) { worst = q; at = k }
                 printf f, k, sprintf("%.2f", mt[k]), ps, qs, rs
@@ -153,7 +158,8 @@ ratios() {
         }' "$out/mesh-$name.csv" "$out/peer-$name.csv" "${files[@]}"
 }
 
-echo "all-reduce (fp32 sum) mesh vs $PEER${peer_build:+ ($peer_build)} on one node, CPUs ${cpus:-all}"
+echo "all-reduce (fp32 sum) mesh vs $PEER${peer_build:+ ($peer_build)} on one node," \
+    "CPUs ${cpus:-all}"
 echo "sizes $minb..$maxb x$factor, $iters iterations (warm-up $warmup), $rounds rounds taking turns"
 echo "results and logs: $out"
 for s in ${scenarios//,/ }; do
