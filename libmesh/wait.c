@@ -264,16 +264,19 @@ static double waiter_spin(const mesh_waiter_t *w)
 int mesh_waiter_spin(mesh_waiter_t *w)
 {
     if (w->expired) return 0;
-    if (w->polls == 0) {
-        double spin = waiter_spin(w);
-        if (spin <= 0) {
+    if (w->polls == 0 && waiter_spin(w) <= 0) {
+        w->expired = 1;
+        return 0;
+    }
+    /* the clock is first read some polls into the spin, not when it starts: most waits end
+     * within a few polls, and a read costs about as much as a poll */
+    if ((w->polls & (WAIT_CLOCK_EVERY - 1)) == WAIT_CLOCK_EVERY - 1) {
+        double now = mesh_time();
+        if (w->polls < WAIT_CLOCK_EVERY) w->t0 = now;
+        else if (now - w->t0 >= waiter_spin(w)) {
             w->expired = 1;
             return 0;
         }
-        w->t0 = mesh_time();
-    } else if ((w->polls & (WAIT_CLOCK_EVERY - 1)) == 0 && mesh_time() - w->t0 >= waiter_spin(w)) {
-        w->expired = 1;
-        return 0;
     }
     w->polls++;
     mesh_cpu_relax();

@@ -51,6 +51,13 @@ static inline void mesh_bell_ring(mesh_bell_t *bell)
     if (atomic_load_explicit(&bell->sleepers, memory_order_relaxed) > 0) mesh_bell_wake(bell);
 }
 
+/* mesh_bell_ring for a caller whose writes ended with a sequentially consistent store (on x86
+ * a locked instruction, which orders the look at sleepers after it without a fence). */
+static inline void mesh_bell_ring_after_sc(mesh_bell_t *bell)
+{
+    if (atomic_load_explicit(&bell->sleepers, memory_order_seq_cst) > 0) mesh_bell_wake(bell);
+}
+
 /* Rings this process's own bell and eventfd when a thread of it sleeps: something it may wait
  * for completed, or an operation was posted, or a communicator aborted. */
 void mesh_wait_wake_local(void);

@@ -199,12 +199,15 @@ mesh_status_t mesh_tl_shm_irecv(mesh_tl_ep_t *ep, uint64_t tag, void *buf, size_
 int mesh_tl_shm_ep_progress(mesh_tl_shm_ep_t *ep);
 /* Reads what the ring holds (no cross-memory reads, no sends); returns completions. */
 int mesh_tl_shm_ep_drain(mesh_tl_shm_ep_t *ep);
-/* Rings the peer's bell after our writes to the rings, when it sleeps. */
+/* Rings the peer's bell after our writes to the rings, when it sleeps. Every write that sets
+ * notify ends with a sequentially consistent store of a head or tail pointer, which orders the
+ * look at the peer's sleepers after it (as the sleeper's announcement comes before its last
+ * look at the rings). */
 static inline void mesh_tl_shm_notify(mesh_tl_shm_ep_t *ep)
 {
     if (!ep->notify) return;
     ep->notify = 0;
-    if (ep->peer_bell && ep->peer_bell->bell) mesh_bell_ring(ep->peer_bell->bell);
+    if (ep->peer_bell && ep->peer_bell->bell) mesh_bell_ring_after_sc(ep->peer_bell->bell);
 }
 /* Completes every operation of the endpoint with status; returns how many. */
 int mesh_tl_shm_ep_fail_ops(mesh_tl_shm_ep_t *ep, mesh_status_t status);

@@ -328,7 +328,7 @@ static size_t ring_space(mesh_tl_shm_ep_t *ep, size_t want)
 
 static void ring_publish(mesh_tl_shm_ep_t *ep)
 {
-    atomic_store_explicit(&ep->tx->head, ep->tx_head, memory_order_release);
+    atomic_store_explicit(&ep->tx->head, ep->tx_head, memory_order_seq_cst); /* see notify */
     ep->notify = 1;
 }
 
@@ -622,14 +622,14 @@ static int rx_progress(mesh_tl_shm_ep_t *ep)
                     break;
                 }
             } else {
-                atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_release);
+                atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_seq_cst);
                 ep->notify = 1;
             }
         }
     }
     if (atomic_load_explicit(&ep->rx->tail, memory_order_relaxed) != ep->rx_tail) {
-        atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_release);
-        ep->notify = 1; /* a sender may sleep on a full ring */
+        atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_seq_cst);
+        ep->notify = 1; /* a sender may sleep on a full ring (seq_cst: see notify) */
     }
     return done;
 }
