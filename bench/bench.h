@@ -88,6 +88,7 @@ typedef struct {
     int bytes;         /* --bytes: bytes each transport carried per call */
     double skew;       /* --skew: dispatch_combine's routing skew (0: uniform) */
     const char *ep_path; /* --ep-path: dispatch_combine's path, flat, hier or auto (default) */
+    double idle;         /* --idle S: the CPU use of ranks waiting S seconds for rank 0 */
 } bench_opts_t;
 
 /* One call as the driver prepares it; buffers follow the in-place conventions of mesh.h. */

@@ -60,6 +60,8 @@ static const char bench_usage[] =
     "      --skew S         dispatch_combine: each token's 2 experts of 2 x ranks drawn with\n"
     "                       probability proportional to 1 / (e + 1)^S (default 0, uniform)\n"
     "      --ep-path P      dispatch_combine: flat, hier or auto (default; mesh-bench only)\n"
+    "      --idle S         instead: rank 0 sleeps S seconds before a barrier that the others\n"
+    "                       wait in; prints the CPU time each waiting rank used meanwhile\n"
     "  -h, --help           this text\n"
     "\n"
     "Per-axis bench of a 5D mesh (mesh-bench only):\n"
@@ -192,7 +194,7 @@ unsigned bench_axis_ops(const bench_opts_t *o, const char *axis)
 int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
 {
     enum { OPT_CSV = 256, OPT_MEMCPY, OPT_MESH, OPT_ORDER, OPT_REORDER, OPT_AXES, OPT_JSON,
-           OPT_PLOT, OPT_BYTES, OPT_SKEW, OPT_EP_PATH };
+           OPT_PLOT, OPT_BYTES, OPT_SKEW, OPT_EP_PATH, OPT_IDLE };
     static const struct option longopts[] = {
         {"op", required_argument, NULL, 'o'},       {"minbytes", required_argument, NULL, 'b'},
         {"maxbytes", required_argument, NULL, 'e'}, {"stepfactor", required_argument, NULL, 'f'},
@@ -205,7 +207,8 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
         {"reorder", no_argument, NULL, OPT_REORDER}, {"axes", required_argument, NULL, OPT_AXES},
         {"json", required_argument, NULL, OPT_JSON}, {"plot", required_argument, NULL, OPT_PLOT},
         {"bytes", no_argument, NULL, OPT_BYTES}, {"skew", required_argument, NULL, OPT_SKEW},
-        {"ep-path", required_argument, NULL, OPT_EP_PATH}, {NULL, 0, NULL, 0}};
+        {"ep-path", required_argument, NULL, OPT_EP_PATH}, {"idle", required_argument, NULL, OPT_IDLE},
+        {NULL, 0, NULL, 0}};
     int c, f;
 
     *o = (bench_opts_t){.ops = 1u << BENCH_ALLREDUCE,
@@ -291,6 +294,15 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
             o->skew = strtod(optarg, &end);
             if (end == optarg || *end || !(o->skew >= 0) || o->skew > 100) {
                 fprintf(stderr, "error: --skew expects a number from 0 to 100, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case OPT_IDLE: {
+            char *end;
+            o->idle = strtod(optarg, &end);
+            if (end == optarg || *end || !(o->idle > 0) || o->idle > 3600) {
+                fprintf(stderr, "error: --idle expects seconds from 0 to 3600, got '%s'\n", optarg);
                 return 2;
             }
             break;

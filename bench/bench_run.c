@@ -8,9 +8,11 @@
 #include "config.h"
 #include "bench/bench.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 static void *bench_alloc(size_t bytes)
 {
@@ -244,8 +246,39 @@ static int bench_axes_measured(const bench_opts_t *o, const bench_backend_t *b, 
     return 0;
 }
 
+static double bench_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* --idle: rank 0 sleeps, the others wait in a barrier; each reports the CPU it used. */
+static int bench_idle(const bench_opts_t *o, const bench_backend_t *b)
+{
+    if (b->barrier()) return 1;
+    double c0 = bench_cpu_s(), t0 = mesh_time_now();
+    if (b->rank == 0) {
+        struct timespec ts = {.tv_sec = (time_t)o->idle};
+        ts.tv_nsec = (long)((o->idle - (double)ts.tv_sec) * 1e9);
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
+    if (b->barrier()) return 1;
+    double wall = mesh_time_now() - t0, pct = 100 * (bench_cpu_s() - c0) / wall;
+    printf("# idle: rank %d waited %.3f s, CPU %.2f%% of a core%s\n", b->rank, wall, pct,
+           b->rank == 0 ? " (the sleeper)" : "");
+    fflush(stdout);
+    double most = b->rank == 0 ? 0 : pct;
+    if (b->max_double(&most)) return 1;
+    if (b->rank == 0) printf("# idle: most CPU of a waiting rank: %.2f%%\n", most);
+    return 0;
+}
+
 int bench_main(const bench_opts_t *o, const bench_backend_t *b)
 {
+    if (o->idle > 0) return bench_idle(o, b);
     bench_axis_t axes[BENCH_MAX_AXES];
     bench_out_t *out = NULL;
     uint64_t total_wrong = 0;

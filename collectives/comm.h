@@ -5,6 +5,7 @@
 #include "mesh.h"
 #include "collectives/p2p_seq.h"
 #include "libmesh/dtype.h"
+#include "libmesh/progress.h"
 #include "transports/tl.h"
 #include <sched.h>
 #include <stdatomic.h>
@@ -149,21 +150,33 @@ typedef struct mesh_comm {
     int released;
 } mesh_comm_t;
 
+/* The lock word: 0 free, 1 held, 2 held with threads asleep on it (a futex). */
 static inline int mesh_comm_trylock(mesh_comm_t *c)
 {
-    return !atomic_exchange_explicit(&c->lock, 1, memory_order_acquire);
+    int free_ = 0;
+    return atomic_compare_exchange_strong_explicit(&c->lock, &free_, 1, memory_order_acquire,
+                                                   memory_order_relaxed);
 }
+
+/* Sleeps until the lock is free and takes it (comm_progress.c). */
+void mesh_comm_lock_slow(mesh_comm_t *c);
+/* Wakes a thread asleep on the lock. */
+void mesh_comm_lock_wake(mesh_comm_t *c);
 
 static inline void mesh_comm_lock(mesh_comm_t *c)
 {
-    /* held for one progress pass or one post at a time: spin, then let the holder run */
-    for (unsigned n = 0; !mesh_comm_trylock(c); n++)
-        if (n >= 64) sched_yield();
+    /* held for one progress pass or one post at a time: spin a little, then sleep until the
+     * holder lets it go (it may be off its CPU; yielding would hand the CPU to anyone) */
+    for (unsigned n = 0; n < 64; n++) {
+        if (mesh_comm_trylock(c)) return;
+        mesh_cpu_relax();
+    }
+    mesh_comm_lock_slow(c);
 }
 
 static inline void mesh_comm_unlock(mesh_comm_t *c)
 {
-    atomic_store_explicit(&c->lock, 0, memory_order_release);
+    if (atomic_exchange_explicit(&c->lock, 0, memory_order_release) == 2) mesh_comm_lock_wake(c);
 }
 
 /* Message tags. Bit 63 set: point-to-point (the user's tag in bits 32..61, a sequence per

@@ -8,6 +8,7 @@
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
 #include "libmesh/topo.h"
+#include "libmesh/wait.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +187,8 @@ void mesh_comm_abort(mesh_comm_h comm)
     if (comm == NULL) return;
     atomic_store(&comm->aborted, 1);
     mesh_comm_abort_transports(comm);
+    /* a thread of ours asleep in a wait sees the abort now, not at the end of its slice */
+    mesh_wait_wake_local();
 }
 
 int mesh_comm_rank(mesh_comm_h comm) { return comm ? comm->rank : -1; }

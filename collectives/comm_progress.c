@@ -6,10 +6,28 @@
 #include "collectives/comm.h"
 #include "collectives/sched.h"
 #include "libmesh/progress.h"
+#include "libmesh/wait.h"
 #include "libmesh/log.h"
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+void mesh_comm_lock_slow(mesh_comm_t *c)
+{
+    /* marked 2 while anyone may sleep, so that the unlock wakes one; a thread that takes it
+     * after sleeping keeps the mark, since others may still sleep */
+    while (atomic_exchange_explicit(&c->lock, 2, memory_order_acquire) != 0)
+        syscall(SYS_futex, &c->lock, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+}
+
+void mesh_comm_lock_wake(mesh_comm_t *c)
+{
+    syscall(SYS_futex, &c->lock, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
 
 mesh_status_t mesh_comm_activate_grow(mesh_comm_t *c)
 {
@@ -85,6 +103,23 @@ static int comm_progress_try(void *obj, int idle_too)
     return events;
 }
 
+/* The registry's other callback: what wakes a sleeper when a peer gives this communicator work. */
+static void comm_wait_arm(void *obj, struct mesh_wait_set *set)
+{
+    mesh_comm_t *c = obj;
+    if (!mesh_comm_trylock(c)) {
+        set->blind = 1; /* another thread is in it: look again soon */
+        return;
+    }
+    for (int t = 0; t < c->ntls; t++) {
+        mesh_tl_iface_t *iface = c->tls[t].iface;
+        if (iface == NULL) continue;
+        if (iface->ops.wait_arm) iface->ops.wait_arm(iface, set);
+        else set->blind = 1;
+    }
+    mesh_comm_unlock(c);
+}
+
 int mesh_comm_others_busy(mesh_comm_t *self)
 {
     int mine = self != NULL && atomic_load_explicit(&self->nshared_hint, memory_order_relaxed) > 0;
@@ -105,5 +140,5 @@ void mesh_comm_unref(mesh_comm_t *c)
     free(c);
 }
 
-void mesh_comm_register(mesh_comm_t *c) { mesh_progress_add(c, comm_progress_try); }
+void mesh_comm_register(mesh_comm_t *c) { mesh_progress_add(c, comm_progress_try, comm_wait_arm); }
 void mesh_comm_unregister(mesh_comm_t *c) { mesh_progress_remove(c); }

@@ -6,6 +6,7 @@
 #include "collectives/device/dev.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
+#include "libmesh/wait.h"
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -110,11 +111,12 @@ static inline __attribute__((always_inline)) int request_poll(mesh_request_h r)
     return 1;
 }
 
-/* Nothing moved: back off, and now and then let idle communicators answer control messages. */
-static void request_idle(unsigned *idle)
+/* Nothing moved: spin, then sleep until a peer or another thread wakes us (recheck(arg) polls
+ * once more after the sleep is announced); now and then let idle communicators answer control
+ * messages. */
+static void request_idle(mesh_waiter_t *w, int (*recheck)(void *), void *arg)
 {
-    mesh_backoff(idle);
-    if ((*idle & 255) == 0) mesh_progress_idle();
+    if (mesh_waiter_idle(w, recheck, arg, -1) || (w->polls & 255) == 0) mesh_progress_idle();
 }
 
 /* One round for r's communicator (if its lock is free) and then the others; returns events. */
@@ -127,6 +129,12 @@ static int request_round(mesh_request_h r)
     }
     if (request_poll(r)) return events + 1;
     return events + mesh_comm_progress_others(r->comm);
+}
+
+static int request_recheck(void *arg)
+{
+    mesh_request_h r = arg;
+    return request_poll(r) || request_round(r) > 0;
 }
 
 mesh_status_t mesh_test(mesh_request_h req, int *done)
@@ -144,24 +152,28 @@ mesh_status_t mesh_test(mesh_request_h req, int *done)
 
 static mesh_status_t request_wait(mesh_request_h req)
 {
-    unsigned idle = 0;
-    /* each schedule enforces MESH_TIMEOUT and peer liveness, so this loop ends */
+    mesh_waiter_t w;
+    mesh_waiter_init(&w, -1);
+    /* each schedule enforces MESH_TIMEOUT and peer liveness, and no sleep outlasts
+     * MESH_PROGRESS_SLICE, so this loop ends */
     while (!request_poll(req)) {
-        if (request_round(req) > 0) idle = 0;
-        else request_idle(&idle);
+        if (request_round(req) > 0) mesh_waiter_reset(&w);
+        else request_idle(&w, request_recheck, req);
     }
     return req->status;
 }
 
 /* A blocking call's wait: the communicator stays locked while its own progress spins, so a
  * round costs no atomic exchange, and is let go around the sweep of the others (when they have
- * work), every 64 rounds, before the backoff yields or sleeps, and when idle communicators
- * are due to answer control messages (request_idle), so that another thread posting on it or
- * sweeping it waits a few rounds at most. Returns with the lock held. */
+ * work), every 64 rounds, before the waiter sleeps, and when idle communicators are due to
+ * answer control messages (request_idle), so that another thread posting on it or sweeping it
+ * waits a few rounds at most. Returns with the lock held. */
 static mesh_status_t request_wait_held(mesh_request_h r)
 {
     mesh_comm_t *c = r->comm;
-    unsigned idle = 0, rounds = 0;
+    unsigned rounds = 0;
+    mesh_waiter_t w;
+    mesh_waiter_init(&w, -1);
     while (!request_poll(r)) {
         if ((++rounds & 63) == 0) {
             mesh_comm_unlock(c);
@@ -175,12 +187,10 @@ static mesh_status_t request_wait_held(mesh_request_h r)
             mesh_comm_lock(c);
         }
         if (events > 0) {
-            idle = 0;
-        } else if (mesh_backoff_spins(idle) && (idle & 255) != 255) {
-            mesh_backoff(&idle);
-        } else {
+            mesh_waiter_reset(&w);
+        } else if ((w.polls & 255) == 255 || !mesh_waiter_spin(&w)) {
             mesh_comm_unlock(c);
-            request_idle(&idle);
+            request_idle(&w, request_recheck, r);
             mesh_comm_lock(c);
         }
     }
@@ -196,6 +206,22 @@ mesh_status_t mesh_wait(mesh_request_h req)
     return request_wait(req);
 }
 
+/* The requests of mesh_waitall: the sleep is called off when one of them ends or moves. */
+struct request_set {
+    int n;
+    mesh_request_h *reqs;
+};
+
+static int request_set_recheck(void *arg)
+{
+    struct request_set *set = arg;
+    int events = 0;
+    for (int i = 0; i < set->n; i++)
+        if (set->reqs[i] != NULL && set->reqs[i]->started)
+            events += request_recheck(set->reqs[i]);
+    return events;
+}
+
 mesh_status_t mesh_waitall(int n, mesh_request_h *reqs)
 {
     if (n < 0) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: n %d is negative", n);
@@ -208,7 +234,9 @@ mesh_status_t mesh_waitall(int n, mesh_request_h *reqs)
             return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: request %d belongs to a group "
                               "that has not ended yet", i);
     }
-    unsigned idle = 0;
+    mesh_waiter_t w;
+    mesh_waiter_init(&w, -1);
+    struct request_set set = {.n = n, .reqs = reqs};
     for (;;) {
         int pending = 0, events = 0;
         for (int i = 0; i < n; i++) {
@@ -217,8 +245,8 @@ mesh_status_t mesh_waitall(int n, mesh_request_h *reqs)
             events += request_round(reqs[i]);
         }
         if (!pending) break;
-        if (events > 0) idle = 0;
-        else request_idle(&idle);
+        if (events > 0) mesh_waiter_reset(&w);
+        else request_idle(&w, request_set_recheck, &set);
     }
     for (int i = 0; i < n; i++) {
         if (reqs[i] != NULL && reqs[i]->status < 0) {
@@ -292,6 +320,41 @@ void mesh_request_free(mesh_request_h req)
 
 int mesh_progress(void) { return mesh_progress_all(); }
 
+_Static_assert(sizeof(mesh_waiter_t) <= sizeof(((mesh_idle_t *)0)->state),
+               "mesh_idle_t holds a waiter");
+
+static mesh_waiter_t *idle_waiter(mesh_idle_t *idle) { return (mesh_waiter_t *)idle->state; }
+
+void mesh_idle_init(mesh_idle_t *idle, double spin_s, double max_sleep_s)
+{
+    if (idle == NULL) return;
+    idle->spin_s = spin_s;
+    idle->max_sleep_s = max_sleep_s;
+    mesh_waiter_init(idle_waiter(idle), spin_s);
+}
+
+void mesh_idle_reset(mesh_idle_t *idle)
+{
+    if (idle != NULL) mesh_waiter_reset(idle_waiter(idle));
+}
+
+/* mesh_idle's last look before it sleeps: a round over every communicator with work. */
+static int idle_recheck(void *arg)
+{
+    (void)arg;
+    return mesh_progress_others(NULL);
+}
+
+int mesh_idle(mesh_idle_t *idle)
+{
+    if (idle == NULL) return 0;
+    mesh_waiter_t *w = idle_waiter(idle);
+    w->spin_s = idle->spin_s;
+    int slept = mesh_waiter_idle(w, idle_recheck, NULL, idle->max_sleep_s);
+    if (slept || (w->polls & 255) == 0) mesh_progress_idle();
+    return slept;
+}
+
 mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *owned0,
                                   void *owned1, mesh_request_h *user_req)
 {
@@ -335,6 +398,8 @@ mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *
     }
     mesh_comm_unlock(comm);
     *user_req = r;
+    /* a thread that sleeps (a progress thread, a wait on another request) may drive it */
+    mesh_wait_wake_local();
     return MESH_OK;
 }
 
@@ -384,6 +449,14 @@ static mesh_status_t group_post_dev(mesh_request_h *head)
     return st;
 }
 
+static int request_group_recheck(void *arg)
+{
+    int events = 0;
+    for (mesh_request_h r = arg; r != NULL; r = r->group_next)
+        if (r->started && r->internal) events += request_recheck(r);
+    return events;
+}
+
 mesh_status_t mesh_group_end(void)
 {
     if (mesh_group_depth == 0)
@@ -400,7 +473,8 @@ mesh_status_t mesh_group_end(void)
     }
     /* wait for the operations posted without a request; every communicator keeps moving, since
      * one rank's progress on one communicator may wait for another's */
-    unsigned idle = 0;
+    mesh_waiter_t w;
+    mesh_waiter_init(&w, -1);
     for (;;) {
         int pending = 0, events = 0;
         for (mesh_request_h r = head; r != NULL; r = r->group_next) {
@@ -409,8 +483,8 @@ mesh_status_t mesh_group_end(void)
             events += request_round(r);
         }
         if (!pending) break;
-        if (events > 0) idle = 0;
-        else request_idle(&idle);
+        if (events > 0) mesh_waiter_reset(&w);
+        else request_idle(&w, request_group_recheck, head);
     }
     for (mesh_request_h r = head; r != NULL; r = r->group_next)
         if (r->internal && r->status < 0 && result == MESH_OK) result = r->status;

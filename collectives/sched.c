@@ -5,6 +5,7 @@
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
 #include "libmesh/reduce.h"
+#include "libmesh/wait.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -567,7 +568,10 @@ static void finish(mesh_sched_t *s, mesh_status_t status)
     mesh_comm_deactivate(s->comm, s, s->shared);
     if (status == MESH_OK && s->finalize) s->finalize(s, s->finalize_arg);
     /* last: a waiter on another thread may return (and reuse the buffers) once it sees it */
+    int shared = s->shared;
     __atomic_store_n(&s->status, status, __ATOMIC_RELEASE);
+    /* and it may sleep: a nonblocking operation's waiter can be any thread */
+    if (shared) mesh_wait_wake_local();
 }
 
 static mesh_status_t fail_with(mesh_sched_t *s, mesh_status_t status)

@@ -258,6 +258,23 @@ MESH_API void mesh_request_free(mesh_request_h req);
 /* Drives all communicators of this process once; returns the number of events. */
 MESH_API int mesh_progress(void);
 
+/* The library's wait policy, for callers that poll requests themselves (mesh_test,
+ * mesh_testany_events) in a loop, as mesh_wait does: after a round that moved nothing, call
+ * mesh_idle; after one that moved something, mesh_idle_reset. For the first spin_s seconds of
+ * idleness it pauses the CPU once per call (a wake-up within a microsecond while the peers
+ * run); after that it sleeps until a peer of any communicator of this process sends or frees
+ * room, another thread completes or posts an operation, a communicator aborts, or at most
+ * max_sleep_s passes. No core is taken from other work meanwhile. */
+typedef struct mesh_idle {
+    double spin_s;      /* seconds to spin before sleeping; < 0: MESH_PROGRESS_SPIN */
+    double max_sleep_s; /* longest sleep of one call; <= 0: MESH_PROGRESS_SLICE */
+    uint64_t state[5];  /* the library's */
+} mesh_idle_t;
+MESH_API void mesh_idle_init(mesh_idle_t *idle, double spin_s, double max_sleep_s);
+MESH_API void mesh_idle_reset(mesh_idle_t *idle);
+/* Returns 1 when it slept, 0 when it only paused the CPU. */
+MESH_API int mesh_idle(mesh_idle_t *idle);
+
 MESH_API mesh_status_t mesh_group_start(void);
 /* Starts every operation recorded since mesh_group_start; those posted with a NULL request are
  * waited for here. Send/recv pairs inside a group never deadlock, in any order. */

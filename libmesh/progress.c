@@ -1,8 +1,9 @@
-/* Time and polite waiting. A waiting rank spins for MESH_PROGRESS_SPIN idle polls (cheap wake-up
- * when every rank has a core), then yields, then sleeps for growing intervals (1 us to 100 us) so
- * that oversubscribed ranks hand their core to the rank they wait for. With the default (auto)
- * the spin is long once a communicator has shown that the ranks on this machine each have a
- * CPU: a sleep costs tens of microseconds however short it is asked to be. */
+/* Time, the progress table, and the backoff of loops that no wake-up serves. A waiter (wait.c)
+ * spins for MESH_PROGRESS_SPIN microseconds, then sleeps until a peer or another thread wakes
+ * it. With the default (auto) the spin is long once a communicator has shown that the ranks on
+ * this machine each have a CPU, since a wake-up from a sleep costs microseconds that a spin
+ * saves, and short when ranks share CPUs, where spinning only keeps the rank we wait for off
+ * its CPU. */
 #include <config.h> /* the generated one: _GNU_SOURCE for sched_getaffinity */
 #include "libmesh/progress.h"
 #include "libmesh/config.h"
@@ -14,18 +15,12 @@
 #include <string.h>
 #include <time.h>
 
-#define MESH_BACKOFF_YIELDS 16      /* sched_yield() calls before the first sleep */
+#define MESH_BACKOFF_SPINS 200 /* pauses before the first sleep */
 #define MESH_BACKOFF_SLEEP_MIN_NS 1000
 #define MESH_BACKOFF_SLEEP_MAX_NS 100000
-#define MESH_BACKOFF_SLEEP_STEP 4   /* sleeps of one length before doubling it */
-#define MESH_SPIN_SHARED 200        /* auto: ranks share CPUs (or nothing is known yet) */
-#define MESH_SPIN_OWN 20000         /* auto: every rank on this machine has a CPU */
-/* A long spin yields once every this many polls (a power of two): 0.4 ms or more of polling.
- * Ranks that yield much more often stay "cache hot" to Linux's load balancer when they start
- * on the same CPU (as a launcher's children often do), so it seldom moves one to an idle CPU,
- * and every step of a collective waits for the other rank's yield: 8-15 us for an 8-byte
- * all-reduce of 2 ranks that takes 0.3 us on a CPU each. */
-#define MESH_SPIN_YIELD_EVERY 16384
+#define MESH_BACKOFF_SLEEP_STEP 4 /* sleeps of one length before doubling it */
+#define MESH_SPIN_SHARED_US 20    /* auto: ranks share CPUs (or nothing is known yet) */
+#define MESH_SPIN_OWN_US 1000     /* auto: every rank on this machine has a CPU */
 
 static atomic_int mesh_progress_spin = -1;
 static atomic_int mesh_progress_node_max; /* most ranks on this machine a communicator saw */
@@ -45,7 +40,7 @@ MESH_API double mesh_time_now(void)
 static int progress_check_spin(const char *value, char *why, size_t len)
 {
     if (mesh_progress_spin_parse(value, NULL) == 0) return 0;
-    snprintf(why, len, "auto or a non-negative number of polls");
+    snprintf(why, len, "auto or a non-negative number of microseconds");
     return -1;
 }
 
@@ -55,15 +50,21 @@ static const mesh_config_entry_t progress_entries[] = {
             "timeout that names the ranks it waits for."},
     {.name = "PROGRESS_SPIN", .dflt = "auto", .type = MESH_CFG_STRING,
      .check = progress_check_spin,
-     .doc = "Idle polls a waiting rank spins before it yields the core to others. auto: 20000 "
-            "(about a millisecond) while the ranks on this machine (simulated nodes included) do "
-            "not outnumber the CPUs a rank may run on, 200 when they do or before a communicator "
-            "says. A longer spin yields once every 16384 polls."},
+     .doc = "Microseconds a waiting rank polls (with the CPU's pause instruction) before it "
+            "sleeps until a peer or another thread wakes it (a futex that shared-memory peers "
+            "ring, the sockets of the network transports). auto: 1000 while the ranks on this "
+            "machine (simulated nodes included) do not outnumber the CPUs a rank may run on, 20 "
+            "when they do or before a communicator says. 0 sleeps at once."},
+    {.name = "PROGRESS_SLICE", .dflt = "0.01", .type = MESH_CFG_DOUBLE, .range = "1e-5..10",
+     .doc = "Longest sleep of a waiting rank, in seconds, before it looks again on its own: "
+            "deadlines (MESH_TIMEOUT, of which it sleeps an eighth at most), dead peers and "
+            "transports that cannot wake it are noticed this often while it waits."},
     {.name = "PROGRESS_THREAD", .dflt = "0", .type = MESH_CFG_BOOL,
      .doc = "Runs one thread per process that progresses every communicator with operations "
             "under way, so that operations started nonblocking complete while the caller "
-            "computes without calling mesh_test or mesh_wait. It spins while operations wait "
-            "for peers: for callers that compute for long between calls, with a core to spare."},
+            "computes without calling mesh_test or mesh_wait. It spins briefly while operations "
+            "wait for peers (MESH_PROGRESS_SPIN, at most 50 us) and then sleeps until a peer "
+            "wakes it, so that it does not take a core from the caller's computation."},
     {.name = NULL},
 };
 
@@ -81,32 +82,21 @@ double mesh_default_timeout(void)
     return mesh_config_double("TIMEOUT");
 }
 
-static inline void mesh_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield" ::: "memory");
-#else
-    __asm__ __volatile__("" ::: "memory");
-#endif
-}
-
-int mesh_progress_spin_parse(const char *text, long long *polls)
+int mesh_progress_spin_parse(const char *text, long long *us)
 {
     if (text == NULL)
         return -1;
     if (strcmp(text, "auto") == 0) {
-        if (polls)
-            *polls = -1;
+        if (us)
+            *us = -1;
         return 0;
     }
     char *end;
     long long v = strtoll(text, &end, 10);
     if (end == text || *end != '\0' || v < 0)
         return -1;
-    if (polls)
-        *polls = v > 1000000000 ? 1000000000 : v;
+    if (us)
+        *us = v > 1000000000 ? 1000000000 : v;
     return 0;
 }
 
@@ -114,10 +104,10 @@ static int mesh_spin_auto(void)
 {
     int n = atomic_load_explicit(&mesh_progress_node_max, memory_order_relaxed);
     if (n <= 0)
-        return MESH_SPIN_SHARED;
+        return MESH_SPIN_SHARED_US;
     cpu_set_t set;
     int ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-    return n <= ncpu ? MESH_SPIN_OWN : MESH_SPIN_SHARED;
+    return n <= ncpu ? MESH_SPIN_OWN_US : MESH_SPIN_SHARED_US;
 }
 
 static int mesh_backoff_spin(void)
@@ -144,10 +134,26 @@ void mesh_progress_node_ranks(int nranks)
         atomic_store_explicit(&mesh_progress_spin, -1, memory_order_relaxed);
 }
 
-int mesh_backoff_spins(unsigned idle)
+double mesh_progress_spin_s(void)
 {
-    return idle < (unsigned)mesh_backoff_spin() &&
-           (idle & (MESH_SPIN_YIELD_EVERY - 1)) != MESH_SPIN_YIELD_EVERY - 1;
+    return mesh_backoff_spin() * 1e-6;
+}
+
+double mesh_progress_slice(void)
+{
+    static _Atomic double slice = -1;
+    double s = atomic_load_explicit(&slice, memory_order_relaxed);
+    if (s < 0) {
+        s = 0.01;
+        if (mesh_progress_config_register() == MESH_OK) {
+            s = mesh_config_double("PROGRESS_SLICE");
+            double t = mesh_config_double("TIMEOUT") / 8;
+            if (t < s)
+                s = t;
+        }
+        atomic_store_explicit(&slice, s, memory_order_relaxed);
+    }
+    return s;
 }
 
 void mesh_backoff(unsigned *idle)
@@ -155,23 +161,11 @@ void mesh_backoff(unsigned *idle)
     unsigned n = *idle;
     if (n != ~0u)
         *idle = n + 1;
-    unsigned spin = (unsigned)mesh_backoff_spin();
-    if (n < spin) {
-        /* a long spin still yields now and then: when something else wants this CPU (another
-         * job, or ranks that outnumber the CPUs unseen), it runs within a millisecond; when
-         * nothing does, sched_yield returns at once */
-        if ((n & (MESH_SPIN_YIELD_EVERY - 1)) == MESH_SPIN_YIELD_EVERY - 1)
-            sched_yield();
-        else
-            mesh_cpu_relax();
+    if (n < MESH_BACKOFF_SPINS) {
+        mesh_cpu_relax();
         return;
     }
-    n -= spin;
-    if (n < MESH_BACKOFF_YIELDS) {
-        sched_yield();
-        return;
-    }
-    n = (n - MESH_BACKOFF_YIELDS) / MESH_BACKOFF_SLEEP_STEP;
+    n = (n - MESH_BACKOFF_SPINS) / MESH_BACKOFF_SLEEP_STEP;
     long ns = MESH_BACKOFF_SLEEP_MAX_NS;
     if (n < 7)
         ns = (long)MESH_BACKOFF_SLEEP_MIN_NS << n;

@@ -3,6 +3,7 @@
 #include "libmesh/config.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
+#include "libmesh/wait.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,6 +14,7 @@
 typedef struct {
     void *obj;
     mesh_progress_fn fn;
+    mesh_progress_arm_fn arm;
 } mesh_registry_entry_t;
 
 static pthread_mutex_t mesh_registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -28,6 +30,8 @@ static atomic_int mesh_pthread_stop;
 void mesh_progress_active_add(int delta)
 {
     atomic_fetch_add_explicit(&mesh_registry_active, delta, memory_order_relaxed);
+    /* the progress thread sleeps while nothing is under way */
+    if (delta > 0) mesh_wait_wake_local();
 }
 
 int mesh_progress_active_count(void)
@@ -75,29 +79,59 @@ void mesh_progress_idle(void)
     pthread_mutex_unlock(&mesh_registry_lock);
 }
 
+void mesh_progress_arm_all(struct mesh_wait_set *set)
+{
+    if (pthread_mutex_trylock(&mesh_registry_lock) != 0) {
+        set->blind = 1; /* a sweep is under way: look again soon */
+        return;
+    }
+    for (int i = 0; i < mesh_registry_len; i++)
+        if (mesh_registry[i].arm) mesh_registry[i].arm(mesh_registry[i].obj, set);
+    pthread_mutex_unlock(&mesh_registry_lock);
+}
+
+static int progress_thread_busy(void *arg)
+{
+    (void)arg;
+    return atomic_load_explicit(&mesh_pthread_stop, memory_order_relaxed) ||
+           mesh_progress_others(NULL) > 0;
+}
+
+static int progress_thread_posted(void *arg)
+{
+    (void)arg;
+    return atomic_load_explicit(&mesh_pthread_stop, memory_order_relaxed) ||
+           mesh_progress_active_count() > 0;
+}
+
+/* The progress thread spins briefly (it drives operations while their caller computes, and
+ * where CPUs are few its spinning would take them from that computation), then sleeps until a
+ * peer or a post wakes it. */
+#define PROGRESS_THREAD_SPIN_MAX_S 50e-6
+
 static void *progress_thread(void *arg)
 {
     (void)arg;
-    unsigned idle = 0;
+    double spin = mesh_progress_spin_s();
+    mesh_waiter_t w;
+    mesh_waiter_init(&w, spin < PROGRESS_THREAD_SPIN_MAX_S ? spin : PROGRESS_THREAD_SPIN_MAX_S);
     while (!atomic_load_explicit(&mesh_pthread_stop, memory_order_relaxed)) {
         if (mesh_progress_active_count() == 0) {
-            /* nothing under way: look again soon, without a core */
-            struct timespec ts = {.tv_sec = 0, .tv_nsec = 200000};
-            nanosleep(&ts, NULL);
-            idle = 0;
+            /* nothing under way: sleep until an operation is posted (or the slice ends) */
+            mesh_wait_sleep(progress_thread_posted, NULL, -1, NULL);
+            mesh_waiter_reset(&w);
             continue;
         }
         if (mesh_progress_others(NULL) > 0) {
-            idle = 0;
-        } else {
-            mesh_backoff(&idle);
-            if ((idle & 255) == 0) mesh_progress_idle();
+            mesh_waiter_reset(&w);
+        } else if (mesh_waiter_idle(&w, progress_thread_busy, NULL, -1)) {
+            mesh_progress_idle();
         }
     }
     return NULL;
 }
 
-void mesh_progress_add(void *obj, mesh_progress_fn fn)
+void mesh_progress_add(void *obj, mesh_progress_fn fn, mesh_progress_arm_fn arm)
 {
     pthread_mutex_lock(&mesh_registry_lock);
     if (mesh_registry_len == mesh_registry_cap) {
@@ -111,7 +145,7 @@ void mesh_progress_add(void *obj, mesh_progress_fn fn)
         mesh_registry = p;
         mesh_registry_cap = cap;
     }
-    mesh_registry[mesh_registry_len++] = (mesh_registry_entry_t){.obj = obj, .fn = fn};
+    mesh_registry[mesh_registry_len++] = (mesh_registry_entry_t){.obj = obj, .fn = fn, .arm = arm};
     if (!mesh_pthread_running && mesh_progress_config_register() == MESH_OK &&
         mesh_config_bool("PROGRESS_THREAD")) {
         atomic_store(&mesh_pthread_stop, 0);
@@ -138,6 +172,7 @@ void mesh_progress_remove(void *obj)
     if (join) {
         atomic_store(&mesh_pthread_stop, 1);
         mesh_pthread_running = 0;
+        mesh_wait_wake_local();
     }
     pthread_mutex_unlock(&mesh_registry_lock);
     /* the thread only ever tries the lock, so it ends without it */

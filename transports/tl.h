@@ -23,6 +23,7 @@
 typedef struct mesh_tl_iface mesh_tl_iface_t;
 typedef struct mesh_tl_ep mesh_tl_ep_t;
 typedef struct mesh_tl_ops mesh_tl_ops_t;
+struct mesh_wait_set; /* libmesh/wait.h */
 
 /* Tags are 64 bits. A collective's tag (bit 63 clear) carries in its low MESH_TL_TAG_SIG_BITS
  * bits a signature of the call that sent it: a receive matches a message whose tag equals its
@@ -173,6 +174,12 @@ struct mesh_tl_ops {
      * flags are touched from the calling thread; the completions happen in the owner's next
      * progress(), and isend/irecv fail with MESH_ERR_ABORTED from then on. */
     void (*abort)(mesh_tl_iface_t *iface);
+    /* How a waiter sleeps until this interface has something to do (libmesh/wait.h): adds the
+     * descriptors to poll, or sets set->bell when its peers ring this process's bell whenever
+     * they give it work (write to its rings, free room in theirs), or set->blind when nothing
+     * wakes a sleeper (it then naps). Called with the interface's communicator locked; must not
+     * block. */
+    void (*wait_arm)(mesh_tl_iface_t *iface, struct mesh_wait_set *set);
 
     mesh_status_t (*mem_reg)(mesh_tl_iface_t *iface, void *addr, size_t len, mesh_tl_mem_t *mem);
     void (*mem_dereg)(mesh_tl_iface_t *iface, mesh_tl_mem_t *mem);
@@ -226,6 +233,10 @@ mesh_status_t mesh_tl_stub_get(mesh_tl_ep_t *ep, void *buf, size_t len, uint64_t
                                uint64_t rkey, mesh_tl_op_t *op);
 mesh_status_t mesh_tl_stub_flush(mesh_tl_ep_t *ep, mesh_tl_op_t *op);
 mesh_status_t mesh_tl_stub_wireup(mesh_tl_iface_t *iface, double deadline);
+/* A transport that cannot wake a sleeper: the set turns blind. */
+void mesh_tl_stub_wait_arm(mesh_tl_iface_t *iface, struct mesh_wait_set *set);
+/* A transport whose work only ever comes from this process (self): nothing to add. */
+void mesh_tl_nowait_arm(mesh_tl_iface_t *iface, struct mesh_wait_set *set);
 int mesh_tl_stub_usable(void);
 
 /* Records why a receive of cap bytes from ep's peer cannot take a message of len bytes (0:

@@ -3,6 +3,7 @@
 #define MESH_LOG_SUBSYSTEM "tl"
 #include "transports/tl.h"
 #include "libmesh/log.h"
+#include "libmesh/wait.h"
 
 mesh_status_t mesh_tl_stub_mem_reg(mesh_tl_iface_t *iface, void *addr, size_t len,
                                    mesh_tl_mem_t *mem)
@@ -37,6 +38,18 @@ mesh_status_t mesh_tl_stub_flush(mesh_tl_ep_t *ep, mesh_tl_op_t *op)
 mesh_status_t mesh_tl_stub_wireup(mesh_tl_iface_t *iface, double deadline)
 {
     return MESH_OK;
+}
+
+void mesh_tl_stub_wait_arm(mesh_tl_iface_t *iface, struct mesh_wait_set *set)
+{
+    (void)iface;
+    set->blind = 1;
+}
+
+void mesh_tl_nowait_arm(mesh_tl_iface_t *iface, struct mesh_wait_set *set)
+{
+    (void)iface;
+    (void)set;
 }
 
 int mesh_tl_stub_usable(void)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # mesh-bench end to end: every op validated on 2 and 3 ranks (-c 1 makes a wrong element fail
 # the run), one rank without a launcher, two simulated nodes, the CSV file and -a; expert
-# dispatch + combine across two nodes on each path.
+# dispatch + combine across two nodes on each path; the CPU use of a waiting rank (--idle).
 . "$(dirname "$0")/lib.sh"
 ops=allreduce,reduce,broadcast,reduce_scatter,allgather,alltoall,gather,scatter,sendrecv
 
@@ -46,7 +46,15 @@ for p in flat hier; do
         "$(awk -F, -v p=$p 'NR > 1 && ($6 != p || $10 != 0)' "$tmp/ep_$p.csv" | wc -l | tr -d ' ')"
 done
 
-[ $fail = 0 ] || for f in out2 out3 out1 out4 outa outep_flat outep_hier; do
+# --idle: the waiting rank sleeps while rank 0 does (under 20% of a core, generous for a loaded
+# machine; a rank that spun would show about 100%)
+"$MESHRUN" -n 2 --timeout 60 "$BENCH" --idle 0.5 >"$tmp/outidle" 2>&1
+check "--idle runs" 0 $?
+check "--idle: the waiting rank stays off the CPU" 1 "$(awk '
+    /^# idle: most CPU of a waiting rank:/ { v = $NF; sub(/%/, "", v); print (v + 0 < 20) }' \
+    "$tmp/outidle")"
+
+[ $fail = 0 ] || for f in out2 out3 out1 out4 outa outep_flat outep_hier outidle; do
     echo "--- $f"
     cat "$tmp/$f"
 done

@@ -100,7 +100,6 @@ Comm::Comm(const CommSpec &s)
     }
     store_cleanup(oob);
     engine_ = Engine::acquire();
-    engine_->note_local_ranks(mesh_comm_local_size(comm_, mesh_comm_node(comm_, rank_)));
 }
 
 Comm::~Comm()

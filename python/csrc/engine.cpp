@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include <sched.h>
-#include <time.h>
 
 namespace mesh_torch {
 namespace {
@@ -13,28 +11,11 @@ namespace {
 std::mutex engine_mu;
 std::weak_ptr<Engine> engine_current;
 
-int cpus_available()
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-    unsigned n = std::thread::hardware_concurrency();
-    return n ? (int)n : 1;
-}
-
 int64_t now_ns()
 {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
-}
-
-inline void cpu_relax()
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield" ::: "memory");
-#endif
 }
 
 } // namespace
@@ -63,16 +44,6 @@ Engine::~Engine()
         thread_.detach(); /* the last communicator went in a future's callback */
     else
         thread_.join();
-}
-
-void Engine::note_local_ranks(int local)
-{
-    int cur = most_local_.load();
-    while (local > cur && !most_local_.compare_exchange_weak(cur, local)) {
-    }
-    /* spinning pays when a waiting rank has a CPU of its own; else it only delays the rank it
-     * waits for, so yield soon */
-    spin_.store(most_local_.load() <= cpus_available() ? 20000 : 200);
 }
 
 void Engine::add(const c10::intrusive_ptr<WorkMesh> &w)
@@ -131,30 +102,14 @@ void Engine::complete(std::vector<Done> &done)
     done.clear();
 }
 
-void Engine::backoff(unsigned &idle, bool waiter) const
+void Engine::idle_init(mesh_idle_t &idle, bool waiter)
 {
-    /* a caller waiting for its own operation spins as its node allows; the completion thread
-     * drives operations while their caller computes (DDP's backward), so it spins only
-     * briefly: where CPUs are few, its spinning would take them from that computation */
-    const unsigned n = idle++,
-                   spin = waiter ? spin_.load(std::memory_order_relaxed) : completion_spin;
-    if (n < spin) {
-        cpu_relax();
-        return;
-    }
-    if (n < spin + 16) {
-        sched_yield();
-        return;
-    }
-    /* sleeps from 1 us doubling to 100 us: an oversubscribed machine runs the peer meanwhile */
-    const unsigned step = (n - spin - 16) / 4;
-    long ns = step < 7 ? 1000L << step : 100000L;
-    if (ns > 100000L) ns = 100000L;
-    struct timespec ts = {0, ns};
-    nanosleep(&ts, nullptr);
+    /* max_sleep 0: mesh's slice; a post, a completion by another thread, or a peer's message
+     * ends the sleep sooner */
+    mesh_idle_init(&idle, waiter ? -1.0 : completion_spin_s, 0);
 }
 
-void Engine::step(std::unique_lock<std::mutex> &lk, std::vector<Done> &done, unsigned &idle,
+void Engine::step(std::unique_lock<std::mutex> &lk, std::vector<Done> &done, mesh_idle_t &idle,
                   std::optional<bool> mark)
 {
     bool moved = false;
@@ -162,14 +117,14 @@ void Engine::step(std::unique_lock<std::mutex> &lk, std::vector<Done> &done, uns
         if (mark) drivers_finish_.store(*mark, std::memory_order_relaxed);
         lk.unlock();
         complete(done);
-        idle = 0;
+        mesh_idle_reset(&idle);
     } else {
         lk.unlock();
         /* a transfer that keeps moving is polled without pause, as mesh_wait polls it */
         if (moved)
-            idle = 0;
+            mesh_idle_reset(&idle);
         else
-            backoff(idle, mark.has_value() && *mark);
+            mesh_idle(&idle);
     }
     lk.lock();
 }
@@ -177,7 +132,8 @@ void Engine::step(std::unique_lock<std::mutex> &lk, std::vector<Done> &done, uns
 template <class More> void Engine::drive(std::optional<bool> mark, More more)
 {
     std::vector<Done> done;
-    unsigned idle = 0;
+    mesh_idle_t idle;
+    idle_init(idle, mark.has_value() && *mark);
     drivers_.fetch_add(1); /* before the lock: the completion thread yields it sooner */
     std::unique_lock<std::mutex> lk(mu_);
     while (more(lk))
@@ -227,7 +183,8 @@ void Engine::drain(const Comm *c)
 void Engine::drive_orphans()
 {
     std::vector<Done> done;
-    unsigned idle = 0;
+    mesh_idle_t idle;
+    idle_init(idle, false);
     std::unique_lock<std::mutex> lk(mu_);
     while (!inflight_.empty() && drivers_.load() == 0)
         step(lk, done, idle, false);

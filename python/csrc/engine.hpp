@@ -47,9 +47,6 @@ class Engine {
     void drain(const Comm *comm);
     /* Whether comm has operations in flight. */
     bool busy(const Comm *comm);
-    /* A communicator found local ranks on its node: waiting threads spin long only while the
-     * ranks of every node seen so far each have a CPU. */
-    void note_local_ranks(int local);
 
   private:
     Engine();
@@ -66,14 +63,17 @@ class Engine {
     /* Completes them (copies, futures, callbacks); the lock is not held. */
     static void complete(std::vector<Done> &done);
     void run();
-    /* Spins, then yields, then sleeps; waiter: a thread in wait() (else the completion thread or
-     * a drain, which spin completion_spin polls at most). */
-    void backoff(unsigned &idle, bool waiter) const;
-    static constexpr unsigned completion_spin = 200;
+    /* The wait policy of a driving thread (mesh_idle: spins, then sleeps until mesh has
+     * something to do): a thread in wait() spins as mesh_wait does (MESH_PROGRESS_SPIN); the
+     * completion thread and a drain drive operations while their caller computes (DDP's
+     * backward), so they spin completion_spin_s at most: where CPUs are few, their spinning
+     * would take them from that computation. */
+    static void idle_init(mesh_idle_t &idle, bool waiter);
+    static constexpr double completion_spin_s = 20e-6;
     /* One round of driving, the lock held (and released meanwhile): completes what mesh
      * finished, else backs off unless data moved. Where something completed, drivers_finish_
      * becomes mark (is left as it is without one). */
-    void step(std::unique_lock<std::mutex> &lk, std::vector<Done> &done, unsigned &idle,
+    void step(std::unique_lock<std::mutex> &lk, std::vector<Done> &done, mesh_idle_t &idle,
               std::optional<bool> mark);
     /* Drives mesh on the calling thread while more(lock) says there is something to wait for;
      * more runs with the lock held and may release it meanwhile. */
@@ -107,8 +107,6 @@ class Engine {
     bool stop_ = false; /* guarded by rest_mu_ */
     /* wakes the completion thread if it sleeps */
     void wake();
-    std::atomic<int> most_local_{0};
-    std::atomic<unsigned> spin_{200};
     std::thread thread_;
 };
 

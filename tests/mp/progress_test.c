@@ -9,6 +9,9 @@
  *   thread   with MESH_PROGRESS_THREAD=1, a nonblocking operation completes while the caller
  *            sleeps
  *   shared   one thread posts on a communicator while another waits on its requests
+ *   idle     ranks that wait a second for rank 0 (blocking, mesh_wait, a mesh_testany_events
+ *            loop that waits with mesh_idle, and with a progress thread while the caller
+ *            sleeps) use under 20% of a core meanwhile (getrusage)
  *   progress_test MODE...
  */
 #include "mesh.h"
@@ -18,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 static int rank, size, failures;
@@ -315,6 +320,76 @@ static void test_shared(void)
     pthread_join(t, NULL);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds of this process (every thread: the progress thread's count). */
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* Rank 0 sleeps a second, then broadcasts; the others wait for it meanwhile: in the blocking
+ * call, in mesh_wait, or (with a progress thread) asleep while that thread drives the receive.
+ * A waiting rank spins for a millisecond at most, then sleeps until its peer sends: it must
+ * use under 20% of a core (generous, so that a loaded machine's accounting cannot fail it). */
+static void test_idle(void)
+{
+    const char *v = getenv("MESH_PROGRESS_THREAD");
+    int thread = v != NULL && strcmp(v, "1") == 0;
+    static const char *how[] = {"blocking broadcast", "mesh_wait", "mesh_idle loop",
+                                "progress thread"};
+    for (int mode = 0; mode < 4; mode++) {
+        if (mode == 3 && !thread) continue;
+        int32_t x = rank == 0 ? 1000 + mode : -1;
+        OK(mesh_barrier(world, NULL));
+        if (rank == 0) {
+            usleep(1000000);
+            OK(mesh_broadcast(world, &x, &x, 1, MESH_INT32, 0, NULL, NULL));
+            continue;
+        }
+        double c0 = cpu_s(), t0 = now_s();
+        if (mode == 0) {
+            OK(mesh_broadcast(world, &x, &x, 1, MESH_INT32, 0, NULL, NULL));
+        } else {
+            mesh_request_h req = NULL;
+            OK(mesh_broadcast(world, &x, &x, 1, MESH_INT32, 0, NULL, &req));
+            if (mode == 2 && req) {
+                /* a caller polling on its own, as mesh_torch's engine does */
+                mesh_idle_t idle;
+                mesh_idle_init(&idle, -1, 0);
+                int index = -1, events = 0, rounds = 0;
+                while (index < 0 && rounds++ < 10000000) {
+                    OK(mesh_testany_events(1, &req, &index, &events));
+                    if (events > 0) mesh_idle_reset(&idle);
+                    else if (index < 0) mesh_idle(&idle);
+                }
+                CHECK(index == 0, "the mesh_idle loop gave up after %d rounds", rounds);
+            }
+            if (mode == 3) usleep(1200000);
+            if (req) {
+                OK(mesh_wait(req));
+                mesh_request_free(req);
+            }
+        }
+        double wall = now_s() - t0, cpu = cpu_s() - c0;
+        CHECK(x == 1000 + mode, "%s: got %d from rank 0, expected %d", how[mode], (int)x,
+              1000 + mode);
+        CHECK(wall > 0.5, "%s: the wait took %.3f s, but rank 0 sent after 1 s", how[mode], wall);
+        CHECK(cpu < 0.2 * wall, "%s: %.3f s of CPU over %.3f s of waiting (%.0f%%)", how[mode],
+              cpu, wall, 100 * cpu / wall);
+        printf("rank %d: idle in %s: %.3f s, CPU %.1f%%\n", rank, how[mode], wall,
+               100 * cpu / wall);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (mesh_comm_init_env(&world) != MESH_OK) {
@@ -331,6 +406,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "events") == 0) test_events();
         else if (strcmp(argv[i], "thread") == 0) test_thread();
         else if (strcmp(argv[i], "shared") == 0) test_shared();
+        else if (strcmp(argv[i], "idle") == 0) test_idle();
         else {
             fprintf(stderr, "unknown mode %s\n", argv[i]);
             failures++;

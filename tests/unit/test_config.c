@@ -316,7 +316,7 @@ int main(void)
     visit_t v = {0};
     mesh_config_foreach(visit, &v);
     CHECK(v.seen == 8);
-    CHECK(v.core_seen == 10);
+    CHECK(v.core_seen == 11);
     static const char *const sources[] = {"env", "file", "env", "env",
                                           "env", "file", "file", "default"};
     for (int i = 0; i < 8; i++)
@@ -366,13 +366,13 @@ int main(void)
     CHECK(mesh_context_pidns() != 0);
     CHECK(strcmp(mesh_config_str("PROGRESS_SPIN"), "5") == 0);
 
-    /* Backoff: counts idle polls, spins first, then yields, then sleeps (at least 1 us each,
-     * growing to 100 us). */
+    /* Backoff: counts idle polls, spins first (200 pauses), then sleeps (at least 1 us each,
+     * growing to 100 us); it never yields. */
     unsigned idle = 0;
     double t0 = mesh_time();
-    for (int k = 0; k < 5 + 16; k++)
+    for (int k = 0; k < 200; k++)
         mesh_backoff(&idle);
-    CHECK(idle == 21);
+    CHECK(idle == 200);
     double t1 = mesh_time();
     for (int k = 0; k < 100; k++)
         mesh_backoff(&idle);

@@ -576,6 +576,7 @@ const mesh_tl_ops_t mesh_tl_ofi_ops = {
     .progress = mesh_tl_ofi_progress,
     .ep_check = ofi_ep_check,
     .abort = ofi_abort,
+    .wait_arm = mesh_tl_stub_wait_arm,
     .mem_reg = ofi_mem_reg,
     .mem_dereg = ofi_mem_dereg,
     .put = mesh_tl_ofi_put,

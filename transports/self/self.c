@@ -223,6 +223,7 @@ const mesh_tl_ops_t mesh_tl_self_ops = {
     .progress = self_progress,
     .ep_check = self_ep_check,
     .abort = self_abort,
+    .wait_arm = mesh_tl_nowait_arm,
     .mem_reg = mesh_tl_stub_mem_reg,
     .mem_dereg = mesh_tl_stub_mem_dereg,
     .put = mesh_tl_stub_put,

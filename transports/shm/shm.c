@@ -58,6 +58,25 @@ static int shm_cma_works(void)
 
 /* Segments of processes killed before every peer mapped them keep their names; each open
  * removes those whose creator is dead in our pid namespace, so they cannot pile up. */
+static void shm_remove_stale_bell(const char *entry)
+{
+    int pid, len = 0;
+    unsigned long long rnd;
+    if (sscanf(entry, "mesh-bell-%d-%16llx%n", &pid, &rnd, &len) != 2 || entry[len] != '\0')
+        return;
+    char name[300];
+    snprintf(name, sizeof(name), "/%s", entry);
+    int fd = shm_open(name, O_RDONLY, 0);
+    if (fd < 0)
+        return;
+    mesh_bell_t b;
+    ssize_t n = pread(fd, &b, sizeof(b), 0);
+    close(fd);
+    if (n == (ssize_t)sizeof(b) && b.magic == MESH_BELL_MAGIC &&
+        mesh_context_pid_gone(b.pid, b.pidns) && shm_unlink(name) == 0)
+        mesh_log_debug("removed %s left by dead process %d", name, b.pid);
+}
+
 static void shm_remove_stale(unsigned long long pidns)
 {
     DIR *d = opendir("/dev/shm");
@@ -67,6 +86,10 @@ static void shm_remove_stale(unsigned long long pidns)
     while ((e = readdir(d)) != NULL) {
         unsigned long long uid;
         int rank, len = 0;
+        if (strncmp(e->d_name, "mesh-bell-", 10) == 0) {
+            shm_remove_stale_bell(e->d_name);
+            continue;
+        }
         if (sscanf(e->d_name, "mesh-%16llx-%d%n", &uid, &rank, &len) != 2 || e->d_name[len] != '\0')
             continue;
         char name[300];
@@ -167,6 +190,48 @@ static void shm_unlink_once(mesh_tl_shm_iface_t *si)
         mesh_log_warn("unlinking %s: %m", si->name);
 }
 
+/* The bell of the peer process pid, mapped once per interface (NULL when it has none). */
+static mesh_tl_shm_bell_t *shm_bell_get(mesh_tl_shm_iface_t *si, int pid, const char *name)
+{
+    if (name[0] == '\0')
+        return NULL;
+    for (mesh_tl_shm_bell_t *b = si->bells; b; b = b->next) {
+        if (b->pid == pid && strcmp(b->name, name) == 0) {
+            b->refs++;
+            return b;
+        }
+    }
+    mesh_bell_t *bell = mesh_bell_map(name);
+    if (bell == NULL)
+        return NULL;
+    mesh_tl_shm_bell_t *b = calloc(1, sizeof(*b));
+    if (b == NULL) {
+        mesh_bell_unmap(bell);
+        return NULL;
+    }
+    b->refs = 1;
+    b->pid = pid;
+    snprintf(b->name, sizeof(b->name), "%s", name);
+    b->bell = bell;
+    b->next = si->bells;
+    si->bells = b;
+    return b;
+}
+
+static void shm_bell_put(mesh_tl_shm_iface_t *si, mesh_tl_shm_bell_t *bell)
+{
+    if (bell == NULL || --bell->refs > 0)
+        return;
+    for (mesh_tl_shm_bell_t **p = &si->bells; *p; p = &(*p)->next) {
+        if (*p == bell) {
+            *p = bell->next;
+            break;
+        }
+    }
+    mesh_bell_unmap(bell->bell);
+    free(bell);
+}
+
 static void shm_ep_destroy(mesh_tl_ep_t *uep)
 {
     mesh_tl_shm_ep_t *ep = (mesh_tl_shm_ep_t *)uep;
@@ -177,6 +242,7 @@ static void shm_ep_destroy(mesh_tl_ep_t *uep)
     mesh_tl_shm_ep_free(ep);
     if (ep->peer_seg)
         munmap(ep->peer_seg, ep->peer_seg_len);
+    shm_bell_put(si, ep->peer_bell);
     if (si->eps[uep->peer] == ep) {
         si->eps[uep->peer] = NULL;
         si->neps--;
@@ -228,6 +294,7 @@ static mesh_status_t shm_address(mesh_tl_iface_t *iface, void *addr, size_t *len
     a.cma = si->cma;
     a.fifo_size = si->fifo;
     snprintf(a.name, sizeof(a.name), "%s", si->name);
+    snprintf(a.bell, sizeof(a.bell), "%s", mesh_bell_name());
     memcpy(addr, &a, sizeof(a));
     *len = sizeof(a);
     return MESH_OK;
@@ -311,6 +378,9 @@ static mesh_status_t shm_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
     ep->rx_known = ep->rx_tail;
     ep->tx_key = ep->peer_hdr->stamp_key;
     ep->rx_key = si->hdr->stamp_key;
+    char bell[MESH_BELL_NAME_MAX];
+    snprintf(bell, sizeof(bell), "%.*s", (int)sizeof(bell) - 1, a->bell);
+    ep->peer_bell = shm_bell_get(si, peer->pid, bell);
     atomic_store_explicit(&ep->tx->mapped, 1, memory_order_release);
     si->eps[peer->rank] = ep;
     si->neps++;
@@ -341,6 +411,11 @@ static mesh_status_t shm_wireup(mesh_tl_iface_t *iface, double deadline)
         }
         if (missing == 0) {
             shm_unlink_once(si);
+            /* a waiter sleeps only when every peer can wake it, and it can wake them */
+            si->bell_ok = mesh_bell_self() != NULL;
+            for (int r = 0; r < iface->size; r++)
+                if (si->eps[r] && si->eps[r]->peer_bell == NULL)
+                    si->bell_ok = 0;
             return MESH_OK;
         }
         if (atomic_load_explicit(&si->aborted, memory_order_acquire))
@@ -440,6 +515,7 @@ static int shm_progress(mesh_tl_iface_t *iface)
         if (ep == NULL || ep->failed < 0)
             continue;
         done += mesh_tl_shm_ep_progress(ep);
+        mesh_tl_shm_notify(ep);
         moved |= ep->moved;
         ep->moved = 0;
         pending |= ep->npending > 0;
@@ -465,6 +541,19 @@ static mesh_status_t shm_ep_check(mesh_tl_ep_t *uep)
     return ep->failed == MESH_ERR_ABORTED ? MESH_ERR_ABORTED
            : ep->failed < 0               ? MESH_ERR_PEER_FAILED
                                           : MESH_OK;
+}
+
+/* Peers ring this process's bell whenever they write to our rings or free room in theirs; a
+ * peer that died rings nothing, which the sleep's slice and the liveness sweep cover. */
+static void shm_wait_arm(mesh_tl_iface_t *iface, struct mesh_wait_set *set)
+{
+    mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
+    if (si->neps == 0)
+        return; /* no peer on this node: nothing comes this way */
+    if (si->bell_ok)
+        set->bell = 1;
+    else
+        set->blind = 1;
 }
 
 /* Flags our segment so peers notice; the owner's next progress() fails pending operations. */
@@ -493,6 +582,7 @@ const mesh_tl_ops_t mesh_tl_shm_ops = {
     .progress = shm_progress,
     .ep_check = shm_ep_check,
     .abort = shm_abort,
+    .wait_arm = shm_wait_arm,
     .mem_reg = mesh_tl_stub_mem_reg,
     .mem_dereg = mesh_tl_stub_mem_dereg,
     .put = mesh_tl_stub_put,

@@ -4,6 +4,7 @@
 
 #include "transports/tl.h"
 #include "transports/tl_queue.h"
+#include "libmesh/wait.h"
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -46,6 +47,7 @@ typedef struct {
     uint32_t reserved;
     uint64_t fifo_size;
     char name[64];
+    char bell[MESH_BELL_NAME_MAX]; /* the process's bell (libmesh/wait.h), "" without one */
 } mesh_tl_shm_addr_t;
 
 enum { SHM_PKT_EAGER = 1, SHM_PKT_RNDV, SHM_PKT_FIN, SHM_PKT_RETRY, SHM_PKT_RDATA };
@@ -92,6 +94,15 @@ typedef struct mesh_tl_shm_rndv {
 
 enum { SHM_RX_HDR = 0, SHM_RX_PAYLOAD };
 
+/* A peer process's bell, mapped once for every endpoint to that process. */
+typedef struct mesh_tl_shm_bell {
+    struct mesh_tl_shm_bell *next;
+    int refs;
+    int pid;
+    char name[MESH_BELL_NAME_MAX];
+    mesh_bell_t *bell;
+} mesh_tl_shm_bell_t;
+
 typedef struct mesh_tl_shm_ep {
     mesh_tl_ep_t super;
     int pid;
@@ -99,6 +110,8 @@ typedef struct mesh_tl_shm_ep {
     int peer_cma;
     int cma_broken; /* EPERM seen: large messages go through the ring */
     void *peer_seg; /* mapping of the peer's segment */
+    mesh_tl_shm_bell_t *peer_bell; /* the peer process's bell (shared by its endpoints) */
+    int notify; /* wrote to the peer's ring or freed room in ours: ring its bell if it sleeps */
     size_t peer_seg_len;
     mesh_tl_shm_seg_hdr_t *peer_hdr;
     mesh_tl_shm_ring_t *tx; /* our ring in the peer's segment */
@@ -157,8 +170,10 @@ typedef struct {
     int neps;
     mesh_tl_shm_unexp_t *unexp_free;
     mesh_tl_shm_rndv_t *rndv_free;
+    mesh_tl_shm_bell_t *bells; /* of the peer processes */
     double next_sweep;
     unsigned polls;
+    int bell_ok; /* this process has a bell and every peer one: a waiter may sleep */
     atomic_int aborted;
     int abort_done;
 } mesh_tl_shm_iface_t;
@@ -184,6 +199,16 @@ mesh_status_t mesh_tl_shm_irecv(mesh_tl_ep_t *ep, uint64_t tag, void *buf, size_
 int mesh_tl_shm_ep_progress(mesh_tl_shm_ep_t *ep);
 /* Reads what the ring holds (no cross-memory reads, no sends); returns completions. */
 int mesh_tl_shm_ep_drain(mesh_tl_shm_ep_t *ep);
+/* Rings the peer's bell after our writes to the rings, when it sleeps. Every write that sets
+ * notify ends with a sequentially consistent store of a head or tail pointer, which orders the
+ * look at the peer's sleepers after it (as the sleeper's announcement comes before its last
+ * look at the rings). */
+static inline void mesh_tl_shm_notify(mesh_tl_shm_ep_t *ep)
+{
+    if (!ep->notify) return;
+    ep->notify = 0;
+    if (ep->peer_bell && ep->peer_bell->bell) mesh_bell_ring_after_sc(ep->peer_bell->bell);
+}
 /* Completes every operation of the endpoint with status; returns how many. */
 int mesh_tl_shm_ep_fail_ops(mesh_tl_shm_ep_t *ep, mesh_status_t status);
 void mesh_tl_shm_ep_free(mesh_tl_shm_ep_t *ep);

@@ -161,6 +161,7 @@ mesh_status_t mesh_tl_shm_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *buf
      * not at this rank's next progress call, which may come only after local work (a copy, a
      * reduction) or a cross-memory read of its own; the operation may complete here */
     tx_progress(ep);
+    mesh_tl_shm_notify(ep);
     return MESH_OK;
 }
 
@@ -327,7 +328,8 @@ static size_t ring_space(mesh_tl_shm_ep_t *ep, size_t want)
 
 static void ring_publish(mesh_tl_shm_ep_t *ep)
 {
-    atomic_store_explicit(&ep->tx->head, ep->tx_head, memory_order_release);
+    atomic_store_explicit(&ep->tx->head, ep->tx_head, memory_order_seq_cst); /* see notify */
+    ep->notify = 1;
 }
 
 /* ---------------------------------------------------------------- sending */
@@ -620,11 +622,15 @@ static int rx_progress(mesh_tl_shm_ep_t *ep)
                     break;
                 }
             } else {
-                atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_release);
+                atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_seq_cst);
+                ep->notify = 1;
             }
         }
     }
-    atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_release);
+    if (atomic_load_explicit(&ep->rx->tail, memory_order_relaxed) != ep->rx_tail) {
+        atomic_store_explicit(&ep->rx->tail, ep->rx_tail, memory_order_seq_cst);
+        ep->notify = 1; /* a sender may sleep on a full ring (seq_cst: see notify) */
+    }
     return done;
 }
 

@@ -11,6 +11,7 @@
 #include "libmesh/config.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
+#include "libmesh/wait.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -445,6 +446,41 @@ static int tcp_abort_pending(mesh_tl_tcp_iface_t *ti)
     return n;
 }
 
+/* A sleeper polls the sockets progress() would: the listener, accepted connections, and each
+ * stream for reading, or writing while it has bytes to send; a stream waiting to connect again
+ * has nothing to poll, so the sleep turns into naps. */
+static void tcp_wait_arm(mesh_tl_iface_t *iface, struct mesh_wait_set *set)
+{
+    mesh_tl_tcp_iface_t *ti = (mesh_tl_tcp_iface_t *)iface;
+    if (atomic_load_explicit(&ti->aborted, memory_order_acquire) && !ti->abort_done) {
+        set->blind = 1;
+        return;
+    }
+    if (ti->lfd >= 0)
+        mesh_wait_set_fd(set, ti->lfd, POLLIN);
+    for (mesh_tl_tcp_conn_t *c = ti->conns; c; c = c->next)
+        mesh_wait_set_fd(set, c->fd, POLLIN);
+    for (int r = 0; r < iface->size; r++) {
+        mesh_tl_tcp_ep_t *ep = ti->eps[r];
+        if (ep == NULL || ep->failed < 0)
+            continue;
+        for (int i = 0; i < ep->nstreams; i++) {
+            mesh_tl_tcp_stream_t *s = &ep->streams[i];
+            if (s->fd < 0) {
+                if (s->state == TCP_ST_NONE && ep->connector)
+                    set->blind = 1;
+                continue;
+            }
+            short ev = 0;
+            if (s->state == TCP_ST_CONNECTING || mesh_tl_tcp_stream_has_tx(ep, s))
+                ev |= POLLOUT;
+            if (s->state == TCP_ST_READY)
+                ev |= POLLIN;
+            mesh_wait_set_fd(set, s->fd, ev);
+        }
+    }
+}
+
 static int tcp_progress(mesh_tl_iface_t *iface)
 {
     mesh_tl_tcp_iface_t *ti = (mesh_tl_tcp_iface_t *)iface;
@@ -636,6 +672,7 @@ const mesh_tl_ops_t mesh_tl_tcp_ops = {
     .progress = tcp_progress,
     .ep_check = tcp_ep_check,
     .abort = tcp_abort,
+    .wait_arm = tcp_wait_arm,
     .mem_reg = mesh_tl_stub_mem_reg,
     .mem_dereg = mesh_tl_stub_mem_dereg,
     .put = mesh_tl_stub_put,

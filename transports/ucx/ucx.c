@@ -581,6 +581,7 @@ const mesh_tl_ops_t mesh_tl_ucx_ops = {
     .progress = ucx_progress,
     .ep_check = ucx_ep_check,
     .abort = ucx_abort,
+    .wait_arm = mesh_tl_stub_wait_arm,
     .mem_reg = mesh_tl_ucx_mem_reg,
     .mem_dereg = mesh_tl_ucx_mem_dereg,
     .put = mesh_tl_stub_put,

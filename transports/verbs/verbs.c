@@ -774,6 +774,7 @@ const mesh_tl_ops_t mesh_tl_verbs_ops = {
     .progress = verbs_progress,
     .ep_check = verbs_ep_check,
     .abort = verbs_abort,
+    .wait_arm = mesh_tl_stub_wait_arm,
     .mem_reg = mesh_tl_stub_mem_reg,
     .mem_dereg = mesh_tl_stub_mem_dereg,
     .put = mesh_tl_stub_put,
