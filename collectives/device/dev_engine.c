@@ -19,6 +19,7 @@
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
 #include "libmesh/reduce.h"
+#include "libmesh/wait.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +162,8 @@ static void batch_finish(struct dev_batch *b, mesh_status_t st)
         __atomic_store_n(&r->status, s, __ATOMIC_RELEASE);
         mesh_dev_put(r);
     }
+    /* a thread asleep in mesh_wait on one of these calls wakes now, not at its slice's end */
+    mesh_wait_wake_local();
     b->state = BATCH_DONE;
 }
 
