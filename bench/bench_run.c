@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 static void *bench_alloc(size_t bytes)
 {
@@ -258,7 +259,7 @@ static double bench_cpu_s(void)
 static int bench_idle(const bench_opts_t *o, const bench_backend_t *b)
 {
     if (b->barrier()) return 1;
-    double c0 = bench_cpu_s(), t0 = mesh_time_now();
+    double c0 = bench_cpu_s(), t0 = b->now();
     if (b->rank == 0) {
         struct timespec ts = {.tv_sec = (time_t)o->idle};
         ts.tv_nsec = (long)((o->idle - (double)ts.tv_sec) * 1e9);
@@ -266,7 +267,7 @@ static int bench_idle(const bench_opts_t *o, const bench_backend_t *b)
         }
     }
     if (b->barrier()) return 1;
-    double wall = mesh_time_now() - t0, pct = 100 * (bench_cpu_s() - c0) / wall;
+    double wall = b->now() - t0, pct = 100 * (bench_cpu_s() - c0) / wall;
     printf("# idle: rank %d waited %.3f s, CPU %.2f%% of a core%s\n", b->rank, wall, pct,
            b->rank == 0 ? " (the sleeper)" : "");
     fflush(stdout);
