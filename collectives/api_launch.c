@@ -93,12 +93,14 @@ mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
     if (s != NULL) {
         /* a replayed graph keeps the signature of the identical call that built it */
         sig = mesh_sched_replay_call(s, seq, args->count, root);
-        mesh_comm_note_call(comm, seq, sig, args->count);
+        st = mesh_comm_start_call(comm, seq, sig, args->count, root);
+        if (st < 0) goto err;
         comm->replays++;
         goto launch;
     }
     sig = mesh_coll_sig(args, args->opcode, comm->size);
-    mesh_comm_note_call(comm, seq, sig, args->count);
+    st = mesh_comm_start_call(comm, seq, sig, args->count, root);
+    if (st < 0) goto err;
     st = mesh_sched_create(comm, args->dtype, args->op, &s);
     if (st < 0) goto err;
     mesh_sched_set_tag(s, mesh_tag_coll(seq, sig));

@@ -256,11 +256,57 @@ static void comm_release_resources(mesh_comm_t *c)
     c->answers = NULL;
 }
 
+/* Communicator structures are never given back to malloc: a destroyed one keeps its memory,
+ * with its magic word cleared, so that a call handed its handle refuses it instead of reading
+ * freed memory. They are reused first in, first out, and only once COMM_POOL_KEEP of them wait,
+ * so that a stale handle is refused across the next creations too; after that it may name a
+ * newer communicator (as a freed request's handle may, request.c). A pointer that was never a
+ * communicator's is refused when its first word is not the magic one. */
+#define COMM_POOL_KEEP 16
+static pthread_mutex_t comm_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static mesh_comm_t *comm_pool_head, *comm_pool_tail;
+static int comm_pool_len;
+
+static mesh_comm_t *comm_alloc(void)
+{
+    mesh_comm_t *c = NULL;
+    pthread_mutex_lock(&comm_pool_lock);
+    if (comm_pool_len > COMM_POOL_KEEP) {
+        c = comm_pool_head;
+        comm_pool_head = c->pool_next;
+        if (comm_pool_head == NULL) comm_pool_tail = NULL;
+        comm_pool_len--;
+    }
+    pthread_mutex_unlock(&comm_pool_lock);
+    if (c == NULL) return calloc(1, sizeof(*c));
+    memset(c, 0, sizeof(*c));
+    return c;
+}
+
+static void comm_pool_put(mesh_comm_t *c)
+{
+    c->magic = 0;
+    c->pool_next = NULL;
+    pthread_mutex_lock(&comm_pool_lock);
+    if (comm_pool_tail) comm_pool_tail->pool_next = c;
+    else comm_pool_head = c;
+    comm_pool_tail = c;
+    comm_pool_len++;
+    pthread_mutex_unlock(&comm_pool_lock);
+}
+
+void mesh_comm_ref(mesh_comm_t *c) { atomic_fetch_add(&c->refs, 1); }
+
+void mesh_comm_unref(mesh_comm_t *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) == 1) comm_pool_put(c);
+}
+
 static void comm_free(mesh_comm_t *c)
 {
     if (c == NULL) return;
     comm_release_resources(c);
-    free(c);
+    comm_pool_put(c);
 }
 
 mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *node,
@@ -271,7 +317,7 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     mesh_comm_rec_id_t *ids = NULL;
     mesh_comm_rec_addr_t *addrs = NULL, *mine = NULL;
     mesh_route_t route;
-    mesh_comm_t *c = calloc(1, sizeof(*c));
+    mesh_comm_t *c = comm_alloc();
     if (c == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a communicator");
     c->rank = bs->rank;
     c->size = bs->size;
@@ -333,6 +379,7 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     for (int p = 0; p < c->size; p++)
         if (p != c->rank) MESH_CHECK_GOTO(mesh_comm_post_ctl(c, p), st, out);
     mesh_comm_register(c);
+    c->magic = MESH_COMM_MAGIC;
     mesh_log_info("communicator %016llx: rank %d of %d, %d node(s)", (unsigned long long)c->uid,
                   c->rank, c->size, c->nnodes);
     *out = c;
@@ -361,6 +408,8 @@ mesh_status_t mesh_comm_create_skip(void *bootstrap)
 void mesh_comm_release(mesh_comm_t *c)
 {
     if (c == NULL) return;
+    /* refused from now on by every call handed it */
+    c->magic = 0;
     /* out of the registry first: once this returns, no other thread's wait reaches it */
     mesh_comm_unregister(c);
     mesh_comm_lock(c);

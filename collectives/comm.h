@@ -35,6 +35,7 @@ typedef struct {
 typedef struct {
     uint32_t seq, sig;
     uint64_t count;
+    int root; /* -1: none */
 } mesh_comm_recent_t;
 
 /* What a timed-out wait found out from the probe (mesh_comm_find_hung). */
@@ -65,7 +66,13 @@ typedef struct {
     unsigned long long pidns;
 } mesh_comm_peer_t;
 
+/* The first word of a live communicator ("meshcomm"), cleared when it is destroyed; the memory
+ * of a destroyed one stays a communicator's (mesh_comm_unref), so that a destroyed or foreign
+ * handle is refused, not followed. */
+#define MESH_COMM_MAGIC 0x6d657368636f6d6dull
+
 typedef struct mesh_comm {
+    uint64_t magic;
     int rank;
     int size;
     uint64_t uid;
@@ -143,7 +150,14 @@ typedef struct mesh_comm {
      * structure (released set, every resource gone) until its last request is freed */
     atomic_int refs;
     int released;
+    struct mesh_comm *pool_next; /* among destroyed structures kept for reuse (comm.c) */
 } mesh_comm_t;
+
+/* Whether a handle is a live communicator's (see MESH_COMM_MAGIC). */
+static inline int mesh_comm_live(const mesh_comm_t *c)
+{
+    return c != NULL && c->magic == MESH_COMM_MAGIC;
+}
 
 static inline int mesh_comm_trylock(mesh_comm_t *c)
 {
@@ -177,11 +191,18 @@ static inline uint64_t mesh_comm_peer_caps(const mesh_comm_t *c, int peer)
 {
     return c->peers ? c->tls[c->peers[peer].tl].caps.flags : 0;
 }
+#define MESH_TAG_COLL_SEQ_MASK ((1u << MESH_TAG_COLL_SEQ_BITS) - 1)
 static inline uint64_t mesh_tag_coll(uint32_t seq, uint32_t sig)
 {
-    return ((uint64_t)(seq & ((1u << MESH_TAG_COLL_SEQ_BITS) - 1))
+    return ((uint64_t)(seq & MESH_TAG_COLL_SEQ_MASK)
             << (MESH_TL_TAG_SIG_BITS + MESH_TAG_COLL_INDEX_BITS)) |
            (sig & MESH_TL_TAG_SIG_MASK);
+}
+/* The sequence number (its low MESH_TAG_COLL_SEQ_BITS) of a collective's tag. */
+static inline uint32_t mesh_tag_coll_seq(uint64_t tag)
+{
+    return (uint32_t)(tag >> (MESH_TL_TAG_SIG_BITS + MESH_TAG_COLL_INDEX_BITS)) &
+           MESH_TAG_COLL_SEQ_MASK;
 }
 
 /* Context, transports and the collectives' config table, once per process. */
@@ -274,7 +295,18 @@ void mesh_comm_publish_mismatch(mesh_comm_t *comm, int peer, uint32_t sig_mine,
 void mesh_comm_find_hung(mesh_comm_t *comm, const int *waits, int nwaits, uint32_t seq,
                          uint32_t sig, mesh_comm_diag_t *diag);
 /* Records a collective this rank starts, for the answers to probes. */
-void mesh_comm_note_call(mesh_comm_t *comm, uint32_t seq, uint32_t sig, uint64_t count);
+void mesh_comm_note_call(mesh_comm_t *comm, uint32_t seq, uint32_t sig, uint64_t count, int root);
+/* A collective this rank starts (collective seq, signature sig, root -1 for none): records it,
+ * and refuses it, on a communicator failed from now on, when a message of an earlier collective
+ * is still waiting for a receive (see mesh_comm_check_orphans). Called with the lock held. */
+mesh_status_t mesh_comm_start_call(mesh_comm_t *comm, uint32_t seq, uint32_t sig, uint64_t count,
+                                   int root);
+/* Whether a message of a collective older than floor (a sequence number: every collective
+ * before it ended here) still waits for a receive: its sender ran another call than this rank
+ * did (another root, most often), which ended here without taking it. Then MESH_ERR_MISMATCH
+ * naming both ranks and calls, told to every rank. Transports that cannot list the messages
+ * they keep (tl.h) are not looked at. */
+mesh_status_t mesh_comm_check_orphans(mesh_comm_t *comm, uint32_t floor);
 /* Posts the standing receive of peer's control messages. */
 mesh_status_t mesh_comm_post_ctl(mesh_comm_t *comm, int peer);
 /* After seeing a peer fail, listens for another rank's verdict for MESH_VERDICT_WAIT seconds

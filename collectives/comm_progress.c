@@ -3,6 +3,7 @@
  * serving its peers on the others. */
 #define MESH_LOG_SUBSYSTEM "comm"
 #include "collectives/comm.h"
+#include "collectives/request.h"
 #include "collectives/sched.h"
 #include "libmesh/progress.h"
 #include "libmesh/log.h"
@@ -53,6 +54,40 @@ void mesh_comm_set_failed(mesh_comm_t *c, mesh_status_t status)
     }
 }
 
+/* The oldest collective still under way, or seq: every collective before it ended here. */
+static uint32_t oldest_call(const mesh_comm_t *c, uint32_t seq)
+{
+    uint32_t floor = seq & MESH_TAG_COLL_SEQ_MASK;
+    for (int i = 0; i < c->nactive; i++) {
+        uint64_t tag = mesh_sched_tag(c->active[i]);
+        if (tag & MESH_TAG_P2P) continue;
+        uint32_t s = mesh_tag_coll_seq(tag);
+        if (((seq - s) & MESH_TAG_COLL_SEQ_MASK) > ((seq - floor) & MESH_TAG_COLL_SEQ_MASK))
+            floor = s;
+    }
+    return floor;
+}
+
+mesh_status_t mesh_comm_start_call(mesh_comm_t *c, uint32_t seq, uint32_t sig, uint64_t count,
+                                   int root)
+{
+    mesh_comm_note_call(c, seq, sig, count, root);
+    /* the operations of a group start together at its end: its earlier members' messages may
+     * wait already; the first call after the group looks */
+    if (mesh_group_active()) return MESH_OK;
+    /* what peers sent before this call is taken in first, so that a message the last call left
+     * behind is seen before this one sends anything */
+    int events = 0;
+    for (int t = 0; t < c->ntls; t++)
+        if (c->tls[t].iface) events += mesh_tl_progress(c->tls[t].iface);
+    if (events > 0) mesh_comm_check_verdicts(c);
+    if (c->failed < 0) {
+        mesh_error_restore(c->failure); /* said once already, by who saw it */
+        return c->failed;
+    }
+    return mesh_comm_check_orphans(c, oldest_call(c, seq));
+}
+
 void mesh_comm_fail_active(mesh_comm_t *c, mesh_status_t status)
 {
     while (c->nactive > 0) mesh_sched_fail(c->active[c->nactive - 1], status);
@@ -93,13 +128,6 @@ int mesh_comm_others_busy(mesh_comm_t *self)
 int mesh_comm_progress_others(mesh_comm_t *self)
 {
     return mesh_comm_others_busy(self) ? mesh_progress_others(self) : 0;
-}
-
-void mesh_comm_ref(mesh_comm_t *c) { atomic_fetch_add(&c->refs, 1); }
-
-void mesh_comm_unref(mesh_comm_t *c)
-{
-    if (atomic_fetch_sub(&c->refs, 1) == 1) free(c);
 }
 
 void mesh_comm_register(mesh_comm_t *c) { mesh_progress_add(c, comm_progress_try); }

@@ -32,11 +32,58 @@ static void progress_transports(mesh_comm_t *c)
         if (c->tls[t].iface) mesh_tl_progress(c->tls[t].iface);
 }
 
-void mesh_comm_note_call(mesh_comm_t *c, uint32_t seq, uint32_t sig, uint64_t count)
+void mesh_comm_note_call(mesh_comm_t *c, uint32_t seq, uint32_t sig, uint64_t count, int root)
 {
     c->recent[seq % MESH_COMM_RECENT] = (mesh_comm_recent_t){.seq = seq, .sig = sig,
-                                                             .count = count};
+                                                             .count = count, .root = root};
     c->nstarted = seq + 1;
+}
+
+/* The first message kept for a receive that belongs to a collective before floor. */
+typedef struct {
+    uint32_t floor;
+    int peer;
+    uint64_t tag;
+} orphan_scan_t;
+
+static int orphan_visit(void *arg, int peer, uint64_t tag)
+{
+    orphan_scan_t *o = arg;
+    if (tag & MESH_TAG_P2P) return 0; /* point-to-point and control traffic */
+    /* how far before floor, modulo the tag's sequence bits: half the range is the past */
+    uint32_t behind = (o->floor - mesh_tag_coll_seq(tag)) & MESH_TAG_COLL_SEQ_MASK;
+    if (behind == 0 || behind > MESH_TAG_COLL_SEQ_MASK / 2) return 0;
+    o->peer = peer;
+    o->tag = tag;
+    return 1;
+}
+
+mesh_status_t mesh_comm_check_orphans(mesh_comm_t *c, uint32_t floor)
+{
+    orphan_scan_t o = {.floor = floor & MESH_TAG_COLL_SEQ_MASK, .peer = -1};
+    for (int t = 0; t < c->ntls && o.peer < 0; t++)
+        if (c->tls[t].iface) mesh_tl_unexpected(c->tls[t].iface, orphan_visit, &o);
+    if (o.peer < 0) return MESH_OK;
+    uint32_t seq = mesh_tag_coll_seq(o.tag);
+    uint32_t theirs = (uint32_t)(o.tag & MESH_TL_TAG_SIG_MASK);
+    /* this rank's call there, while the last few calls still remember it */
+    const mesh_comm_recent_t *r = &c->recent[seq % MESH_COMM_RECENT];
+    int known = (r->seq & MESH_TAG_COLL_SEQ_MASK) == seq && c->nstarted > r->seq;
+    char a[96] = "its call", b[96];
+    if (known) mesh_coll_sig_describe(r->sig, (size_t)r->count, r->root, a, sizeof(a));
+    mesh_coll_sig_describe(theirs, SIZE_MAX, -1, b, sizeof(b));
+    const char *why = !known                ? "the ranks called different operations"
+                      : r->sig != theirs    ? mesh_coll_sig_diff(r->sig, theirs)
+                                            : "the same call, run differently on the two ranks";
+    mesh_comm_publish_mismatch(c, o.peer, known ? r->sig : theirs, theirs,
+                               known ? r->count : 0);
+    mesh_status_t st = mesh_error(MESH_ERR_MISMATCH,
+                                  "rank %d called %s where rank %d called %s (%s; collective %u "
+                                  "of the communicator, which ended on rank %d without the "
+                                  "message rank %d sent it)",
+                                  o.peer, b, c->rank, a, why, seq, c->rank, o.peer);
+    mesh_comm_set_failed(c, st);
+    return st;
 }
 
 /* This rank's answer to a probe about collective seq: where it is, and what it called there. */

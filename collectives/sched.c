@@ -463,6 +463,7 @@ mesh_status_t mesh_sched_state(const mesh_sched_t *s)
 mesh_comm_t *mesh_sched_comm(const mesh_sched_t *s) { return s->comm; }
 
 void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base) { s->tag_base = tag_base; }
+uint64_t mesh_sched_tag(const mesh_sched_t *s) { return s->tag_base; }
 
 uint32_t mesh_sched_sig(const mesh_sched_t *s)
 {

@@ -71,6 +71,8 @@ mesh_sched_t *mesh_sched_reuse(mesh_comm_t *comm, const void *key, size_t len,
 /* Where a collective's tags come from: mesh_tag_coll(seq, signature); each message adds its
  * index. */
 void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base);
+/* The base of its tags (mesh_sched_set_tag). */
+uint64_t mesh_sched_tag(const mesh_sched_t *s);
 /* The signature in the tags of a collective's schedule (kept when it is replayed). */
 uint32_t mesh_sched_sig(const mesh_sched_t *s);
 /* The call a collective's schedule serves (its sequence number, count and root, -1 for none),
