@@ -93,13 +93,15 @@ mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
     if (s != NULL) {
         /* a replayed graph keeps the signature of the identical call that built it */
         sig = mesh_sched_replay_call(s, seq, args->count, root);
-        st = mesh_comm_start_call(comm, seq, sig, args->count, root);
+        st = mesh_comm_start_call(comm, &(mesh_health_call_t){seq, sig, args->count, root},
+                                  !mesh_group_active());
         if (st < 0) goto err;
         comm->replays++;
         goto launch;
     }
     sig = mesh_coll_sig(args, args->opcode, comm->size);
-    st = mesh_comm_start_call(comm, seq, sig, args->count, root);
+    st = mesh_comm_start_call(comm, &(mesh_health_call_t){seq, sig, args->count, root},
+                                  !mesh_group_active());
     if (st < 0) goto err;
     st = mesh_sched_create(comm, args->dtype, args->op, &s);
     if (st < 0) goto err;

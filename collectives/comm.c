@@ -235,11 +235,7 @@ static void comm_release_resources(mesh_comm_t *c)
     free(c->node_ranks);
     free(c->summary);
     free(c->peers);
-    free(c->ctl_in);
-    free(c->ctl_rops);
-    free(c->ctl_sops);
-    free(c->alive);
-    free(c->answers);
+    mesh_health_fini(c);
     c->ntls = 0;
     c->nactive = c->cap_active = 0;
     c->nnodes = 0;
@@ -250,10 +246,6 @@ static void comm_release_resources(mesh_comm_t *c)
     c->node_names = NULL;
     c->node_of = c->local_rank = c->node_size = c->node_first = c->node_ranks = NULL;
     c->summary = NULL;
-    c->ctl_in = NULL;
-    c->ctl_rops = c->verdict_sops = c->ctl_sops = NULL;
-    c->alive = NULL;
-    c->answers = NULL;
 }
 
 /* Communicator structures are never given back to malloc: a destroyed one keeps its memory,
@@ -322,23 +314,18 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     c->rank = bs->rank;
     c->size = bs->size;
     c->timeout_s = timeout_s;
-    c->verdict_wait_s = mesh_config_double("VERDICT_WAIT");
     c->replay = mesh_config_bool("REPLAY");
     atomic_init(&c->aborted, 0);
     atomic_init(&c->refs, 1);
     c->peers = calloc((size_t)c->size, sizeof(mesh_comm_peer_t));
-    c->culprit = -1;
-    c->probe_wait_s = mesh_config_double("HANG_PROBE");
-    c->ctl_in = calloc((size_t)c->size, sizeof(mesh_comm_ctl_t));
-    c->ctl_rops = calloc(2 * (size_t)c->size, sizeof(mesh_tl_op_t));
-    c->verdict_sops = c->ctl_rops ? c->ctl_rops + c->size : NULL;
     ids = calloc((size_t)c->size, sizeof(*ids));
     addrs = calloc((size_t)c->size, sizeof(*addrs));
     mine = calloc(1, sizeof(*mine));
-    if (!c->peers || !ids || !addrs || !mine || !c->ctl_in || !c->ctl_rops) {
+    if (!c->peers || !ids || !addrs || !mine) {
         st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a communicator of %d ranks", c->size);
         goto out;
     }
+    MESH_CHECK_GOTO(mesh_health_init(c), st, out);
     MESH_CHECK_GOTO(mesh_p2p_seq_init(&c->p2p, c->size), st, out);
     if ((c->sched_cache = mesh_sched_cache_create()) == NULL) {
         st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule cache");
@@ -375,9 +362,7 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     MESH_CHECK_GOTO(route_peers(c, &route, ids, addrs), st, out);
     mesh_route_report(c, &route);
 
-    /* one preposted receive per peer for control messages */
-    for (int p = 0; p < c->size; p++)
-        if (p != c->rank) MESH_CHECK_GOTO(mesh_comm_post_ctl(c, p), st, out);
+    MESH_CHECK_GOTO(mesh_health_listen(c), st, out);
     mesh_comm_register(c);
     c->magic = MESH_COMM_MAGIC;
     mesh_log_info("communicator %016llx: rank %d of %d, %d node(s)", (unsigned long long)c->uid,
@@ -426,34 +411,6 @@ mesh_status_t mesh_comm_fail(mesh_comm_t *c, mesh_status_t status)
     if (c != NULL && status < 0)
         snprintf(c->last_error, sizeof(c->last_error), "%s", mesh_error_last());
     return status;
-}
-
-mesh_status_t mesh_comm_isend(mesh_comm_t *c, int peer, uint64_t tag, const void *buf, size_t len,
-                              mesh_tl_op_t *op)
-{
-    mesh_comm_peer_t *p = &c->peers[peer];
-    c->tls[p->tl].bytes_sent += len;
-    return mesh_tl_isend(p->ep, tag, buf, len, op);
-}
-
-mesh_status_t mesh_comm_irecv(mesh_comm_t *c, int peer, uint64_t tag, void *buf, size_t len,
-                              mesh_tl_op_t *op)
-{
-    mesh_comm_peer_t *p = &c->peers[peer];
-    c->tls[p->tl].bytes_recv += len;
-    return mesh_tl_irecv(p->ep, tag, buf, len, op);
-}
-
-mesh_status_t mesh_comm_check_peer(mesh_comm_t *c, int peer)
-{
-    mesh_comm_peer_t *p = &c->peers[peer];
-    if (p->ep == NULL || c->tls[p->tl].ops->ep_check == NULL) return MESH_OK;
-    return c->tls[p->tl].ops->ep_check(p->ep);
-}
-
-int mesh_comm_peer_gone(mesh_comm_t *c, int peer)
-{
-    return mesh_context_pid_gone(c->peers[peer].pid, c->peers[peer].pidns);
 }
 
 void mesh_comm_abort_transports(mesh_comm_t *c)

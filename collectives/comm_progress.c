@@ -3,56 +3,12 @@
  * serving its peers on the others. */
 #define MESH_LOG_SUBSYSTEM "comm"
 #include "collectives/comm.h"
-#include "collectives/request.h"
 #include "collectives/sched.h"
 #include "libmesh/progress.h"
 #include "libmesh/log.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-mesh_status_t mesh_comm_activate_grow(mesh_comm_t *c)
-{
-    int cap = c->cap_active ? 2 * c->cap_active : 8;
-    mesh_sched_t **a = realloc(c->active, (size_t)cap * sizeof(*a));
-    if (a == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot keep %d operations under way", cap);
-    c->active = a;
-    c->cap_active = cap;
-    return MESH_OK;
-}
-
-/* Shared schedules are counted process-wide (an atomic add) as the communicator gets its first
- * and loses its last; a blocking call, which drives itself, is not counted. */
-void mesh_comm_share(mesh_comm_t *c, int delta)
-{
-    atomic_store_explicit(&c->nshared_hint, c->nshared + delta, memory_order_relaxed);
-    int before = c->nshared;
-    c->nshared += delta;
-    if (before == 0 || c->nshared == 0) mesh_progress_active_add(delta);
-}
-
-void mesh_comm_deactivate_at(mesh_comm_t *c, mesh_sched_t *s)
-{
-    for (int i = c->nactive - 1; i >= 0; i--) {
-        if (c->active[i] != s) continue;
-        /* the last one takes its place: progress walks the array backwards, so it has been
-         * visited already in a pass that removes s */
-        c->active[i] = c->active[--c->nactive];
-        atomic_store_explicit(&c->nactive_hint, c->nactive, memory_order_relaxed);
-        return;
-    }
-}
-
-void mesh_comm_set_failed(mesh_comm_t *c, mesh_status_t status)
-{
-    if (status >= 0) return;
-    if (c->failed >= 0) {
-        c->failed = status;
-        /* the detecting thread holds the message now; whichever thread waits reads it here */
-        snprintf(c->last_error, sizeof(c->last_error), "%s", mesh_error_last());
-        snprintf(c->failure, sizeof(c->failure), "%s", mesh_error_last());
-    }
-}
 
 /* The oldest collective still under way, or seq: every collective before it ended here. */
 static uint32_t oldest_call(const mesh_comm_t *c, uint32_t seq)
@@ -68,24 +24,23 @@ static uint32_t oldest_call(const mesh_comm_t *c, uint32_t seq)
     return floor;
 }
 
-mesh_status_t mesh_comm_start_call(mesh_comm_t *c, uint32_t seq, uint32_t sig, uint64_t count,
-                                   int root)
+mesh_status_t mesh_comm_start_call(mesh_comm_t *c, const mesh_health_call_t *call, int look)
 {
-    mesh_comm_note_call(c, seq, sig, count, root);
-    /* the operations of a group start together at its end: its earlier members' messages may
-     * wait already; the first call after the group looks */
-    if (mesh_group_active()) return MESH_OK;
+    if (!look) return mesh_health_start_call(c, call, UINT32_MAX);
     /* what peers sent before this call is taken in first, so that a message the last call left
      * behind is seen before this one sends anything */
     int events = 0;
     for (int t = 0; t < c->ntls; t++)
         if (c->tls[t].iface) events += mesh_tl_progress(c->tls[t].iface);
-    if (events > 0) mesh_comm_check_verdicts(c);
+    if (events > 0) {
+        mesh_status_t st = mesh_health_poll(c);
+        if (st < 0) mesh_comm_fail_active(c, st);
+    }
     if (c->failed < 0) {
         mesh_error_restore(c->failure); /* said once already, by who saw it */
         return c->failed;
     }
-    return mesh_comm_check_orphans(c, oldest_call(c, seq));
+    return mesh_health_start_call(c, call, oldest_call(c, call->seq));
 }
 
 void mesh_comm_fail_active(mesh_comm_t *c, mesh_status_t status)
@@ -98,8 +53,12 @@ int mesh_comm_progress(mesh_comm_t *c)
     int events = 0;
     for (int t = 0; t < c->ntls; t++)
         if (c->tls[t].iface) events += mesh_tl_progress(c->tls[t].iface);
-    /* a verdict arrives as the completion of a standing receive: an event */
-    if (events > 0) mesh_comm_check_verdicts(c);
+    /* a verdict arrives as the completion of a standing receive: an event; one taken in
+     * while a schedule probed (health.c) fails the others here */
+    if (events > 0 || c->health.fail_all < 0) {
+        mesh_status_t st = mesh_health_poll(c);
+        if (st < 0) mesh_comm_fail_active(c, st);
+    }
     /* backwards: a schedule that ends is replaced by the last one, already visited */
     for (int i = c->nactive - 1; i >= 0; i--)
         if (i < c->nactive) mesh_sched_progress(c->active[i]);
