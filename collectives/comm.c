@@ -408,8 +408,10 @@ void mesh_comm_release(mesh_comm_t *c)
 
 mesh_status_t mesh_comm_fail(mesh_comm_t *c, mesh_status_t status)
 {
-    if (c != NULL && status < 0)
+    if (c != NULL && status < 0) {
         snprintf(c->last_error, sizeof(c->last_error), "%s", mesh_error_last());
+        c->last_status = status;
+    }
     return status;
 }
 

@@ -97,6 +97,7 @@ typedef struct mesh_comm {
     struct mesh_coll_map *coll_map; /* algorithm per collective and size (select.c) */
     const char *last_algo;
     char last_error[512];
+    mesh_status_t last_status; /* of last_error */
     atomic_int aborted;
     mesh_status_t failed; /* sticky: set once a peer failed or a wait timed out */
     char failure[384];    /* the message of that first failure */

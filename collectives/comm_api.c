@@ -197,6 +197,27 @@ const char *mesh_comm_last_error(mesh_comm_h comm)
     return mesh_comm_live(comm) ? comm->last_error : mesh_error_last();
 }
 
+mesh_status_t mesh_comm_error_info(mesh_comm_h comm, mesh_error_info_t *info)
+{
+    static const char fn[] = "mesh_comm_error_info";
+    MESH_CHECK(mesh_api_check_handle(comm, fn));
+    if (info == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: info is NULL", fn);
+    *info = (mesh_error_info_t){.status = MESH_OK, .rank = -1};
+    /* the failure is written once, under the lock, by whichever thread saw it */
+    mesh_comm_lock(comm);
+    if (comm->failed < 0) {
+        info->status = comm->failed;
+        info->rank = comm->health.err_rank;
+        snprintf(info->operation, sizeof(info->operation), "%s", comm->health.err_call);
+        snprintf(info->message, sizeof(info->message), "%s", comm->failure);
+    } else if (comm->last_status < 0) {
+        info->status = comm->last_status;
+        snprintf(info->message, sizeof(info->message), "%s", comm->last_error);
+    }
+    mesh_comm_unlock(comm);
+    return MESH_OK;
+}
+
 int mesh_comm_node_count(mesh_comm_h comm) { return mesh_comm_live(comm) ? comm->nnodes : -1; }
 
 int mesh_comm_node(mesh_comm_h comm, int rank)

@@ -38,6 +38,7 @@ mesh_status_t mesh_comm_start_call(mesh_comm_t *c, const mesh_health_call_t *cal
     }
     if (c->failed < 0) {
         mesh_error_restore(c->failure); /* said once already, by who saw it */
+        mesh_health_failed(c, c->failed, call); /* the call it ended, when none was named */
         return c->failed;
     }
     return mesh_health_start_call(c, call, oldest_call(c, call->seq));

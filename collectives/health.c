@@ -77,6 +77,7 @@ void mesh_health_failed(mesh_comm_t *c, mesh_status_t status, const mesh_health_
         c->failed = status;
         /* the detecting thread holds the message now; whichever thread waits reads it here */
         snprintf(c->last_error, sizeof(c->last_error), "%s", mesh_error_last());
+        c->last_status = status;
         snprintf(c->failure, sizeof(c->failure), "%s", mesh_error_last());
     }
     /* a verdict fails the communicator before the call it ends says which it is */

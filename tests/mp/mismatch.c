@@ -7,7 +7,8 @@
  * Broadcast and reduce with the roots split between the halves of the ranks end on every rank
  * without an error (each half's messages stay within it but for one, which nobody receives);
  * the message left over fails the next call, on every rank. Last, a destroyed communicator's
- * handle and a pointer that is no communicator's are refused with MESH_ERR_INVALID_ARG.
+ * handle and a pointer that is no communicator's are refused with MESH_ERR_INVALID_ARG. Every
+ * failure's structured form (mesh_comm_error_info) names a rank and the status.
  *   mismatch
  */
 #include "mesh.h"
@@ -51,6 +52,18 @@ static void run_case(const char *name, int (*call)(mesh_comm_h, int odd), const 
     CHECK(strstr(msg, want1) != NULL && strstr(msg, want2) != NULL,
           "%s: message '%s' does not name both calls ('%s', '%s')", name, msg, want1, want2);
     if (rank == 0) printf("%s: %s\n", name, msg);
+    /* the structured form: the status, a rank of the communicator that called otherwise, and
+     * the call the failure ended where it ended one */
+    mesh_error_info_t info;
+    mesh_status_t ist = mesh_comm_error_info(c, &info);
+    CHECK(ist == MESH_OK && info.status == MESH_ERR_MISMATCH && info.rank >= 0 &&
+              info.rank < size && strstr(info.message, want1) != NULL,
+          "%s: error info: %s, status %s, rank %d, '%s'", name, mesh_status_string(ist),
+          mesh_status_string(info.status), info.rank, info.message);
+    CHECK(st != MESH_ERR_MISMATCH || info.operation[0] != '\0',
+          "%s: error info names no operation", name);
+    if (rank == 0) printf("%s: error info: rank %d, operation '%s'\n", name, info.rank,
+                          info.operation);
     mesh_comm_abort(c);
     mesh_comm_destroy(c);
     /* every rank is done with it before the next case */
