@@ -121,12 +121,12 @@ mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
     }
     st = mesh_coll_select_build(comm, args, s, &algo);
     if (st < 0) goto err;
-    st = mesh_sched_status(s);
+    st = mesh_sched_build_status(s);
     if (st < 0) goto err;
     if (avg_buf != NULL) {
         struct avg_arg *a = mesh_sched_scratch(s, sizeof(*a));
         if (a == NULL) {
-            st = mesh_sched_status(s);
+            st = mesh_sched_build_status(s);
             goto err;
         }
         *a = (struct avg_arg){avg_buf, avg_count, args->dtype, comm->size};

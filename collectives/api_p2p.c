@@ -39,7 +39,7 @@ static mesh_status_t add_side(mesh_comm_t *comm, mesh_sched_t *s, int is_send, v
     MESH_CHECK(mesh_p2p_seq_next(&comm->p2p, peer, tag, is_send, &seq));
     if (is_send) mesh_sched_send_tag(s, peer, buf, bytes, p2p_tag(tag, seq));
     else mesh_sched_recv_tag(s, peer, buf, bytes, p2p_tag(tag, seq));
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 static mesh_status_t p2p(mesh_comm_t *comm, const char *fn, const void *sbuf, size_t scount,

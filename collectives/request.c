@@ -94,7 +94,7 @@ static mesh_status_t request_start(mesh_request_h r)
 static int request_poll(mesh_request_h r)
 {
     if (r->status != MESH_INPROGRESS) return 1;
-    mesh_status_t st = mesh_sched_state(r->sched);
+    mesh_status_t st = mesh_sched_run_status(r->sched);
     if (st == MESH_INPROGRESS) return 0;
     r->status = st;
     /* the thread that detected the failure recorded its message on the communicator; the
@@ -268,9 +268,9 @@ void mesh_request_free(mesh_request_h req)
         return;
     }
     mesh_comm_t *c = req->comm;
-    if (req->started && req->sched != NULL && mesh_sched_state(req->sched) == MESH_INPROGRESS) {
+    if (req->started && req->sched != NULL && mesh_sched_run_status(req->sched) == MESH_INPROGRESS) {
         mesh_comm_lock(c);
-        if (mesh_sched_state(req->sched) == MESH_INPROGRESS)
+        if (mesh_sched_run_status(req->sched) == MESH_INPROGRESS)
             mesh_sched_fail(req->sched, MESH_ERR_ABORTED);
         mesh_comm_unlock(c);
     }

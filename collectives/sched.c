@@ -217,8 +217,8 @@ void mesh_sched_on_complete(mesh_sched_t *s, mesh_sched_finalize_fn fn, void *ar
     s->finalize_arg = arg;
 }
 
-mesh_status_t mesh_sched_status(const mesh_sched_t *s) { return s->status; }
-mesh_status_t mesh_sched_state(const mesh_sched_t *s)
+mesh_status_t mesh_sched_build_status(const mesh_sched_t *s) { return s->status; }
+mesh_status_t mesh_sched_run_status(const mesh_sched_t *s)
 {
     /* read by waiters without the communicator's lock: finish() stores it last */
     return __atomic_load_n(&s->status, __ATOMIC_ACQUIRE);

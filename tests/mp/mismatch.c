@@ -103,7 +103,7 @@ static int split_root(int lower_root, int upper_root)
 {
     return rank < size / 2 ? lower_root : upper_root;
 }
-static int bcast_root_split(mesh_comm_h c, int odd)
+static int broadcast_root_split(mesh_comm_h c, int odd)
 {
     (void)odd;
     return mesh_broadcast(c, buf, out, N, MESH_FP32, split_root(0, size / 2), NULL, NULL);
@@ -187,7 +187,7 @@ int main(void)
     if (size >= 3) run_case("root 0 against 1", root_vs_root, "gather", "root", 1);
     run_case("allgather against alltoall", allgather_vs_alltoall, "alltoall", "allgather", 0);
     if (size % 2 == 0) {
-        run_case("broadcast roots split", bcast_root_split, "broadcast", "root", 1);
+        run_case("broadcast roots split", broadcast_root_split, "broadcast", "root", 1);
         run_case("reduce roots split", reduce_root_split, "reduce", "root", 1);
     }
     check_dead_handles();
