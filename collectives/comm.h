@@ -186,8 +186,9 @@ mesh_status_t mesh_comm_fail(mesh_comm_t *comm, mesh_status_t status);
 
 /* A collective this rank starts (the lock held): refused when the communicator failed meanwhile
  * or, look set, when a message an earlier collective left behind waits (mesh_health_start_call),
- * after taking in what peers sent before it. look 0: recorded only (a member of a group, whose
- * operations start together at its end: its earlier members' messages may wait already). */
+ * after taking in what peers sent before it; the two calls after a rooted collective look, the
+ * others do not. look 0: recorded only (a member of a group, whose operations start together at
+ * its end: its earlier members' messages may wait already). */
 mesh_status_t mesh_comm_start_call(mesh_comm_t *comm, const mesh_health_call_t *call, int look);
 /* References of requests to their communicator (see refs). */
 void mesh_comm_ref(mesh_comm_t *comm);

@@ -57,6 +57,7 @@ typedef struct {
     uint32_t nstarted;          /* collectives started (recent[] holds the last ones) */
     int verdict_sent;
     int mismatch_seen;          /* a mismatch verdict arrived (or this rank sent one) */
+    int look_calls; /* calls still to start with a look for messages left behind (comm_progress.c) */
     mesh_status_t fail_all;     /* a verdict arrived: what runs fails with (mesh_health_poll) */
     double verdict_wait_s;      /* MESH_VERDICT_WAIT */
     double probe_wait_s;        /* MESH_HANG_PROBE */
