@@ -15,6 +15,8 @@
 
 /* The checks of every call pass inline, in a few instructions; anything else goes to the
  * out-of-line form (_slow), which checks in full and refuses naming the argument. */
+/* A live communicator's handle (not NULL, destroyed or foreign: MESH_COMM_MAGIC). */
+mesh_status_t mesh_api_check_handle(const mesh_comm_t *comm, const char *fn);
 mesh_status_t mesh_api_check_comm_slow(mesh_comm_t *comm, const char *fn, void *stream);
 mesh_status_t mesh_api_check_dtype_slow(mesh_comm_t *comm, const char *fn, mesh_dtype_t dtype);
 mesh_status_t mesh_api_check_op_slow(mesh_comm_t *comm, const char *fn, mesh_op_t op,
@@ -35,8 +37,8 @@ mesh_status_t mesh_api_check_overlap_slow(mesh_comm_t *comm, const char *fn, con
  * with a table, mesh_api_check_mem judges the stream with the buffers). */
 static inline mesh_status_t mesh_api_check_comm(mesh_comm_t *comm, const char *fn, void *stream)
 {
-    if (comm != NULL && !comm->released && (stream == NULL || !mesh_mem_host_only()) &&
-        comm->failed >= 0 &&
+    if (comm != NULL && comm->magic == MESH_COMM_MAGIC &&
+        (stream == NULL || !mesh_mem_host_only()) && comm->failed >= 0 &&
         !atomic_load_explicit(&comm->aborted, memory_order_relaxed))
         return MESH_OK;
     return mesh_api_check_comm_slow(comm, fn, stream);

@@ -5,12 +5,20 @@
 #include "libmesh/log.h"
 #include <stdlib.h>
 
+mesh_status_t mesh_api_check_handle(const mesh_comm_t *comm, const char *fn)
+{
+    if (comm == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+    if (comm->magic == MESH_COMM_MAGIC) return MESH_OK;
+    if (comm->magic == 0 && comm->released)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm was destroyed (mesh_comm_destroy)", fn);
+    return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm is not a communicator (destroyed, or not a "
+                      "mesh_comm_h)", fn);
+}
+
 /* Common checks of every call; fn names the API function in messages. */
 mesh_status_t mesh_api_check_comm_slow(mesh_comm_t *comm, const char *fn, void *stream)
 {
-    if (comm == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm is NULL", fn);
-    if (comm->released)
-        return mesh_error(MESH_ERR_INVALID_ARG, "%s: the communicator was destroyed", fn);
+    MESH_CHECK(mesh_api_check_handle(comm, fn));
     if (atomic_load(&comm->aborted))
         return mesh_comm_fail(comm, mesh_error(MESH_ERR_ABORTED, "%s: communicator was aborted", fn));
     if (comm->failed < 0)

@@ -94,12 +94,16 @@ mesh_status_t mesh_api_launch_on(mesh_comm_t *comm, mesh_coll_args_t *args, cons
     if (s != NULL) {
         /* a replayed graph keeps the signature of the identical call that built it */
         sig = mesh_sched_replay_call(s, seq, args->count, root);
-        mesh_comm_note_call(comm, seq, sig, args->count);
+        st = mesh_comm_start_call(comm, &(mesh_health_call_t){seq, sig, args->count, root},
+                                  !mesh_group_active());
+        if (st < 0) goto err;
         comm->replays++;
         goto launch;
     }
     sig = mesh_coll_sig(args, args->opcode, comm->size);
-    mesh_comm_note_call(comm, seq, sig, args->count);
+    st = mesh_comm_start_call(comm, &(mesh_health_call_t){seq, sig, args->count, root},
+                                  !mesh_group_active());
+    if (st < 0) goto err;
     st = mesh_sched_create(comm, args->dtype, args->op, &s);
     if (st < 0) goto err;
     mesh_sched_set_tag(s, mesh_tag_coll(seq, sig));
@@ -121,12 +125,12 @@ mesh_status_t mesh_api_launch_on(mesh_comm_t *comm, mesh_coll_args_t *args, cons
     }
     st = mesh_coll_select_build(comm, args, s, &algo);
     if (st < 0) goto err;
-    st = mesh_sched_status(s);
+    st = mesh_sched_build_status(s);
     if (st < 0) goto err;
     if (avg_buf != NULL) {
         struct avg_arg *a = mesh_sched_scratch(s, sizeof(*a));
         if (a == NULL) {
-            st = mesh_sched_status(s);
+            st = mesh_sched_build_status(s);
             goto err;
         }
         *a = (struct avg_arg){avg_buf, avg_count, args->dtype, comm->size};

@@ -40,7 +40,7 @@ static mesh_status_t add_side(mesh_comm_t *comm, mesh_sched_t *s, int is_send, v
     MESH_CHECK(mesh_p2p_seq_next(&comm->p2p, peer, tag, is_send, &seq));
     if (is_send) mesh_sched_send_tag(s, peer, buf, bytes, p2p_tag(tag, seq));
     else mesh_sched_recv_tag(s, peer, buf, bytes, p2p_tag(tag, seq));
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 /* Device buffers: the message goes out of and comes into staging (the receive buffer goes in

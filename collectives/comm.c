@@ -240,11 +240,7 @@ static void comm_release_resources(mesh_comm_t *c)
     free(c->node_ranks);
     free(c->summary);
     free(c->peers);
-    free(c->ctl_in);
-    free(c->ctl_rops);
-    free(c->ctl_sops);
-    free(c->alive);
-    free(c->answers);
+    mesh_health_fini(c);
     c->ntls = 0;
     c->nactive = c->cap_active = 0;
     c->nnodes = 0;
@@ -255,17 +251,61 @@ static void comm_release_resources(mesh_comm_t *c)
     c->node_names = NULL;
     c->node_of = c->local_rank = c->node_size = c->node_first = c->node_ranks = NULL;
     c->summary = NULL;
-    c->ctl_in = NULL;
-    c->ctl_rops = c->verdict_sops = c->ctl_sops = NULL;
-    c->alive = NULL;
-    c->answers = NULL;
+}
+
+/* Communicator structures are never given back to malloc: a destroyed one keeps its memory,
+ * with its magic word cleared, so that a call handed its handle refuses it instead of reading
+ * freed memory. They are reused first in, first out, and only once COMM_POOL_KEEP of them wait,
+ * so that a stale handle is refused across the next creations too; after that it may name a
+ * newer communicator (as a freed request's handle may, request.c). A pointer that was never a
+ * communicator's is refused when its first word is not the magic one. */
+#define COMM_POOL_KEEP 16
+static pthread_mutex_t comm_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static mesh_comm_t *comm_pool_head, *comm_pool_tail;
+static int comm_pool_len;
+
+static mesh_comm_t *comm_alloc(void)
+{
+    mesh_comm_t *c = NULL;
+    pthread_mutex_lock(&comm_pool_lock);
+    if (comm_pool_len > COMM_POOL_KEEP) {
+        c = comm_pool_head;
+        comm_pool_head = c->pool_next;
+        if (comm_pool_head == NULL) comm_pool_tail = NULL;
+        comm_pool_len--;
+    }
+    pthread_mutex_unlock(&comm_pool_lock);
+    if (c == NULL) return calloc(1, sizeof(*c));
+    memset(c, 0, sizeof(*c));
+    return c;
+}
+
+static void comm_pool_put(mesh_comm_t *c)
+{
+    c->magic = 0;
+    c->pool_next = NULL;
+    pthread_mutex_lock(&comm_pool_lock);
+    if (comm_pool_tail) comm_pool_tail->pool_next = c;
+    else comm_pool_head = c;
+    comm_pool_tail = c;
+    comm_pool_len++;
+    pthread_mutex_unlock(&comm_pool_lock);
+}
+
+void mesh_comm_ref(mesh_comm_t *c) { atomic_fetch_add(&c->refs, 1); }
+
+void mesh_comm_unref(mesh_comm_t *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1) return;
+    mesh_dev_pool_free(c); /* after the last request: device operations give staging back */
+    comm_pool_put(c);
 }
 
 static void comm_free(mesh_comm_t *c)
 {
     if (c == NULL) return;
     comm_release_resources(c);
-    free(c);
+    comm_pool_put(c);
 }
 
 mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *node,
@@ -276,28 +316,23 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     mesh_comm_rec_id_t *ids = NULL;
     mesh_comm_rec_addr_t *addrs = NULL, *mine = NULL;
     mesh_route_t route;
-    mesh_comm_t *c = calloc(1, sizeof(*c));
+    mesh_comm_t *c = comm_alloc();
     if (c == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a communicator");
     c->rank = bs->rank;
     c->size = bs->size;
     c->timeout_s = timeout_s;
-    c->verdict_wait_s = mesh_config_double("VERDICT_WAIT");
     c->replay = mesh_config_bool("REPLAY");
     atomic_init(&c->aborted, 0);
     atomic_init(&c->refs, 1);
     c->peers = calloc((size_t)c->size, sizeof(mesh_comm_peer_t));
-    c->culprit = -1;
-    c->probe_wait_s = mesh_config_double("HANG_PROBE");
-    c->ctl_in = calloc((size_t)c->size, sizeof(mesh_comm_ctl_t));
-    c->ctl_rops = calloc(2 * (size_t)c->size, sizeof(mesh_tl_op_t));
-    c->verdict_sops = c->ctl_rops ? c->ctl_rops + c->size : NULL;
     ids = calloc((size_t)c->size, sizeof(*ids));
     addrs = calloc((size_t)c->size, sizeof(*addrs));
     mine = calloc(1, sizeof(*mine));
-    if (!c->peers || !ids || !addrs || !mine || !c->ctl_in || !c->ctl_rops) {
+    if (!c->peers || !ids || !addrs || !mine) {
         st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a communicator of %d ranks", c->size);
         goto out;
     }
+    MESH_CHECK_GOTO(mesh_health_init(c), st, out);
     MESH_CHECK_GOTO(mesh_p2p_seq_init(&c->p2p, c->size), st, out);
     if ((c->sched_cache = mesh_sched_cache_create()) == NULL) {
         st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule cache");
@@ -334,10 +369,9 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     MESH_CHECK_GOTO(route_peers(c, &route, ids, addrs), st, out);
     mesh_route_report(c, &route);
 
-    /* one preposted receive per peer for control messages */
-    for (int p = 0; p < c->size; p++)
-        if (p != c->rank) MESH_CHECK_GOTO(mesh_comm_post_ctl(c, p), st, out);
+    MESH_CHECK_GOTO(mesh_health_listen(c), st, out);
     mesh_comm_register(c);
+    c->magic = MESH_COMM_MAGIC;
     mesh_log_info("communicator %016llx: rank %d of %d, %d node(s)", (unsigned long long)c->uid,
                   c->rank, c->size, c->nnodes);
     *out = c;
@@ -366,6 +400,8 @@ mesh_status_t mesh_comm_create_skip(void *bootstrap)
 void mesh_comm_release(mesh_comm_t *c)
 {
     if (c == NULL) return;
+    /* refused from now on by every call handed it */
+    c->magic = 0;
     /* out of the registry first: once this returns, no other thread's wait reaches it */
     mesh_comm_unregister(c);
     mesh_comm_lock(c);
@@ -379,37 +415,11 @@ void mesh_comm_release(mesh_comm_t *c)
 
 mesh_status_t mesh_comm_fail(mesh_comm_t *c, mesh_status_t status)
 {
-    if (c != NULL && status < 0)
+    if (c != NULL && status < 0) {
         snprintf(c->last_error, sizeof(c->last_error), "%s", mesh_error_last());
+        c->last_status = status;
+    }
     return status;
-}
-
-mesh_status_t mesh_comm_isend(mesh_comm_t *c, int peer, uint64_t tag, const void *buf, size_t len,
-                              mesh_tl_op_t *op)
-{
-    mesh_comm_peer_t *p = &c->peers[peer];
-    c->tls[p->tl].bytes_sent += len;
-    return mesh_tl_isend(p->ep, tag, buf, len, op);
-}
-
-mesh_status_t mesh_comm_irecv(mesh_comm_t *c, int peer, uint64_t tag, void *buf, size_t len,
-                              mesh_tl_op_t *op)
-{
-    mesh_comm_peer_t *p = &c->peers[peer];
-    c->tls[p->tl].bytes_recv += len;
-    return mesh_tl_irecv(p->ep, tag, buf, len, op);
-}
-
-mesh_status_t mesh_comm_check_peer(mesh_comm_t *c, int peer)
-{
-    mesh_comm_peer_t *p = &c->peers[peer];
-    if (p->ep == NULL || c->tls[p->tl].ops->ep_check == NULL) return MESH_OK;
-    return c->tls[p->tl].ops->ep_check(p->ep);
-}
-
-int mesh_comm_peer_gone(mesh_comm_t *c, int peer)
-{
-    return mesh_context_pid_gone(c->peers[peer].pid, c->peers[peer].pidns);
 }
 
 void mesh_comm_abort_transports(mesh_comm_t *c)

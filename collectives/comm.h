@@ -3,6 +3,7 @@
 #define MESH_COLL_COMM_H
 
 #include "mesh.h"
+#include "collectives/health.h"
 #include "collectives/p2p_seq.h"
 #include "libmesh/dtype.h"
 #include "libmesh/progress.h"
@@ -16,37 +17,6 @@
 
 typedef struct mesh_sched mesh_sched_t;
 
-/* A control message: what kind, and the rank a verdict names; a mismatch verdict also carries
- * the two calls' signatures (the reporter's first) and the reporter's count. */
-enum { MESH_CTL_FAILED = 1, MESH_CTL_HUNG, MESH_CTL_PROBE, MESH_CTL_ALIVE, MESH_CTL_MISMATCH };
-typedef struct {
-    int32_t kind;
-    int32_t rank;
-    uint32_t sig_mine, sig_theirs;
-    uint64_t count;
-    /* a probe: the collective (sequence number) the prober waits in. An answer: the sequence
-     * number of the answerer's latest collective (seq_last), and, when it made the asked one
-     * (found), its signature (sig_mine) and count there */
-    uint32_t seq, seq_last;
-    int32_t found, pad;
-} mesh_comm_ctl_t;
-
-/* The collectives this rank started lately, for the answers to probes. */
-#define MESH_COMM_RECENT 16
-typedef struct {
-    uint32_t seq, sig;
-    uint64_t count;
-} mesh_comm_recent_t;
-
-/* What a timed-out wait found out from the probe (mesh_comm_find_hung). */
-typedef struct {
-    enum { MESH_DIAG_NONE = 0, MESH_DIAG_HUNG, MESH_DIAG_MISMATCH, MESH_DIAG_BEHIND } kind;
-    int peer;            /* the rank to name */
-    uint32_t their_sig;  /* MISMATCH: its signature at the same collective */
-    uint64_t their_count;
-    uint32_t their_last; /* BEHIND: the sequence number of its latest collective */
-    int started;         /* BEHIND: it made any collective call at all */
-} mesh_comm_diag_t;
 struct mesh_sched_cache; /* finished schedules kept for reuse; owned by sched.c */
 struct mesh_dev_pool;    /* staging of device buffers; owned by device/dev_stage.c */
 
@@ -67,7 +37,13 @@ typedef struct {
     unsigned long long pidns;
 } mesh_comm_peer_t;
 
+/* The first word of a live communicator ("meshcomm"), cleared when it is destroyed; the memory
+ * of a destroyed one stays a communicator's (mesh_comm_unref), so that a destroyed or foreign
+ * handle is refused, not followed. */
+#define MESH_COMM_MAGIC 0x6d657368636f6d6dull
+
 typedef struct mesh_comm {
+    uint64_t magic;
     int rank;
     int size;
     uint64_t uid;
@@ -99,26 +75,11 @@ typedef struct mesh_comm {
     uint64_t replays; /* collectives that ran a schedule built for an identical earlier call */
     mesh_p2p_seq_t p2p;
 
-    /* the control channel (comm_verdict.c): a rank that sees a peer fail tells every other rank
-     * which one (a verdict); a rank whose wait timed out probes every rank and names the one
-     * that does not answer, so that every survivor names the rank that stopped */
-    int32_t culprit;             /* rank known to have failed or stopped, -1 if none */
-    int culprit_hung;            /* it stopped answering (timeout) rather than died */
-    mesh_comm_ctl_t verdict_out; /* what we sent */
-    mesh_comm_ctl_t *ctl_in;     /* [size] the last control message from each peer */
-    mesh_tl_op_t *ctl_rops;      /* [size] standing receives, posted again after probes */
-    mesh_tl_op_t *verdict_sops;  /* [size] verdicts sent */
-    mesh_tl_op_t *ctl_sops;      /* [size] probes and answers sent; allocated by the first */
-    mesh_comm_ctl_t *answers;    /* [size] their answers (allocated with alive) */
-    uint8_t *alive;              /* [size] answered this rank's probe */
-    mesh_comm_recent_t recent[MESH_COMM_RECENT]; /* by seq % MESH_COMM_RECENT */
-    uint32_t nstarted;           /* collectives started (recent[] holds the last ones) */
-    int verdict_sent;
-    int mismatch_seen;           /* a mismatch verdict arrived (or this rank sent one) */
-    double verdict_wait_s;       /* MESH_VERDICT_WAIT */
-    double probe_wait_s;         /* MESH_HANG_PROBE */
+    /* what is known of failed, stopped and mismatched ranks, and the control channel that
+     * tells every rank (health.h) */
+    mesh_health_t health;
 
-    /* schedules started and not yet completed, progressed together (mesh_comm_activate) */
+    /* schedules started and not yet completed, progressed together (sched.c: activate) */
     mesh_sched_t **active;
     int nactive, cap_active;
     atomic_int nactive_hint; /* nactive, for other threads' sweeps without the lock */
@@ -141,6 +102,7 @@ typedef struct mesh_comm {
     struct mesh_coll_map *coll_map; /* algorithm per collective and size (select.c) */
     const char *last_algo;
     char last_error[512];
+    mesh_status_t last_status; /* of last_error */
     atomic_int aborted;
     mesh_status_t failed; /* sticky: set once a peer failed or a wait timed out */
     char failure[384];    /* the message of that first failure */
@@ -148,7 +110,14 @@ typedef struct mesh_comm {
      * structure (released set, every resource gone) until its last request is freed */
     atomic_int refs;
     int released;
+    struct mesh_comm *pool_next; /* among destroyed structures kept for reuse (comm.c) */
 } mesh_comm_t;
+
+/* Whether a handle is a live communicator's (see MESH_COMM_MAGIC). */
+static inline int mesh_comm_live(const mesh_comm_t *c)
+{
+    return c != NULL && c->magic == MESH_COMM_MAGIC;
+}
 
 /* The lock word: 0 free, 1 held, 2 held with threads asleep on it (a futex). */
 static inline int mesh_comm_trylock(mesh_comm_t *c)
@@ -194,11 +163,18 @@ static inline uint64_t mesh_comm_peer_caps(const mesh_comm_t *c, int peer)
 {
     return c->peers ? c->tls[c->peers[peer].tl].caps.flags : 0;
 }
+#define MESH_TAG_COLL_SEQ_MASK ((1u << MESH_TAG_COLL_SEQ_BITS) - 1)
 static inline uint64_t mesh_tag_coll(uint32_t seq, uint32_t sig)
 {
-    return ((uint64_t)(seq & ((1u << MESH_TAG_COLL_SEQ_BITS) - 1))
+    return ((uint64_t)(seq & MESH_TAG_COLL_SEQ_MASK)
             << (MESH_TL_TAG_SIG_BITS + MESH_TAG_COLL_INDEX_BITS)) |
            (sig & MESH_TL_TAG_SIG_MASK);
+}
+/* The sequence number (its low MESH_TAG_COLL_SEQ_BITS) of a collective's tag. */
+static inline uint32_t mesh_tag_coll_seq(uint64_t tag)
+{
+    return (uint32_t)(tag >> (MESH_TL_TAG_SIG_BITS + MESH_TAG_COLL_INDEX_BITS)) &
+           MESH_TAG_COLL_SEQ_MASK;
 }
 
 /* Context, transports and the collectives' config table, once per process. */
@@ -225,37 +201,12 @@ int mesh_comm_others_busy(mesh_comm_t *self);
 /* Records the thread's last error on the communicator and returns status. */
 mesh_status_t mesh_comm_fail(mesh_comm_t *comm, mesh_status_t status);
 
-/* What the schedule runner needs of its communicator (the caller holds the lock). A started
- * schedule is active until it ends; a shared one (not driven by a blocked caller alone) also
- * counts as work under way for other communicators' waits (mesh_comm_others_busy): */
-mesh_status_t mesh_comm_activate_grow(mesh_comm_t *comm);
-void mesh_comm_share(mesh_comm_t *comm, int delta);
-void mesh_comm_deactivate_at(mesh_comm_t *comm, mesh_sched_t *s);
-static inline mesh_status_t mesh_comm_activate(mesh_comm_t *c, mesh_sched_t *s, int shared)
-{
-    if (c->nactive == c->cap_active) {
-        mesh_status_t st = mesh_comm_activate_grow(c);
-        if (st < 0) return st;
-    }
-    c->active[c->nactive] = s;
-    atomic_store_explicit(&c->nactive_hint, c->nactive + 1, memory_order_relaxed);
-    c->nactive++;
-    if (shared) mesh_comm_share(c, 1);
-    return MESH_OK;
-}
-static inline void mesh_comm_deactivate(mesh_comm_t *c, mesh_sched_t *s, int shared)
-{
-    if (c->nactive > 0 && c->active[c->nactive - 1] == s) { /* the common case: the last */
-        c->nactive--;
-        atomic_store_explicit(&c->nactive_hint, c->nactive, memory_order_relaxed);
-    } else {
-        mesh_comm_deactivate_at(c, s);
-    }
-    if (shared) mesh_comm_share(c, -1);
-}
-/* A schedule failed: the communicator is unusable from now on (sticky status, and the message
- * this thread recorded for it). */
-void mesh_comm_set_failed(mesh_comm_t *comm, mesh_status_t status);
+/* A collective this rank starts (the lock held): refused when the communicator failed meanwhile
+ * or, look set, when a message an earlier collective left behind waits (mesh_health_start_call),
+ * after taking in what peers sent before it; the two calls after a rooted collective look, the
+ * others do not. look 0: recorded only (a member of a group, whose operations start together at
+ * its end: its earlier members' messages may wait already). */
+mesh_status_t mesh_comm_start_call(mesh_comm_t *comm, const mesh_health_call_t *call, int look);
 /* References of requests to their communicator (see refs). */
 void mesh_comm_ref(mesh_comm_t *comm);
 void mesh_comm_unref(mesh_comm_t *comm);
@@ -264,39 +215,12 @@ void mesh_comm_fail_active(mesh_comm_t *comm, mesh_status_t status);
 /* Into and out of the process's registry of communicators that waits progress. */
 void mesh_comm_register(mesh_comm_t *comm);
 void mesh_comm_unregister(mesh_comm_t *comm);
-/* Handles the control messages that arrived: answers probes, and fails what runs once a verdict
- * came. */
-void mesh_comm_check_verdicts(mesh_comm_t *comm);
-/* This rank saw peer fail: returns the rank every survivor names (another rank's verdict, if one
- * arrives within MESH_VERDICT_WAIT, else peer, which it then tells the others). */
-int mesh_comm_blame(mesh_comm_t *comm, int peer);
 
-/* Routing wrappers used by the schedule executor; they count bytes per transport. */
+/* Routing wrappers used by the schedule executor (route.c); they count bytes per transport. */
 mesh_status_t mesh_comm_isend(mesh_comm_t *comm, int peer, uint64_t tag, const void *buf,
                               size_t len, mesh_tl_op_t *op);
 mesh_status_t mesh_comm_irecv(mesh_comm_t *comm, int peer, uint64_t tag, void *buf, size_t len,
                               mesh_tl_op_t *op);
-/* After a peer failure (hung: it stopped answering): records the culprit and tells every other
- * live rank, flushing for a bounded moment so the notice leaves before the caller aborts. */
-void mesh_comm_publish_verdict(mesh_comm_t *comm, int culprit, int hung);
-/* This rank received from peer a message of another call: tells every other rank (each fails
- * its operations with MESH_ERR_MISMATCH naming both calls). */
-void mesh_comm_publish_mismatch(mesh_comm_t *comm, int peer, uint32_t sig_mine,
-                                uint32_t sig_theirs, uint64_t count);
-/* A wait timed out on peers waits[0..nwaits) in collective seq with signature sig (seq
- * UINT32_MAX: point-to-point): probes every rank for MESH_HANG_PROBE seconds. HUNG: diag->peer
- * did not answer (one waited on first), or another rank's verdict named it meanwhile; MISMATCH:
- * it answered from another call at the same collective; BEHIND: it answered but has not made
- * this collective call; NONE: every rank answered and is at this call. */
-void mesh_comm_find_hung(mesh_comm_t *comm, const int *waits, int nwaits, uint32_t seq,
-                         uint32_t sig, mesh_comm_diag_t *diag);
-/* Records a collective this rank starts, for the answers to probes. */
-void mesh_comm_note_call(mesh_comm_t *comm, uint32_t seq, uint32_t sig, uint64_t count);
-/* Posts the standing receive of peer's control messages. */
-mesh_status_t mesh_comm_post_ctl(mesh_comm_t *comm, int peer);
-/* After seeing a peer fail, listens for another rank's verdict for MESH_VERDICT_WAIT seconds
- * (progressing transports only); returns the culprit known by then, or -1. */
-int mesh_comm_await_verdict(mesh_comm_t *comm);
 /* Whether this host can tell the peer's process has ended (same host and pid namespace). */
 int mesh_comm_peer_gone(mesh_comm_t *comm, int peer);
 /* Liveness of one peer through its transport. */

@@ -179,46 +179,68 @@ mesh_status_t mesh_comm_dup(mesh_comm_h comm, mesh_comm_h *newcomm)
 void mesh_comm_destroy(mesh_comm_h comm)
 {
     if (comm == NULL) return;
+    if (mesh_api_check_handle(comm, "mesh_comm_destroy") < 0) return;
     mesh_comm_release(comm);
 }
 
 void mesh_comm_abort(mesh_comm_h comm)
 {
-    if (comm == NULL) return;
+    if (comm == NULL || mesh_api_check_handle(comm, "mesh_comm_abort") < 0) return;
     atomic_store(&comm->aborted, 1);
     mesh_comm_abort_transports(comm);
     /* a thread of ours asleep in a wait sees the abort now, not at the end of its slice */
     mesh_wait_wake_local();
 }
 
-int mesh_comm_rank(mesh_comm_h comm) { return comm ? comm->rank : -1; }
-int mesh_comm_size(mesh_comm_h comm) { return comm ? comm->size : -1; }
+int mesh_comm_rank(mesh_comm_h comm) { return mesh_comm_live(comm) ? comm->rank : -1; }
+int mesh_comm_size(mesh_comm_h comm) { return mesh_comm_live(comm) ? comm->size : -1; }
 
 const char *mesh_comm_last_error(mesh_comm_h comm)
 {
-    return comm ? comm->last_error : mesh_error_last();
+    return mesh_comm_live(comm) ? comm->last_error : mesh_error_last();
 }
 
-int mesh_comm_node_count(mesh_comm_h comm) { return comm ? comm->nnodes : -1; }
+mesh_status_t mesh_comm_error_info(mesh_comm_h comm, mesh_error_info_t *info)
+{
+    static const char fn[] = "mesh_comm_error_info";
+    MESH_CHECK(mesh_api_check_handle(comm, fn));
+    if (info == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: info is NULL", fn);
+    *info = (mesh_error_info_t){.status = MESH_OK, .rank = -1};
+    /* the failure is written once, under the lock, by whichever thread saw it */
+    mesh_comm_lock(comm);
+    if (comm->failed < 0) {
+        info->status = comm->failed;
+        info->rank = comm->health.err_rank;
+        snprintf(info->operation, sizeof(info->operation), "%s", comm->health.err_call);
+        snprintf(info->message, sizeof(info->message), "%s", comm->failure);
+    } else if (comm->last_status < 0) {
+        info->status = comm->last_status;
+        snprintf(info->message, sizeof(info->message), "%s", comm->last_error);
+    }
+    mesh_comm_unlock(comm);
+    return MESH_OK;
+}
+
+int mesh_comm_node_count(mesh_comm_h comm) { return mesh_comm_live(comm) ? comm->nnodes : -1; }
 
 int mesh_comm_node(mesh_comm_h comm, int rank)
 {
-    return comm && rank >= 0 && rank < comm->size ? comm->node_of[rank] : -1;
+    return mesh_comm_live(comm) && rank >= 0 && rank < comm->size ? comm->node_of[rank] : -1;
 }
 
 int mesh_comm_local_rank(mesh_comm_h comm, int rank)
 {
-    return comm && rank >= 0 && rank < comm->size ? comm->local_rank[rank] : -1;
+    return mesh_comm_live(comm) && rank >= 0 && rank < comm->size ? comm->local_rank[rank] : -1;
 }
 
 int mesh_comm_local_size(mesh_comm_h comm, int node)
 {
-    return comm && node >= 0 && node < comm->nnodes ? comm->node_size[node] : -1;
+    return mesh_comm_live(comm) && node >= 0 && node < comm->nnodes ? comm->node_size[node] : -1;
 }
 
 int mesh_comm_node_ranks(mesh_comm_h comm, int node, int *ranks, int max)
 {
-    if (comm == NULL || node < 0 || node >= comm->nnodes) return -1;
+    if (!mesh_comm_live(comm) || node < 0 || node >= comm->nnodes) return -1;
     int n = comm->node_size[node];
     for (int i = 0; ranks && i < n && i < max; i++)
         ranks[i] = comm->node_ranks[comm->node_first[node] + i];
@@ -228,7 +250,7 @@ int mesh_comm_node_ranks(mesh_comm_h comm, int node, int *ranks, int max)
 mesh_status_t mesh_comm_rank_info(mesh_comm_h comm, int rank, mesh_rank_info_t *info)
 {
     static const char fn[] = "mesh_comm_rank_info";
-    if (comm == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+    MESH_CHECK(mesh_api_check_handle(comm, fn));
     CHECK_ARG(info != NULL, "%s: info is NULL", fn);
     CHECK_ARG(rank >= 0 && rank < comm->size, "%s: rank %d is outside 0..%d", fn, rank,
               comm->size - 1);
@@ -262,7 +284,7 @@ mesh_status_t mesh_comm_tl_bytes(mesh_comm_h comm, const char *transport, uint64
                                  uint64_t *received)
 {
     static const char fn[] = "mesh_comm_tl_bytes";
-    if (comm == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+    MESH_CHECK(mesh_api_check_handle(comm, fn));
     CHECK_ARG(transport != NULL, "%s: transport is NULL", fn);
     uint64_t s = 0, r = 0;
     int found = 0;
@@ -282,7 +304,7 @@ mesh_status_t mesh_comm_tl_bytes(mesh_comm_h comm, const char *transport, uint64
 
 const char *mesh_comm_peer_transport(mesh_comm_h comm, int peer)
 {
-    if (comm == NULL || peer < 0 || peer >= comm->size) return NULL;
+    if (!mesh_comm_live(comm) || peer < 0 || peer >= comm->size) return NULL;
     return comm->tls[comm->peers[peer].tl].ops->name;
 }
 
@@ -295,14 +317,14 @@ const char *mesh_config_get(const char *name)
 
 const char *mesh_comm_last_algorithm(mesh_comm_h comm)
 {
-    return comm && comm->last_algo ? comm->last_algo : "";
+    return mesh_comm_live(comm) && comm->last_algo ? comm->last_algo : "";
 }
 
 mesh_status_t mesh_op_create_premul(mesh_comm_h comm, const void *scalar, mesh_dtype_t dtype,
                                     mesh_op_t *op)
 {
     static const char fn[] = "mesh_op_create_premul";
-    if (comm == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+    MESH_CHECK(mesh_api_check_handle(comm, fn));
     CHECK_ARG(scalar != NULL, "%s: scalar is NULL", fn);
     CHECK_ARG(op != NULL, "%s: op is NULL", fn);
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
@@ -321,7 +343,7 @@ mesh_status_t mesh_op_create_premul(mesh_comm_h comm, const void *scalar, mesh_d
 mesh_status_t mesh_op_destroy(mesh_comm_h comm, mesh_op_t op)
 {
     static const char fn[] = "mesh_op_destroy";
-    if (comm == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+    MESH_CHECK(mesh_api_check_handle(comm, fn));
     int i = (int)op - MESH_OP_USER_BASE;
     CHECK_ARG(i >= 0 && i < MESH_COMM_MAX_PREMUL && comm->premul[i].used,
               "%s: op %d is not a live pre-multiplied sum", fn, (int)op);

@@ -243,7 +243,7 @@ static inline mesh_status_t mesh_coll_ids_join(mesh_sched_t *s, mesh_coll_ids_t 
     if (oom)
         return mesh_error(MESH_ERR_NO_MEMORY, "out of memory listing schedule tasks");
     *id = nop;
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 #endif

@@ -102,7 +102,7 @@ static inline __attribute__((always_inline)) int request_poll(mesh_request_h r)
 {
     if (__builtin_expect(r->dev != NULL, 0)) return mesh_dev_done(r);
     if (r->status != MESH_INPROGRESS) return 1;
-    mesh_status_t st = mesh_sched_state(r->sched);
+    mesh_status_t st = mesh_sched_run_status(r->sched);
     if (st == MESH_INPROGRESS) return 0;
     r->status = st;
     /* the thread that detected the failure recorded its message on the communicator; the
@@ -309,9 +309,9 @@ void mesh_request_free(mesh_request_h req)
         return;
     }
     mesh_comm_t *c = req->comm;
-    if (req->started && req->sched != NULL && mesh_sched_state(req->sched) == MESH_INPROGRESS) {
+    if (req->started && req->sched != NULL && mesh_sched_run_status(req->sched) == MESH_INPROGRESS) {
         mesh_comm_lock(c);
-        if (mesh_sched_state(req->sched) == MESH_INPROGRESS)
+        if (mesh_sched_run_status(req->sched) == MESH_INPROGRESS)
             mesh_sched_fail(req->sched, MESH_ERR_ABORTED);
         mesh_comm_unlock(c);
     }

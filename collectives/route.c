@@ -2,6 +2,7 @@
 #define MESH_LOG_SUBSYSTEM "comm"
 #include "collectives/route.h"
 #include "libmesh/config.h"
+#include "libmesh/context.h"
 #include "libmesh/log.h"
 #include <stdio.h>
 #include <string.h>
@@ -224,4 +225,32 @@ void mesh_route_report(const mesh_comm_t *c, const mesh_route_t *r)
         mesh_log_info("%s", line);
     else
         mesh_log_debug("%s", line);
+}
+
+mesh_status_t mesh_comm_isend(mesh_comm_t *c, int peer, uint64_t tag, const void *buf, size_t len,
+                              mesh_tl_op_t *op)
+{
+    mesh_comm_peer_t *p = &c->peers[peer];
+    c->tls[p->tl].bytes_sent += len;
+    return mesh_tl_isend(p->ep, tag, buf, len, op);
+}
+
+mesh_status_t mesh_comm_irecv(mesh_comm_t *c, int peer, uint64_t tag, void *buf, size_t len,
+                              mesh_tl_op_t *op)
+{
+    mesh_comm_peer_t *p = &c->peers[peer];
+    c->tls[p->tl].bytes_recv += len;
+    return mesh_tl_irecv(p->ep, tag, buf, len, op);
+}
+
+mesh_status_t mesh_comm_check_peer(mesh_comm_t *c, int peer)
+{
+    mesh_comm_peer_t *p = &c->peers[peer];
+    if (p->ep == NULL || c->tls[p->tl].ops->ep_check == NULL) return MESH_OK;
+    return c->tls[p->tl].ops->ep_check(p->ep);
+}
+
+int mesh_comm_peer_gone(mesh_comm_t *c, int peer)
+{
+    return mesh_context_pid_gone(c->peers[peer].pid, c->peers[peer].pidns);
 }

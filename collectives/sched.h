@@ -55,8 +55,8 @@ int mesh_sched_nop(mesh_sched_t *s, const int *deps, int ndeps);
 void *mesh_sched_scratch(mesh_sched_t *s, size_t bytes);
 /* Runs after every task completed successfully (e.g. the division of MESH_AVG). */
 void mesh_sched_on_complete(mesh_sched_t *s, mesh_sched_finalize_fn fn, void *arg);
-/* First error recorded while building (MESH_OK if none). */
-mesh_status_t mesh_sched_status(const mesh_sched_t *s);
+/* While building (before mesh_sched_start): the first error recorded (MESH_OK if none). */
+mesh_status_t mesh_sched_build_status(const mesh_sched_t *s);
 
 /* Replay: a collective called again with the same arguments runs the graph built for the last
  * such call instead of being selected and built anew. The key is the call's arguments as opaque
@@ -71,6 +71,8 @@ mesh_sched_t *mesh_sched_reuse(mesh_comm_t *comm, const void *key, size_t len,
 /* Where a collective's tags come from: mesh_tag_coll(seq, signature); each message adds its
  * index. */
 void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base);
+/* The base of its tags (mesh_sched_set_tag). */
+uint64_t mesh_sched_tag(const mesh_sched_t *s);
 /* The signature in the tags of a collective's schedule (kept when it is replayed). */
 uint32_t mesh_sched_sig(const mesh_sched_t *s);
 /* The call a collective's schedule serves (its sequence number, count and root, -1 for none),
@@ -86,8 +88,9 @@ uint32_t mesh_sched_replay_call(mesh_sched_t *s, uint32_t seq, size_t count, int
 mesh_status_t mesh_sched_start(mesh_sched_t *s, int caller_drives);
 /* Progresses it once: MESH_INPROGRESS, MESH_OK, or the error (message recorded). */
 mesh_status_t mesh_sched_progress(mesh_sched_t *s);
-/* Status without progressing. */
-mesh_status_t mesh_sched_state(const mesh_sched_t *s);
+/* Once started: MESH_INPROGRESS until it ends, then MESH_OK or its error, without progressing
+ * it; read by waiters without the communicator's lock. */
+mesh_status_t mesh_sched_run_status(const mesh_sched_t *s);
 /* Fails every pending task of a started schedule with status (abort, timeout). */
 void mesh_sched_fail(mesh_sched_t *s, mesh_status_t status);
 mesh_comm_t *mesh_sched_comm(const mesh_sched_t *s);

@@ -157,6 +157,18 @@ MESH_API int mesh_comm_size(mesh_comm_h comm);
 /* Last error message on comm (or of this thread when comm is NULL); "" when none. */
 MESH_API const char *mesh_comm_last_error(mesh_comm_h comm);
 
+/* The error of a communicator, for programs that act on it: once the communicator failed (a
+ * peer failed or stopped answering, ranks called different operations, a wait timed out), that
+ * failure; otherwise the last call refused on it (MESH_OK: none). */
+typedef struct {
+    mesh_status_t status;
+    int rank;            /* the rank it names: the one that failed, stopped answering or called
+                            another operation; -1 when it names none */
+    char operation[96];  /* the call it ended, "allreduce(sum, 1024 fp32)"; "" when none */
+    char message[512];   /* as mesh_comm_last_error */
+} mesh_error_info_t;
+MESH_API mesh_status_t mesh_comm_error_info(mesh_comm_h comm, mesh_error_info_t *info);
+
 /* Node map: which ranks share a node. */
 MESH_API int mesh_comm_node_count(mesh_comm_h comm);
 MESH_API int mesh_comm_node(mesh_comm_h comm, int rank);       /* node index of a rank */

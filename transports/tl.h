@@ -24,6 +24,8 @@ typedef struct mesh_tl_iface mesh_tl_iface_t;
 typedef struct mesh_tl_ep mesh_tl_ep_t;
 typedef struct mesh_tl_ops mesh_tl_ops_t;
 struct mesh_wait_set; /* libmesh/wait.h */
+/* A visitor of the messages a transport keeps for receives to come (ops.unexpected). */
+typedef int (*mesh_tl_unexpected_fn)(void *arg, int peer, uint64_t tag);
 
 /* Tags are 64 bits. A collective's tag (bit 63 clear) carries in its low MESH_TL_TAG_SIG_BITS
  * bits a signature of the call that sent it: a receive matches a message whose tag equals its
@@ -169,6 +171,12 @@ struct mesh_tl_ops {
     int (*progress)(mesh_tl_iface_t *iface);
     /* MESH_OK while the peer is alive; MESH_ERR_PEER_FAILED once it is known dead. */
     mesh_status_t (*ep_check)(mesh_tl_ep_t *ep);
+    /* Calls fn with the peer and tag of each message that arrived and that no receive took yet
+     * (kept for a receive to come), until fn returns nonzero, which it returns; 0 after all of
+     * them. NULL where the transport cannot list them (a library keeps them): a collective
+     * that ended without taking a message another rank sent it for that call then goes
+     * unnoticed there. */
+    int (*unexpected)(mesh_tl_iface_t *iface, mesh_tl_unexpected_fn fn, void *arg);
     /* Never blocks; callable from another thread: makes peers notice (closes connections,
      * flags shared segments) and completes pending operations with MESH_ERR_ABORTED. Only
      * flags are touched from the calling thread; the completions happen in the owner's next
@@ -222,6 +230,11 @@ static inline mesh_status_t mesh_tl_irecv(mesh_tl_ep_t *ep, uint64_t tag, void *
 }
 
 static inline int mesh_tl_progress(mesh_tl_iface_t *iface) { return iface->ops.progress(iface); }
+
+static inline int mesh_tl_unexpected(mesh_tl_iface_t *iface, mesh_tl_unexpected_fn fn, void *arg)
+{
+    return iface->ops.unexpected ? iface->ops.unexpected(iface, fn, arg) : 0;
+}
 
 /* Shared stubs for operations a transport does not offer (MESH_ERR_UNSUPPORTED). */
 mesh_status_t mesh_tl_stub_mem_reg(mesh_tl_iface_t *iface, void *addr, size_t len,

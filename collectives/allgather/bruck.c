@@ -35,12 +35,12 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     if (n == 1 || blk == 0) {
         if (!a->in_place)
             mesh_sched_copy(s, rb + (size_t)r * blk, own, blk, NULL, 0);
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
     /* rank 0 needs no rotation, so it gathers in place */
     char *tmp = r == 0 ? rb : mesh_sched_scratch(s, (size_t)n * blk);
     if (tmp == NULL)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
 
     int have = mesh_sched_copy(s, tmp, own, blk, NULL, 0);
     int steps = mesh_bruck_nsteps(n);
@@ -56,7 +56,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         mesh_sched_copy(s, rb + (size_t)r * blk, tmp, (size_t)(n - r) * blk, &have, 1);
         mesh_sched_copy(s, rb, tmp + (size_t)(n - r) * blk, (size_t)r * blk, &have, 1);
     }
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_allgather_bruck = {

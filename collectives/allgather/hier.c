@@ -54,7 +54,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         int done;
         MESH_CHECK(mesh_coll_ring_allgather_phase(s, &q, &done));
     }
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_allgather_hier = {

@@ -27,7 +27,7 @@ mesh_status_t mesh_coll_rd_allgather_phase(mesh_sched_t *s, const mesh_coll_grou
     if (rh->core < 0) {
         /* extra rank: the vector comes back from the partner, after our input left */
         *done = mesh_sched_recv(s, fold_rank, buf, count * ds, &rh->done, 1);
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
     int cr = rh->core, ready = rh->last;
     for (int lv = lg - 1; lv >= 0; lv--) {
@@ -46,7 +46,7 @@ mesh_status_t mesh_coll_rd_allgather_phase(mesh_sched_t *s, const mesh_coll_grou
     if (fold >= 0)
         ready = mesh_sched_send(s, fold_rank, buf, count * ds, &ready, 1);
     *done = ready;
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 typedef struct {
@@ -110,7 +110,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     for (int i = 0; i < n; i++)
         total += a->counts[i];
     if (total == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     rd_ctx_t c = {.s = s, .a = a, .ids = malloc(sizeof(int) * (size_t)(n + 1))};
     if (c.ids == NULL)
         return mesh_error(MESH_ERR_NO_MEMORY, "allgather rd: no memory for %d ids", n);
@@ -126,7 +126,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         xfer(&c, 0, fold, 0, r, NULL, 0);
         xfer(&c, 0, fold, r + 1, n, NULL, 0);
         free(c.ids);
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
     if (fold >= 0) {
         /* the core rank of the pair, r - 1 its extra rank */
@@ -156,7 +156,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         xfer(&c, 1, fold, r, n, &have, 1);
     }
     free(c.ids);
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_allgather_rd = {

@@ -79,7 +79,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
 
     MESH_CHECK(mesh_coll_hier_rails(comm, s, "hierarchical all-reduce", &h));
     if (count == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     size_t nchunks = bytes / MESH_COLL_HIER_CHUNK_BYTES;
     nchunks = nchunks < 1                           ? 1
               : nchunks > MESH_COLL_HIER_MAX_CHUNKS ? MESH_COLL_HIER_MAX_CHUNKS
@@ -89,7 +89,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
         size_t base = mesh_block_offset(count, (int)nchunks, (int)c);
         MESH_CHECK(chunk(&h, args, s, base, mesh_block_count(count, (int)nchunks, (int)c), prev));
     }
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_allreduce_hier = {

@@ -26,11 +26,11 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     char *rbuf = args->rbuf;
 
     if (count == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     if (n == 1) {
         if (!args->in_place)
             mesh_sched_copy(s, rbuf, args->sbuf, count * ds, NULL, 0);
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
     size_t *bnd = mesh_sched_scratch(s, (size_t)(p + 1) * sizeof(size_t));
     if (!bnd)
@@ -43,7 +43,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     MESH_CHECK(mesh_coll_rh_reduce_scatter_phase(s, &g, 0, args->sbuf, rbuf, bnd, count, ds, NULL,
                                                  0, &rh));
     MESH_CHECK(mesh_coll_rd_allgather_phase(s, &g, rbuf, bnd, count, ds, &rh, &done));
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_allreduce_rabenseifner = {

@@ -93,7 +93,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     int done;
     MESH_CHECK(mesh_coll_rd_allreduce_phase(s, &g, args->sbuf, args->rbuf, args->count, args->dsize,
                                             NULL, 0, &done));
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_allreduce_rd = {

@@ -56,10 +56,10 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     mesh_coll_group_t g = mesh_coll_group_all(comm);
     int done;
     if (args->count == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     MESH_CHECK(mesh_coll_ring_allreduce_phase(s, &g, args->sbuf, args->rbuf, args->count,
                                               args->dsize, NULL, 0, &done));
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_allreduce_ring = {

@@ -52,10 +52,10 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
 
     if (n == 1) {
         mesh_sched_copy(s, rb, sb, blk, NULL, 0);
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
     if (blk == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
 
     int steps = mesh_bruck_nsteps(n);
     size_t maxmove = 0;
@@ -66,7 +66,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     char *packs = mesh_sched_scratch(s, maxmove * blk);
     char *recvs = mesh_sched_scratch(s, (size_t)steps * maxmove * blk);
     if (slots == NULL || packs == NULL || recvs == NULL)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
 
     /* rotation in: slot j gets the block for rank r + j */
     int have = mesh_sched_copy(s, slots, sb + (size_t)r * blk, (size_t)(n - r) * blk, NULL, 0);
@@ -86,7 +86,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     for (int j = 0; j < n; j++)
         mesh_sched_copy(s, rb + (size_t)mesh_bruck_a2a_out_block(r, n, j) * blk,
                         slots + (size_t)j * blk, blk, &have, 1);
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_alltoall_bruck = {

@@ -50,7 +50,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         return mesh_error(MESH_ERR_UNSUPPORTED, "hierarchical all-to-all: counts differ");
     int k = h.node, nn = h.nnodes, L = h.L, l = h.lr;
     if (blk == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     if (a->in_place) {
         /* the outgoing blocks move aside before anything lands on them */
         char *tmp = mesh_sched_scratch(s, blk * (size_t)n);
@@ -125,7 +125,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
             mesh_sched_recv(s, p, rb + a->rdispls[src] * ds, blk, &ready, 1);
         }
     }
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_alltoall_hier = {

@@ -37,7 +37,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         char *tmp = mesh_sched_scratch(s, total * ds);
         size_t *packed = mesh_sched_scratch(s, sizeof(size_t) * (size_t)n);
         if ((tmp == NULL && total) || packed == NULL)
-            return mesh_sched_status(s);
+            return mesh_sched_build_status(s);
         total = 0;
         for (int i = 0; i < n; i++) {
             packed[i] = total;
@@ -69,7 +69,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
             ids[1] = mesh_sched_recv(s, rp, rb + a->rdispls[rp] * ds, a->rcounts[rp] * ds, slot, 1);
         *slot = mesh_sched_nop(s, (int[]){ids[0], ids[1], ready}, 3);
     }
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_alltoall_pairwise = {

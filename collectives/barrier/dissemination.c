@@ -20,7 +20,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     /* zero-byte messages still want a valid address */
     char *token = rounds > 0 ? mesh_sched_scratch(s, 1) : NULL;
     if (rounds > 0 && token == NULL)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     int heard = -1;
     for (int k = 0; k < rounds; k++) {
         /* the signal of round k goes out only after the signals of all earlier rounds
@@ -29,7 +29,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         int rv = mesh_sched_recv(s, mesh_dissem_recv_peer(r, n, k), token, 0, NULL, 0);
         heard = mesh_sched_nop(s, (int[]){heard, rv}, 2);
     }
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_barrier_dissemination = {

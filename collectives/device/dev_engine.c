@@ -156,7 +156,7 @@ static void batch_finish(struct dev_batch *b, mesh_status_t st)
             /* nobody waits for this call: the communicator's next call reports it */
             mesh_comm_lock(r->comm);
             mesh_error_restore(r->comm->last_error);
-            mesh_comm_set_failed(r->comm, s);
+            mesh_health_failed(r->comm, s, NULL);
             mesh_comm_unlock(r->comm);
         }
         __atomic_store_n(&r->status, s, __ATOMIC_RELEASE);
@@ -202,11 +202,11 @@ static int batch_run(struct dev_batch *b)
     for (int i = 0; i < b->n; i++) {
         mesh_request_h r = b->reqs[i];
         if (b->status[i] != MESH_OK) continue;
-        mesh_status_t st = mesh_sched_state(r->sched);
+        mesh_status_t st = mesh_sched_run_status(r->sched);
         if (st == MESH_INPROGRESS && mesh_comm_trylock(r->comm)) {
             events += mesh_comm_progress(r->comm);
             mesh_comm_unlock(r->comm);
-            st = mesh_sched_state(r->sched);
+            st = mesh_sched_run_status(r->sched);
         }
         if (st == MESH_INPROGRESS) pending = 1;
         else if (st < 0) b->status[i] = st;

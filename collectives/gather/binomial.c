@@ -26,7 +26,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     const char *own = (r == root && a->in_place) ? rb + (size_t)root * blk : a->sbuf;
     /* every rank knows the count: with nothing to move there is nothing to wait for */
     if (blk == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
 
     if (v == 0) {
         if (!a->in_place)
@@ -42,23 +42,23 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
             /* the subtree wraps past the last rank: receive, then split */
             char *tmp = mesh_sched_scratch(s, bytes);
             if (tmp == NULL)
-                return mesh_sched_status(s);
+                return mesh_sched_build_status(s);
             int rv = mesh_sched_recv(s, first, tmp, bytes, NULL, 0);
             size_t head = (size_t)(n - first) * blk;
             mesh_sched_copy(s, rb + (size_t)first * blk, tmp, head, &rv, 1);
             mesh_sched_copy(s, rb, tmp + head, bytes - head, &rv, 1);
         }
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
 
     int parent = mesh_binomial_parent(r, root, n);
     if (sub == 1) {
         mesh_sched_send(s, parent, own, blk, NULL, 0);
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
     char *tmp = mesh_sched_scratch(s, (size_t)sub * blk);
     if (tmp == NULL)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     int have = mesh_sched_copy(s, tmp, own, blk, NULL, 0);
     for (int i = 0; i < nch; i++) {
         int ch = mesh_binomial_child(r, root, n, i);
@@ -68,7 +68,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         have = mesh_sched_nop(s, (int[]){have, rv}, 2);
     }
     mesh_sched_send(s, parent, tmp, (size_t)sub * blk, &have, 1);
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_gather_binomial = {

@@ -16,14 +16,14 @@ mesh_status_t mesh_coll_linear_build(mesh_comm_t *comm, const mesh_coll_args_t *
     char *all = to_root ? a->rbuf : (char *)a->sbuf;
     /* every rank knows the count: with nothing to move there is nothing to wait for */
     if (blk == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
 
     if (r != root) {
         if (to_root)
             mesh_sched_send(s, root, a->sbuf, blk, NULL, 0);
         else
             mesh_sched_recv(s, root, a->rbuf, blk, NULL, 0);
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
     if (!a->in_place) {
         if (to_root)
@@ -39,7 +39,7 @@ mesh_status_t mesh_coll_linear_build(mesh_comm_t *comm, const mesh_coll_args_t *
         else
             mesh_sched_send(s, p, all + (size_t)p * blk, blk, NULL, 0);
     }
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 int mesh_coll_linear_score(const mesh_comm_t *comm, size_t bytes)

@@ -23,7 +23,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     size_t ds = args->dsize, bytes = args->count * ds;
 
     if (bytes == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     int nch = mesh_binomial_nchildren(me, root, n);
     if (nch == 0) {
         if (me == root) { /* n == 1 */
@@ -32,7 +32,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
         } else {
             mesh_sched_send(s, mesh_binomial_parent(me, root, n), args->sbuf, bytes, NULL, 0);
         }
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
     /* the root accumulates in its receive buffer; inner ranks in scratch (their rbuf is not
      * theirs to write) */
@@ -52,7 +52,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     }
     if (me != root)
         mesh_sched_send(s, mesh_binomial_parent(me, root, n), acc, bytes, &last, 1);
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_reduce_binomial = {

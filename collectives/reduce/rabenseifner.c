@@ -26,11 +26,11 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     size_t ds = args->dsize, count = args->count;
 
     if (count == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     if (n == 1) {
         if (!args->in_place)
             mesh_sched_copy(s, args->rbuf, args->sbuf, count * ds, NULL, 0);
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
     int root_extra = mesh_rd_is_extra(root, n);
     int groot = root_extra ? mesh_rd_fold_partner(root, n) : root; /* where the gather ends */
@@ -56,7 +56,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     if (rh.core < 0) {
         if (me == root)
             mesh_sched_recv(s, groot, args->rbuf, count * ds, &rh.done, 1);
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
     /* binomial gather over relative core ranks: the subtree of cr holds blocks [cr, cr + sub) */
     int cr = rh.core, ready = rh.done;
@@ -78,7 +78,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
         /* the gather ended at the folding partner of an extra root */
         mesh_sched_send(s, root, acc, count * ds, &ready, 1);
     }
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_reduce_rabenseifner = {

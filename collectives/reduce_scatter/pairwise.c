@@ -27,7 +27,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
         if (own && !args->in_place)
             mesh_sched_copy(s, args->rbuf, mine, own * ds, NULL, 0);
         if (n == 1)
-            return mesh_sched_status(s);
+            return mesh_sched_build_status(s);
     }
     char *slot = own ? mesh_sched_scratch(s, 2 * own * ds) : NULL;
     if (own && !slot)
@@ -48,7 +48,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
             last = mesh_sched_reduce(s, args->rbuf, buf, own, (int[]){rv, last}, 2);
         red[k % 2] = last;
     }
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_reduce_scatter_pairwise = {

@@ -91,7 +91,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     if (n == 1) {
         if (own && !args->in_place)
             mesh_sched_copy(s, args->rbuf, sbuf + args->displs[0] * ds, own * ds, NULL, 0);
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
     size_t *pk = mesh_sched_scratch(s, ((size_t)n + (size_t)p + 2) * sizeof(size_t));
     if (!pk)
@@ -106,7 +106,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     }
     pk[n] = total;
     if (total == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     for (int c = 0; c <= p; c++)
         bnd[c] = pk[mesh_rd_core_first_rank(c, n)];
 
@@ -139,13 +139,13 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     if (rh.core < 0) {
         if (own)
             mesh_sched_recv(s, fold, args->rbuf, own * ds, &rh.done, 1);
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
     if (own)
         mesh_sched_copy(s, args->rbuf, acc + pk[me] * ds, own * ds, &rh.last, 1);
     if (fold >= 0 && args->counts[fold])
         mesh_sched_send(s, fold, acc + pk[fold] * ds, args->counts[fold] * ds, &rh.last, 1);
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_reduce_scatter_rh = {

@@ -123,7 +123,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
                                 .len = args->counts};
     int done;
     MESH_CHECK(mesh_coll_ring_reduce_scatter_phase(s, &p, &done));
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_reduce_scatter_ring = {

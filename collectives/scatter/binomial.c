@@ -21,7 +21,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     char *rb = a->rbuf;
     /* every rank knows the count: with nothing to move there is nothing to wait for */
     if (blk == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
 
     if (v == 0) {
         if (!a->in_place)
@@ -37,23 +37,23 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
             /* the subtree wraps past the last rank: pack both pieces */
             char *tmp = mesh_sched_scratch(s, bytes);
             if (tmp == NULL)
-                return mesh_sched_status(s);
+                return mesh_sched_build_status(s);
             size_t head = (size_t)(n - first) * blk;
             int c = mesh_sched_copy(s, tmp, sb + (size_t)first * blk, head, NULL, 0);
             c = mesh_sched_copy(s, tmp + head, sb, bytes - head, &c, 1);
             mesh_sched_send(s, first, tmp, bytes, &c, 1);
         }
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
 
     int parent = mesh_binomial_parent(r, root, n);
     if (sub == 1) {
         mesh_sched_recv(s, parent, rb, blk, NULL, 0);
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
     char *tmp = mesh_sched_scratch(s, (size_t)sub * blk);
     if (tmp == NULL)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     int rv = mesh_sched_recv(s, parent, tmp, (size_t)sub * blk, NULL, 0);
     mesh_sched_copy(s, rb, tmp, blk, &rv, 1);
     for (int i = nch - 1; i >= 0; i--) {
@@ -61,7 +61,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         size_t at = (size_t)(mesh_binomial_vrank(ch, root, n) - v) * blk;
         mesh_sched_send(s, ch, tmp + at, (size_t)mesh_binomial_subtree(ch, root, n) * blk, &rv, 1);
     }
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_scatter_binomial = {

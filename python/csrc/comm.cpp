@@ -2,7 +2,6 @@
 #include "engine.hpp"
 #include "work.hpp"
 
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -140,29 +139,13 @@ void Comm::shutdown_all()
 
 std::string Comm::annotate(const std::string &m) const
 {
-    if (global_.empty()) return m;
-    std::string out;
-    size_t i = 0;
-    while (i < m.size()) {
-        size_t at = m.find("rank ", i);
-        if (at == std::string::npos || (at > 0 && isalpha((unsigned char)m[at - 1]))) {
-            size_t end = at == std::string::npos ? m.size() : at + 5;
-            out += m.substr(i, end - i);
-            i = end;
-            continue;
-        }
-        size_t d = at + 5, e = d;
-        while (e < m.size() && isdigit((unsigned char)m[e]))
-            e++;
-        out += m.substr(i, e - i);
-        if (e > d) {
-            int r = atoi(m.substr(d, e - d).c_str());
-            if (r >= 0 && r < (int)global_.size() && global_[r] != r)
-                out += " (global rank " + std::to_string(global_[r]) + ")";
-        }
-        i = e;
-    }
-    return out;
+    /* the rank mesh names for the error (its structured form), with its global rank */
+    mesh_error_info_t info;
+    if (global_.empty() || comm_ == nullptr || mesh_comm_error_info(comm_, &info) != MESH_OK ||
+        info.rank < 0 || info.rank >= (int)global_.size() || global_[info.rank] == info.rank)
+        return m;
+    return m + " [rank " + std::to_string(info.rank) + " (global rank " +
+           std::to_string(global_[info.rank]) + ")]";
 }
 
 std::string Comm::where() const

@@ -68,7 +68,8 @@ class Comm {
     double timeout_s() const { return timeout_s_; }
     /* "process group 2 (rank 1 of 3, global ranks [0, 2, 5])": where an error happened. */
     std::string where() const;
-    /* mesh's message with each "rank N" of a subgroup followed by "(global rank G)". */
+    /* mesh's message followed, in a subgroup, by the rank the error names (mesh_comm_error_info)
+     * and its global rank: "... [rank 1 (global rank 2)]". */
     std::string annotate(const std::string &message) const;
     /* Name of the transport to a peer, or of the last algorithm of an operation. */
     std::string peer_transport(int peer);

@@ -4,6 +4,11 @@
  * MESH_ERR_MISMATCH, its message naming both calls, and never return MESH_OK with wrong data.
  * Each case runs on a communicator of its own (a mismatch fails the communicator). A rank whose
  * part only sends (a root) may finish its call first; its next call on the communicator fails.
+ * Broadcast and reduce with the roots split between the halves of the ranks end on every rank
+ * without an error (each half's messages stay within it but for one, which nobody receives);
+ * the message left over fails the next call, on every rank. Last, a destroyed communicator's
+ * handle and a pointer that is no communicator's are refused with MESH_ERR_INVALID_ARG. Every
+ * failure's structured form (mesh_comm_error_info) names a rank and the status.
  *   mismatch
  */
 #include "mesh.h"
@@ -47,6 +52,18 @@ static void run_case(const char *name, int (*call)(mesh_comm_h, int odd), const 
     CHECK(strstr(msg, want1) != NULL && strstr(msg, want2) != NULL,
           "%s: message '%s' does not name both calls ('%s', '%s')", name, msg, want1, want2);
     if (rank == 0) printf("%s: %s\n", name, msg);
+    /* the structured form: the status, a rank of the communicator that called otherwise, and
+     * the call the failure ended where it ended one */
+    mesh_error_info_t info;
+    mesh_status_t ist = mesh_comm_error_info(c, &info);
+    CHECK(ist == MESH_OK && info.status == MESH_ERR_MISMATCH && info.rank >= 0 &&
+              info.rank < size && strstr(info.message, want1) != NULL,
+          "%s: error info: %s, status %s, rank %d, '%s'", name, mesh_status_string(ist),
+          mesh_status_string(info.status), info.rank, info.message);
+    CHECK(st != MESH_ERR_MISMATCH || info.operation[0] != '\0',
+          "%s: error info names no operation", name);
+    if (rank == 0) printf("%s: error info: rank %d, operation '%s'\n", name, info.rank,
+                          info.operation);
     mesh_comm_abort(c);
     mesh_comm_destroy(c);
     /* every rank is done with it before the next case */
@@ -81,11 +98,66 @@ static int root_vs_root(mesh_comm_h c, int odd)
     /* rank 0 gathers at 0; the last rank thinks the root is 1 */
     return mesh_gather(c, buf, out, 4, MESH_FP32, odd ? 1 : 0, NULL, NULL);
 }
+/* The lower half of the ranks names one root, the upper half another. */
+static int split_root(int lower_root, int upper_root)
+{
+    return rank < size / 2 ? lower_root : upper_root;
+}
+static int broadcast_root_split(mesh_comm_h c, int odd)
+{
+    (void)odd;
+    return mesh_broadcast(c, buf, out, N, MESH_FP32, split_root(0, size / 2), NULL, NULL);
+}
+static int reduce_root_split(mesh_comm_h c, int odd)
+{
+    /* each half names a root in the other: every rank sends, the roots receive nothing */
+    (void)odd;
+    return mesh_reduce(c, buf, out, N, MESH_FP32, MESH_SUM, split_root(size / 2, 0), NULL, NULL);
+}
+
 static int allgather_vs_alltoall(mesh_comm_h c, int odd)
 {
     static float big[N * 16];
     return odd ? mesh_alltoall(c, buf, big, 1, MESH_FP32, NULL, NULL)
                : mesh_allgather(c, buf, big, 1, MESH_FP32, NULL, NULL);
+}
+
+/* A destroyed communicator and a pointer to something else are refused, never followed. */
+static void check_dead_handles(void)
+{
+    mesh_comm_h c;
+    if (mesh_comm_dup(world, &c) != MESH_OK) {
+        CHECK(0, "dup: %s", mesh_comm_last_error(world));
+        return;
+    }
+    /* every rank has its connections up before any destroys it */
+    mesh_barrier(world, NULL);
+    mesh_comm_destroy(c);
+    int x = 1;
+    mesh_status_t st = mesh_allreduce(c, &x, &x, 1, MESH_INT32, MESH_SUM, NULL, NULL);
+    const char *msg = mesh_comm_last_error(NULL);
+    CHECK(st == MESH_ERR_INVALID_ARG && strstr(msg, "mesh_allreduce: comm was destroyed"),
+          "all-reduce on a destroyed communicator returned %s (%s)", mesh_status_string(st), msg);
+    st = mesh_broadcast(c, &x, &x, 1, MESH_INT32, 0, NULL, NULL);
+    CHECK(st == MESH_ERR_INVALID_ARG, "broadcast on a destroyed communicator returned %s",
+          mesh_status_string(st));
+    mesh_comm_h d;
+    st = mesh_comm_dup(c, &d);
+    CHECK(st == MESH_ERR_INVALID_ARG, "dup of a destroyed communicator returned %s",
+          mesh_status_string(st));
+    CHECK(mesh_comm_rank(c) == -1 && mesh_comm_size(c) == -1,
+          "rank and size of a destroyed communicator: %d, %d", mesh_comm_rank(c),
+          mesh_comm_size(c));
+    mesh_comm_destroy(c); /* a second destroy is refused, not a double free */
+    CHECK(strstr(mesh_comm_last_error(NULL), "mesh_comm_destroy: comm was destroyed") != NULL,
+          "a second destroy said '%s'", mesh_comm_last_error(NULL));
+    static uint64_t foreign[64];
+    for (int i = 0; i < 64; i++) foreign[i] = 0x5555555555555555ull;
+    st = mesh_allreduce((mesh_comm_h)foreign, &x, &x, 1, MESH_INT32, MESH_SUM, NULL, NULL);
+    msg = mesh_comm_last_error(NULL);
+    CHECK(st == MESH_ERR_INVALID_ARG && strstr(msg, "comm is not a communicator"),
+          "all-reduce on a foreign handle returned %s (%s)", mesh_status_string(st), msg);
+    if (rank == 0) printf("dead handles: refused\n");
 }
 
 int main(void)
@@ -114,6 +186,11 @@ int main(void)
     run_case("count 8 against 7", count_vs_count, "allgather", "count", 0);
     if (size >= 3) run_case("root 0 against 1", root_vs_root, "gather", "root", 1);
     run_case("allgather against alltoall", allgather_vs_alltoall, "alltoall", "allgather", 0);
+    if (size % 2 == 0) {
+        run_case("broadcast roots split", broadcast_root_split, "broadcast", "root", 1);
+        run_case("reduce roots split", reduce_root_split, "reduce", "root", 1);
+    }
+    check_dead_handles();
     mesh_comm_destroy(world);
     if (rank == 0) printf("mismatch: %d ranks %s\n", size, failures ? "FAIL" : "ok");
     return failures ? 1 : 0;

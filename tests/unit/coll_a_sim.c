@@ -205,7 +205,7 @@ void *mesh_sched_scratch(mesh_sched_t *s, size_t bytes)
     sim_region(s->comm->rank, p, bytes, 1);
     return p;
 }
-mesh_status_t mesh_sched_status(const mesh_sched_t *s)
+mesh_status_t mesh_sched_build_status(const mesh_sched_t *s)
 {
     return s->st;
 }

@@ -153,7 +153,7 @@ void *mesh_sched_scratch(mesh_sched_t *s, size_t bytes)
     return (char *)sc + 64;
 }
 
-mesh_status_t mesh_sched_status(const mesh_sched_t *s)
+mesh_status_t mesh_sched_build_status(const mesh_sched_t *s)
 {
     return s->status;
 }

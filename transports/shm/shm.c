@@ -504,6 +504,21 @@ static int shm_abort_pending(mesh_tl_shm_iface_t *si)
     return n;
 }
 
+static int shm_unexpected(mesh_tl_iface_t *iface, mesh_tl_unexpected_fn fn, void *arg)
+{
+    mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
+    for (int r = 0; r < iface->size; r++) {
+        const mesh_tl_shm_ep_t *ep = si->eps[r];
+        if (ep == NULL) continue;
+        /* one a receive took while its payload still streams in is no longer waiting */
+        for (const mesh_tl_shm_unexp_t *u = ep->unexp_head; u; u = u->next) {
+            int rc = u->op == NULL ? fn(arg, r, u->tag) : 0;
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
 static int shm_progress(mesh_tl_iface_t *iface)
 {
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
@@ -581,6 +596,7 @@ const mesh_tl_ops_t mesh_tl_shm_ops = {
     .irecv = mesh_tl_shm_irecv,
     .progress = shm_progress,
     .ep_check = shm_ep_check,
+    .unexpected = shm_unexpected,
     .abort = shm_abort,
     .wait_arm = shm_wait_arm,
     .mem_reg = mesh_tl_stub_mem_reg,

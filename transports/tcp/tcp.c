@@ -481,6 +481,21 @@ static void tcp_wait_arm(mesh_tl_iface_t *iface, struct mesh_wait_set *set)
     }
 }
 
+static int tcp_unexpected(mesh_tl_iface_t *iface, mesh_tl_unexpected_fn fn, void *arg)
+{
+    mesh_tl_tcp_iface_t *ti = (mesh_tl_tcp_iface_t *)iface;
+    for (int r = 0; r < iface->size; r++) {
+        const mesh_tl_tcp_ep_t *ep = ti->eps[r];
+        if (ep == NULL) continue;
+        /* a message with an error is being dropped (a truncated receive took it) */
+        for (const mesh_tl_tcp_rmsg_t *m = ep->incoming; m; m = m->next) {
+            int rc = m->op == NULL && m->error >= 0 ? fn(arg, r, m->tag) : 0;
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
 static int tcp_progress(mesh_tl_iface_t *iface)
 {
     mesh_tl_tcp_iface_t *ti = (mesh_tl_tcp_iface_t *)iface;
@@ -671,6 +686,7 @@ const mesh_tl_ops_t mesh_tl_tcp_ops = {
     .irecv = mesh_tl_tcp_irecv,
     .progress = tcp_progress,
     .ep_check = tcp_ep_check,
+    .unexpected = tcp_unexpected,
     .abort = tcp_abort,
     .wait_arm = tcp_wait_arm,
     .mem_reg = mesh_tl_stub_mem_reg,

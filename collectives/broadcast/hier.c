@@ -28,7 +28,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
     mesh_coll_hier_t h;
 
     if (bytes == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     mesh_coll_hier_node(comm, &h);
     int nn = h.nnodes, L = h.L, lr = h.lr;
     const int *nr = h.local.ranks;
@@ -68,7 +68,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *a, mesh_sc
         for (int i = 0; i < np; i++)
             mesh_sched_send(s, peers[i], src + off, len, &got, 1);
     }
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_broadcast_hier = {

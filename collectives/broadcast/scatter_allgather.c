@@ -26,12 +26,12 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     mesh_coll_ids_t ids = {0};
 
     if (count == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     if (me == root && !args->in_place)
         mesh_coll_ids_add(&ids, mesh_sched_copy(s, rbuf, args->sbuf, count * ds, NULL, 0));
     if (n == 1) {
         free(ids.v);
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     }
     /* relative block j: elements [off(j), off(j + 1)); ring member i starts the all-gather with
      * relative block (i - root) mod n */
@@ -68,7 +68,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
                                 .deps = &scattered,
                                 .ndeps = 1};
     MESH_CHECK(mesh_coll_ring_allgather_phase(s, &p, &done));
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_broadcast_scatter_allgather = {

@@ -21,7 +21,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     size_t bytes = args->count * args->dsize;
 
     if (bytes == 0)
-        return mesh_sched_status(s);
+        return mesh_sched_build_status(s);
     const void *src = args->rbuf;
     int got = -1;
     if (me == root) {
@@ -34,7 +34,7 @@ static mesh_status_t build(mesh_comm_t *comm, const mesh_coll_args_t *args, mesh
     }
     for (int i = mesh_binomial_nchildren(me, root, n) - 1; i >= 0; i--)
         mesh_sched_send(s, mesh_binomial_child(me, root, n, i), src, bytes, &got, 1);
-    return mesh_sched_status(s);
+    return mesh_sched_build_status(s);
 }
 
 const mesh_coll_algo_t mesh_coll_broadcast_binomial = {
