@@ -92,7 +92,10 @@ static const char usage[] =
     "                         entropy of the corpus is printed (nats per byte, as the loss).\n"
     "                         With --csv, a val_loss column, and FILE.png beside FILE.csv (train\n"
     "                         and validation loss against steps, with gnuplot)\n"
-    "  --val-frac F           the last fraction F of the tokens validates (default 0.1)\n"
+    "  --bpe M                a byte-pair encoding instead: M merges learnt on the training\n"
+    "                         bytes (each the most frequent pair), --vocab 256 + M; the loss\n"
+    "                         and the entropy are then in nats per token\n"
+    "  --val-frac F           the last fraction F of the bytes validates (default 0.1)\n"
     "  --val-every N          validation loss every N steps and after the last (default 0: after\n"
     "                         the last only), over --val-batches K (default 4) fixed batches\n"
     "                         of --batch windows of the validation tokens\n"
@@ -231,6 +234,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
         AUX,
         CAPACITY_GROUPS,
         DATA,
+        BPE,
         VALFRAC,
         VALEVERY,
         VALBATCHES,
@@ -278,6 +282,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                                           {"aux-loss", 1, 0, AUX},
                                           {"capacity-groups", 1, 0, CAPACITY_GROUPS},
                                           {"data", 1, 0, DATA},
+                                          {"bpe", 1, 0, BPE},
                                           {"val-frac", 1, 0, VALFRAC},
                                           {"val-every", 1, 0, VALEVERY},
                                           {"val-batches", 1, 0, VALBATCHES},
@@ -439,6 +444,13 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
             *(c == VALFRAC ? &o->val_frac : &o->temperature) = v;
             break;
         }
+        case BPE:
+            rc = positive("--bpe", optarg, &o->bpe, say);
+            if (rc == 0 && o->bpe > 4096) {
+                SAY("mesh-train: --bpe %d: at most 4096 merges\n", o->bpe);
+                rc = -1;
+            }
+            break;
         case VALEVERY:
             rc = positive("--val-every", optarg, &o->val_every, say);
             break;
@@ -480,12 +492,17 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
             o->sample ? "--sample" : "--val-every");
         rc = -1;
     }
-    if (rc == 0 && o->data && o->vocab_given && o->vocab != TEXT_VOCAB) {
-        SAY("mesh-train: --data tokenizes bytes: --vocab is 256, not %d\n", o->vocab);
+    if (rc == 0 && o->bpe && !o->data) {
+        SAY("mesh-train: --bpe needs --data\n");
+        rc = -1;
+    }
+    if (rc == 0 && o->data && o->vocab_given && o->vocab != TEXT_VOCAB + o->bpe) {
+        SAY("mesh-train: --data with %d merges: --vocab is %d, not %d\n", o->bpe,
+            TEXT_VOCAB + o->bpe, o->vocab);
         rc = -1;
     }
     if (o->data)
-        o->vocab = TEXT_VOCAB;
+        o->vocab = TEXT_VOCAB + o->bpe;
     if (rc == 0 && o->sample && !o->prompt[0]) {
         SAY("mesh-train: --prompt: at least one byte is needed to sample from\n");
         rc = -1;

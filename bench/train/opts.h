@@ -30,6 +30,7 @@ typedef struct {
     int capacity_groups; /* 0: not given */
     /* a text corpus (NULL: seeded synthetic tokens), its validation and sampling */
     const char *data;
+    int bpe; /* byte-pair merges learnt on the training bytes; 0: one token per byte */
     double val_frac;
     int val_every, val_batches; /* val_every 0: after the last step only */
     int vocab_given;

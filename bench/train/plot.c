@@ -19,8 +19,10 @@ static void script(FILE *gp, const run_t *r, const char *png, const int64_t *ste
     fprintf(gp, "set title \"mesh-train on %s: %d ranks, %d node%s\"\n", r->o.data,
             mesh_comm_size(r->world), mesh_comm_node_count(r->world),
             mesh_comm_node_count(r->world) == 1 ? "" : "s");
-    fprintf(gp, "set xlabel 'step'\nset ylabel 'loss (nats per byte)'\nset grid\n"
-                "set key top right box opaque\n");
+    fprintf(gp,
+            "set xlabel 'step'\nset ylabel 'loss (nats per %s)'\nset grid\n"
+            "set key top right box opaque\n",
+            r->text.merges ? "token" : "byte");
     fprintf(gp,
             "plot '-' using 1:2 title 'train' with lines lw 2, "
             "'-' using 1:2 title 'validation' with linespoints lw 2 pt 7, "

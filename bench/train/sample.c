@@ -79,6 +79,14 @@ static int next_token(gpt_t *m, const int32_t *ctx, size_t n, double temperature
     return pick;
 }
 
+/* Prints tokens[0, n) as text. */
+static void print_tokens(const run_t *r, const int32_t *tokens, size_t n)
+{
+    uint8_t buf[4096];
+    for (size_t i = 0; i < n; i++)
+        fwrite(buf, 1, text_bytes(&r->text, tokens + i, 1, buf, sizeof(buf)), stdout);
+}
+
 /* Rank 0's generation from the whole parameters; prints the text. */
 static int generate(run_t *r, float *params)
 {
@@ -86,14 +94,13 @@ static int generate(run_t *r, float *params)
     gpt_t m;
     gpt_flat_t flat = {0};
     memset(&m, 0, sizeof(m));
-    size_t plen = strlen(o->prompt), n = plen;
+    size_t plen = strlen(o->prompt), k = 0, n = 0;
     int32_t *ctx = malloc((plen + (size_t)o->sample) * sizeof(int32_t));
-    uint8_t *text = malloc(plen + (size_t)o->sample);
-    int rc = !ctx || !text || one_process(r, &m, &flat, params) ? -1 : 0;
+    int rc = !ctx || one_process(r, &m, &flat, params) ? -1 : 0;
     if (rc == 0)
-        text_encode((const uint8_t *)o->prompt, plen, ctx);
+        n = k = text_tokens(&r->text, (const uint8_t *)o->prompt, plen, ctx);
     uint64_t rng = train_data_mix(o->sample_seed ^ 0x5a3b1e5eedull);
-    while (rc == 0 && n < plen + (size_t)o->sample) {
+    while (rc == 0 && n < k + (size_t)o->sample) {
         int tok = next_token(&m, ctx, n, o->temperature, &rng);
         if (tok < 0)
             rc = -1;
@@ -101,19 +108,19 @@ static int generate(run_t *r, float *params)
             ctx[n++] = tok;
     }
     if (rc == 0) {
-        size_t bytes = text_decode(ctx, n, text);
         char how[96] = "greedy";
         if (o->temperature > 0)
             snprintf(how, sizeof(how), "drawn at temperature %g with sample seed %llu",
                      o->temperature, (unsigned long long)o->sample_seed);
-        printf("# sample: %d tokens after a prompt of %zu, %s\n", o->sample, plen, how);
-        fwrite(text, 1, bytes, stdout);
+        printf("# sample: %d tokens after a prompt of %zu bytes (%zu tokens), %s\n", o->sample,
+               plen, k, how);
+        print_tokens(r, ctx, n);
         printf("\n# end of sample\n");
         fflush(stdout);
     } else {
         fprintf(stderr, "mesh-train: --sample: the generation failed\n");
     }
-    free(ctx), free(text), free(flat.grads);
+    free(ctx), free(flat.grads);
     gpt_destroy(&m);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* mesh-train's text corpus (text.h): reading, the byte-level tokenizer, the split and the
  * seeded windows. */
 #include "text.h"
+#include "bpe.h"
 #include "data.h"
 
 #include <dirent.h>
@@ -103,31 +104,56 @@ size_t text_decode(const int32_t *tokens, size_t n, uint8_t *bytes)
     return k;
 }
 
-int text_build(text_t *t, const uint8_t *bytes, size_t n, double val_frac, int seq, char *err,
-               size_t errlen)
+size_t text_val_bytes(size_t n, double val_frac)
+{
+    return (size_t)((double)n * val_frac);
+}
+
+int text_build(text_t *t, const uint8_t *bytes, size_t n, double val_frac, int seq,
+               const int32_t (*pairs)[2], int merges, char *err, size_t errlen)
 {
     memset(t, 0, sizeof(*t));
     if (!(val_frac >= 0 && val_frac < 1)) {
         snprintf(err, errlen, "--val-frac %g: a fraction in [0, 1) is needed", val_frac);
         return -1;
     }
-    size_t n_val = (size_t)((double)n * val_frac);
-    size_t need = (size_t)seq + 1;
-    if (n - n_val < need || (val_frac > 0 && n_val < need)) {
-        snprintf(
-            err, errlen,
-            "--data: %zu tokens split into %zu for training and %zu for validation (--val-frac "
-            "%g); each needs a window of --seq %d + 1",
-            n, n - n_val, n_val, val_frac, seq);
-        return -1;
-    }
-    if (!(t->tokens = malloc((n ? n : 1) * sizeof(int32_t)))) {
+    size_t n_val = text_val_bytes(n, val_frac);
+    t->tokens = malloc((n ? n : 1) * sizeof(int32_t));
+    t->pairs = malloc((size_t)(merges ? merges : 1) * sizeof(*t->pairs));
+    if (!t->tokens || !t->pairs) {
         snprintf(err, errlen, "--data: out of memory for %zu tokens", n);
         return -1;
     }
-    t->n = text_encode(bytes, n, t->tokens);
-    t->n_train = n - n_val;
+    if (merges)
+        memcpy(t->pairs, pairs, (size_t)merges * sizeof(*t->pairs));
+    t->merges = merges, t->bytes = n;
+    /* each side encoded apart: no token spans the split */
+    size_t n_train = text_tokens(t, bytes, n - n_val, t->tokens);
+    size_t n_valt = text_tokens(t, bytes + (n - n_val), n_val, t->tokens + n_train);
+    t->n = n_train + n_valt, t->n_train = n_train;
+    size_t need = (size_t)seq + 1;
+    if (n_train < need || (val_frac > 0 && n_valt < need)) {
+        snprintf(err, errlen,
+                 "--data: %zu tokens split into %zu for training and %zu for validation "
+                 "(--val-frac %g); each needs a window of --seq %d + 1",
+                 t->n, n_train, n_valt, val_frac, seq);
+        return -1;
+    }
     return 0;
+}
+
+size_t text_tokens(const text_t *t, const uint8_t *bytes, size_t n, int32_t *out)
+{
+    return bpe_encode((const int32_t(*)[2])t->pairs, t->merges, out, text_encode(bytes, n, out));
+}
+
+size_t text_bytes(const text_t *t, const int32_t *tokens, size_t n, uint8_t *out, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < cap; i++)
+        if (tokens[i] >= 0 && tokens[i] < TEXT_VOCAB + t->merges)
+            k += bpe_bytes((const int32_t(*)[2])t->pairs, tokens[i], out + k, cap - k);
+    return k;
 }
 
 void text_sample(const text_t *t, int split, uint64_t seed, int64_t index, int64_t sample, int seq,
@@ -145,17 +171,23 @@ void text_sample(const text_t *t, int split, uint64_t seed, int64_t index, int64
 
 double text_unigram_entropy(const int32_t *tokens, size_t n)
 {
-    double count[TEXT_VOCAB] = {0}, h = 0;
+    int32_t top = 0;
+    for (size_t i = 0; i < n; i++)
+        top = tokens[i] > top ? tokens[i] : top;
+    double *count = calloc((size_t)top + 1, sizeof(double)), h = 0;
+    if (!count)
+        return NAN;
     for (size_t i = 0; i < n; i++)
         count[tokens[i]]++;
-    for (int v = 0; v < TEXT_VOCAB; v++)
+    for (int32_t v = 0; v <= top; v++)
         if (count[v] > 0)
             h -= count[v] / (double)n * log(count[v] / (double)n);
+    free(count);
     return h;
 }
 
 void text_free(text_t *t)
 {
-    free(t->tokens);
+    free(t->tokens), free(t->pairs);
     memset(t, 0, sizeof(*t));
 }

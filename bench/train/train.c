@@ -172,8 +172,9 @@ static int finish_text(run_t *r, const int64_t *steps, const double *loss, const
         last_val = isnan(val[i]) ? last_val : val[i];
     if (r->say && r->o.data && n)
         printf("# final: step %lld, train loss %.6f, validation loss %.6f, unigram entropy "
-               "%.6f nats per byte (validation / unigram %.3f)\n",
-               (long long)steps[n - 1], loss[n - 1], last_val, r->unigram, last_val / r->unigram);
+               "%.6f nats per %s (validation / unigram %.3f)\n",
+               (long long)steps[n - 1], loss[n - 1], last_val, r->unigram,
+               r->text.merges ? "token" : "byte", last_val / r->unigram);
     if (plot_losses(r, steps, loss, val, n))
         return -1;
     return r->o.sample ? sample_text(r) : 0;

@@ -2,6 +2,7 @@
  * in name order without its links and subfolders, the split's sizes and refusals, the windows
  * (inside their split, targets one token on, the same for the same seed and index) and the
  * unigram entropy. */
+#include "bench/train/bpe.h"
 #include "bench/train/text.h"
 
 #include <math.h>
@@ -80,7 +81,7 @@ static void split_and_windows(void)
         bytes[i] = (uint8_t)(i % 251);
     text_t t;
     char err[256];
-    CHECK(text_build(&t, bytes, N, 0.1, SEQ, err, sizeof(err)) == 0, "build: %s", err);
+    CHECK(text_build(&t, bytes, N, 0.1, SEQ, NULL, 0, err, sizeof(err)) == 0, "build: %s", err);
     CHECK(t.n == N && t.n_train == 900, "split 0.1 of 1000: %zu train of %zu", t.n_train, t.n);
     int32_t x[SEQ], y[SEQ], x2[SEQ], y2[SEQ];
     int inside = 1, shifted = 1, same = 1, differ = 0;
@@ -106,13 +107,65 @@ static void split_and_windows(void)
     CHECK(same, "a window depends on (seed, index, sample) only");
     CHECK(differ > 300, "another seed moves the windows (%d of 400 moved)", differ);
     text_free(&t);
-    CHECK(text_build(&t, bytes, N, 0, SEQ, err, sizeof(err)) == 0 && t.n_train == N,
+    CHECK(text_build(&t, bytes, N, 0, SEQ, NULL, 0, err, sizeof(err)) == 0 && t.n_train == N,
           "val-frac 0: all train");
     text_free(&t);
-    CHECK(text_build(&t, bytes, 100, 0.1, SEQ, err, sizeof(err)) == -1 && strstr(err, "--seq 16"),
+    CHECK(text_build(&t, bytes, 100, 0.1, SEQ, NULL, 0, err, sizeof(err)) == -1 &&
+              strstr(err, "--seq 16"),
           "10 validation tokens are refused for --seq 16: %s", err);
-    CHECK(text_build(&t, bytes, N, 1.0, SEQ, err, sizeof(err)) == -1 && strstr(err, "--val-frac"),
+    CHECK(text_build(&t, bytes, N, 1.0, SEQ, NULL, 0, err, sizeof(err)) == -1 &&
+              strstr(err, "--val-frac"),
           "val-frac 1 refused");
+}
+
+/* Byte-pair merges: the most frequent pair first, the corpus round trip through them, fewer tokens
+ * than bytes, no token across the split. */
+static void byte_pairs(void)
+{
+    static const char *const words[] = {"the ", "cat ", "sat ", "on ",  "mat ",
+                                        "hat ", "bat ", "a ",   "dog ", "ran "};
+    enum { N = 6000 };
+    size_t n = 0;
+    uint8_t *bytes = malloc(N + 8), *back = malloc(N + 8);
+    int32_t *tokens = malloc((N + 8) * sizeof(int32_t)), pairs[64][2];
+    for (uint32_t x = 12345; n < N;) {
+        x = x * 1103515245u + 12345u;
+        const char *w = words[(x >> 16) % 10];
+        memcpy(bytes + n, w, strlen(w));
+        n += strlen(w);
+    }
+    int got = bpe_train(tokens, text_encode(bytes, n, tokens), 64, pairs);
+    CHECK(got == 64, "64 merges learnt, not %d", got);
+    /* the first merge is the most frequent byte pair (the smaller on a tie) */
+    static uint32_t count[256][256];
+    int ba = 0, bb = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        count[bytes[i]][bytes[i + 1]]++;
+    for (int a = 0; a < 256; a++)
+        for (int b = 0; b < 256; b++)
+            if (count[a][b] > count[ba][bb])
+                ba = a, bb = b;
+    CHECK(pairs[0][0] == ba && pairs[0][1] == bb, "first merge (%d, %d), not (%d, %d)", pairs[0][0],
+          pairs[0][1], ba, bb);
+    text_t t;
+    char err[256];
+    CHECK(text_build(&t, bytes, n, 0.1, 8, (const int32_t(*)[2])pairs, 64, err, sizeof(err)) == 0,
+          "build with merges: %s", err);
+    CHECK(t.n < n / 2, "%zu tokens for %zu bytes: the merges compress", t.n, n);
+    CHECK(text_bytes(&t, t.tokens, t.n, back, n) == n && !memcmp(bytes, back, n),
+          "the bytes come back through the merges");
+    size_t n_val = text_val_bytes(n, 0.1);
+    CHECK(text_bytes(&t, t.tokens + t.n_train, t.n - t.n_train, back, n) == n_val &&
+              !memcmp(back, bytes + n - n_val, n_val),
+          "the validation tokens are the last 10%% of the bytes exactly");
+    int in_vocab = 1;
+    for (size_t i = 0; i < t.n; i++)
+        in_vocab &= t.tokens[i] >= 0 && t.tokens[i] < TEXT_VOCAB + 64;
+    CHECK(in_vocab, "tokens below 256 + merges");
+    int32_t prompt[8];
+    CHECK(text_tokens(&t, (const uint8_t *)"the cat", 7, prompt) < 7, "a prompt is merged too");
+    text_free(&t);
+    free(bytes), free(back), free(tokens);
 }
 
 static void entropy(void)
@@ -129,10 +182,11 @@ int main(void)
     round_trip();
     read_folder();
     split_and_windows();
+    byte_pairs();
     entropy();
     if (failures)
         printf("%d failures\n", failures);
     else
-        printf("ok: tokenizer, folder, split, windows, entropy\n");
+        printf("ok: tokenizer, folder, split, windows, byte pairs, entropy\n");
     return failures ? 1 : 0;
 }

@@ -7,7 +7,8 @@
 #     and 6 only, and with gnuplot a PNG lands beside the CSV;
 # then --sample from the 1-rank checkpoint: 40 greedy bytes after the prompt on 1 rank and on
 # dp=2 (the parameters gathered whole on rank 0) are the same text of the right length, drawn
-# ones repeat with their seed, and --sample after training at pp=2 prints its 40 bytes; --data
+# ones repeat with their seed, and --sample after training at pp=2 prints its 40 bytes; 64
+# byte-pair merges (--bpe) at tp=2 against 1 rank, losses and sampling; --data
 # refuses another --vocab, a missing path and a corpus too small for the split; --sample needs
 # --data.
 set -u
@@ -36,6 +37,16 @@ train tp2 2 -- --mesh tp=2 && same_loss tp2 one 1e-4 && same_column tp2 one 6 1e
 train pp2 2 -- --mesh pp=2 --microbatches 2 --sample 40 --prompt "mesh" &&
     same_loss pp2 one 1e-4 && same_column pp2 one 6 1e-4 3
 echo "ok: dp=2, tp=2, pp=2 against 1 rank"
+# 64 byte-pair merges learnt on rank 0 and broadcast: tp=2 splits the 320 tokens' table
+train bpe1 1 -- --bpe 64 --sample 8
+train bpe-tp2 2 -- --mesh tp=2 --bpe 64 --sample 8 && same_loss bpe-tp2 bpe1 1e-4 &&
+    same_column bpe-tp2 bpe1 6 1e-4 3
+grep -q "^# data .* 64 byte-pair merges learnt, .* nats per token" "$tmp/bpe1.out" ||
+    fail "no corpus line with the merges"
+grep -q "vocab=320 " "$tmp/bpe1.out" || fail "the vocabulary is not 256 + 64"
+grep -q "^# sample: 8 tokens after a prompt of 4 bytes ([1-4] tokens), greedy" "$tmp/bpe1.out" ||
+    fail "no sample with merges"
+echo "ok: byte pairs, tp=2 against 1 rank"
 
 grep -q "^# data $tmp/corpus: 2 files, .* unigram entropy [0-9.]* nats per byte" "$tmp/one.out" ||
     fail "no corpus line with the unigram entropy"
@@ -66,7 +77,7 @@ train s2 2 -- --mesh dp=2 --load "$tmp/ck" --sample 40 --prompt "The "
 [ "$(bytes s1)" = 45 ] || fail "1 rank sampled $(bytes s1) bytes, not 4 + 40 + a newline"
 [ "$(sample_text s1)" = "$(sample_text s2)" ] || fail "greedy text differs on dp=2"
 sample_text s1 | head -c 4 | grep -q '^The $' || fail "the text does not start with the prompt"
-grep -q "^# sample: 40 tokens after a prompt of 4, greedy" "$tmp/s1.out" || fail "no greedy header"
+grep -q "^# sample: 40 tokens after a prompt of 4 bytes (4 tokens), greedy" "$tmp/s1.out" || fail "no greedy header"
 [ "$(bytes pp2)" = 45 ] || fail "pp=2 sampled $(bytes pp2) bytes, not 4 + 40 + a newline"
 grep -q '^[0-9]' "$tmp/s1.csv" && fail "sampling from the checkpoint's step trained"
 for k in 1 2; do
@@ -77,10 +88,11 @@ done
 [ "$(sample_text t1)" != "$(sample_text s1)" ] || fail "temperature 1 gives the greedy text"
 echo "ok: sampling"
 
-refused "--data tokenizes bytes: --vocab is 256, not 64" 1 --vocab 64
+refused "--data with 0 merges: --vocab is 256, not 64" 1 --vocab 64
 refused "--data $tmp/none: No such file" 1 --data "$tmp/none"
 printf 'tiny' >"$tmp/tiny"
 refused "each needs a window of --seq 32 + 1" 2 --mesh dp=2 --data "$tmp/tiny"
 model="--steps 2 --quiet"
 refused "--sample needs --data" 1 --sample 10
+refused "--bpe needs --data" 1 --bpe 10
 exit $status
