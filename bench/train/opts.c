@@ -102,7 +102,7 @@ static const char usage[] =
     "  --sample N             after the last step (or the --load checkpoint's, with --steps\n"
     "                         no higher), N tokens generated after --prompt TEXT (default\n"
     "                         \"The \") are printed between '# sample' and '# end of sample'\n"
-    "                         lines: the most likely byte each time, or with --temperature X\n"
+    "                         lines: the most likely token each time, or with --temperature X\n"
     "                         drawn from the softmax of logits / X with --sample-seed N (1)\n";
 
 static int sizes(train_opts_t *o, const char *arg, int say)
