@@ -3,7 +3,7 @@
  * batch is the same whatever the layout. */
 #include "data.h"
 
-static uint64_t mix(uint64_t z)
+uint64_t train_data_mix(uint64_t z)
 {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -13,15 +13,15 @@ static uint64_t mix(uint64_t z)
 void train_data_sample(uint64_t seed, int64_t step, int64_t sample, int seq, int vocab,
                        int32_t *tokens, int32_t *targets)
 {
-    uint64_t state =
-        mix(mix(seed ^ 0x5ca1ab1e0ddba11ull) + mix((uint64_t)step) * 31 + (uint64_t)sample);
+    uint64_t state = train_data_mix(train_data_mix(seed ^ 0x5ca1ab1e0ddba11ull) +
+                                    train_data_mix((uint64_t)step) * 31 + (uint64_t)sample);
     uint64_t x = state % (uint64_t)vocab;
     for (int t = 0; t <= seq; t++) {
         if (t < seq)
             tokens[t] = (int32_t)x;
         if (t > 0)
             targets[t - 1] = (int32_t)x;
-        state = mix(state + 0x9e3779b97f4a7c15ull);
+        state = train_data_mix(state + 0x9e3779b97f4a7c15ull);
         /* four times in five the next token is 5 x + 3 + (t mod 4), else any */
         if (state % 5)
             x = (x * 5 + 3 + (uint64_t)(t % 4)) % (uint64_t)vocab;

@@ -515,50 +515,99 @@ int layout_init_params(layout_t *lo, uint64_t seed)
     return 0;
 }
 
+/* Tensor t whole in full (rows x cols): this stage's shards gathered over the tensor's tp group
+ * (collective over it; stage 3 gathers the dp shards first). */
+static int full_tensor(layout_t *lo, const gpt_tensor_t *t, float *full)
+{
+    gpt_t *m = lo->m;
+    /* an expert tensor's parts are spread over the expert grid's tp and ep */
+    mesh_comm_h pc = t->expert ? lo->etp_ep_comm : lo->tp_comm;
+    int np = mesh_comm_size(pc), rc = 0;
+    float *parts = malloc(t->numel * (size_t)np * sizeof(float) + 4);
+    float *w = NULL;
+    if (!parts)
+        return -1;
+    mesh_zero_h z = zof(lo, t);
+    if (lo->stage == 3 && zst(mesh_zero_gather(z, t->group)))
+        rc = -1;
+    if (rc == 0 && lo->stage == 3 && zst(mesh_zero_wait_params(z, t->group)))
+        rc = -1;
+    if (rc == 0 && !(w = param_of(lo, t)))
+        rc = -1;
+    if (rc == 0 && st(mesh_allgather(pc, w, parts, t->numel, MESH_FP32, NULL, NULL)))
+        rc = -1;
+    for (int r = 0; rc == 0 && r < np; r++) /* etp innermost */
+        gpt_unslice_ep(m, t, lo->tp_size, r % lo->tp_size, r / lo->tp_size,
+                       parts + (size_t)r * t->numel, full);
+    if (rc == 0 && lo->stage == 3 && zst(mesh_zero_release(z, t->group)))
+        rc = -1;
+    free(parts);
+    return rc;
+}
+
+int layout_gather_params(layout_t *lo, float *out)
+{
+    gpt_t *m = lo->m;
+    int p = lo->pp_size, me = lo->pp_rank, rc = 0;
+    /* the first pp rank holding each tensor sends it to pp rank 0 */
+    int32_t *first = malloc((size_t)m->n_tensors * sizeof(int32_t));
+    if (!first)
+        return -1;
+    for (int i = 0; i < m->n_tensors; i++)
+        first[i] = !lo->owned || lo->owned[i] ? me : p;
+    if (p > 1 && st(mesh_allreduce(lo->pp_comm, first, first, (size_t)m->n_tensors, MESH_INT32,
+                                   MESH_MIN, NULL, NULL)))
+        rc = -1;
+    size_t off = 0;
+    for (int i = 0; i < m->n_tensors && rc == 0; i++) {
+        const gpt_tensor_t *t = &m->tensors[i];
+        size_t n = (size_t)t->rows * t->cols;
+        float *full = malloc(n * sizeof(float));
+        if (!full)
+            rc = -1;
+        if (rc == 0 && (!lo->owned || lo->owned[i]))
+            rc = full_tensor(lo, t, full);
+        if (rc == 0 && first[i] != 0 && me == first[i])
+            rc = st(mesh_send(lo->pp_comm, full, n, MESH_FP32, 0, NULL, NULL));
+        else if (rc == 0 && first[i] != 0 && me == 0)
+            rc = st(mesh_recv(lo->pp_comm, full, n, MESH_FP32, first[i], NULL, NULL));
+        if (rc == 0 && out)
+            memcpy(out + off, full, n * sizeof(float));
+        off += n;
+        free(full);
+    }
+    free(first);
+    return rc;
+}
+
 int layout_dump_params(layout_t *lo, const char *path)
 {
     gpt_t *m = lo->m;
     int me = mesh_comm_rank(lo->world) == 0;
-    FILE *f = NULL;
-    if (me && !(f = fopen(path, "w"))) {
-        perror(path);
+    size_t total = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        total += (size_t)m->tensors[i].rows * m->tensors[i].cols;
+    float *full = me ? malloc(total * sizeof(float)) : NULL;
+    if (me && !full)
         return -1;
+    int rc = layout_gather_params(lo, full);
+    FILE *f = NULL;
+    if (rc == 0 && me && !(f = fopen(path, "w"))) {
+        perror(path);
+        rc = -1;
     }
-    int rc = 0;
-    for (int i = 0; i < m->n_tensors && rc == 0; i++) {
+    const float *x = full;
+    for (int i = 0; f && rc == 0 && i < m->n_tensors; i++) {
         const gpt_tensor_t *t = &m->tensors[i];
         size_t n = (size_t)t->rows * t->cols;
-        /* an expert tensor's parts are spread over the expert grid's tp and ep */
-        mesh_comm_h pc = t->expert ? lo->etp_ep_comm : lo->tp_comm;
-        int np = mesh_comm_size(pc);
-        float *parts = malloc(t->numel * (size_t)np * sizeof(float) + 4);
-        float *full = malloc(n * sizeof(float));
-        float *w = NULL;
-        if (!parts || !full)
-            rc = -1;
-        mesh_zero_h z = zof(lo, t);
-        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_gather(z, t->group)))
-            rc = -1;
-        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_wait_params(z, t->group)))
-            rc = -1;
-        if (rc == 0 && !(w = param_of(lo, t)))
-            rc = -1;
-        if (rc == 0 && st(mesh_allgather(pc, w, parts, t->numel, MESH_FP32, NULL, NULL)))
-            rc = -1;
-        for (int r = 0; rc == 0 && r < np; r++) /* etp innermost */
-            gpt_unslice_ep(m, t, lo->tp_size, r % lo->tp_size, r / lo->tp_size,
-                           parts + (size_t)r * t->numel, full);
-        if (rc == 0 && lo->stage == 3 && zst(mesh_zero_release(z, t->group)))
-            rc = -1;
-        if (rc == 0 && f) {
-            fprintf(f, "# %s %d %d\n", t->name, t->rows, t->cols);
-            for (size_t k = 0; k < n; k++)
-                fprintf(f, "%.9g\n", full[k]);
-        }
-        free(parts), free(full);
+        fprintf(f, "# %s %d %d\n", t->name, t->rows, t->cols);
+        for (size_t k = 0; k < n; k++)
+            fprintf(f, "%.9g\n", x[k]);
+        x += n;
     }
     if (f && fclose(f))
         rc = -1;
+    free(full);
     return rc;
 }
 

@@ -87,6 +87,9 @@ int layout_init_params(layout_t *lo, uint64_t seed);
 /* Writes every tensor whole, in table order, as text (one value per line after a
  * "# name rows cols" line); collective, world rank 0 writes. */
 int layout_dump_params(layout_t *lo, const char *path);
+/* Every tensor whole on world rank 0 (out: their full sizes back to back in table order; NULL
+ * elsewhere); collective. With pp, each tensor comes from the first stage holding it. */
+int layout_gather_params(layout_t *lo, float *out);
 /* Checkpoint: the optimizer's shards and index (the experts' optimizer's in experts/), and
  * mesh-train.txt (the model, with experts their tp and ep, and the step). */
 int layout_save(layout_t *lo, const char *dir, int64_t step);

@@ -1,5 +1,6 @@
 /* mesh-train's options and --help. */
 #include "opts.h"
+#include "text.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -83,7 +84,27 @@ static const char usage[] =
     "                         the token choices the capacity dropped in the step)\n"
     "  --save DIR / --load DIR  checkpoint after the last step / resume from one\n"
     "  --dump-params FILE     every parameter whole after the last step, in a fixed order\n"
-    "  --quiet                no per-step lines\n";
+    "  --quiet                no per-step lines\n"
+    "text:\n"
+    "  --data PATH            train on a text file, or on a folder's files (in name order,\n"
+    "                         links skipped), one token per byte (--vocab 256); every sample\n"
+    "                         is a window of the training tokens placed by (--seed, step,\n"
+    "                         sample), the same global batch on every layout. The unigram\n"
+    "                         entropy of the corpus is printed (nats per byte, as the loss).\n"
+    "                         With --csv, a val_loss column, and FILE.png beside FILE.csv (train\n"
+    "                         and validation loss against steps, with gnuplot)\n"
+    "  --bpe M                a byte-pair encoding instead: M merges learnt on the training\n"
+    "                         bytes (each the most frequent pair), --vocab 256 + M; the loss\n"
+    "                         and the entropy are then in nats per token\n"
+    "  --val-frac F           the last fraction F of the bytes validates (default 0.1)\n"
+    "  --val-every N          validation loss every N steps and after the last (default 0: after\n"
+    "                         the last only), over --val-batches K (default 4) fixed batches\n"
+    "                         of --batch windows of the validation tokens\n"
+    "  --sample N             after the last step (or the --load checkpoint's, with --steps\n"
+    "                         no higher), N tokens generated after --prompt TEXT (default\n"
+    "                         \"The \") are printed between '# sample' and '# end of sample'\n"
+    "                         lines: the most likely token each time, or with --temperature X\n"
+    "                         drawn from the softmax of logits / X with --sample-seed N (1)\n";
 
 static int sizes(train_opts_t *o, const char *arg, int say)
 {
@@ -170,7 +191,11 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                         .overlap = 1,
                         .bucket_mb = 4,
                         .topk = 2,
-                        .aux_loss = 0.01};
+                        .aux_loss = 0.01,
+                        .val_frac = 0.1,
+                        .val_batches = 4,
+                        .prompt = "The ",
+                        .sample_seed = 1};
     enum {
         MESH = 256,
         PLAN,
@@ -209,6 +234,15 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
         CAPACITY,
         AUX,
         CAPACITY_GROUPS,
+        DATA,
+        BPE,
+        VALFRAC,
+        VALEVERY,
+        VALBATCHES,
+        SAMPLE,
+        PROMPT,
+        TEMPERATURE,
+        SAMPLESEED,
         HELP
     };
     static const struct option longs[] = {{"mesh", 1, 0, MESH},
@@ -248,6 +282,15 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                                           {"capacity", 1, 0, CAPACITY},
                                           {"aux-loss", 1, 0, AUX},
                                           {"capacity-groups", 1, 0, CAPACITY_GROUPS},
+                                          {"data", 1, 0, DATA},
+                                          {"bpe", 1, 0, BPE},
+                                          {"val-frac", 1, 0, VALFRAC},
+                                          {"val-every", 1, 0, VALEVERY},
+                                          {"val-batches", 1, 0, VALBATCHES},
+                                          {"sample", 1, 0, SAMPLE},
+                                          {"prompt", 1, 0, PROMPT},
+                                          {"temperature", 1, 0, TEMPERATURE},
+                                          {"sample-seed", 1, 0, SAMPLESEED},
                                           {"help", 0, 0, HELP},
                                           {0, 0, 0, 0}};
     opterr = print;
@@ -286,6 +329,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
             break;
         case VOCAB:
             rc = positive("--vocab", optarg, &o->vocab, say);
+            o->vocab_given = 1;
             break;
         case BATCH:
             rc = positive("--batch", optarg, &o->batch, say);
@@ -386,6 +430,43 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
             *(c == AUX ? &o->aux_loss : &o->capacity) = v;
             break;
         }
+        case DATA:
+            o->data = optarg;
+            break;
+        case VALFRAC:
+        case TEMPERATURE: {
+            char *end;
+            double v = strtod(optarg, &end);
+            if (*end || !(v >= 0 && v < (c == VALFRAC ? 1 : 1e6))) {
+                SAY("mesh-train: %s %s: %s\n", c == VALFRAC ? "--val-frac" : "--temperature",
+                    optarg, c == VALFRAC ? "a fraction in [0, 1) is needed" : "a number >= 0");
+                rc = -1;
+            }
+            *(c == VALFRAC ? &o->val_frac : &o->temperature) = v;
+            break;
+        }
+        case BPE:
+            rc = positive("--bpe", optarg, &o->bpe, say);
+            if (rc == 0 && o->bpe > 4096) {
+                SAY("mesh-train: --bpe %d: at most 4096 merges\n", o->bpe);
+                rc = -1;
+            }
+            break;
+        case VALEVERY:
+            rc = positive("--val-every", optarg, &o->val_every, say);
+            break;
+        case VALBATCHES:
+            rc = positive("--val-batches", optarg, &o->val_batches, say);
+            break;
+        case SAMPLE:
+            rc = positive("--sample", optarg, &o->sample, say);
+            break;
+        case PROMPT:
+            o->prompt = optarg;
+            break;
+        case SAMPLESEED:
+            o->sample_seed = strtoull(optarg, NULL, 0);
+            break;
         case HELP:
         case 'h':
             if (print)
@@ -405,6 +486,26 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                                                        : NULL;
     if (rc == 0 && !o->experts && moe_only) {
         SAY("mesh-train: %s needs --experts\n", moe_only);
+        rc = -1;
+    }
+    if (rc == 0 && !o->data && (o->sample || o->val_every)) {
+        SAY("mesh-train: %s needs --data (the tokenizer and the validation tokens)\n",
+            o->sample ? "--sample" : "--val-every");
+        rc = -1;
+    }
+    if (rc == 0 && o->bpe && !o->data) {
+        SAY("mesh-train: --bpe needs --data\n");
+        rc = -1;
+    }
+    if (rc == 0 && o->data && o->vocab_given && o->vocab != TEXT_VOCAB + o->bpe) {
+        SAY("mesh-train: --data with %d merges: --vocab is %d, not %d\n", o->bpe,
+            TEXT_VOCAB + o->bpe, o->vocab);
+        rc = -1;
+    }
+    if (o->data)
+        o->vocab = TEXT_VOCAB + o->bpe;
+    if (rc == 0 && o->sample && !o->prompt[0]) {
+        SAY("mesh-train: --prompt: at least one byte is needed to sample from\n");
         rc = -1;
     }
     if (rc == 0 && o->capacity_groups && !(o->capacity > 0)) {

@@ -28,6 +28,16 @@ typedef struct {
     uint64_t moe_layers; /* bit l: block l; 0 when not given: the odd blocks */
     double capacity, aux_loss;
     int capacity_groups; /* 0: not given */
+    /* a text corpus (NULL: seeded synthetic tokens), its validation and sampling */
+    const char *data;
+    int bpe; /* byte-pair merges learnt on the training bytes; 0: one token per byte */
+    double val_frac;
+    int val_every, val_batches; /* val_every 0: after the last step only */
+    int vocab_given;
+    int sample;         /* tokens to generate after training (or from --load); 0: none */
+    const char *prompt; /* the text they follow */
+    double temperature; /* 0: greedy */
+    uint64_t sample_seed;
 } train_opts_t;
 
 /* 0: run; 1: --help was printed; -1: bad option (message printed). */

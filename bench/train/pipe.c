@@ -205,6 +205,51 @@ int pipe_step(pipe_t *pp, double *loss_sum)
     return 0;
 }
 
+/* The pp rank that runs model stage s. */
+static int rank_of_stage(const pipe_t *pp, int s)
+{
+    for (int r = 0; r < pp->p; r++)
+        for (int c = 0; c < pp->v; c++)
+            if (mesh_pp_schedule_stage(pp->sched, r, c) == s)
+                return r;
+    return -1;
+}
+
+int pipe_forward(pipe_t *pp, int mb, double *loss_sum)
+{
+    gpt_t *m = pp->m;
+    mesh_comm_h comm = pp->lo->pp_comm;
+    size_t n = act_numel(m);
+    int me = pp->lo->pp_rank, prev = -1;
+    *loss_sum = 0;
+    for (int s = 0; s < pp->stages; s++) {
+        int owner = rank_of_stage(pp, s), l0, l1;
+        blocks_of(pp, s, &l0, &l1);
+        gpt_real *in = m->acts[mb].x + (size_t)l0 * n;
+        mesh_status_t st = MESH_OK;
+        if (prev >= 0 && prev != owner && me == prev)
+            st = mesh_send(comm, in, n, MESH_FP32, owner, NULL, NULL);
+        else if (prev >= 0 && prev != owner && me == owner)
+            st = mesh_recv(comm, in, n, MESH_FP32, prev, NULL, NULL);
+        if (st != MESH_OK) {
+            snprintf(pp->err, sizeof(pp->err), "validation activations of stage %d: %s", s,
+                     mesh_comm_last_error(NULL));
+            return -1;
+        }
+        prev = owner;
+        if (me != owner)
+            continue;
+        double ls = 0;
+        if ((s == 0 && gpt_embed_fwd(m, mb)) || gpt_blocks_fwd(m, mb, l0, l1) ||
+            (s == pp->stages - 1 && gpt_head_fwd(m, mb, &ls))) {
+            snprintf(pp->err, sizeof(pp->err), "validation forward pass of stage %d", s);
+            return -1;
+        }
+        *loss_sum += ls;
+    }
+    return 0;
+}
+
 void pipe_destroy(pipe_t *pp)
 {
     mesh_pp_exec_destroy(pp->exec);

@@ -32,6 +32,9 @@ int pipe_start(pipe_t *pp);
  * m->acts), the tied embedding's gradient summed and every gradient handed to the optimizer;
  * *loss_sum is this rank's sum of row losses (non-zero on the last stage only). */
 int pipe_step(pipe_t *pp, double *loss_sum);
+/* Micro-batch mb's forward pass alone (validation), stage after stage: each stage's output is
+ * sent to the rank of the next; *loss_sum as pipe_step's. No gradient is touched. */
+int pipe_forward(pipe_t *pp, int mb, double *loss_sum);
 void pipe_destroy(pipe_t *pp);
 
 #endif

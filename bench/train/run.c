@@ -2,8 +2,10 @@
  * naming the option, what the others cannot run. */
 #include "run.h"
 #include "auto.h"
+#include "bpe.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +42,77 @@ static int refuse(const run_t *r, const char *why)
     if (r->say)
         fprintf(stderr, "mesh-train: %s\n", why);
     return RUN_REFUSED;
+}
+
+/* --bpe: rank 0 learns the merges on the training bytes and hands them to every rank. */
+static int learn_merges(run_t *r, const uint8_t *bytes, size_t n, int32_t (*pairs)[2], int *merges)
+{
+    int32_t got = 0;
+    size_t n_train = n - text_val_bytes(n, r->o.val_frac);
+    int32_t *tokens = r->say ? malloc((n_train ? n_train : 1) * sizeof(int32_t)) : NULL;
+    if (r->say && tokens)
+        got = bpe_train(tokens, text_encode(bytes, n_train, tokens), r->o.bpe, pairs);
+    else if (r->say)
+        got = -1;
+    free(tokens);
+    if (mesh_broadcast(r->world, &got, &got, 1, MESH_INT32, 0, NULL, NULL) != MESH_OK ||
+        (got > 0 && mesh_broadcast(r->world, pairs, pairs, 2 * (size_t)got, MESH_INT32, 0, NULL,
+                                   NULL) != MESH_OK)) {
+        fprintf(stderr, "mesh-train: the merges' broadcast: %s\n", mesh_comm_last_error(NULL));
+        return -1;
+    }
+    if (got < 0)
+        fprintf(stderr, "mesh-train: --bpe: out of memory\n");
+    *merges = got;
+    return got < 0 ? -1 : 0;
+}
+
+/* --data: world rank 0 reads the corpus and hands its bytes to every rank (a path need not
+ * exist on every node), each rank tokenizes and splits them alike. */
+static int setup_data(run_t *r)
+{
+    const train_opts_t *o = &r->o;
+    char err[512] = "";
+    if (!o->data)
+        return RUN_OK;
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    int files = 0, merges = 0, rc;
+    int32_t(*pairs)[2] = NULL;
+    int64_t head[2] = {-1, 0};
+    if (r->say && text_read(o->data, &bytes, &n, &files, err, sizeof(err)) == 0)
+        head[0] = (int64_t)n, head[1] = files;
+    if (mesh_broadcast(r->world, head, head, 2, MESH_INT64, 0, NULL, NULL) != MESH_OK)
+        goto comm;
+    if (head[0] < 0) {
+        free(bytes);
+        return refuse(r, err);
+    }
+    if ((!r->say && !(bytes = malloc((size_t)head[0] + 1))) ||
+        !(pairs = malloc(((size_t)o->bpe + 1) * sizeof(*pairs)))) {
+        free(bytes);
+        fprintf(stderr, "mesh-train: out of memory for the corpus\n");
+        return RUN_FAILED;
+    }
+    if (head[0] && mesh_broadcast(r->world, bytes, bytes, (size_t)head[0], MESH_UINT8, 0, NULL,
+                                  NULL) != MESH_OK)
+        goto comm;
+    if (o->bpe && learn_merges(r, bytes, (size_t)head[0], pairs, &merges)) {
+        free(bytes), free(pairs);
+        return RUN_FAILED;
+    }
+    rc = text_build(&r->text, bytes, (size_t)head[0], o->val_frac, o->seq,
+                    (const int32_t(*)[2])pairs, merges, err, sizeof(err));
+    free(bytes), free(pairs);
+    if (rc)
+        return refuse(r, err);
+    r->text.files = (int)head[1];
+    r->unigram = text_unigram_entropy(r->text.tokens, r->text.n);
+    return RUN_OK;
+comm:
+    free(bytes), free(pairs);
+    fprintf(stderr, "mesh-train: the corpus's broadcast: %s\n", mesh_comm_last_error(NULL));
+    return RUN_FAILED;
 }
 
 /* The grid and its handles, from the options or (--mesh auto) the planner. */
@@ -233,16 +306,29 @@ static int setup_log(run_t *r)
         perror(r->o.csv);
         return RUN_FAILED;
     }
+    char data[4096 + 512] = "", tok[160] = "one token each";
+    const text_t *t = &r->text;
+    if (t->merges)
+        snprintf(tok, sizeof(tok), "%d byte-pair merges learnt, %zu tokens (%.3f bytes each)",
+                 t->merges, t->n, (double)t->bytes / (double)t->n);
+    if (r->o.data)
+        snprintf(data, sizeof(data),
+                 "# data %s: %d file%s, %zu bytes, %s: %zu train, %zu validate; unigram entropy "
+                 "%.4f nats per %s (%.4f bits)\n",
+                 r->o.data, t->files, t->files == 1 ? "" : "s", t->bytes, tok, t->n_train,
+                 t->n - t->n_train, r->unigram, t->merges ? "token" : "byte",
+                 r->unigram / log(2.0));
+    printf("%s", data);
     if (r->csv)
-        fprintf(r->csv, "# %s\nstep,loss,grad_norm,time_ms,tokens_per_s%s\n", desc,
-                r->o.experts ? ",aux_loss,dropped" : "");
+        fprintf(r->csv, "# %s\n%sstep,loss,grad_norm,time_ms,tokens_per_s%s%s\n", desc, data,
+                r->o.experts ? ",aux_loss,dropped" : "", r->o.data ? ",val_loss" : "");
     return RUN_OK;
 }
 
 int run_setup(run_t *r)
 {
-    int (*const steps[])(run_t *) = {setup_layout, setup_model, setup_pipeline, setup_optimizer,
-                                     setup_log};
+    int (*const steps[])(run_t *) = {setup_data,     setup_layout,    setup_model,
+                                     setup_pipeline, setup_optimizer, setup_log};
     for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
         int status = steps[i](r);
         if (status != RUN_OK)
@@ -256,6 +342,7 @@ int run_teardown(run_t *r, int status)
     if (r->csv && fclose(r->csv) && status == RUN_OK)
         status = RUN_FAILED;
     pipe_destroy(&r->pp);
+    text_free(&r->text);
     gpt_destroy(&r->m);
     layout_destroy(&r->lo);
     if (status == RUN_REFUSED)

@@ -10,6 +10,7 @@
 #include "layout.h"
 #include "opts.h"
 #include "pipe.h"
+#include "text.h"
 
 #include <mesh.h>
 #include <stdint.h>
@@ -26,6 +27,9 @@ typedef struct {
     int64_t start; /* the step a loaded checkpoint was saved after; 0 without --load */
     char plan_why[1024];
     FILE *csv;
+    /* --data: the corpus on every rank and its unigram entropy (nats per token) */
+    text_t text;
+    double unigram;
 } run_t;
 
 /* How a run ends: well; refused by every rank alike (they leave together); failed on this rank

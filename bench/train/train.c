@@ -7,7 +7,9 @@
 #include "../bench_time.h"
 #include "data.h"
 #include "run.h"
+#include "sample.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,14 +17,26 @@
 /* What a step reports: the mean loss over the global batch, the gradient norm, the mixture of
  * experts' balance loss and dropped choices. */
 typedef struct {
-    double loss, norm, aux, dropped;
+    double loss, norm, aux, dropped, val; /* val: NaN where not measured */
 } step_stats_t;
 
-/* The step's samples into each micro-batch's tokens and targets. Micro-batch mb of the step is
- * samples mb B/M .. (mb + 1) B/M - 1 whatever dp is, so that what is counted per micro-batch (a
- * mixture of experts' balance loss and capacity) is the same on every layout; the cp ranks of a
- * dp rank share its samples, each keeping its positions. */
-static void load_batch(run_t *r, int64_t step, int32_t *seq_tokens, int32_t *seq_targets)
+/* Sample `sample` of a global batch: of training step `index`, or of validation batch `index`
+ * (--data only): the corpus's windows, or the seeded synthetic tokens. */
+static void batch_sample(const run_t *r, int split, int64_t index, int64_t sample, int32_t *tokens,
+                         int32_t *targets)
+{
+    if (r->o.data)
+        text_sample(&r->text, split, r->o.seed, index, sample, r->o.seq, tokens, targets);
+    else
+        train_data_sample(r->o.seed, index, sample, r->o.seq, r->m.V, tokens, targets);
+}
+
+/* The samples of a global batch into each micro-batch's tokens and targets. Micro-batch mb of
+ * the step is samples mb B/M .. (mb + 1) B/M - 1 whatever dp is, so that what is counted per
+ * micro-batch (a mixture of experts' balance loss and capacity) is the same on every layout;
+ * the cp ranks of a dp rank share its samples, each keeping its positions. */
+static void load_batch(run_t *r, int split, int64_t index, int32_t *seq_tokens,
+                       int32_t *seq_targets)
 {
     gpt_t *m = &r->m;
     const layout_t *lo = &r->lo;
@@ -31,8 +45,7 @@ static void load_batch(run_t *r, int64_t step, int32_t *seq_tokens, int32_t *seq
         a->aux = 0, a->dropped = 0;
         int64_t first_sample = (int64_t)mb * r->b * lo->dp_size + (int64_t)lo->dp_rank * r->b;
         for (int s = 0; s < r->b; s++) {
-            train_data_sample(r->o.seed, step, first_sample + s, r->o.seq, m->V, seq_tokens,
-                              seq_targets);
+            batch_sample(r, split, index, first_sample + s, seq_tokens, seq_targets);
             for (int t = 0; t < m->T; t++) {
                 a->tokens[s * m->T + t] = seq_tokens[lo->cp_pos[t]];
                 a->targets[s * m->T + t] = seq_targets[lo->cp_pos[t]];
@@ -89,21 +102,82 @@ err:
     return -1;
 }
 
+/* The mean loss over --val-batches fixed batches of the validation tokens, the forward passes
+ * alone (the parameters and gradients untouched), reduced over the ranks as the step's. */
+static int validate(run_t *r, double *val, int32_t *seq_tokens, int32_t *seq_targets)
+{
+    const layout_t *lo = &r->lo;
+    double sum = 0;
+    for (int k = 0; k < r->o.val_batches; k++) {
+        load_batch(r, TEXT_VAL, k, seq_tokens, seq_targets);
+        for (int mb = 0; mb < r->o.microbatches; mb++) {
+            double ls = 0;
+            int rc = lo->pp_size > 1 ? pipe_forward(&r->pp, mb, &ls) : gpt_forward(&r->m, mb, &ls);
+            if (rc) {
+                fprintf(stderr, "mesh-train: validation: %s\n",
+                        lo->pp_size > 1 ? r->pp.err : "the forward pass failed");
+                return -1;
+            }
+            sum += ls;
+        }
+    }
+    if (lo->pp_size > 1 &&
+        mesh_allreduce(lo->pp_comm, &sum, &sum, 1, MESH_FP64, MESH_SUM, NULL, NULL) != MESH_OK)
+        goto err;
+    if (lo->dp_size * lo->cp_size > 1 &&
+        mesh_allreduce(lo->zero_comm, &sum, &sum, 1, MESH_FP64, MESH_SUM, NULL, NULL) != MESH_OK)
+        goto err;
+    *val = sum / ((double)r->o.val_batches * r->o.batch * r->o.seq);
+    return 0;
+err:
+    fprintf(stderr, "mesh-train: validation loss all-reduce: %s\n", mesh_comm_last_error(NULL));
+    return -1;
+}
+
+/* Whether the validation loss is measured after this step. */
+static int val_due(const run_t *r, int64_t step)
+{
+    return r->o.data && r->text.n > r->text.n_train &&
+           (step == r->o.steps || (r->o.val_every && step % r->o.val_every == 0));
+}
+
 static void log_step(run_t *r, int64_t step, const step_stats_t *s, double ms)
 {
     double tokens = (double)r->o.batch * r->o.seq;
-    char moe[96] = "", moe_csv[64] = "";
+    char moe[96] = "", moe_csv[64] = "", val[48] = "", val_csv[32] = "";
     if (r->o.experts) {
         snprintf(moe, sizeof(moe), "  aux %.6f  dropped %.0f", s->aux, s->dropped);
         snprintf(moe_csv, sizeof(moe_csv), ",%.9g,%.0f", s->aux, s->dropped);
     }
+    if (r->o.data && !isnan(s->val)) {
+        snprintf(val, sizeof(val), "  val_loss %.6f", s->val);
+        snprintf(val_csv, sizeof(val_csv), ",%.9g", s->val);
+    } else if (r->o.data) {
+        snprintf(val_csv, sizeof(val_csv), ",");
+    }
     if (r->say && !r->o.quiet)
-        printf("step %4lld  loss %.6f  grad_norm %.6f%s  time %8.1f ms  tokens/s %.0f\n",
-               (long long)step, s->loss, s->norm, moe, ms, tokens / (ms / 1e3));
+        printf("step %4lld  loss %.6f%s  grad_norm %.6f%s  time %8.1f ms  tokens/s %.0f\n",
+               (long long)step, s->loss, val, s->norm, moe, ms, tokens / (ms / 1e3));
     if (r->csv)
-        fprintf(r->csv, "%lld,%.9g,%.9g,%.3f,%.1f%s\n", (long long)step, s->loss, s->norm, ms,
-                tokens / (ms / 1e3), moe_csv);
+        fprintf(r->csv, "%lld,%.9g,%.9g,%.3f,%.1f%s%s\n", (long long)step, s->loss, s->norm, ms,
+                tokens / (ms / 1e3), moe_csv, val_csv);
     fflush(stdout);
+}
+
+/* The last losses against the corpus's unigram entropy, the plot, then --sample's text. */
+static int finish_text(run_t *r, const int64_t *steps, const double *loss, const double *val, int n)
+{
+    double last_val = NAN;
+    for (int i = 0; i < n; i++)
+        last_val = isnan(val[i]) ? last_val : val[i];
+    if (r->say && r->o.data && n)
+        printf("# final: step %lld, train loss %.6f, validation loss %.6f, unigram entropy "
+               "%.6f nats per %s (validation / unigram %.3f)\n",
+               (long long)steps[n - 1], loss[n - 1], last_val, r->unigram,
+               r->text.merges ? "token" : "byte", last_val / r->unigram);
+    if (plot_losses(r, steps, loss, val, n))
+        return -1;
+    return r->o.sample ? sample_text(r) : 0;
 }
 
 /* Medians of the step times (ms) and of the optimizer's part, over the steps after the first,
@@ -133,16 +207,19 @@ static int train(run_t *r)
     int n = 0, rc = -1;
     double *step_ms = calloc((size_t)r->o.steps + 1, sizeof(double));
     double *opt_ms = calloc((size_t)r->o.steps + 1, sizeof(double));
+    double *loss = calloc((size_t)r->o.steps + 1, sizeof(double));
+    double *val = calloc((size_t)r->o.steps + 1, sizeof(double));
+    int64_t *steps = calloc((size_t)r->o.steps + 1, sizeof(int64_t));
     int32_t *seq_tokens = malloc((size_t)r->o.seq * sizeof(int32_t));
     int32_t *seq_targets = malloc((size_t)r->o.seq * sizeof(int32_t));
-    if (!step_ms || !opt_ms || !seq_tokens || !seq_targets) {
+    if (!step_ms || !opt_ms || !loss || !val || !steps || !seq_tokens || !seq_targets) {
         fprintf(stderr, "mesh-train: out of memory\n");
         goto out;
     }
     for (int64_t step = r->start + 1; step <= r->o.steps; step++) {
         step_stats_t s;
         double t0 = mesh_time_now();
-        load_batch(r, step, seq_tokens, seq_targets);
+        load_batch(r, TEXT_TRAIN, step, seq_tokens, seq_targets);
         if (forward_backward(r, &s.loss))
             goto out;
         double t1 = mesh_time_now();
@@ -152,12 +229,19 @@ static int train(run_t *r)
         if (reduce_stats(r, &s))
             goto out;
         step_ms[n] = 1e3 * (t2 - t0), opt_ms[n] = 1e3 * (t2 - t1);
+        s.val = NAN;
+        if (val_due(r, step) && validate(r, &s.val, seq_tokens, seq_targets))
+            goto out;
+        steps[n] = step, loss[n] = s.loss, val[n] = s.val;
         log_step(r, step, &s, step_ms[n++]);
     }
     log_summary(r, step_ms, opt_ms, n);
     rc = checkpoint(r);
+    if (rc == 0)
+        rc = finish_text(r, steps, loss, val, n);
 out:
-    free(step_ms), free(opt_ms), free(seq_tokens), free(seq_targets);
+    free(step_ms), free(opt_ms), free(loss), free(val), free(steps), free(seq_tokens),
+        free(seq_targets);
     return rc;
 }
 
