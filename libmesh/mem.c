@@ -2,7 +2,7 @@
  * where none is active (a CPU-only build, no driver, no emulation) every query answers host
  * memory after one load, with no call into any table and no syscall. */
 #define MESH_LOG_SUBSYSTEM "mem"
-#include "config.h"
+#include <config.h> /* the generated one (libmesh/config.h is the knobs' tables) */
 #include "libmesh/mem.h"
 #include "libmesh/config.h"
 #include "libmesh/log.h"
