@@ -7,7 +7,9 @@ same calls on gloo in the same processes (4 ranks, run under meshrun or torchrun
   reduce-scatter (Partial to Replicate and to Shard) on each dimension of the 2-D mesh;
 - FSDP2: fully_shard of a small model on a 1-D mesh, trained 10 steps;
 - torch.distributed.pipelining: one stage per rank under ScheduleGPipe, 4 microbatches;
-- all_to_all_single with uneven splits, and batch_isend_irecv around the ring both ways.
+- all_to_all_single with uneven splits, and batch_isend_irecv around the ring both ways;
+- all_gather_into_tensor and reduce_scatter_tensor under the coalescing manager (one call of
+  the backend for several tensors, as DTensor and FSDP2 make), against single calls on gloo.
 
 The same thing runs on a DeviceMesh (or group) of gloo; results must be equal (within 1e-6 for
 training, exactly for data movement and integer-valued sums). Exits 77 on torch 1.x.
@@ -179,6 +181,41 @@ def all_to_all_uneven(gloo):
     expect_equal(got, want, "all_to_all_single uneven, async")
 
 
+def coalesced_run(pg, coalesce, dtype):
+    """all_gather_into_tensor and reduce_scatter_tensor on three tensors each (one of them
+    empty), under the coalescing manager (one backend call each) or one by one."""
+    ins = [torch.arange(5, dtype=dtype) + 10 * rank, torch.zeros(0, dtype=dtype),
+           torch.arange(3, dtype=dtype) * (rank + 1)]
+    gathered = [torch.full((t.numel() * size,), -1, dtype=dtype) for t in ins]
+    rs_in = [torch.arange(4 * size, dtype=dtype) * (rank + 1), torch.zeros(0, dtype=dtype),
+             torch.arange(2 * size, dtype=dtype) + rank]
+    scattered = [torch.full((t.numel() // size,), -1, dtype=dtype) for t in rs_in]
+    if coalesce:
+        with dist._coalescing_manager(group=pg, async_ops=True) as cm:
+            for o, i in zip(gathered, ins):
+                dist.all_gather_into_tensor(o, i, group=pg)
+        cm.wait()
+        with dist._coalescing_manager(group=pg, async_ops=True) as cm:
+            for o, i in zip(scattered, rs_in):
+                dist.reduce_scatter_tensor(o, i, group=pg)
+        cm.wait()
+    else:
+        for o, i in zip(gathered, ins):
+            dist.all_gather_into_tensor(o, i, group=pg)
+        for o, i in zip(scattered, rs_in):
+            if i.numel():
+                dist.reduce_scatter_tensor(o, i, group=pg)
+    return gathered + scattered
+
+
+def coalesced(gloo):
+    for dtype in (torch.float32, torch.int64):
+        got = coalesced_run(None, True, dtype)
+        want = coalesced_run(gloo, False, dtype)
+        for i, (a, b) in enumerate(zip(got, want)):
+            expect_equal(a, b, "coalesced %s, tensor %d" % (dtype, i))
+
+
 def batch_p2p(pg):
     nxt, prv = (rank + 1) % size, (rank - 1) % size
     out = [torch.arange(100 + rank, dtype=torch.float32) * (rank + 1),
@@ -214,6 +251,7 @@ def body(checks, gloo):
     checks.run("pipelining: ScheduleGPipe, one stage per rank", pipelining, gloo)
     checks.run("all_to_all_single, uneven splits", all_to_all_uneven, gloo)
     checks.run("batch_isend_irecv around the ring", batch_isend_irecv, gloo)
+    checks.run("coalesced all_gather_into_tensor and reduce_scatter_tensor", coalesced, gloo)
 
 
 if __name__ == "__main__":
