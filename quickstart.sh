@@ -4,7 +4,9 @@
 #                           8 ranks in 2 simulated nodes (network namespaces when run as
 #                           root); tables on stdout, CSV, JSON and one PNG per op in
 #                           bench-results/ (or the folder given after "bench")
-#   ./quickstart.sh test    make check
+#   ./quickstart.sh test    make check, the PyTorch backend's tests on the pinned PyTorch 2.x
+#                           that python/setup-torch.sh installs from PyPI into a virtual
+#                           environment (~/.cache/mesh/torch-VERSION, $MESH_TORCH_VENV)
 # Idempotent: packages, configure and the build are only redone when missing or stale.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -26,6 +28,8 @@ packages="$packages busybox-static"
 packages="$packages libopenblas-dev" # sgemm for bench/mesh-train
 # the PyTorch backend (python/): Debian's torch 1.13 (CPU), its C++ headers and pybind11
 packages="$packages python3-torch libtorch-dev pybind11-dev"
+# PyTorch 2.x from PyPI, in a virtual environment, for the test job
+packages="$packages python3-venv python3-dev"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -38,8 +42,22 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
 fi
 
+flags=${MESH_CONFIGURE_FLAGS:-}
+torch_py=""
+# the backend's tests run on PyTorch 2.x, unless the flags name a torch (the bench job leaves
+# configure to find one: Debian's 1.13)
+case "$job $flags" in
+test*--with*torch*|bench*) ;;
+test*)
+    torch_py=$(python/setup-torch.sh | tail -n 1)
+    flags="--with-torch=$torch_py $flags"
+    ;;
+esac
 if [ ! -x configure ] || [ configure.ac -nt configure ]; then ./autogen.sh; fi
-if [ ! -f Makefile ] || [ configure -nt Makefile ]; then ./configure ${MESH_CONFIGURE_FLAGS:-}; fi
+if [ ! -f Makefile ] || [ configure -nt Makefile ] ||
+    { [ -n "$torch_py" ] && ! grep -qx "TORCH_PYTHON = $torch_py" Makefile; }; then
+    ./configure $flags
+fi
 make -j"$(nproc)"
 
 case "$job" in

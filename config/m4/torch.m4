@@ -2,8 +2,9 @@
 # that PYTHON imports. By default the first of $PYTHON, python3 on the PATH and /usr/bin/python3
 # whose torch has torch.distributed, whose headers are installed (libtorch-dev) and beside which
 # Python's and pybind11's headers are found; several interpreters may be on a machine and only
-# one of them may have torch. --with-torch-pythondir=DIR: where make install puts the package
-# (default: the interpreter's site folder under the prefix).
+# one of them may have torch (python/setup-torch.sh installs the pinned PyTorch 2.x into a
+# virtual environment and prints its interpreter). --with-torch-pythondir=DIR: where make
+# install puts the package (default: the interpreter's site folder under the prefix).
 AC_DEFUN([MESH_CHECK_TORCH], [
   AC_ARG_WITH([torch], [AS_HELP_STRING([--with-torch@<:@=PYTHON@:>@],
     [build the PyTorch backend mesh_torch for the torch of PYTHON (default: if found)])],
@@ -50,7 +51,9 @@ AC_DEFUN([MESH_CHECK_TORCH], [
     TORCH_CPPFLAGS="-I$mesh_torch_include -I$mesh_torch_api_include -I$mesh_torch_python_include"
     TORCH_CPPFLAGS="$TORCH_CPPFLAGS -DTORCH_API_INCLUDE_EXTENSION_H $mesh_torch_pybind11"
     TORCH_CPPFLAGS="$TORCH_CPPFLAGS -DTORCH_EXTENSION_NAME=_C -D_GLIBCXX_USE_CXX11_ABI=$mesh_torch_cxx11_abi"
-    TORCH_CXXFLAGS="-std=c++17 -Wall -Wno-deprecated-declarations -Wno-unused-parameter"
+    # hidden by default, as pybind11 declares its own namespace (the module's entry is exported)
+    TORCH_CXXFLAGS="-std=c++17 -fvisibility=hidden -Wall -Wno-deprecated-declarations"
+    TORCH_CXXFLAGS="$TORCH_CXXFLAGS -Wno-unused-parameter"
     TORCH_LIBS="-L$mesh_torch_libdir -lc10 -ltorch -ltorch_cpu -ltorch_python"
     TORCH_EXT_SUFFIX=$mesh_torch_ext_suffix
     TORCH_VERSION=$mesh_torch_version

@@ -54,6 +54,18 @@ class ProcessGroupMesh : public BackendBase {
     c10::intrusive_ptr<c10d::Work>
     _reduce_scatter_base(at::Tensor &output, at::Tensor &input,
                          const c10d::ReduceScatterOptions &opts) override;
+#if MESH_TORCH_BACKEND_BASE
+    /* torch 2.x: several all_gather_into_tensor (reduce_scatter_tensor) as one operation, as
+     * DTensor and FSDP2 issue them */
+    c10::intrusive_ptr<c10d::Work>
+    allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
+                                    std::vector<at::Tensor> &inputs,
+                                    const c10d::AllgatherOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work>
+    reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
+                                    std::vector<at::Tensor> &inputs,
+                                    const c10d::ReduceScatterOptions &opts) override;
+#endif
     c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
                                                  std::vector<int64_t> &output_splits,
                                                  std::vector<int64_t> &input_splits,

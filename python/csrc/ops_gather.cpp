@@ -1,6 +1,6 @@
 /*
  * The operations that move blocks without reducing them: broadcast, all_gather (list, tensor,
- * coalesced), gather, scatter. They move bytes, so every element type is served.
+ * coalesced lists and, on torch 2.x, coalesced tensors), gather, scatter. They move bytes, so every element type is served.
  */
 #include "backend.hpp"
 #include "tensors.hpp"
@@ -160,6 +160,60 @@ ProcessGroupMesh::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outp
         },
         opts.timeout);
 }
+
+#if MESH_TORCH_BACKEND_BASE
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupMesh::allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
+                                                  std::vector<at::Tensor> &inputs,
+                                                  const c10d::AllgatherOptions &opts)
+{
+    static const char op[] = "all_gather_into_tensor_coalesced";
+    if (outputs.size() != inputs.size())
+        refuse(std::string(op) + ": " + std::to_string(outputs.size()) + " outputs for " +
+               std::to_string(inputs.size()) + " inputs");
+    std::vector<int64_t> counts;
+    for (size_t i = 0; i < inputs.size(); i++) {
+        check_tensor(inputs[i], op);
+        check_tensor(outputs[i], op);
+        check_dtypes({inputs[i]}, outputs[i], op);
+        if (outputs[i].numel() != inputs[i].numel() * getSize())
+            refuse(std::string(op) + ": output " + std::to_string(i) + " holds " +
+                   std::to_string(outputs[i].numel()) + " elements, not the group size " +
+                   std::to_string(getSize()) + " times its input's " +
+                   std::to_string(inputs[i].numel()));
+        counts.push_back(inputs[i].numel());
+    }
+    /* each rank's inputs travel as one block; output i takes tensor i of every block */
+    const Packing mine = packing(inputs, 16);
+    auto w = work(c10d::OpType::ALLGATHER_COALESCED, op, outputs);
+    at::Tensor sbuf = pack(inputs, mine);
+    at::Tensor rbuf = at::empty({(int64_t)(mine.total * getSize())},
+                                at::TensorOptions().dtype(at::kByte));
+    w->keep = {sbuf, rbuf};
+    const size_t block = mine.total;
+    const int size = getSize();
+    w->unpack = [outputs, counts, mine, rbuf, block, size]() mutable {
+        const auto *base = static_cast<uint8_t *>(rbuf.data_ptr());
+        for (size_t i = 0; i < outputs.size(); i++) {
+            if (counts[i] == 0) continue;
+            at::Tensor dst = dense(outputs[i]), flat = dst.view({-1});
+            for (int r = 0; r < size; r++)
+                flat.narrow(0, r * counts[i], counts[i])
+                    .copy_(at::from_blob(const_cast<uint8_t *>(base) + r * block + mine.offset[i],
+                                         {counts[i]}, dst.options()));
+            if (!dst.is_same(outputs[i])) outputs[i].copy_(dst);
+        }
+    };
+    const void *s = sbuf.data_ptr();
+    void *d = rbuf.data_ptr();
+    return launch(
+        w,
+        [=](mesh_comm_h c, mesh_request_h *q) {
+            return mesh_allgather(c, s, d, block, MESH_UINT8, nullptr, q);
+        },
+        opts.timeout);
+}
+#endif
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::gather(std::vector<std::vector<at::Tensor>> &outputs,
                                                         std::vector<at::Tensor> &inputs,

@@ -1,4 +1,5 @@
-/* The reductions: all_reduce (also coalesced), reduce, reduce_scatter (list and tensor). */
+/* The reductions: all_reduce (also coalesced), reduce, reduce_scatter (list, tensor and, on
+ * torch 2.x, coalesced tensors). */
 #include "backend.hpp"
 #include "tensors.hpp"
 
@@ -166,5 +167,62 @@ ProcessGroupMesh::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
         },
         opts.timeout);
 }
+
+#if MESH_TORCH_BACKEND_BASE
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupMesh::reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
+                                                  std::vector<at::Tensor> &inputs,
+                                                  const c10d::ReduceScatterOptions &opts)
+{
+    static const char op[] = "reduce_scatter_tensor_coalesced";
+    if (outputs.size() != inputs.size())
+        refuse(std::string(op) + ": " + std::to_string(outputs.size()) + " outputs for " +
+               std::to_string(inputs.size()) + " inputs");
+    if (outputs.empty()) refuse(std::string(op) + ": no tensors");
+    /* one reduction over one element type: rank r's block holds chunk r of every input */
+    std::vector<int64_t> counts, offsets;
+    int64_t total = 0;
+    for (size_t i = 0; i < inputs.size(); i++) {
+        check_tensor(inputs[i], op);
+        check_tensor(outputs[i], op);
+        check_dtypes({inputs[i], outputs[i]}, outputs[0], op);
+        if (inputs[i].numel() != outputs[i].numel() * getSize())
+            refuse(std::string(op) + ": input " + std::to_string(i) + " holds " +
+                   std::to_string(inputs[i].numel()) + " elements, not the group size " +
+                   std::to_string(getSize()) + " times its output's " +
+                   std::to_string(outputs[i].numel()));
+        counts.push_back(outputs[i].numel());
+        offsets.push_back(total);
+        total += counts.back();
+    }
+    const Reduction r = reduction(outputs[0].scalar_type(), opts.reduceOp, op);
+    const auto options = at::TensorOptions().dtype(outputs[0].scalar_type());
+    at::Tensor sbuf = at::empty({total * getSize()}, options);
+    at::Tensor rbuf = at::empty({total}, options);
+    for (size_t i = 0; i < inputs.size(); i++) {
+        if (counts[i] == 0) continue;
+        at::Tensor in = dense(inputs[i]).view({-1});
+        for (int k = 0; k < getSize(); k++)
+            sbuf.narrow(0, k * total + offsets[i], counts[i])
+                .copy_(in.narrow(0, k * counts[i], counts[i]));
+    }
+    auto w = work(c10d::OpType::COALESCED, op, outputs);
+    w->keep = {sbuf, rbuf};
+    w->unpack = [outputs, counts, offsets, rbuf]() mutable {
+        for (size_t i = 0; i < outputs.size(); i++)
+            if (counts[i] != 0)
+                outputs[i].copy_(rbuf.narrow(0, offsets[i], counts[i]).view(outputs[i].sizes()));
+    };
+    const void *s = sbuf.data_ptr();
+    void *d = rbuf.data_ptr();
+    const size_t n = (size_t)total * r.factor;
+    return launch(
+        w,
+        [=](mesh_comm_h c, mesh_request_h *q) {
+            return mesh_reduce_scatter(c, s, d, n, r.dtype, r.op, nullptr, q);
+        },
+        opts.timeout);
+}
+#endif
 
 } // namespace mesh_torch

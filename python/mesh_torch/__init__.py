@@ -73,6 +73,20 @@ def is_mesh(group=None):
     return dist.get_backend(group) == BACKEND
 
 
+def backend_of(group=None):
+    """The ProcessGroupMesh of a process group (default: the default group): the group itself
+    on torch 1.x, the backend serving its CPU tensors on 2.x; None when it is not on mesh."""
+    if group is None:
+        group = dist.distributed_c10d._get_default_group()
+    if isinstance(group, ProcessGroupMesh):
+        return group
+    try:
+        backend = group._get_backend(torch.device("cpu"))
+    except (AttributeError, RuntimeError):
+        return None
+    return backend if isinstance(backend, ProcessGroupMesh) else None
+
+
 _register()
 # no completion thread outlives the interpreter, and no exit waits for a peer
 atexit.register(_C._shutdown_all)

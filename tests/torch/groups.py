@@ -15,7 +15,11 @@ rank = size = 0
 
 
 def pg_of(group=None):
-    return group if group is not None else dist.distributed_c10d._get_default_group()
+    """The group's ProcessGroupMesh (torch 2.x wraps it in a ProcessGroup)."""
+    import mesh_torch
+    pg = mesh_torch.backend_of(group)
+    expect(pg is not None, "the group has no mesh backend")
+    return pg
 
 
 def t_backend():

@@ -379,8 +379,11 @@ def t_unsupported():
                   ["BXOR", "not supported"], "BXOR on bool")
     expect_raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)),
                   ["all_reduce", "Short", "not supported"], "int16 reductions")
-    expect_raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.complex64), op=R.MAX),
-                  ["complex"], "MAX on complex")
+    try:
+        expect_raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.complex64), op=R.MAX),
+                      ["complex"], "MAX on complex")
+    except ValueError as e:  # torch 2.x refuses it itself, before any backend sees it
+        expect("complex" in str(e), "MAX on complex: %s" % e)
     if size > 1:
         expect_raises(lambda: dist.recv(torch.zeros(2)), ["any source", "not supported"],
                       "recv from any source")
