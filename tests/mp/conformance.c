@@ -356,9 +356,11 @@ static void run_reduction(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_t user_
         unsigned char *orig = inplace ? NULL : snapshot(s, total * ds);
         mesh_status_t st;
         if (type == MESH_COLL_ALLREDUCE) {
-            st = mesh_allreduce(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d, op, STREAM, REQ);
+            st = mesh_allreduce(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d, op,
+                                STREAM, REQ);
         } else if (type == MESH_COLL_REDUCE) {
-            st = mesh_reduce(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d, op, root, STREAM, REQ);
+            st = mesh_reduce(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d, op, root,
+                             STREAM, REQ);
         } else {
             void *rb = inplace ? (char *)BUF(s) + (size_t)rank * n * ds : BUF(r);
             st = mesh_reduce_scatter(comm, DEV(BUF(s)), DEV(rb), n, d, op, STREAM, REQ);
@@ -405,8 +407,8 @@ static void run_bcast(mesh_dtype_t d, size_t n, int inplace, int root)
         POISON(s, n * ds);
         if (rank == root) fill(d, BUF(s), 0, n, move_value, root);
         unsigned char *orig = snapshot(s, n * ds);
-        mesh_status_t st = mesh_broadcast(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d, root, STREAM,
-                                          REQ);
+        mesh_status_t st = mesh_broadcast(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d,
+                                          root, STREAM, REQ);
         st = done_call(st);
         note_call();
         const char *call = call_name("broadcast", d, MESH_SUM, n, inplace);
@@ -467,7 +469,8 @@ static void run_alltoall(mesh_dtype_t d, size_t n, int inplace)
             for (size_t i = 0; i < n; i++)
                 mesh_dtype_set(d, BUF(s), (size_t)p * n + i, a2a_value(d, rank, p, i));
         unsigned char *orig = inplace ? NULL : snapshot(s, tot * ds);
-        mesh_status_t st = mesh_alltoall(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d, STREAM, REQ);
+        mesh_status_t st = mesh_alltoall(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d,
+                                         STREAM, REQ);
         st = done_call(st);
         note_call();
         const char *call = call_name("alltoall", d, MESH_SUM, n, inplace);
