@@ -98,6 +98,11 @@ typedef struct mesh_mem_ops {
     /* Host memory that copy engines reach and streams can wait on (staging, flags). */
     mesh_status_t (*host_alloc)(void **ptr, size_t bytes);
     void (*host_free)(void *ptr);
+    /* Memory of device (an ordinal of the table), for programs and tests that need device
+     * buffers (cuda: cuMemAlloc in the device's primary context, retained for the process).
+     * dev_free takes what dev_alloc returned, NULL included. */
+    mesh_status_t (*dev_alloc)(void **ptr, size_t bytes, int device);
+    void (*dev_free)(void *ptr);
 
     /* CUDA IPC. export: a handle for the allocation holding ptr. import: maps a peer's
      * handle (a process of the same node) and returns the address of the exported pointer;

@@ -8,6 +8,7 @@
 #include "libmesh/log.h"
 #include "libmesh/mem.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -328,6 +329,75 @@ static void mesh_cu_host_free(void *ptr)
     (void)MESH_CU_IN_CTX(NULL, mesh_cu.cuMemFreeHost(ptr), "cuMemFreeHost");
 }
 
+/* ---------------------------------------------------------------- device memory */
+
+/* The primary context of each device, retained once for the process (as the default context
+ * is), so that allocations made in it outlive any one call. */
+#define MESH_CU_MAX_DEVICES 64
+static CUcontext mesh_cu_primary[MESH_CU_MAX_DEVICES];
+static pthread_mutex_t mesh_cu_primary_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static mesh_status_t mesh_cu_primary_context(int device, CUcontext *ctx)
+{
+    int count = 0;
+    MESH_CU_CALL(cuDeviceGetCount(&count));
+    if (device < 0 || device >= count || device >= MESH_CU_MAX_DEVICES)
+        return mesh_error(MESH_ERR_INVALID_ARG, "cuda: device %d: the driver sees %d devices",
+                          device, count);
+    mesh_status_t st = MESH_OK;
+    pthread_mutex_lock(&mesh_cu_primary_lock);
+    if (mesh_cu_primary[device] == NULL) {
+        CUdevice dev;
+        CUresult r = mesh_cu.cuDeviceGet(&dev, device);
+        if (r == CUDA_SUCCESS)
+            r = mesh_cu.cuDevicePrimaryCtxRetain(&mesh_cu_primary[device], dev);
+        if (r != CUDA_SUCCESS)
+            st = mesh_cu_error(r, "cuDevicePrimaryCtxRetain");
+    }
+    *ctx = mesh_cu_primary[device];
+    pthread_mutex_unlock(&mesh_cu_primary_lock);
+    return st;
+}
+
+static mesh_status_t mesh_cu_dev_alloc(void **ptr, size_t bytes, int device)
+{
+    if (ptr == NULL)
+        return mesh_error(MESH_ERR_INVALID_ARG, "cuda: dev_alloc: ptr is NULL");
+    MESH_CHECK(mesh_cu_load());
+    CUcontext ctx;
+    MESH_CHECK(mesh_cu_primary_context(device, &ctx));
+    MESH_CU_CALL(cuCtxPushCurrent(ctx));
+    CUdeviceptr d = 0;
+    CUresult r = mesh_cu.cuMemAlloc(&d, bytes ? bytes : 1);
+    CUcontext popped;
+    (void)mesh_cu.cuCtxPopCurrent(&popped);
+    if (r != CUDA_SUCCESS)
+        return mesh_cu_error(r, "cuMemAlloc");
+    *ptr = (void *)(uintptr_t)d;
+    return MESH_OK;
+}
+
+/* Frees in the context that owns the allocation. */
+static void mesh_cu_dev_free(void *ptr)
+{
+    if (ptr == NULL || !mesh_cu_ready())
+        return;
+    uint64_t owner = 0;
+    CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_CONTEXT;
+    void *data = &owner;
+    CUresult r = mesh_cu.cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)ptr);
+    if (r != CUDA_SUCCESS || owner == 0) {
+        (void)mesh_cu_error(r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE, "cuMemFree");
+        return;
+    }
+    CUcontext ctx = (CUcontext)(uintptr_t)owner, popped;
+    if (mesh_cu.cuCtxPushCurrent(ctx) != CUDA_SUCCESS)
+        return;
+    if ((r = mesh_cu.cuMemFree((CUdeviceptr)ptr)) != CUDA_SUCCESS)
+        (void)mesh_cu_error(r, "cuMemFree");
+    (void)mesh_cu.cuCtxPopCurrent(&popped);
+}
+
 const mesh_mem_ops_t mesh_mem_cuda_ops = {
     .name = "cuda",
     .init = mesh_cu_init,
@@ -348,6 +418,8 @@ const mesh_mem_ops_t mesh_mem_cuda_ops = {
     .stream_wait = mesh_cu_stream_wait,
     .host_alloc = mesh_cu_host_alloc,
     .host_free = mesh_cu_host_free,
+    .dev_alloc = mesh_cu_dev_alloc,
+    .dev_free = mesh_cu_dev_free,
     .ipc_export = mesh_cu_ipc_export,
     .ipc_import = mesh_cu_ipc_import,
     .ipc_close = mesh_cu_ipc_close,

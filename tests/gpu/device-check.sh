@@ -29,13 +29,19 @@ mkdir -p "$logs" || exit 1
 
 elapsed() { echo $(($(date +%s) - start)); }
 
-# The checks: "name command...", one per line.
+# The checks: "name command...", one per line. conf_dev_*: every collective on device buffers
+# of the GPU (tests/mp/conformance -D, all ranks on the one device), as
+# tests/gpu/emu_conformance.sh runs them on the emulated device.
 checks() {
     cat <<EOF
 cuda_arith tests/gpu/test_cuda_arith
 cuda_ops tests/gpu/test_cuda_ops
 cuda_ops_hostfn env MESH_CUDA_MEMOPS=no tests/gpu/test_cuda_ops
 cuda_ipc tests/gpu/test_cuda_ipc
+conf_dev_2 sh tests/gpu/each_collective.sh -n 2 tests/mp/conformance -D -q
+conf_dev_4 sh tests/gpu/each_collective.sh -n 4 tests/mp/conformance -D -q -s
+conf_dev_8 sh tests/gpu/each_collective.sh -n 8 tests/mp/conformance -D -q -s
+conf_dev_3_req sh tests/gpu/each_collective.sh -n 3 tests/mp/conformance -D -q -s -R
 EOF
     if [ "${DEVICE_CHECK_SANITIZER:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
         echo "cuda_ops_memcheck compute-sanitizer --error-exitcode 1 tests/gpu/test_cuda_ops"

@@ -12,13 +12,14 @@
  *                                      dtypes, for quicker transport sweeps; -r: every call
  *                                      REPS times on the same buffers with new data each time,
  *                                      so that repeated calls replay their schedule; -s: small
- *                                      sizes only; -D: on emulated device buffers, ordered on a
- *                                      stream, -R: each call with a request waited for)
+ *                                      sizes only; -D: on device buffers of the active table,
+ *                                      cuda or emu, ordered on a stream; exits 77 with no
+ *                                      device; -R: each call with a request waited for)
  */
 #include "tests/mp/conformance.h"
 #include "collectives/comm.h"
 #include "libmesh/dtype.h"
-#include "libmesh/mem_emu.h"
+#include "libmesh/mem.h"
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -116,6 +117,9 @@ void fill(mesh_dtype_t d, void *buf, size_t off, size_t n, double (*f)(mesh_dtyp
 int device_mode, use_requests;
 void *test_stream;
 mesh_request_h cur_req;
+static const mesh_mem_ops_t *dev_ops; /* -D: the active device table */
+static void *sync_event;
+static int dev_ordinal;
 
 static void *host_alloc(size_t bytes)
 {
@@ -127,14 +131,87 @@ static void *host_alloc(size_t bytes)
     return p;
 }
 
+/* Device mode: every buffer is a device allocation with a host copy (pinned memory of the
+ * table). The checks read and write the host copy; a call gets device addresses (DEV), which
+ * copy every live buffer to its device allocation first, and done_call copies them back once
+ * the stream ran the call. */
+#define MAX_SHADOWS 8
+static struct shadow {
+    char *host, *dev;
+    size_t bytes; /* the whole allocation, guards included */
+} shadows[MAX_SHADOWS];
+static int staged; /* device buffers hold the host copies, and the call may change them */
+
+/* Waits until everything enqueued on the test stream ran (60 s at most). */
+static void stream_sync(void)
+{
+    mesh_status_t st = dev_ops->event_record(sync_event, test_stream);
+    for (long k = 0; st == MESH_OK; k++) {
+        st = dev_ops->event_query(sync_event);
+        if (st != MESH_INPROGRESS) break;
+        st = MESH_OK;
+        if (k > 60L * 1000 * 10) {
+            fprintf(stderr, "[rank %d] the test stream did not drain in 60 s\n", rank);
+            exit(2);
+        }
+        usleep(100);
+    }
+    if (st != MESH_OK) {
+        fprintf(stderr, "[rank %d] stream sync: %s\n", rank, mesh_status_string(st));
+        exit(2);
+    }
+}
+
+static void copy_all(int to_device)
+{
+    for (int k = 0; k < MAX_SHADOWS; k++) {
+        struct shadow *sh = &shadows[k];
+        if (sh->host == NULL) continue;
+        mesh_status_t st = to_device
+                               ? dev_ops->copy_async(sh->dev, sh->host, sh->bytes, test_stream)
+                               : dev_ops->copy_async(sh->host, sh->dev, sh->bytes, test_stream);
+        if (st != MESH_OK) {
+            fprintf(stderr, "[rank %d] copy %s the device: %s\n", rank,
+                    to_device ? "to" : "from", mesh_status_string(st));
+            exit(2);
+        }
+    }
+    stream_sync();
+}
+
+void *dev_ptr(void *p)
+{
+    if (!device_mode || p == NULL) return p;
+    for (int k = 0; k < MAX_SHADOWS; k++) {
+        struct shadow *sh = &shadows[k];
+        if (sh->host != NULL && (char *)p >= sh->host && (char *)p <= sh->host + sh->bytes) {
+            if (!staged) copy_all(1);
+            staged = 1;
+            return sh->dev + ((char *)p - sh->host);
+        }
+    }
+    fprintf(stderr, "[rank %d] %p is no buffer of the test\n", rank, p);
+    exit(2);
+}
+
 void *xalloc(size_t bytes)
 {
     void *p;
     if (!device_mode) {
         p = host_alloc(bytes);
-    } else if (mesh_mem_emu_alloc(&p, ALLOC_BYTES(bytes), 0) != MESH_OK) {
-        fprintf(stderr, "out of emulated device memory\n");
-        exit(2);
+    } else {
+        int k = 0;
+        while (k < MAX_SHADOWS && shadows[k].host != NULL) k++;
+        struct shadow *sh = &shadows[k];
+        if (k == MAX_SHADOWS ||
+            dev_ops->host_alloc((void **)&sh->host, ALLOC_BYTES(bytes)) != MESH_OK ||
+            dev_ops->dev_alloc((void **)&sh->dev, ALLOC_BYTES(bytes), dev_ordinal) != MESH_OK) {
+            fprintf(stderr, "out of %s device memory: %s\n", dev_ops->name,
+                    mesh_comm_last_error(NULL));
+            exit(2);
+        }
+        sh->bytes = ALLOC_BYTES(bytes);
+        p = sh->host;
     }
     POISON(p, bytes);
     return p;
@@ -142,8 +219,16 @@ void *xalloc(size_t bytes)
 
 void xfree(void *p)
 {
-    if (device_mode) mesh_mem_emu_free(p);
-    else free(p);
+    if (!device_mode) {
+        free(p);
+        return;
+    }
+    for (int k = 0; k < MAX_SHADOWS; k++)
+        if (shadows[k].host == p) {
+            dev_ops->dev_free(shadows[k].dev);
+            dev_ops->host_free(shadows[k].host);
+            shadows[k] = (struct shadow){0};
+        }
 }
 
 mesh_status_t done_call(mesh_status_t st)
@@ -155,7 +240,11 @@ mesh_status_t done_call(mesh_status_t st)
     cur_req = NULL;
     /* what the caller enqueues after the call sees its results: the stream's end is the
      * check's point of view */
-    if (device_mode && mesh_mem_emu_stream_sync(test_stream) != MESH_OK) exit(2);
+    if (device_mode) {
+        if (staged) copy_all(0);
+        else stream_sync();
+        staged = 0;
+    }
     return st;
 }
 
@@ -267,12 +356,14 @@ static void run_reduction(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_t user_
         unsigned char *orig = inplace ? NULL : snapshot(s, total * ds);
         mesh_status_t st;
         if (type == MESH_COLL_ALLREDUCE) {
-            st = mesh_allreduce(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, op, STREAM, REQ);
+            st = mesh_allreduce(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d, op,
+                                STREAM, REQ);
         } else if (type == MESH_COLL_REDUCE) {
-            st = mesh_reduce(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, op, root, STREAM, REQ);
+            st = mesh_reduce(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d, op, root,
+                             STREAM, REQ);
         } else {
             void *rb = inplace ? (char *)BUF(s) + (size_t)rank * n * ds : BUF(r);
-            st = mesh_reduce_scatter(comm, BUF(s), rb, n, d, op, STREAM, REQ);
+            st = mesh_reduce_scatter(comm, DEV(BUF(s)), DEV(rb), n, d, op, STREAM, REQ);
         }
         st = done_call(st);
         note_call();
@@ -316,8 +407,8 @@ static void run_bcast(mesh_dtype_t d, size_t n, int inplace, int root)
         POISON(s, n * ds);
         if (rank == root) fill(d, BUF(s), 0, n, move_value, root);
         unsigned char *orig = snapshot(s, n * ds);
-        mesh_status_t st = mesh_broadcast(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, root, STREAM,
-                                          REQ);
+        mesh_status_t st = mesh_broadcast(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d,
+                                          root, STREAM, REQ);
         st = done_call(st);
         note_call();
         const char *call = call_name("broadcast", d, MESH_SUM, n, inplace);
@@ -346,7 +437,7 @@ static void run_allgather(mesh_dtype_t d, size_t n, int inplace)
         POISON(r, tot * ds);
         fill(d, sb, 0, n, move_value, rank);
         unsigned char *orig = snapshot(s, n * ds);
-        mesh_status_t st = mesh_allgather(comm, sb, BUF(r), n, d, STREAM, REQ);
+        mesh_status_t st = mesh_allgather(comm, DEV(sb), DEV(BUF(r)), n, d, STREAM, REQ);
         st = done_call(st);
         note_call();
         const char *call = call_name("allgather", d, MESH_SUM, n, inplace);
@@ -378,7 +469,8 @@ static void run_alltoall(mesh_dtype_t d, size_t n, int inplace)
             for (size_t i = 0; i < n; i++)
                 mesh_dtype_set(d, BUF(s), (size_t)p * n + i, a2a_value(d, rank, p, i));
         unsigned char *orig = inplace ? NULL : snapshot(s, tot * ds);
-        mesh_status_t st = mesh_alltoall(comm, BUF(s), inplace ? BUF(s) : BUF(r), n, d, STREAM, REQ);
+        mesh_status_t st = mesh_alltoall(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d,
+                                         STREAM, REQ);
         st = done_call(st);
         note_call();
         const char *call = call_name("alltoall", d, MESH_SUM, n, inplace);
@@ -412,7 +504,7 @@ static void run_gather_scatter(mesh_coll_type_t type, mesh_dtype_t d, size_t n, 
             POISON(big, all * ds);
             fill(d, own, 0, n, move_value, rank);
             orig = snapshot(small, n * ds);
-            st = mesh_gather(comm, own, BUF(big), n, d, root, STREAM, REQ);
+            st = mesh_gather(comm, DEV(own), DEV(BUF(big)), n, d, root, STREAM, REQ);
             st = done_call(st);
         note_call();
             if (!check_status(st, "gather", d, n, inplace) && rank == root)
@@ -431,7 +523,7 @@ static void run_gather_scatter(mesh_coll_type_t type, mesh_dtype_t d, size_t n, 
             if (rank == root)
                 for (int p = 0; p < size; p++) fill(d, BUF(big), (size_t)p * n, n, move_value, p);
             orig = snapshot(big, all * ds);
-            st = mesh_scatter(comm, BUF(big), own, n, d, root, STREAM, REQ);
+            st = mesh_scatter(comm, DEV(BUF(big)), DEV(own), n, d, root, STREAM, REQ);
             st = done_call(st);
         note_call();
             if (!check_status(st, "scatter", d, n, inplace))
@@ -587,11 +679,21 @@ int main(int argc, char **argv)
     rank = mesh_comm_rank(comm);
     size = mesh_comm_size(comm);
     if (device_mode) {
-        const mesh_mem_ops_t *emu = mesh_mem_table("emu");
-        if (emu == NULL || emu->stream_create(&test_stream) != MESH_OK) {
-            fprintf(stderr, "-D needs the emulated device (MESH_DEVICE_EMU=1)\n");
+        dev_ops = mesh_mem_table(NULL);
+        if (dev_ops == NULL) {
+            fprintf(stderr, "-D needs a device: a CUDA driver and GPU, or the emulated one "
+                            "(MESH_DEVICE_EMU=1)\n");
+            mesh_comm_destroy(comm);
+            return 77;
+        }
+        if (dev_ops->current_device(&dev_ordinal) != MESH_OK ||
+            dev_ops->stream_create(&test_stream) != MESH_OK ||
+            dev_ops->event_create(&sync_event) != MESH_OK) {
+            fprintf(stderr, "%s device: %s\n", dev_ops->name, mesh_comm_last_error(NULL));
             return 2;
         }
+        if (rank == 0 && verbose)
+            printf("device buffers of the %s table, device %d\n", dev_ops->name, dev_ordinal);
     }
     for (int d = 0; d < MESH_DTYPE_COUNT; d++)
         for (size_t k = 0; k < sizeof(small_sizes) / sizeof(small_sizes[0]); k++)

@@ -51,13 +51,18 @@ void for_each_op(mesh_coll_type_t type, mesh_dtype_t d,
 void *xalloc(size_t bytes);
 void xfree(void *p);
 
-/* Device mode (-D, with MESH_DEVICE_EMU=1): buffers are emulated device memory, every call is
- * ordered on a stream of the emulated device and returns once enqueued; done_call waits for the
- * call (through its request with -R, else through the stream) and returns its status. Host mode:
- * STREAM and REQ are NULL and done_call returns st. */
+/* Device mode (-D): buffers are device memory of the active table (cuda, or emu with
+ * MESH_DEVICE_EMU=1), each with a host copy that the checks read and write: xalloc returns the
+ * host copy, and a call gets DEV(pointer into it), which first copies every live buffer to the
+ * device. Every call is ordered on a stream of the table and returns once enqueued; done_call
+ * waits for the call (through its request with -R, else through the stream), copies the buffers
+ * back and returns its status. Host mode: DEV is the pointer itself, STREAM and REQ are NULL and
+ * done_call returns st. */
 extern int device_mode, use_requests;
 extern void *test_stream;
 extern mesh_request_h cur_req;
+void *dev_ptr(void *p);
+#define DEV(p) dev_ptr(p)
 #define STREAM test_stream
 #define REQ    (cur_req = NULL, use_requests ? &cur_req : NULL)
 mesh_status_t done_call(mesh_status_t st);

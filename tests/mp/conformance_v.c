@@ -121,8 +121,8 @@ static void allgatherv_case(mesh_dtype_t d, size_t n, int k, int inplace)
         POISON(r, ext * ds);
         fill(d, sb, 0, c[rank], move_value, rank);
         unsigned char *orig = snapshot(s, c[rank] * ds);
-        mesh_status_t st = mesh_allgatherv(comm, sb, BUF(r), c, k == LAY_PACKED ? NULL : dsp, d,
-                                           STREAM, REQ);
+        mesh_status_t st = mesh_allgatherv(comm, DEV(sb), DEV(BUF(r)), c,
+                                           k == LAY_PACKED ? NULL : dsp, d, STREAM, REQ);
         st = done_call(st);
         note_call();
         const char *call = v_name("allgatherv", d, MESH_SUM, n, k, inplace);
@@ -160,8 +160,8 @@ static void alltoallv_case(mesh_dtype_t d, size_t n, int k, int inplace)
             for (size_t i = 0; i < sc[p]; i++)
                 mesh_dtype_set(d, BUF(s), sd[p] + i, pair_value(d, rank, p, i));
         unsigned char *orig = inplace ? NULL : snapshot(s, sext * ds);
-        mesh_status_t st = mesh_alltoallv(comm, BUF(s), sc, packed ? NULL : sd, BUF(r), rc,
-                                          packed ? NULL : rd, d, STREAM, REQ);
+        mesh_status_t st = mesh_alltoallv(comm, DEV(BUF(s)), sc, packed ? NULL : sd, DEV(BUF(r)),
+                                          rc, packed ? NULL : rd, d, STREAM, REQ);
         st = done_call(st);
         note_call();
         const char *call = v_name("alltoallv", d, MESH_SUM, n, k, inplace);
@@ -211,7 +211,7 @@ static void reduce_scatterv_case(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_
         POISON(r, c[rank] * ds);
         fill(d, BUF(s), 0, total, rs_input, rank);
         unsigned char *orig = rc->inplace ? NULL : snapshot(s, total * ds);
-        mesh_status_t st = mesh_reduce_scatterv(comm, BUF(s), rb, c, d, op, STREAM, REQ);
+        mesh_status_t st = mesh_reduce_scatterv(comm, DEV(BUF(s)), DEV(rb), c, d, op, STREAM, REQ);
         st = done_call(st);
         note_call();
         const char *call = v_name("reduce_scatterv", d, user_op, rc->n, rc->k, rc->inplace);
