@@ -53,7 +53,7 @@ typedef enum {
 /* dispatch_combine: rows of at most BENCH_EP_HIDDEN elements, each token to BENCH_EP_TOPK of
  * 2 x ranks experts. */
 #define BENCH_EP_HIDDEN 1024
-#define BENCH_EP_TOPK 2
+#define BENCH_EP_TOPK   2
 
 /* The axes of --mesh, in the order of mesh_axis_t (mesh-bench checks it at compile time). */
 typedef enum {
@@ -66,27 +66,27 @@ typedef enum {
 } bench_axis_id_t;
 
 typedef struct {
-    unsigned ops;      /* bit per bench_op_t */
-    unsigned dtypes;   /* bit per bench_dtype_t */
-    unsigned redops;   /* bit per bench_redop_t */
+    unsigned ops;    /* bit per bench_op_t */
+    unsigned dtypes; /* bit per bench_dtype_t */
+    unsigned redops; /* bit per bench_redop_t */
     size_t min_bytes, max_bytes;
     size_t factor;
     int iters, warmup;
     int check;
     int root;
-    const char *algo;  /* -a */
-    const char *csv;   /* --csv FILE */
-    int memcpy_mode;   /* --memcpy */
+    const char *algo; /* -a */
+    const char *csv;  /* --csv FILE */
+    int memcpy_mode;  /* --memcpy */
     /* the per-axis bench over a 5D mesh grid (mesh-bench only) */
-    const char *mesh;  /* --mesh tp=2,dp=2,...: as given */
+    const char *mesh;                /* --mesh tp=2,dp=2,...: as given */
     int mesh_size[BENCH_AXIS_COUNT]; /* parsed --mesh; 0 when not named */
-    const char *order; /* --order, innermost first */
-    int reorder;       /* --reorder */
-    const char *axes;  /* --axes LIST or all */
-    const char *json;  /* --json FILE */
-    const char *plot;  /* --plot DIR */
-    int bytes;         /* --bytes: bytes each transport carried per call */
-    double skew;       /* --skew: dispatch_combine's routing skew (0: uniform) */
+    const char *order;               /* --order, innermost first */
+    int reorder;                     /* --reorder */
+    const char *axes;                /* --axes LIST or all */
+    const char *json;                /* --json FILE */
+    const char *plot;                /* --plot DIR */
+    int bytes;                       /* --bytes: bytes each transport carried per call */
+    double skew;                     /* --skew: dispatch_combine's routing skew (0: uniform) */
     const char *ep_path; /* --ep-path: dispatch_combine's path, flat, hier or auto (default) */
     double idle;         /* --idle S: the CPU use of ranks waiting S seconds for rank 0 */
 } bench_opts_t;

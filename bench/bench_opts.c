@@ -8,8 +8,8 @@
 #include <string.h>
 
 static const char *const bench_op_names[BENCH_OP_COUNT] = {
-    "allreduce", "reduce",  "broadcast", "reduce_scatter", "allgather",
-    "alltoall",  "gather",  "scatter",   "sendrecv", "dispatch_combine"};
+    "allreduce", "reduce", "broadcast", "reduce_scatter", "allgather",
+    "alltoall",  "gather", "scatter",   "sendrecv",       "dispatch_combine"};
 static const char *const bench_dtype_names[BENCH_DTYPE_COUNT] = {
     "int8", "uint8", "int32", "uint32", "int64", "uint64",
     "fp16", "bf16",  "fp32",  "fp64",   "e4m3",  "e5m2"};
@@ -19,11 +19,26 @@ static const char *const bench_redop_names[BENCH_REDOP_COUNT] = {"sum", "prod", 
 
 static const char *const bench_axis_names[BENCH_AXIS_COUNT] = {"tp", "cp", "ep", "dp", "pp"};
 
-const char *bench_op_name(bench_op_t op) { return bench_op_names[op]; }
-const char *bench_axis_name(bench_axis_id_t a) { return bench_axis_names[a]; }
-const char *bench_dtype_name(bench_dtype_t d) { return bench_dtype_names[d]; }
-const char *bench_redop_name(bench_redop_t r) { return bench_redop_names[r]; }
-size_t bench_dtype_size(bench_dtype_t d) { return bench_dtype_sizes[d]; }
+const char *bench_op_name(bench_op_t op)
+{
+    return bench_op_names[op];
+}
+const char *bench_axis_name(bench_axis_id_t a)
+{
+    return bench_axis_names[a];
+}
+const char *bench_dtype_name(bench_dtype_t d)
+{
+    return bench_dtype_names[d];
+}
+const char *bench_redop_name(bench_redop_t r)
+{
+    return bench_redop_names[r];
+}
+size_t bench_dtype_size(bench_dtype_t d)
+{
+    return bench_dtype_sizes[d];
+}
 
 int bench_op_is_reduction(bench_op_t op)
 {
@@ -89,15 +104,31 @@ static int bench_parse_size(const char *opt, const char *text, size_t *out)
     errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
     unsigned long long mul = 1;
-    if (errno || end == text || text[0] == '-') goto bad;
+    if (errno || end == text || text[0] == '-')
+        goto bad;
     switch (*end) {
-    case 'k': case 'K': mul = 1ull << 10; end++; break;
-    case 'm': case 'M': mul = 1ull << 20; end++; break;
-    case 'g': case 'G': mul = 1ull << 30; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        mul = 1ull << 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1ull << 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1ull << 30;
+        end++;
+        break;
+    default:
+        break;
     }
-    if (*end == 'b' || *end == 'B') end++;
-    if (*end || (v && mul > ~0ull / v)) goto bad;
+    if (*end == 'b' || *end == 'B')
+        end++;
+    if (*end || (v && mul > ~0ull / v))
+        goto bad;
     *out = (size_t)(v * mul);
     return 0;
 bad:
@@ -155,7 +186,8 @@ static int bench_parse_list(const char *opt, const char *text, const char *const
 static int bench_parse_mesh(const char *text, int *size)
 {
     char buf[256];
-    if (strlen(text) >= sizeof(buf)) goto bad;
+    if (strlen(text) >= sizeof(buf))
+        goto bad;
     snprintf(buf, sizeof(buf), "%s", text);
     for (int a = 0; a < BENCH_AXIS_COUNT; a++)
         size[a] = 0;
@@ -163,7 +195,8 @@ static int bench_parse_mesh(const char *text, int *size)
          tok = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(tok, '=');
         int a, v;
-        if (!eq) goto bad;
+        if (!eq)
+            goto bad;
         *eq = 0;
         for (a = 0; a < BENCH_AXIS_COUNT && strcmp(bench_axis_names[a], tok) != 0; a++)
             ;
@@ -175,11 +208,13 @@ static int bench_parse_mesh(const char *text, int *size)
             fprintf(stderr, "error: --mesh: axis %s given twice\n", tok);
             return -1;
         }
-        if (bench_parse_int("--mesh", eq + 1, 1, &v)) return -1;
+        if (bench_parse_int("--mesh", eq + 1, 1, &v))
+            return -1;
         size[a] = v;
     }
     for (int a = 0; a < BENCH_AXIS_COUNT; a++)
-        if (size[a]) return 0;
+        if (size[a])
+            return 0;
 bad:
     fprintf(stderr, "error: --mesh expects AXIS=SIZE pairs such as tp=2,dp=2,pp=2, got '%s'\n",
             text);
@@ -193,22 +228,45 @@ unsigned bench_axis_ops(const bench_opts_t *o, const char *axis)
 
 int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
 {
-    enum { OPT_CSV = 256, OPT_MEMCPY, OPT_MESH, OPT_ORDER, OPT_REORDER, OPT_AXES, OPT_JSON,
-           OPT_PLOT, OPT_BYTES, OPT_SKEW, OPT_EP_PATH, OPT_IDLE };
-    static const struct option longopts[] = {
-        {"op", required_argument, NULL, 'o'},       {"minbytes", required_argument, NULL, 'b'},
-        {"maxbytes", required_argument, NULL, 'e'}, {"stepfactor", required_argument, NULL, 'f'},
-        {"iters", required_argument, NULL, 'n'},    {"warmup", required_argument, NULL, 'w'},
-        {"datatype", required_argument, NULL, 'd'}, {"redop", required_argument, NULL, 'r'},
-        {"check", required_argument, NULL, 'c'},    {"algo", required_argument, NULL, 'a'},
-        {"root", required_argument, NULL, 'R'},     {"csv", required_argument, NULL, OPT_CSV},
-        {"memcpy", no_argument, NULL, OPT_MEMCPY},  {"help", no_argument, NULL, 'h'},
-        {"mesh", required_argument, NULL, OPT_MESH}, {"order", required_argument, NULL, OPT_ORDER},
-        {"reorder", no_argument, NULL, OPT_REORDER}, {"axes", required_argument, NULL, OPT_AXES},
-        {"json", required_argument, NULL, OPT_JSON}, {"plot", required_argument, NULL, OPT_PLOT},
-        {"bytes", no_argument, NULL, OPT_BYTES}, {"skew", required_argument, NULL, OPT_SKEW},
-        {"ep-path", required_argument, NULL, OPT_EP_PATH}, {"idle", required_argument, NULL, OPT_IDLE},
-        {NULL, 0, NULL, 0}};
+    enum {
+        OPT_CSV = 256,
+        OPT_MEMCPY,
+        OPT_MESH,
+        OPT_ORDER,
+        OPT_REORDER,
+        OPT_AXES,
+        OPT_JSON,
+        OPT_PLOT,
+        OPT_BYTES,
+        OPT_SKEW,
+        OPT_EP_PATH,
+        OPT_IDLE
+    };
+    static const struct option longopts[] = {{"op", required_argument, NULL, 'o'},
+                                             {"minbytes", required_argument, NULL, 'b'},
+                                             {"maxbytes", required_argument, NULL, 'e'},
+                                             {"stepfactor", required_argument, NULL, 'f'},
+                                             {"iters", required_argument, NULL, 'n'},
+                                             {"warmup", required_argument, NULL, 'w'},
+                                             {"datatype", required_argument, NULL, 'd'},
+                                             {"redop", required_argument, NULL, 'r'},
+                                             {"check", required_argument, NULL, 'c'},
+                                             {"algo", required_argument, NULL, 'a'},
+                                             {"root", required_argument, NULL, 'R'},
+                                             {"csv", required_argument, NULL, OPT_CSV},
+                                             {"memcpy", no_argument, NULL, OPT_MEMCPY},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {"mesh", required_argument, NULL, OPT_MESH},
+                                             {"order", required_argument, NULL, OPT_ORDER},
+                                             {"reorder", no_argument, NULL, OPT_REORDER},
+                                             {"axes", required_argument, NULL, OPT_AXES},
+                                             {"json", required_argument, NULL, OPT_JSON},
+                                             {"plot", required_argument, NULL, OPT_PLOT},
+                                             {"bytes", no_argument, NULL, OPT_BYTES},
+                                             {"skew", required_argument, NULL, OPT_SKEW},
+                                             {"ep-path", required_argument, NULL, OPT_EP_PATH},
+                                             {"idle", required_argument, NULL, OPT_IDLE},
+                                             {NULL, 0, NULL, 0}};
     int c, f;
 
     *o = (bench_opts_t){.ops = 1u << BENCH_ALLREDUCE,
@@ -223,23 +281,29 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
     while ((c = getopt_long(argc, argv, "o:b:e:f:n:w:d:r:c:a:R:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'o':
-            if (bench_parse_list("-o", optarg, bench_op_names, BENCH_OP_COUNT, &o->ops)) return 2;
+            if (bench_parse_list("-o", optarg, bench_op_names, BENCH_OP_COUNT, &o->ops))
+                return 2;
             break;
         case 'b':
-            if (bench_parse_size("-b", optarg, &o->min_bytes)) return 2;
+            if (bench_parse_size("-b", optarg, &o->min_bytes))
+                return 2;
             break;
         case 'e':
-            if (bench_parse_size("-e", optarg, &o->max_bytes)) return 2;
+            if (bench_parse_size("-e", optarg, &o->max_bytes))
+                return 2;
             break;
         case 'f':
-            if (bench_parse_int("-f", optarg, 2, &f)) return 2;
+            if (bench_parse_int("-f", optarg, 2, &f))
+                return 2;
             o->factor = (size_t)f;
             break;
         case 'n':
-            if (bench_parse_int("-n", optarg, 1, &o->iters)) return 2;
+            if (bench_parse_int("-n", optarg, 1, &o->iters))
+                return 2;
             break;
         case 'w':
-            if (bench_parse_int("-w", optarg, 0, &o->warmup)) return 2;
+            if (bench_parse_int("-w", optarg, 0, &o->warmup))
+                return 2;
             break;
         case 'd':
             if (bench_parse_list("-d", optarg, bench_dtype_names, BENCH_DTYPE_COUNT, &o->dtypes))
@@ -259,7 +323,8 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
             o->algo = optarg;
             break;
         case 'R':
-            if (bench_parse_int("-R", optarg, 0, &o->root)) return 2;
+            if (bench_parse_int("-R", optarg, 0, &o->root))
+                return 2;
             break;
         case OPT_CSV:
             o->csv = optarg;
@@ -268,7 +333,8 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
             o->memcpy_mode = 1;
             break;
         case OPT_MESH:
-            if (bench_parse_mesh(optarg, o->mesh_size)) return 2;
+            if (bench_parse_mesh(optarg, o->mesh_size))
+                return 2;
             o->mesh = optarg;
             break;
         case OPT_ORDER:
@@ -345,7 +411,8 @@ void bench_tune_string(const bench_opts_t *o, char *buf, size_t len)
 {
     size_t used = 0;
     buf[0] = 0;
-    if (!o->algo) return;
+    if (!o->algo)
+        return;
     if (strchr(o->algo, ':')) {
         snprintf(buf, len, "%s", o->algo);
         return;
@@ -355,7 +422,8 @@ void bench_tune_string(const bench_opts_t *o, char *buf, size_t len)
             continue;
         int n = snprintf(buf + used, len - used, "%s%s:%s", used ? "," : "", bench_op_names[op],
                          o->algo);
-        if (n < 0 || (size_t)n >= len - used) break;
+        if (n < 0 || (size_t)n >= len - used)
+            break;
         used += (size_t)n;
     }
 }
@@ -373,8 +441,8 @@ void bench_sizes(bench_op_t op, bench_dtype_t d, size_t bytes, int nranks, bench
         sz->count = total / n;
         sz->bytes = sz->count * n * dsize;
         sz->sbytes = op == BENCH_ALLGATHER || op == BENCH_GATHER ? sz->count * dsize : sz->bytes;
-        sz->rbytes = op == BENCH_REDUCE_SCATTER || op == BENCH_SCATTER ? sz->count * dsize
-                                                                        : sz->bytes;
+        sz->rbytes =
+            op == BENCH_REDUCE_SCATTER || op == BENCH_SCATTER ? sz->count * dsize : sz->bytes;
         break;
     case BENCH_DISPATCH_COMBINE: /* count: whole rows of BENCH_EP_HIDDEN when longer */
         sz->count = total > BENCH_EP_HIDDEN ? total - total % BENCH_EP_HIDDEN : total;

@@ -42,8 +42,10 @@ static void bench_json_str(FILE *f, const char *text)
 {
     fputc('"', f);
     for (const char *p = text; *p; p++) {
-        if (*p == '"' || *p == '\\') fputc('\\', f);
-        if ((unsigned char)*p >= 0x20) fputc(*p, f);
+        if (*p == '"' || *p == '\\')
+            fputc('\\', f);
+        if ((unsigned char)*p >= 0x20)
+            fputc(*p, f);
     }
     fputc('"', f);
 }
@@ -52,7 +54,8 @@ bench_out_t *bench_out_open(const bench_opts_t *o, const bench_backend_t *b, int
 {
     bench_out_t *out;
     *err = 0;
-    if (!o->csv && !o->json && !o->plot) return NULL;
+    if (!o->csv && !o->json && !o->plot)
+        return NULL;
     out = calloc(1, sizeof(*out));
     if (!out) {
         fprintf(stderr, "error: out of memory for the result files\n");
@@ -84,8 +87,10 @@ bench_out_t *bench_out_open(const bench_opts_t *o, const bench_backend_t *b, int
             bench_json_str(out->json, b->name);
             fprintf(out->json, ",\n  \"nranks\": %d,\n  \"nodes\": %d,\n  \"mesh\": ", b->size,
                     b->nnodes);
-            if (o->mesh) bench_json_str(out->json, o->mesh);
-            else fprintf(out->json, "null");
+            if (o->mesh)
+                bench_json_str(out->json, o->mesh);
+            else
+                fprintf(out->json, "null");
             fprintf(out->json, ",\n  \"order\": ");
             bench_json_str(out->json, o->order ? o->order : o->mesh ? "tp-cp-ep-dp-pp" : "");
             fprintf(out->json, ",\n  \"iters\": %d,\n  \"warmup\": %d,\n  \"rows\": [", o->iters,
@@ -101,13 +106,19 @@ static void bench_keep_point(bench_out_t *out, const bench_axis_t *a, const benc
     if (out->npoints == out->cap) {
         size_t cap = out->cap ? out->cap * 2 : 64;
         bench_point_t *p = realloc(out->points, cap * sizeof(*p));
-        if (!p) return; /* a shorter curve; the tables and files are complete */
+        if (!p)
+            return; /* a shorter curve; the tables and files are complete */
         out->points = p;
         out->cap = cap;
     }
     bench_point_t *p = &out->points[out->npoints++];
-    *p = (bench_point_t){.op = c->op, .dtype = c->dtype, .redop = c->redop, .size = a->size,
-                         .groups = a->groups, .nnodes = a->nnodes, .bytes = sz->bytes,
+    *p = (bench_point_t){.op = c->op,
+                         .dtype = c->dtype,
+                         .redop = c->redop,
+                         .size = a->size,
+                         .groups = a->groups,
+                         .nnodes = a->nnodes,
+                         .bytes = sz->bytes,
                          .busbw = r->busbw};
     snprintf(p->axis, sizeof(p->axis), "%s", a->name);
 }
@@ -116,7 +127,8 @@ void bench_out_row(bench_out_t *out, const bench_axis_t *a, const bench_call_t *
                    const bench_sizes_t *sz, const bench_result_t *r)
 {
     const char *redop = bench_op_is_reduction(c->op) ? bench_redop_name(c->redop) : "none";
-    if (!out || r->time_us < 0) return;
+    if (!out || r->time_us < 0)
+        return;
     if (out->csv)
         fprintf(out->csv, "%s,%d,%d,%zu,%s,%s,%.3f,%.4f,%.4f,%" PRId64 ",%d,%s,%s\n",
                 bench_op_name(c->op), a->size, a->nnodes, sz->bytes, bench_dtype_name(c->dtype),
@@ -125,15 +137,19 @@ void bench_out_row(bench_out_t *out, const bench_axis_t *a, const bench_call_t *
         fprintf(out->json, "%s\n    {\"op\": \"%s\", \"axis\": ", out->json_rows++ ? "," : "",
                 bench_op_name(c->op));
         bench_json_str(out->json, a->name);
-        fprintf(out->json, ", \"nranks\": %d, \"groups\": %d, \"nodes\": %d, \"bytes\": %zu, "
-                           "\"dtype\": \"%s\", \"redop\": \"%s\", \"in_place\": %s, \"algo\": ",
+        fprintf(out->json,
+                ", \"nranks\": %d, \"groups\": %d, \"nodes\": %d, \"bytes\": %zu, "
+                "\"dtype\": \"%s\", \"redop\": \"%s\", \"in_place\": %s, \"algo\": ",
                 a->size, a->groups, a->nnodes, sz->bytes, bench_dtype_name(c->dtype), redop,
                 c->in_place ? "true" : "false");
         bench_json_str(out->json, r->algo);
-        fprintf(out->json, ", \"time_us\": %.3f, \"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f, "
-                           "\"wrong\": %" PRId64 "}", r->time_us, r->algbw, r->busbw, r->wrong);
+        fprintf(out->json,
+                ", \"time_us\": %.3f, \"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f, "
+                "\"wrong\": %" PRId64 "}",
+                r->time_us, r->algbw, r->busbw, r->wrong);
     }
-    if (!c->in_place && sz->bytes > 0) bench_keep_point(out, a, c, sz, r);
+    if (!c->in_place && sz->bytes > 0)
+        bench_keep_point(out, a, c, sz, r);
 }
 
 /* Whether name is an executable file in a directory of PATH. */
@@ -145,7 +161,8 @@ static int bench_in_path(const char *name)
         size_t len = strcspn(path, ":");
         if (len && len < sizeof(buf) - strlen(name) - 2) {
             snprintf(buf, sizeof(buf), "%.*s/%s", (int)len, path, name);
-            if (access(buf, X_OK) == 0) return 1;
+            if (access(buf, X_OK) == 0)
+                return 1;
         }
         path += len + (path[len] == ':');
     }
@@ -156,15 +173,19 @@ static int bench_in_path(const char *name)
 static int bench_mkdirs(const char *dir)
 {
     char buf[4096];
-    if (strlen(dir) >= sizeof(buf)) return -1;
+    if (strlen(dir) >= sizeof(buf))
+        return -1;
     snprintf(buf, sizeof(buf), "%s", dir);
     for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p) continue;
+        if (*p != '/' && *p)
+            continue;
         char keep = *p;
         *p = 0;
-        if (mkdir(buf, 0777) && errno != EEXIST) return -1;
+        if (mkdir(buf, 0777) && errno != EEXIST)
+            return -1;
         *p = keep;
-        if (!keep) break;
+        if (!keep)
+            break;
     }
     return 0;
 }
@@ -177,7 +198,8 @@ static int bench_same_curve(const bench_point_t *x, const bench_point_t *y)
 /* Whether point i of op starts a curve: no earlier point of op belongs to the same one. */
 static int bench_curve_starts(const bench_out_t *out, bench_op_t op, size_t i)
 {
-    if (out->points[i].op != op) return 0;
+    if (out->points[i].op != op)
+        return 0;
     for (size_t j = 0; j < i; j++)
         if (out->points[j].op == op && bench_same_curve(&out->points[i], &out->points[j]))
             return 0;
@@ -199,7 +221,8 @@ static void bench_plot_script(FILE *gp, const bench_out_t *out, const bench_opts
                 "}\n");
     fprintf(gp, "set output '%s'\n", png);
     fprintf(gp, "set title \"%s: bus bandwidth per axis\\n", bench_op_name(op));
-    if (b->mesh) fprintf(gp, "mesh %s; ", b->mesh);
+    if (b->mesh)
+        fprintf(gp, "mesh %s; ", b->mesh);
     fprintf(gp, "%d ranks on %d node%s\"\n", b->size, b->nnodes, b->nnodes == 1 ? "" : "s");
     fprintf(gp, "set logscale x 2\nset format x '%%.0b%%BB'\nset xlabel 'message size S (bytes)'\n"
                 "set ylabel 'busbw (GB/s), out of place'\nset yrange [0:*]\nset grid\n"
@@ -207,18 +230,20 @@ static void bench_plot_script(FILE *gp, const bench_out_t *out, const bench_opts
     /* one curve per axis (and per type and redop when several were run) */
     for (size_t i = 0; i < out->npoints; i++) {
         const bench_point_t *p = &out->points[i];
-        if (!bench_curve_starts(out, op, i)) continue;
+        if (!bench_curve_starts(out, op, i))
+            continue;
         fprintf(gp,
                 "%s'-' using 1:2 title '%s: %d group%s of %d, %d node%s each%s%s%s%s' lw 2 pt 7",
-                ncurves++ ? ", " : "plot ", p->axis, p->groups, p->groups == 1 ? "" : "s",
-                p->size, p->nnodes, p->nnodes == 1 ? "" : "s", many_types ? ", " : "",
+                ncurves++ ? ", " : "plot ", p->axis, p->groups, p->groups == 1 ? "" : "s", p->size,
+                p->nnodes, p->nnodes == 1 ? "" : "s", many_types ? ", " : "",
                 many_types ? bench_dtype_name(p->dtype) : "", many_redops ? ", " : "",
                 many_redops ? bench_redop_name(p->redop) : "");
     }
     fprintf(gp, "\n");
     for (size_t i = 0; i < out->npoints; i++) {
         const bench_point_t *p = &out->points[i];
-        if (!bench_curve_starts(out, op, i)) continue;
+        if (!bench_curve_starts(out, op, i))
+            continue;
         for (size_t k = i; k < out->npoints; k++)
             if (out->points[k].op == op && bench_same_curve(p, &out->points[k]))
                 fprintf(gp, "%zu %.6f\n", out->points[k].bytes, out->points[k].busbw);
@@ -235,12 +260,14 @@ static int bench_plot(const bench_out_t *out, const bench_opts_t *o, const bench
         printf("# plots: gnuplot not found in PATH; no PNG written (install gnuplot-nox)\n");
         return 0;
     }
-    if (strchr(o->plot, '\'') || bench_mkdirs(o->plot)) return -1; /* said at the start */
+    if (strchr(o->plot, '\'') || bench_mkdirs(o->plot))
+        return -1; /* said at the start */
     for (int op = 0; op < BENCH_OP_COUNT; op++) {
         size_t i;
         for (i = 0; i < out->npoints && out->points[i].op != (bench_op_t)op; i++)
             ;
-        if (i == out->npoints) continue;
+        if (i == out->npoints)
+            continue;
         snprintf(png, sizeof(png), "%s/%s.png", o->plot, bench_op_name((bench_op_t)op));
         fflush(stdout);
         FILE *gp = popen("gnuplot", "w");
@@ -263,7 +290,8 @@ static int bench_plot(const bench_out_t *out, const bench_opts_t *o, const bench
 int bench_out_close(bench_out_t *out, const bench_opts_t *o, const bench_backend_t *b)
 {
     int rc = 0;
-    if (!out) return 0;
+    if (!out)
+        return 0;
     if (out->csv && fclose(out->csv)) {
         fprintf(stderr, "error: cannot write %s: %m\n", o->csv);
         rc = -1;
@@ -275,7 +303,8 @@ int bench_out_close(bench_out_t *out, const bench_opts_t *o, const bench_backend
             rc = -1;
         }
     }
-    if (o->plot && bench_plot(out, o, b)) rc = -1;
+    if (o->plot && bench_plot(out, o, b))
+        rc = -1;
     fflush(stdout);
     free(out->points);
     free(out);

@@ -19,7 +19,8 @@ static void *bench_alloc(size_t bytes)
 {
     size_t len = (bytes + 4095) / 4096 * 4096 + 4096;
     void *p = aligned_alloc(4096, len);
-    if (p) memset(p, 0, len); /* touch every page before timing */
+    if (p)
+        memset(p, 0, len); /* touch every page before timing */
     return p;
 }
 
@@ -29,7 +30,8 @@ void bench_layout(bench_call_t *c, char *sbuf, char *rbuf, int rank)
     size_t block = c->count * bench_dtype_size(c->dtype) * (size_t)rank;
     c->sbuf = sbuf;
     c->rbuf = rbuf;
-    if (!c->in_place) return;
+    if (!c->in_place)
+        return;
     switch (c->op) {
     case BENCH_REDUCE_SCATTER:
     case BENCH_SCATTER:
@@ -52,7 +54,8 @@ static int bench_tl_sent(const bench_backend_t *b, uint64_t *v)
     for (int i = 0; i < 8; i++)
         v[i] = 0;
     for (int i = 0; b->tls && b->tls[i] && i < 8; i++)
-        if (b->tl_sent(i, &v[i])) return -1;
+        if (b->tl_sent(i, &v[i]))
+            return -1;
     return 0;
 }
 
@@ -63,34 +66,44 @@ static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const benc
     res->time_us = -1;
     res->wrong = -1;
     snprintf(res->algo, sizeof(res->algo), "-");
-    if (!b->supports(c->op, c->dtype, c->redop, c->in_place)) return 0;
+    if (!b->supports(c->op, c->dtype, c->redop, c->in_place))
+        return 0;
     bench_layout(c, sbuf, rbuf, a->rank);
 
     if (o->check) {
         uint64_t wrong;
         bench_fill(c, sz, a->rank, a->size);
-        if (b->run(c)) return -1;
+        if (b->run(c))
+            return -1;
         wrong = bench_check(c, sz, a->rank, a->size);
-        if (b->sum_u64(&wrong)) return -1;
+        if (b->sum_u64(&wrong))
+            return -1;
         res->wrong = (int64_t)wrong;
     }
     for (int i = 0; i < o->warmup; i++)
-        if (b->run(c)) return -1;
-    if (b->barrier()) return -1;
+        if (b->run(c))
+            return -1;
+    if (b->barrier())
+        return -1;
     uint64_t tl0[8], tl1[8];
-    if (o->bytes && bench_tl_sent(b, tl0)) return -1;
+    if (o->bytes && bench_tl_sent(b, tl0))
+        return -1;
     double t0 = b->now();
     for (int i = 0; i < o->iters; i++)
-        if (b->run(c)) return -1;
+        if (b->run(c))
+            return -1;
     double t = (b->now() - t0) / o->iters;
-    if (o->bytes && bench_tl_sent(b, tl1)) return -1;
+    if (o->bytes && bench_tl_sent(b, tl1))
+        return -1;
     for (int i = 0; o->bytes && b->tls && b->tls[i] && i < 8; i++) {
         res->tl_bytes[i] = (tl1[i] - tl0[i]) / (uint64_t)o->iters;
-        if (b->sum_u64(&res->tl_bytes[i])) return -1;
+        if (b->sum_u64(&res->tl_bytes[i]))
+            return -1;
     }
     /* before the reduction of the times, which is a collective of its own */
     snprintf(res->algo, sizeof(res->algo), "%s", b->algo(c->op));
-    if (b->max_double(&t)) return -1;
+    if (b->max_double(&t))
+        return -1;
 
     res->time_us = t * 1e6;
     res->algbw = t > 0 ? (double)sz->bytes / t / 1e9 : 0;
@@ -105,7 +118,8 @@ static void bench_print_result(const bench_result_t *r)
         return;
     }
     char wrong[24] = "N/A";
-    if (r->wrong >= 0) snprintf(wrong, sizeof(wrong), "%" PRId64, r->wrong);
+    if (r->wrong >= 0)
+        snprintf(wrong, sizeof(wrong), "%" PRId64, r->wrong);
     printf("  %9.2f  %7.3f  %7.3f  %6s", r->time_us, r->algbw, r->busbw, wrong);
 }
 
@@ -114,8 +128,9 @@ static void bench_table_header(const bench_opts_t *o, const bench_backend_t *b,
 {
     if (b->naxes) {
         printf("#\n# axis %s: %s, group size %d, %d group%s at once, group of rank 0 on %d "
-               "node%s\n", a->name, bench_op_name(op), a->size, a->groups,
-               a->groups == 1 ? "" : "s", a->nnodes, a->nnodes == 1 ? "" : "s");
+               "node%s\n",
+               a->name, bench_op_name(op), a->size, a->groups, a->groups == 1 ? "" : "s", a->nnodes,
+               a->nnodes == 1 ? "" : "s");
         if (op == BENCH_SENDRECV)
             printf("# sendrecv: each rank sends to the next of its group and receives from the "
                    "previous (a ring)\n");
@@ -127,8 +142,8 @@ static void bench_table_header(const bench_opts_t *o, const bench_backend_t *b,
     if (o->bytes && b->tls)
         printf("# transport=B: bytes sent over it per out-of-place call, summed over the ranks\n");
     printf("# time: each rank's average over the iterations, max across ranks%s; algbw = S/time; "
-           "busbw = algbw x %.3f\n#\n", a->groups > 1 ? " of all groups" : "",
-           bench_busbw_factor(op, a->size));
+           "busbw = algbw x %.3f\n#\n",
+           a->groups > 1 ? " of all groups" : "", bench_busbw_factor(op, a->size));
     printf("# %10s  %12s  %6s  %5s  %4s  %39s  %39s\n", "", "", "", "", "", "out-of-place",
            "in-place");
     printf("# %10s  %12s  %6s  %5s  %4s  %9s  %7s  %7s  %6s  %9s  %7s  %7s  %6s  %s\n", "size",
@@ -141,29 +156,37 @@ static void bench_table_header(const bench_opts_t *o, const bench_backend_t *b,
 
 /* One table: every size of one (op, dtype, redop). Returns -1 on a failed call. */
 static int bench_table(const bench_opts_t *o, const bench_backend_t *b, const bench_axis_t *a,
-                       bench_op_t op, bench_dtype_t d, bench_redop_t redop, char *sbuf,
-                       char *rbuf, bench_out_t *out, uint64_t *total_wrong)
+                       bench_op_t op, bench_dtype_t d, bench_redop_t redop, char *sbuf, char *rbuf,
+                       bench_out_t *out, uint64_t *total_wrong)
 {
-    int rooted = op == BENCH_REDUCE || op == BENCH_BROADCAST || op == BENCH_GATHER ||
-                 op == BENCH_SCATTER;
+    int rooted =
+        op == BENCH_REDUCE || op == BENCH_BROADCAST || op == BENCH_GATHER || op == BENCH_SCATTER;
     double bw_sum = 0;
     int bw_n = 0;
 
-    if (b->rank == 0) bench_table_header(o, b, a, op);
+    if (b->rank == 0)
+        bench_table_header(o, b, a, op);
     for (size_t bytes = o->min_bytes;;) {
         bench_sizes_t sz;
         bench_result_t res[2] = {0};
         bench_sizes(op, d, bytes, a->size, &sz);
         for (int ip = 0; ip < 2; ip++) {
-            bench_call_t c = {.op = op, .dtype = d, .redop = redop, .root = o->root,
-                              .in_place = ip, .count = sz.count};
-            if (bench_row(o, b, a, &c, &sz, sbuf, rbuf, &res[ip])) return -1;
-            if (res[ip].wrong > 0) *total_wrong += (uint64_t)res[ip].wrong;
+            bench_call_t c = {.op = op,
+                              .dtype = d,
+                              .redop = redop,
+                              .root = o->root,
+                              .in_place = ip,
+                              .count = sz.count};
+            if (bench_row(o, b, a, &c, &sz, sbuf, rbuf, &res[ip]))
+                return -1;
+            if (res[ip].wrong > 0)
+                *total_wrong += (uint64_t)res[ip].wrong;
             if (res[ip].time_us >= 0) {
                 bw_sum += res[ip].busbw;
                 bw_n++;
             }
-            if (b->rank == 0) bench_out_row(out, a, &c, &sz, &res[ip]);
+            if (b->rank == 0)
+                bench_out_row(out, a, &c, &sz, &res[ip]);
         }
         if (b->rank == 0) {
             printf("  %10zu  %12zu  %6s  %5s  %4d", sz.bytes, sz.bytes / bench_dtype_size(d),
@@ -181,15 +204,17 @@ static int bench_table(const bench_opts_t *o, const bench_backend_t *b, const be
             printf("\n");
             fflush(stdout);
         }
-        if (bytes > o->max_bytes / o->factor) break;
+        if (bytes > o->max_bytes / o->factor)
+            break;
         bytes = bytes ? bytes * o->factor : 1;
     }
-    if (b->rank == 0) printf("# avg bus bandwidth: %.3f GB/s\n", bw_n ? bw_sum / bw_n : 0.0);
+    if (b->rank == 0)
+        printf("# avg bus bandwidth: %.3f GB/s\n", bw_n ? bw_sum / bw_n : 0.0);
     return 0;
 }
 
 #define BENCH_MAX_AXES 16
-#define BENCH_ROOTED                                                                          \
+#define BENCH_ROOTED                                                                               \
     (1u << BENCH_REDUCE | 1u << BENCH_BROADCAST | 1u << BENCH_GATHER | 1u << BENCH_SCATTER)
 
 /* Every table of one axis; -1 on a failed call. */
@@ -197,15 +222,19 @@ static int bench_axis_run(const bench_opts_t *o, const bench_backend_t *b, const
                           char *sbuf, char *rbuf, bench_out_t *out, uint64_t *total_wrong)
 {
     for (int op = 0; op < BENCH_OP_COUNT; op++) {
-        if (!(a->ops & (1u << op))) continue;
+        if (!(a->ops & (1u << op)))
+            continue;
         for (int d = 0; d < BENCH_DTYPE_COUNT; d++) {
-            if (!(o->dtypes & (1u << d))) continue;
+            if (!(o->dtypes & (1u << d)))
+                continue;
             for (int r = 0; r < BENCH_REDOP_COUNT; r++) {
-                if (!(o->redops & (1u << r))) continue;
-                if (bench_table(o, b, a, (bench_op_t)op, (bench_dtype_t)d, (bench_redop_t)r,
-                                sbuf, rbuf, out, total_wrong))
+                if (!(o->redops & (1u << r)))
+                    continue;
+                if (bench_table(o, b, a, (bench_op_t)op, (bench_dtype_t)d, (bench_redop_t)r, sbuf,
+                                rbuf, out, total_wrong))
                     return -1;
-                if (!bench_op_is_reduction((bench_op_t)op)) break; /* one table, no redop */
+                if (!bench_op_is_reduction((bench_op_t)op))
+                    break; /* one table, no redop */
             }
         }
     }
@@ -217,28 +246,34 @@ static int bench_axes_measured(const bench_opts_t *o, const bench_backend_t *b, 
                                int *naxes)
 {
     if ((o->mesh || o->axes) && !b->axis) {
-        if (b->rank == 0) fprintf(stderr, "error: --mesh and --axes need mesh-bench\n");
+        if (b->rank == 0)
+            fprintf(stderr, "error: --mesh and --axes need mesh-bench\n");
         return 2;
     }
     if (!b->axis) {
-        axes[0] = (bench_axis_t){.name = "world", .rank = b->rank, .size = b->size,
-                                 .groups = 1, .nnodes = b->nnodes, .ops = o->ops};
+        axes[0] = (bench_axis_t){.name = "world",
+                                 .rank = b->rank,
+                                 .size = b->size,
+                                 .groups = 1,
+                                 .nnodes = b->nnodes,
+                                 .ops = o->ops};
         *naxes = 1;
     } else {
         if (b->naxes > BENCH_MAX_AXES) {
             if (b->rank == 0)
-                fprintf(stderr, "error: --axes: %d axes, at most %d\n", b->naxes,
-                        BENCH_MAX_AXES);
+                fprintf(stderr, "error: --axes: %d axes, at most %d\n", b->naxes, BENCH_MAX_AXES);
             return 2;
         }
         for (int i = 0; i < b->naxes; i++) {
-            if (b->axis(i, &axes[i])) return 1;
+            if (b->axis(i, &axes[i]))
+                return 1;
             axes[i].ops = bench_axis_ops(o, axes[i].name);
         }
         *naxes = b->naxes;
     }
     for (int i = 0; i < *naxes; i++) {
-        if (o->root < axes[i].size || !(axes[i].ops & BENCH_ROOTED)) continue;
+        if (o->root < axes[i].size || !(axes[i].ops & BENCH_ROOTED))
+            continue;
         if (b->rank == 0)
             fprintf(stderr, "error: -R %d: the root must be below the %d ranks of %s\n", o->root,
                     axes[i].size, axes[i].name);
@@ -258,7 +293,8 @@ static double bench_cpu_s(void)
 /* --idle: rank 0 sleeps, the others wait in a barrier; each reports the CPU it used. */
 static int bench_idle(const bench_opts_t *o, const bench_backend_t *b)
 {
-    if (b->barrier()) return 1;
+    if (b->barrier())
+        return 1;
     double c0 = bench_cpu_s(), t0 = b->now();
     if (b->rank == 0) {
         struct timespec ts = {.tv_sec = (time_t)o->idle};
@@ -266,26 +302,31 @@ static int bench_idle(const bench_opts_t *o, const bench_backend_t *b)
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
         }
     }
-    if (b->barrier()) return 1;
+    if (b->barrier())
+        return 1;
     double wall = b->now() - t0, pct = 100 * (bench_cpu_s() - c0) / wall;
     printf("# idle: rank %d waited %.3f s, CPU %.2f%% of a core%s\n", b->rank, wall, pct,
            b->rank == 0 ? " (the sleeper)" : "");
     fflush(stdout);
     double most = b->rank == 0 ? 0 : pct;
-    if (b->max_double(&most)) return 1;
-    if (b->rank == 0) printf("# idle: most CPU of a waiting rank: %.2f%%\n", most);
+    if (b->max_double(&most))
+        return 1;
+    if (b->rank == 0)
+        printf("# idle: most CPU of a waiting rank: %.2f%%\n", most);
     return 0;
 }
 
 int bench_main(const bench_opts_t *o, const bench_backend_t *b)
 {
-    if (o->idle > 0) return bench_idle(o, b);
+    if (o->idle > 0)
+        return bench_idle(o, b);
     bench_axis_t axes[BENCH_MAX_AXES];
     bench_out_t *out = NULL;
     uint64_t total_wrong = 0;
     int naxes = 0, rc = bench_axes_measured(o, b, axes, &naxes), err = 0;
 
-    if (rc) return rc;
+    if (rc)
+        return rc;
     char *sbuf = bench_alloc(o->max_bytes), *rbuf = bench_alloc(o->max_bytes);
     if (!sbuf || !rbuf) {
         fprintf(stderr, "error: rank %d: cannot allocate 2 x %zu bytes\n", b->rank, o->max_bytes);
@@ -298,16 +339,20 @@ int bench_main(const bench_opts_t *o, const bench_backend_t *b)
     }
     for (int i = 0; i < naxes && rc == 0; i++) {
         bench_axis_t cur;
-        if (b->axis && b->axis(i, &cur)) rc = 1; /* makes it the communicator of run() */
-        else if (bench_axis_run(o, b, &axes[i], sbuf, rbuf, out, &total_wrong)) rc = 1;
-        if (rc) b->abort();
+        if (b->axis && b->axis(i, &cur))
+            rc = 1; /* makes it the communicator of run() */
+        else if (bench_axis_run(o, b, &axes[i], sbuf, rbuf, out, &total_wrong))
+            rc = 1;
+        if (rc)
+            b->abort();
     }
     if (rc == 0 && b->rank == 0) {
         printf("#\n# wrong elements: %" PRIu64 " %s\n#\n", total_wrong,
                total_wrong ? "FAILED" : "OK");
     }
     /* a failed plot or file is reported, and does not hide the measurements */
-    if (b->rank == 0 && bench_out_close(out, o, b)) err = 1;
+    if (b->rank == 0 && bench_out_close(out, o, b))
+        err = 1;
     free(sbuf);
     free(rbuf);
     return rc ? rc : total_wrong || err ? 1 : 0;
@@ -321,7 +366,8 @@ int bench_memcpy(const bench_opts_t *o, double (*now)(void))
         fprintf(stderr, "error: cannot allocate 2 x %zu bytes\n", o->max_bytes);
         return 1;
     }
-    if (csv) fprintf(csv, "%s\n", bench_csv_header);
+    if (csv)
+        fprintf(csv, "%s\n", bench_csv_header);
     memset(src, 1, o->max_bytes);
     printf("# memcpy bandwidth of one process: bytes copied / time, average over %d iterations\n",
            o->iters);
@@ -340,10 +386,12 @@ int bench_memcpy(const bench_opts_t *o, double (*now)(void))
         if (csv)
             fprintf(csv, "memcpy,1,1,%zu,uint8,memcpy,%.3f,%.4f,%.4f,-1,0,none,none\n", bytes,
                     t * 1e6, bw, bw);
-        if (bytes > o->max_bytes / o->factor) break;
+        if (bytes > o->max_bytes / o->factor)
+            break;
         bytes = bytes ? bytes * o->factor : 1;
     }
-    if (csv) fclose(csv);
+    if (csv)
+        fclose(csv);
     free(src);
     free(dst);
     return 0;

@@ -154,7 +154,8 @@ static int run_path(bench_t *b, double skew, mesh_ep_path_t path)
         double *te = b->te, *ta = b->ta, *td = b->td, *tr = b->tr;
         for (int it = 0; it < iters; it++) /* paired: each iteration's two runs are adjacent */
             tr[it] = ta[it] / te[it];
-        double me = bench_median(te, iters), ma = bench_median(ta, iters), md = bench_median(td, iters);
+        double me = bench_median(te, iters), ma = bench_median(ta, iters),
+               md = bench_median(td, iters);
         double mr = bench_median(tr, iters);
         char how[48] = "";
         if (path == MESH_EP_PATH_AUTO)
@@ -164,10 +165,9 @@ static int run_path(bench_t *b, double skew, mesh_ep_path_t path)
         printf("skew %-4g %s%s rank 0's experts get %5.1f%% of the rows: dispatch+combine %8.3f ms "
                "%7.1f MB/s (dispatch %.3f ms) across nodes: dispatch %.2f MB combine %.2f MB | "
                "alltoallv x2 %8.3f ms %7.1f MB/s | ratio %.2f (median of paired ratios %.2f)\n",
-               skew, pname[path], how,
-               100.0 * nrecv / ((double)b->tokens * b->k * P), me * 1e3, bytes[1] / me / 1e6,
-               md * 1e3, cross[0] / 1e6 / iters, cross[1] / 1e6 / iters, ma * 1e3,
-               bytes[1] / ma / 1e6, ma / me, mr);
+               skew, pname[path], how, 100.0 * nrecv / ((double)b->tokens * b->k * P), me * 1e3,
+               bytes[1] / me / 1e6, md * 1e3, cross[0] / 1e6 / iters, cross[1] / 1e6 / iters,
+               ma * 1e3, bytes[1] / ma / 1e6, ma / me, mr);
     }
     free(sb), free(rbuf), free(ex);
     mesh_ep_layout_destroy(l);

@@ -36,14 +36,15 @@ static struct {
     char name[32];
     mesh_comm_h comm;
 } bench_axis_comms[BENCH_AXES_MAX];
-static int *bench_coords;   /* [size][BENCH_AXIS_COUNT + 1]: each rank's coordinates, grid rank */
+static int *bench_coords;    /* [size][BENCH_AXIS_COUNT + 1]: each rank's coordinates, grid rank */
 static char bench_mesh[256]; /* the grid for titles */
 
 static const bench_opts_t *bench_o;
 
 static int mesh_supports(bench_op_t op, bench_dtype_t d, bench_redop_t r, int in_place)
 {
-    if (op == BENCH_DISPATCH_COMBINE) return !in_place && (d == BENCH_FP32 || d == BENCH_BF16);
+    if (op == BENCH_DISPATCH_COMBINE)
+        return !in_place && (d == BENCH_FP32 || d == BENCH_BF16);
     return !(in_place && op == BENCH_SENDRECV);
 }
 
@@ -93,7 +94,8 @@ static int mesh_run(const bench_call_t *c)
         break;
     case BENCH_DISPATCH_COMBINE: {
         mesh_ep_path_t path = MESH_EP_PATH_AUTO;
-        if (bench_o->ep_path) bench_ep_path(bench_o->ep_path, &path);
+        if (bench_o->ep_path)
+            bench_ep_path(bench_o->ep_path, &path);
         st = bench_ep_run(comm, c->sbuf, c->rbuf, c->count, t, bench_o->skew, path);
         break;
     }
@@ -101,7 +103,8 @@ static int mesh_run(const bench_call_t *c)
         st = MESH_ERR_INVALID_ARG;
         break;
     }
-    if (st == MESH_OK) return 0;
+    if (st == MESH_OK)
+        return 0;
     fprintf(stderr, "error: rank %d: %s of %zu %s elements (%s) failed: %s: %s\n",
             mesh_backend.rank, bench_op_name(c->op), c->count, bench_dtype_name(c->dtype),
             c->in_place ? "in place" : "out of place", mesh_status_string(st),
@@ -114,7 +117,8 @@ static int mesh_axis(int i, bench_axis_t *a)
 {
     mesh_comm_h comm = bench_axis_comms[i].comm;
     bench_cur = comm;
-    *a = (bench_axis_t){.rank = mesh_comm_rank(comm), .size = mesh_comm_size(comm),
+    *a = (bench_axis_t){.rank = mesh_comm_rank(comm),
+                        .size = mesh_comm_size(comm),
                         .nnodes = mesh_comm_node_count(comm)};
     a->groups = mesh_backend.size / a->size;
     snprintf(a->name, sizeof(a->name), "%s", bench_axis_comms[i].name);
@@ -123,8 +127,10 @@ static int mesh_axis(int i, bench_axis_t *a)
 
 static const char *mesh_algo(bench_op_t op)
 {
-    if (op == BENCH_SENDRECV) return "p2p";
-    if (op == BENCH_DISPATCH_COMBINE) return bench_ep_algo();
+    if (op == BENCH_SENDRECV)
+        return "p2p";
+    if (op == BENCH_DISPATCH_COMBINE)
+        return bench_ep_algo();
     const char *a = mesh_comm_last_algorithm(bench_cur);
     return a && *a ? a : "?";
 }
@@ -188,9 +194,10 @@ static void mesh_describe(FILE *out)
     int size = mesh_backend.size;
     const char *tune = getenv("MESH_TUNE");
     fprintf(out, "# mesh-bench: mesh %d.%d.%d, %d rank%s on %d node%s\n", MESH_VERSION_MAJOR,
-            MESH_VERSION_MINOR, MESH_VERSION_PATCH, size, size == 1 ? "" : "s",
-            mesh_backend.nnodes, mesh_backend.nnodes == 1 ? "" : "s");
-    if (tune && *tune) fprintf(out, "# MESH_TUNE=%s\n", tune);
+            MESH_VERSION_MINOR, MESH_VERSION_PATCH, size, size == 1 ? "" : "s", mesh_backend.nnodes,
+            mesh_backend.nnodes == 1 ? "" : "s");
+    if (tune && *tune)
+        fprintf(out, "# MESH_TUNE=%s\n", tune);
     for (int r = 0; r < size && r < 64; r++) {
         fprintf(out, "#   rank %2d: node %d, local rank %d of %d; peers:", r,
                 mesh_comm_node(bench_comm, r), mesh_comm_local_rank(bench_comm, r),
@@ -199,8 +206,10 @@ static void mesh_describe(FILE *out)
             fprintf(out, " %d:%s", p, bench_routes + ((size_t)r * size + p) * BENCH_TL_NAME);
         fprintf(out, "%s\n", size > 16 ? " ..." : "");
     }
-    if (size > 64) fprintf(out, "#   ... %d more ranks\n", size - 64);
-    if (!bench_grid) return;
+    if (size > 64)
+        fprintf(out, "#   ... %d more ranks\n", size - 64);
+    if (!bench_grid)
+        return;
     fprintf(out, "# mesh %s\n", bench_mesh);
     for (int r = 0; r < size && r < 64; r++) {
         const int *c = bench_coords + (size_t)r * (BENCH_AXIS_COUNT + 1);
@@ -239,7 +248,8 @@ static int mesh_axes_pick(const bench_opts_t *o)
     }
     for (int i = 0; i < bench_naxes; i++) {
         st = mesh_grid_comm(bench_grid, bench_axis_comms[i].name, &bench_axis_comms[i].comm);
-        if (st == MESH_OK) continue;
+        if (st == MESH_OK)
+            continue;
         if (!mesh_backend.rank)
             fprintf(stderr, "error: --axes: no communicator for '%s': %s: %s\n",
                     bench_axis_comms[i].name, mesh_status_string(st), mesh_comm_last_error(NULL));
@@ -284,11 +294,12 @@ static int mesh_grid_setup(const bench_opts_t *o)
     if (st != MESH_OK) {
         /* a layout the node map refuses is the same verdict on every rank: said once */
         if (rank == 0 || st != MESH_ERR_INVALID_ARG)
-            fprintf(stderr, "error: rank %d: cannot build the mesh %s: %s: %s\n", rank,
-                    bench_mesh, mesh_status_string(st), mesh_comm_last_error(NULL));
+            fprintf(stderr, "error: rank %d: cannot build the mesh %s: %s: %s\n", rank, bench_mesh,
+                    mesh_status_string(st), mesh_comm_last_error(NULL));
         return st == MESH_ERR_INVALID_ARG ? 2 : 1;
     }
-    if ((rc = mesh_axes_pick(o))) return rc;
+    if ((rc = mesh_axes_pick(o)))
+        return rc;
 
     int mine[BENCH_AXIS_COUNT + 1];
     for (int x = 0; x < BENCH_AXIS_COUNT; x++)
@@ -323,7 +334,8 @@ static void mesh_list_tls(void)
         int seen = 0;
         for (int i = 0; i < n; i++)
             seen |= strcmp(bench_tls[i], tl) == 0;
-        if (!seen) bench_tls[n++] = tl;
+        if (!seen)
+            bench_tls[n++] = tl;
     }
     bench_tls[n] = NULL;
 }
@@ -344,19 +356,21 @@ int main(int argc, char **argv)
     bench_opts_t o;
     char tune[1024];
     int rc = bench_parse(argc, argv, "mesh-bench", &o);
-    if (rc) return rc == 1 ? 0 : 2;
+    if (rc)
+        return rc == 1 ? 0 : 2;
     if (o.memcpy_mode)
         return bench_memcpy(&o, mesh_time_now);
     bench_o = &o;
 
     /* -a goes through the same override string users set, read when the library starts */
     bench_tune_string(&o, tune, sizeof(tune));
-    if (tune[0]) setenv("MESH_TUNE", tune, 1);
+    if (tune[0])
+        setenv("MESH_TUNE", tune, 1);
 
     mesh_status_t st = mesh_init();
     if (st != MESH_OK) {
-        fprintf(stderr, "error: cannot create the communicator: %s: %s\n",
-                mesh_status_string(st), mesh_comm_last_error(NULL));
+        fprintf(stderr, "error: cannot create the communicator: %s: %s\n", mesh_status_string(st),
+                mesh_comm_last_error(NULL));
         return 1;
     }
     mesh_backend = (bench_backend_t){.name = "mesh",
@@ -387,13 +401,16 @@ int main(int argc, char **argv)
         mesh_backend.axis = mesh_axis;
         mesh_backend.mesh = bench_mesh;
     }
-    if (rc == 0) rc = bench_main(&o, &mesh_backend);
+    if (rc == 0)
+        rc = bench_main(&o, &mesh_backend);
     /* No rank leaves before every rank is done: a peer that exits while another still drains
      * its last messages can be taken for a failed one. Only the leaving can fail here, after the
      * results stand, so the status does not count. */
-    if (!bench_aborted) (void)mesh_barrier(bench_comm, NULL);
+    if (!bench_aborted)
+        (void)mesh_barrier(bench_comm, NULL);
     bench_ep_free();
-    if (bench_grid) mesh_grid_destroy(bench_grid);
+    if (bench_grid)
+        mesh_grid_destroy(bench_grid);
     mesh_comm_destroy(bench_comm);
     free(bench_coords);
     free(bench_routes);

@@ -55,7 +55,7 @@ typedef struct {
 } mesh_coll_args_t;
 
 typedef struct {
-    const char *name;  /* short: "ring", "rd", "rabenseifner", ... */
+    const char *name; /* short: "ring", "rd", "rabenseifner", ... */
     const char *desc;
     mesh_coll_type_t type;
     /* Preference for a message of this many bytes (nccl-tests' S) on this communicator's shape
@@ -77,7 +77,8 @@ const mesh_coll_algo_t *mesh_coll_algo_find(mesh_coll_type_t type, const char *n
 static inline int mesh_coll_algo_score(const mesh_coll_algo_t *a, const mesh_comm_t *comm,
                                        const mesh_coll_args_t *args)
 {
-    if (a->fits != NULL && !a->fits(comm, args)) return -1;
+    if (a->fits != NULL && !a->fits(comm, args))
+        return -1;
     return a->score(comm, args->bytes);
 }
 
@@ -91,8 +92,7 @@ typedef struct mesh_coll_map mesh_coll_map_t; /* comm->coll_map */
 
 /* tune: MESH_TUNE's text ("" or NULL: none). A rule naming an unknown collective or algorithm, or
  * with a malformed range, fails with MESH_ERR_INVALID_ARG saying which. */
-mesh_status_t mesh_coll_map_build(const mesh_comm_t *comm, const char *tune,
-                                  mesh_coll_map_t **map);
+mesh_status_t mesh_coll_map_build(const mesh_comm_t *comm, const char *tune, mesh_coll_map_t **map);
 void mesh_coll_map_free(mesh_coll_map_t *map);
 /* MESH_TUNE's check in the config table (mesh_config_check_fn). */
 int mesh_coll_tune_check(const char *value, char *why, size_t len);

@@ -7,10 +7,10 @@
 #include "collectives/signature.h"
 #include "libmesh/mem.h"
 
-#define CHECK_ARG(cond, ...)                                                                   \
-    do {                                                                                      \
-        if (!(cond))                                                                          \
-            return mesh_comm_fail(comm, mesh_error(MESH_ERR_INVALID_ARG, __VA_ARGS__));       \
+#define CHECK_ARG(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            return mesh_comm_fail(comm, mesh_error(MESH_ERR_INVALID_ARG, __VA_ARGS__));            \
     } while (0)
 
 /* The checks of every call pass inline, in a few instructions; anything else goes to the
@@ -64,8 +64,8 @@ static inline mesh_status_t mesh_api_check_op(mesh_comm_t *comm, const char *fn,
     return MESH_OK;
 }
 
-static inline mesh_status_t mesh_api_check_buf(mesh_comm_t *comm, const char *fn,
-                                               const char *name, const void *buf, size_t count)
+static inline mesh_status_t mesh_api_check_buf(mesh_comm_t *comm, const char *fn, const char *name,
+                                               const void *buf, size_t count)
 {
     return buf != NULL || count == 0 ? MESH_OK
                                      : mesh_api_check_buf_slow(comm, fn, name, buf, count);
@@ -85,9 +85,9 @@ static inline mesh_status_t mesh_api_check_count(mesh_comm_t *comm, const char *
 
 /* Two buffers of the given byte lengths either coincide where the caller said in place, or
  * do not overlap at all. */
-static inline mesh_status_t mesh_api_check_overlap(mesh_comm_t *comm, const char *fn,
-                                                   const void *a, size_t alen, const void *b,
-                                                   size_t blen, int in_place)
+static inline mesh_status_t mesh_api_check_overlap(mesh_comm_t *comm, const char *fn, const void *a,
+                                                   size_t alen, const void *b, size_t blen,
+                                                   int in_place)
 {
     if (in_place || a == NULL || b == NULL || alen == 0 || blen == 0 ||
         (const char *)a + alen <= (const char *)b || (const char *)b + blen <= (const char *)a)
@@ -109,7 +109,8 @@ static inline mesh_status_t mesh_api_check_mem(mesh_comm_t *comm, const char *fn
                                                const char *rname, const void *rbuf,
                                                mesh_coll_args_t *args)
 {
-    if (stream == NULL && mesh_mem_host_only()) return MESH_OK;
+    if (stream == NULL && mesh_mem_host_only())
+        return MESH_OK;
     return mesh_api_check_mem_slow(comm, fn, stream, sname, sbuf, rname, rbuf, args);
 }
 
@@ -152,8 +153,7 @@ static inline mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t 
 {
     if (__builtin_expect(args->mem != NULL, 0))
         return mesh_dev_launch(comm, args, scalar, in_count, avg_buf, avg_count, owned0, req);
-    return mesh_api_launch_on(comm, args, scalar, in_count, avg_buf, avg_count, owned0, NULL,
-                              req);
+    return mesh_api_launch_on(comm, args, scalar, in_count, avg_buf, avg_count, owned0, NULL, req);
 }
 
 #endif

@@ -17,12 +17,20 @@ mesh_status_t mesh_broadcast(mesh_comm_h comm, const void *sbuf, void *rbuf, siz
     MESH_CHECK(mesh_api_check_count(comm, fn, count, ds, 1));
     if (comm->rank == root) {
         MESH_CHECK(mesh_api_check_buf(comm, fn, "sbuf (at the root)", sbuf, count));
-        MESH_CHECK(mesh_api_check_overlap(comm, fn, sbuf, count * ds, rbuf, count * ds, sbuf == rbuf));
+        MESH_CHECK(
+            mesh_api_check_overlap(comm, fn, sbuf, count * ds, rbuf, count * ds, sbuf == rbuf));
     }
     MESH_CHECK(mesh_api_check_buf(comm, fn, "rbuf", rbuf, count));
-    mesh_coll_args_t a = {.type = MESH_COLL_BROADCAST, .sbuf = comm->rank == root ? sbuf : rbuf,
-                          .rbuf = rbuf, .count = count, .dtype = dtype, .op = MESH_SUM,
-                          .root = root, .in_place = sbuf == rbuf, .uniform = 1, .dsize = ds,
+    mesh_coll_args_t a = {.type = MESH_COLL_BROADCAST,
+                          .sbuf = comm->rank == root ? sbuf : rbuf,
+                          .rbuf = rbuf,
+                          .count = count,
+                          .dtype = dtype,
+                          .op = MESH_SUM,
+                          .root = root,
+                          .in_place = sbuf == rbuf,
+                          .uniform = 1,
+                          .dsize = ds,
                           .bytes = count * ds};
     MESH_CHECK(mesh_api_check_mem(comm, fn, stream, "sbuf", comm->rank == root ? sbuf : NULL,
                                   "rbuf", rbuf, &a));
@@ -32,15 +40,15 @@ mesh_status_t mesh_broadcast(mesh_comm_h comm, const void *sbuf, void *rbuf, siz
 /* counts NULL: every rank contributes fill elements, back to back. */
 static mesh_status_t allgather_common(mesh_comm_t *comm, const char *fn, const void *sbuf,
                                       void *rbuf, const size_t *recvcounts, size_t fill,
-                                      const size_t *given_displs, mesh_dtype_t dtype,
-                                      void *stream, mesh_request_h *req)
+                                      const size_t *given_displs, mesh_dtype_t dtype, void *stream,
+                                      mesh_request_h *req)
 {
     size_t ds = mesh_dtype_size(dtype), total, extent, *blocks;
     int uniform;
     MESH_CHECK(mesh_api_alloc_blocks(comm, fn, 2, &blocks));
-    mesh_status_t st = mesh_api_layout(comm, fn, recvcounts ? "recvcounts" : "sendcount",
-                                       "displs", recvcounts, fill, given_displs, ds, 1, blocks,
-                                       &total, &extent, &uniform);
+    mesh_status_t st =
+        mesh_api_layout(comm, fn, recvcounts ? "recvcounts" : "sendcount", "displs", recvcounts,
+                        fill, given_displs, ds, 1, blocks, &total, &extent, &uniform);
     size_t *counts = blocks, *displs = blocks + comm->size;
     size_t mine = counts[comm->rank];
     int in_place = st == MESH_OK && rbuf != NULL &&
@@ -51,9 +59,17 @@ static mesh_status_t allgather_common(mesh_comm_t *comm, const char *fn, const v
         free(blocks);
         return st;
     }
-    mesh_coll_args_t a = {.type = MESH_COLL_ALLGATHER, .sbuf = sbuf, .rbuf = rbuf, .count = mine,
-                          .dtype = dtype, .op = MESH_SUM, .in_place = in_place,
-                          .uniform = uniform, .dsize = ds, .bytes = total * ds, .counts = counts,
+    mesh_coll_args_t a = {.type = MESH_COLL_ALLGATHER,
+                          .sbuf = sbuf,
+                          .rbuf = rbuf,
+                          .count = mine,
+                          .dtype = dtype,
+                          .op = MESH_SUM,
+                          .in_place = in_place,
+                          .uniform = uniform,
+                          .dsize = ds,
+                          .bytes = total * ds,
+                          .counts = counts,
                           .displs = displs};
     if ((st = mesh_api_check_mem(comm, fn, stream, "sbuf", sbuf, "rbuf", rbuf, &a)) < 0) {
         free(blocks);
@@ -98,10 +114,17 @@ mesh_status_t mesh_gather(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t
         in_place = rbuf != NULL && (char *)rbuf + (size_t)root * count * ds == (const char *)sbuf;
         MESH_CHECK(mesh_api_check_overlap(comm, fn, sbuf, count * ds, rbuf, all * ds, in_place));
     }
-    mesh_coll_args_t a = {.type = MESH_COLL_GATHER, .sbuf = sbuf,
-                          .rbuf = comm->rank == root ? rbuf : NULL, .count = count,
-                          .dtype = dtype, .op = MESH_SUM, .root = root, .in_place = in_place,
-                          .uniform = 1, .dsize = ds, .bytes = all * ds};
+    mesh_coll_args_t a = {.type = MESH_COLL_GATHER,
+                          .sbuf = sbuf,
+                          .rbuf = comm->rank == root ? rbuf : NULL,
+                          .count = count,
+                          .dtype = dtype,
+                          .op = MESH_SUM,
+                          .root = root,
+                          .in_place = in_place,
+                          .uniform = 1,
+                          .dsize = ds,
+                          .bytes = all * ds};
     MESH_CHECK(mesh_api_check_mem(comm, fn, stream, "sbuf", sbuf, "rbuf", a.rbuf, &a));
     return mesh_api_launch(comm, &a, NULL, 0, NULL, 0, NULL, req);
 }
@@ -122,9 +145,16 @@ mesh_status_t mesh_scatter(mesh_comm_h comm, const void *sbuf, void *rbuf, size_
         in_place = sbuf != NULL && (const char *)sbuf + (size_t)root * count * ds == (char *)rbuf;
         MESH_CHECK(mesh_api_check_overlap(comm, fn, sbuf, all * ds, rbuf, count * ds, in_place));
     }
-    mesh_coll_args_t a = {.type = MESH_COLL_SCATTER, .sbuf = comm->rank == root ? sbuf : NULL,
-                          .rbuf = rbuf, .count = count, .dtype = dtype, .op = MESH_SUM,
-                          .root = root, .in_place = in_place, .uniform = 1, .dsize = ds,
+    mesh_coll_args_t a = {.type = MESH_COLL_SCATTER,
+                          .sbuf = comm->rank == root ? sbuf : NULL,
+                          .rbuf = rbuf,
+                          .count = count,
+                          .dtype = dtype,
+                          .op = MESH_SUM,
+                          .root = root,
+                          .in_place = in_place,
+                          .uniform = 1,
+                          .dsize = ds,
                           .bytes = all * ds};
     MESH_CHECK(mesh_api_check_mem(comm, fn, stream, "sbuf", a.sbuf, "rbuf", rbuf, &a));
     return mesh_api_launch(comm, &a, NULL, 0, NULL, 0, NULL, req);

@@ -56,11 +56,13 @@ static size_t api_key(const mesh_comm_t *comm, const mesh_coll_args_t *a, int av
         len += arr[i] != NULL ? row : 0;
     }
     unsigned char *key = buf;
-    if (len > API_KEY_STACK && (key = *heap = malloc(len)) == NULL) return 0;
+    if (len > API_KEY_STACK && (key = *heap = malloc(len)) == NULL)
+        return 0;
     memcpy(key, &k, sizeof(k));
     size_t off = sizeof(k);
     for (int i = 0; i < 4; i++) {
-        if (arr[i] == NULL) continue;
+        if (arr[i] == NULL)
+            continue;
         memcpy(key + off, arr[i], row);
         off += row;
     }
@@ -79,9 +81,8 @@ mesh_status_t mesh_api_launch_on(mesh_comm_t *comm, mesh_coll_args_t *args, cons
     const mesh_coll_algo_t *algo = NULL;
     unsigned char keybuf[API_KEY_STACK], *heap = NULL;
     /* a pre-multiplied sum scales into a fresh buffer every call: never the same arguments */
-    size_t keylen = comm->replay && scalar == NULL
-                        ? api_key(comm, args, avg_buf != NULL, keybuf, &heap)
-                        : 0;
+    size_t keylen =
+        comm->replay && scalar == NULL ? api_key(comm, args, avg_buf != NULL, keybuf, &heap) : 0;
     const unsigned char *key = heap ? heap : keybuf;
     uint32_t sig;
     int root = args->type == MESH_COLL_REDUCE || args->type == MESH_COLL_BROADCAST ||
@@ -90,22 +91,26 @@ mesh_status_t mesh_api_launch_on(mesh_comm_t *comm, mesh_coll_args_t *args, cons
                    : -1;
     mesh_comm_lock(comm); /* released by mesh_request_submit */
     uint32_t seq = comm->coll_seq++;
-    if (keylen != 0) s = mesh_sched_reuse(comm, key, keylen, (const void **)&algo);
+    if (keylen != 0)
+        s = mesh_sched_reuse(comm, key, keylen, (const void **)&algo);
     if (s != NULL) {
         /* a replayed graph keeps the signature of the identical call that built it */
         sig = mesh_sched_replay_call(s, seq, args->count, root);
         st = mesh_comm_start_call(comm, &(mesh_health_call_t){seq, sig, args->count, root},
                                   !mesh_group_active());
-        if (st < 0) goto err;
+        if (st < 0)
+            goto err;
         comm->replays++;
         goto launch;
     }
     sig = mesh_coll_sig(args, args->opcode, comm->size);
     st = mesh_comm_start_call(comm, &(mesh_health_call_t){seq, sig, args->count, root},
-                                  !mesh_group_active());
-    if (st < 0) goto err;
+                              !mesh_group_active());
+    if (st < 0)
+        goto err;
     st = mesh_sched_create(comm, args->dtype, args->op, &s);
-    if (st < 0) goto err;
+    if (st < 0)
+        goto err;
     mesh_sched_set_tag(s, mesh_tag_coll(seq, sig));
     mesh_sched_set_call(s, seq, args->count, root);
     if (scalar != NULL && in_count > 0 && dev != NULL) {
@@ -115,8 +120,10 @@ mesh_status_t mesh_api_launch_on(mesh_comm_t *comm, mesh_coll_args_t *args, cons
         /* pre-multiplied sum: scale our contribution once, then sum */
         tmp = malloc(in_count * args->dsize);
         if (tmp == NULL) {
-            st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate %zu bytes for a pre-multiplied "
-                            "sum", in_count * args->dsize);
+            st = mesh_error(MESH_ERR_NO_MEMORY,
+                            "cannot allocate %zu bytes for a pre-multiplied "
+                            "sum",
+                            in_count * args->dsize);
             goto err;
         }
         mesh_reduce_scale(tmp, args->sbuf, in_count, args->dtype, scalar);
@@ -124,9 +131,11 @@ mesh_status_t mesh_api_launch_on(mesh_comm_t *comm, mesh_coll_args_t *args, cons
         args->in_place = 0;
     }
     st = mesh_coll_select_build(comm, args, s, &algo);
-    if (st < 0) goto err;
+    if (st < 0)
+        goto err;
     st = mesh_sched_build_status(s);
-    if (st < 0) goto err;
+    if (st < 0)
+        goto err;
     if (avg_buf != NULL) {
         struct avg_arg *a = mesh_sched_scratch(s, sizeof(*a));
         if (a == NULL) {

@@ -13,10 +13,14 @@ static int mem_on_device(const mesh_mem_info_t *m)
 static const char *mem_kind_name(const mesh_mem_info_t *m)
 {
     switch (m->kind) {
-    case MESH_MEM_HOST_PINNED: return "pinned host memory";
-    case MESH_MEM_DEVICE: return "device memory";
-    case MESH_MEM_MANAGED: return "managed memory";
-    default: return "host memory";
+    case MESH_MEM_HOST_PINNED:
+        return "pinned host memory";
+    case MESH_MEM_DEVICE:
+        return "device memory";
+    case MESH_MEM_MANAGED:
+        return "managed memory";
+    default:
+        return "host memory";
     }
 }
 
@@ -47,7 +51,8 @@ static mesh_status_t mem_device_call(mesh_comm_t *comm, const char *fn, void *st
                                                "buffers are not supported here",
                                                fn, name, mem_kind_name(m), m->ops->name));
     mesh_status_t st = m->ops->current_device(&cur);
-    if (st < 0) return mesh_comm_fail(comm, st);
+    if (st < 0)
+        return mesh_comm_fail(comm, st);
     CHECK_ARG(!mem_on_device(m) || m->device == cur,
               "%s: %s is memory of device %d, but this rank uses device %d", fn, name, m->device,
               cur);
@@ -75,24 +80,32 @@ mesh_status_t mesh_api_check_mem_slow(mesh_comm_t *comm, const char *fn, void *s
     args->mem = NULL;
     for (int i = 0; i < 2; i++) {
         mesh_status_t st = mesh_mem_query(buf[i], &m[i]);
-        if (st < 0) return mesh_comm_fail(comm, st);
-        if (buf[i] == NULL) continue;
-        if (mem_on_device(&m[i]) && dev < 0) dev = i;
-        if (m[i].kind != MESH_MEM_HOST && side < 0) side = i;
-        if (m[i].kind == MESH_MEM_HOST && host < 0) host = i;
+        if (st < 0)
+            return mesh_comm_fail(comm, st);
+        if (buf[i] == NULL)
+            continue;
+        if (mem_on_device(&m[i]) && dev < 0)
+            dev = i;
+        if (m[i].kind != MESH_MEM_HOST && side < 0)
+            side = i;
+        if (m[i].kind == MESH_MEM_HOST && host < 0)
+            host = i;
     }
     if (dev >= 0) {
         CHECK_ARG(host < 0, "%s: %s is %s but %s is host memory", fn, name[dev],
                   mem_kind_name(&m[dev]), name[host]);
-        if (buf[0] != NULL && buf[1] != NULL) MESH_CHECK(mem_same_device(comm, fn, name, m));
+        if (buf[0] != NULL && buf[1] != NULL)
+            MESH_CHECK(mem_same_device(comm, fn, name, m));
         return mem_device_call(comm, fn, stream, name[dev], &m[dev], args);
     }
-    if (stream == NULL) return MESH_OK; /* host memory, pinned or not */
+    if (stream == NULL)
+        return MESH_OK; /* host memory, pinned or not */
     CHECK_ARG(host < 0, "%s: stream must be NULL for host buffers (%s is host memory)", fn,
               name[host]);
     if (side >= 0) {
         /* pinned host memory ordered on a stream: the table's copy engines reach it */
-        if (buf[1 - side] != NULL) MESH_CHECK(mem_same_device(comm, fn, name, m));
+        if (buf[1 - side] != NULL)
+            MESH_CHECK(mem_same_device(comm, fn, name, m));
         return mem_device_call(comm, fn, stream, name[side], &m[side], args);
     }
     /* no buffer at all (counts of 0) on a stream: ordered there by the first active table */

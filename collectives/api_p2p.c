@@ -38,8 +38,10 @@ static mesh_status_t add_side(mesh_comm_t *comm, mesh_sched_t *s, int is_send, v
 {
     uint32_t seq;
     MESH_CHECK(mesh_p2p_seq_next(&comm->p2p, peer, tag, is_send, &seq));
-    if (is_send) mesh_sched_send_tag(s, peer, buf, bytes, p2p_tag(tag, seq));
-    else mesh_sched_recv_tag(s, peer, buf, bytes, p2p_tag(tag, seq));
+    if (is_send)
+        mesh_sched_send_tag(s, peer, buf, bytes, p2p_tag(tag, seq));
+    else
+        mesh_sched_recv_tag(s, peer, buf, bytes, p2p_tag(tag, seq));
     return mesh_sched_build_status(s);
 }
 
@@ -51,8 +53,10 @@ static mesh_status_t p2p_stage(mesh_comm_t *comm, const mesh_coll_args_t *m, con
     mesh_dev_op_t *d;
     MESH_CHECK(mesh_dev_op_create(comm, m, &d));
     mesh_status_t st = mesh_dev_op_add(d, *sbuf, sbytes, 1, 0);
-    if (st == MESH_OK) st = mesh_dev_op_add(d, *rbuf, rbytes, 1, 1);
-    if (st == MESH_OK) st = mesh_dev_op_stage(d);
+    if (st == MESH_OK)
+        st = mesh_dev_op_add(d, *rbuf, rbytes, 1, 1);
+    if (st == MESH_OK)
+        st = mesh_dev_op_stage(d);
     if (st < 0) {
         mesh_dev_op_free(d);
         return mesh_comm_fail(comm, st);
@@ -86,7 +90,8 @@ static mesh_status_t p2p(mesh_comm_t *comm, const char *fn, const void *sbuf, si
                                   dst >= 0 ? sbuf : NULL, sendrecv ? "rbuf" : "buf",
                                   src >= 0 ? rbuf : NULL, &m));
     mesh_dev_op_t *dev = NULL;
-    if (m.mem != NULL) MESH_CHECK(p2p_stage(comm, &m, &sbuf, scount * ds, &rbuf, rcount * ds, &dev));
+    if (m.mem != NULL)
+        MESH_CHECK(p2p_stage(comm, &m, &sbuf, scount * ds, &rbuf, rcount * ds, &dev));
     mesh_comm_lock(comm); /* released by mesh_request_submit */
     mesh_status_t st = mesh_sched_create(comm, dtype, MESH_SUM, &s);
     if (st < 0) {
@@ -95,8 +100,10 @@ static mesh_status_t p2p(mesh_comm_t *comm, const char *fn, const void *sbuf, si
         return mesh_comm_fail(comm, st);
     }
     /* the receive first: in an exchange it is posted before the send it answers */
-    if (src >= 0) st = add_side(comm, s, 0, rbuf, rcount * ds, src, tag);
-    if (st >= 0 && dst >= 0) st = add_side(comm, s, 1, (void *)sbuf, scount * ds, dst, tag);
+    if (src >= 0)
+        st = add_side(comm, s, 0, rbuf, rcount * ds, src, tag);
+    if (st >= 0 && dst >= 0)
+        st = add_side(comm, s, 1, (void *)sbuf, scount * ds, dst, tag);
     if (st < 0) {
         mesh_sched_destroy(s);
         mesh_comm_unlock(comm);
@@ -115,7 +122,8 @@ static mesh_status_t one_side(mesh_comm_t *comm, const char *fn, int is_send, vo
 {
     if (comm != NULL && peer < 0)
         CHECK_ARG(0, "%s: peer %d is outside 0..%d", fn, peer, comm->size - 1);
-    if (is_send) return p2p(comm, fn, buf, count, peer, NULL, 0, -1, dtype, tag, stream, req);
+    if (is_send)
+        return p2p(comm, fn, buf, count, peer, NULL, 0, -1, dtype, tag, stream, req);
     return p2p(comm, fn, NULL, 0, -1, buf, count, peer, dtype, tag, stream, req);
 }
 
@@ -131,12 +139,10 @@ mesh_status_t mesh_recv(mesh_comm_h comm, void *buf, size_t count, mesh_dtype_t 
     return one_side(comm, "mesh_recv", 0, buf, count, dtype, peer, 0, stream, req);
 }
 
-mesh_status_t mesh_send_tagged(mesh_comm_h comm, const void *buf, size_t count,
-                               mesh_dtype_t dtype, int peer, int tag, void *stream,
-                               mesh_request_h *req)
+mesh_status_t mesh_send_tagged(mesh_comm_h comm, const void *buf, size_t count, mesh_dtype_t dtype,
+                               int peer, int tag, void *stream, mesh_request_h *req)
 {
-    return one_side(comm, "mesh_send_tagged", 1, (void *)buf, count, dtype, peer, tag, stream,
-                    req);
+    return one_side(comm, "mesh_send_tagged", 1, (void *)buf, count, dtype, peer, tag, stream, req);
 }
 
 mesh_status_t mesh_recv_tagged(mesh_comm_h comm, void *buf, size_t count, mesh_dtype_t dtype,
@@ -151,7 +157,7 @@ mesh_status_t mesh_sendrecv(mesh_comm_h comm, const void *sbuf, size_t scount, i
 {
     static const char fn[] = "mesh_sendrecv";
     if (comm != NULL && (dst < 0 || src < 0))
-        CHECK_ARG(0, "%s: %s %d is outside 0..%d", fn, dst < 0 ? "dst" : "src",
-                  dst < 0 ? dst : src, comm->size - 1);
+        CHECK_ARG(0, "%s: %s %d is outside 0..%d", fn, dst < 0 ? "dst" : "src", dst < 0 ? dst : src,
+                  comm->size - 1);
     return p2p(comm, fn, sbuf, scount, dst, rbuf, rcount, src, dtype, tag, stream, req);
 }

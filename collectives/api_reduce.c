@@ -19,9 +19,16 @@ mesh_status_t mesh_allreduce(mesh_comm_h comm, const void *sbuf, void *rbuf, siz
     MESH_CHECK(mesh_api_check_buf(comm, fn, "sbuf", sbuf, count));
     MESH_CHECK(mesh_api_check_buf(comm, fn, "rbuf", rbuf, count));
     MESH_CHECK(mesh_api_check_overlap(comm, fn, sbuf, count * ds, rbuf, count * ds, sbuf == rbuf));
-    mesh_coll_args_t a = {.type = MESH_COLL_ALLREDUCE, .sbuf = sbuf, .rbuf = rbuf, .count = count,
-                          .dtype = dtype, .op = base, .opcode = mesh_api_opcode(op),
-                          .in_place = sbuf == rbuf, .uniform = 1, .dsize = ds,
+    mesh_coll_args_t a = {.type = MESH_COLL_ALLREDUCE,
+                          .sbuf = sbuf,
+                          .rbuf = rbuf,
+                          .count = count,
+                          .dtype = dtype,
+                          .op = base,
+                          .opcode = mesh_api_opcode(op),
+                          .in_place = sbuf == rbuf,
+                          .uniform = 1,
+                          .dsize = ds,
                           .bytes = count * ds};
     MESH_CHECK(mesh_api_check_mem(comm, fn, stream, "sbuf", sbuf, "rbuf", rbuf, &a));
     return mesh_api_launch(comm, &a, scalar, count, op == MESH_AVG ? rbuf : NULL, count, NULL, req);
@@ -44,16 +51,24 @@ mesh_status_t mesh_reduce(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t
     int is_root = comm->rank == root;
     if (is_root) {
         MESH_CHECK(mesh_api_check_buf(comm, fn, "rbuf (at the root)", rbuf, count));
-        MESH_CHECK(mesh_api_check_overlap(comm, fn, sbuf, count * ds, rbuf, count * ds, sbuf == rbuf));
+        MESH_CHECK(
+            mesh_api_check_overlap(comm, fn, sbuf, count * ds, rbuf, count * ds, sbuf == rbuf));
     }
-    mesh_coll_args_t a = {.type = MESH_COLL_REDUCE, .sbuf = sbuf, .rbuf = is_root ? rbuf : NULL,
-                          .count = count, .dtype = dtype, .op = base,
-                          .opcode = mesh_api_opcode(op), .root = root,
-                          .in_place = sbuf == rbuf, .uniform = 1, .dsize = ds,
+    mesh_coll_args_t a = {.type = MESH_COLL_REDUCE,
+                          .sbuf = sbuf,
+                          .rbuf = is_root ? rbuf : NULL,
+                          .count = count,
+                          .dtype = dtype,
+                          .op = base,
+                          .opcode = mesh_api_opcode(op),
+                          .root = root,
+                          .in_place = sbuf == rbuf,
+                          .uniform = 1,
+                          .dsize = ds,
                           .bytes = count * ds};
     MESH_CHECK(mesh_api_check_mem(comm, fn, stream, "sbuf", sbuf, "rbuf", a.rbuf, &a));
-    return mesh_api_launch(comm, &a, scalar, count, op == MESH_AVG && is_root ? rbuf : NULL, count, NULL,
-                  req);
+    return mesh_api_launch(comm, &a, scalar, count, op == MESH_AVG && is_root ? rbuf : NULL, count,
+                           NULL, req);
 }
 
 /* recvcounts NULL: every rank gets fill elements. */
@@ -68,9 +83,9 @@ static mesh_status_t reduce_scatter_common(mesh_comm_t *comm, const char *fn, co
     int uniform;
     MESH_CHECK(mesh_api_check_op(comm, fn, op, dtype, &base, &scalar));
     MESH_CHECK(mesh_api_alloc_blocks(comm, fn, 2, &blocks));
-    mesh_status_t st = mesh_api_layout(comm, fn, recvcounts ? "recvcounts" : "recvcount", NULL,
-                                       recvcounts, fill, NULL, ds, 0, blocks, &total, &extent,
-                                       &uniform);
+    mesh_status_t st =
+        mesh_api_layout(comm, fn, recvcounts ? "recvcounts" : "recvcount", NULL, recvcounts, fill,
+                        NULL, ds, 0, blocks, &total, &extent, &uniform);
     size_t *counts = blocks, *displs = blocks + comm->size;
     if (st < 0 || (st = mesh_api_check_buf(comm, fn, "sbuf", sbuf, total)) < 0 ||
         (st = mesh_api_check_buf(comm, fn, "rbuf", rbuf, counts[comm->rank])) < 0) {
@@ -83,10 +98,19 @@ static mesh_status_t reduce_scatter_common(mesh_comm_t *comm, const char *fn, co
         free(blocks);
         return st;
     }
-    mesh_coll_args_t a = {.type = MESH_COLL_REDUCE_SCATTER, .sbuf = sbuf, .rbuf = rbuf,
-                          .count = counts[comm->rank], .dtype = dtype, .op = base,
-                          .opcode = mesh_api_opcode(op), .in_place = in_place, .uniform = uniform, .dsize = ds,
-                          .bytes = total * ds, .counts = counts, .displs = displs};
+    mesh_coll_args_t a = {.type = MESH_COLL_REDUCE_SCATTER,
+                          .sbuf = sbuf,
+                          .rbuf = rbuf,
+                          .count = counts[comm->rank],
+                          .dtype = dtype,
+                          .op = base,
+                          .opcode = mesh_api_opcode(op),
+                          .in_place = in_place,
+                          .uniform = uniform,
+                          .dsize = ds,
+                          .bytes = total * ds,
+                          .counts = counts,
+                          .displs = displs};
     if ((st = mesh_api_check_mem(comm, fn, stream, "sbuf", sbuf, "rbuf", rbuf, &a)) < 0) {
         free(blocks);
         return st;
@@ -95,8 +119,8 @@ static mesh_status_t reduce_scatter_common(mesh_comm_t *comm, const char *fn, co
                            counts[comm->rank], blocks, req);
 }
 
-mesh_status_t mesh_reduce_scatter(mesh_comm_h comm, const void *sbuf, void *rbuf,
-                                  size_t recvcount, mesh_dtype_t dtype, mesh_op_t op, void *stream,
+mesh_status_t mesh_reduce_scatter(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t recvcount,
+                                  mesh_dtype_t dtype, mesh_op_t op, void *stream,
                                   mesh_request_h *req)
 {
     static const char fn[] = "mesh_reduce_scatter";

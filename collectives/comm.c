@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #define MESH_NODE_NAME_MAX 64
-#define MESH_TL_NAME_MAX 16
-#define MESH_NET_DEFAULT "verbs,ucx,ofi,tcp"
+#define MESH_TL_NAME_MAX   16
+#define MESH_NET_DEFAULT   "verbs,ucx,ofi,tcp"
 
 /* First exchange: who and where every rank is. */
 typedef struct {
@@ -93,14 +93,21 @@ static mesh_status_t mesh_coll_init_status;
 static void mesh_coll_global_init_once(void)
 {
     mesh_status_t st = mesh_context_init();
-    if (st == MESH_OK) st = mesh_bootstrap_config_register();
-    if (st == MESH_OK) st = mesh_tl_global_init();
-    if (st == MESH_OK) st = mesh_config_register(&mesh_coll_config);
-    if (st == MESH_OK) st = mesh_topo_config_register();
-    if (st == MESH_OK) st = mesh_dev_config_register();
-    if (st == MESH_OK) mesh_config_warn_unknown();
+    if (st == MESH_OK)
+        st = mesh_bootstrap_config_register();
+    if (st == MESH_OK)
+        st = mesh_tl_global_init();
+    if (st == MESH_OK)
+        st = mesh_config_register(&mesh_coll_config);
+    if (st == MESH_OK)
+        st = mesh_topo_config_register();
+    if (st == MESH_OK)
+        st = mesh_dev_config_register();
+    if (st == MESH_OK)
+        mesh_config_warn_unknown();
     /* the device tables (the cuda table loads its driver) before any call asks a pointer */
-    if (st == MESH_OK) mesh_mem_init();
+    if (st == MESH_OK)
+        mesh_mem_init();
     mesh_coll_init_status = st;
 }
 
@@ -125,23 +132,27 @@ static mesh_status_t build_node_map(mesh_comm_t *c, const mesh_comm_rec_id_t *id
     for (int r = 0; r < c->size; r++) {
         int n;
         for (n = 0; n < c->nnodes; n++)
-            if (strncmp(c->node_names[n], ids[r].node, MESH_NODE_NAME_MAX) == 0) break;
+            if (strncmp(c->node_names[n], ids[r].node, MESH_NODE_NAME_MAX) == 0)
+                break;
         if (n == c->nnodes) {
             c->node_names[n] = strndup(ids[r].node, MESH_NODE_NAME_MAX);
-            if (c->node_names[n] == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "node map");
+            if (c->node_names[n] == NULL)
+                return mesh_error(MESH_ERR_NO_MEMORY, "node map");
             c->nnodes++;
         }
         c->node_of[r] = n;
         c->local_rank[r] = c->node_size[n]++;
     }
-    for (int n = 1; n < c->nnodes; n++) c->node_first[n] = c->node_first[n - 1] + c->node_size[n - 1];
+    for (int n = 1; n < c->nnodes; n++)
+        c->node_first[n] = c->node_first[n - 1] + c->node_size[n - 1];
     /* ranks sharing this kernel (same pid namespace and boot), which simulated nodes do */
     int here = 0, mine = c->node_size[c->node_of[c->rank]];
     for (int r = 0; r < c->size; r++)
         here += ids[r].pidns != 0 && ids[r].pidns == ids[c->rank].pidns;
     mesh_progress_node_ranks(here > mine ? here : mine);
     int *fill = calloc((size_t)c->nnodes, sizeof(int));
-    if (fill == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "node map");
+    if (fill == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "node map");
     for (int r = 0; r < c->size; r++) {
         int n = c->node_of[r];
         c->node_ranks[c->node_first[n] + fill[n]++] = r;
@@ -160,20 +171,24 @@ static mesh_status_t route_peers(mesh_comm_t *c, const mesh_route_t *route,
         size_t best_len = 0;
         for (int t = 0; t < c->ntls; t++) {
             mesh_comm_tl_t *tl = &c->tls[t];
-            if (tl->caps.scope == MESH_TL_SCOPE_SELF && p != c->rank) continue;
+            if (tl->caps.scope == MESH_TL_SCOPE_SELF && p != c->rank)
+                continue;
             /* find the peer's address for this transport */
             const mesh_comm_rec_addr_t *ra = &addrs[p];
             int k;
             for (k = 0; k < (int)ra->ntl; k++)
-                if (strncmp(ra->tl[k].name, tl->ops->name, MESH_TL_NAME_MAX) == 0) break;
-            if (k == (int)ra->ntl) continue;
+                if (strncmp(ra->tl[k].name, tl->ops->name, MESH_TL_NAME_MAX) == 0)
+                    break;
+            if (k == (int)ra->ntl)
+                continue;
             mesh_tl_peer_t peer = {.rank = p,
                                    .node = c->node_names[c->node_of[p]],
                                    .pid = ids[p].pid,
                                    .pidns = ids[p].pidns,
                                    .addr = ra->tl[k].addr,
                                    .addr_len = ra->tl[k].len};
-            if (!tl->ops->reachable(tl->iface, &peer)) continue;
+            if (!tl->ops->reachable(tl->iface, &peer))
+                continue;
             if (best < 0 || mesh_route_better(route, tl, &c->tls[best])) {
                 best = t;
                 best_addr = ra->tl[k].addr;
@@ -203,11 +218,13 @@ static mesh_status_t route_peers(mesh_comm_t *c, const mesh_route_t *route,
     /* wire up what is used, close what is not (keeping indices stable) */
     double deadline = mesh_time() + c->timeout_s;
     for (int t = 0; t < c->ntls; t++) {
-        if (!used[t]) continue;
+        if (!used[t])
+            continue;
         MESH_CHECK(c->tls[t].ops->wireup(c->tls[t].iface, deadline));
     }
     for (int t = 0; t < c->ntls; t++) {
-        if (used[t] || c->tls[t].iface == NULL) continue;
+        if (used[t] || c->tls[t].iface == NULL)
+            continue;
         c->tls[t].ops->close(c->tls[t].iface);
         c->tls[t].iface = NULL;
     }
@@ -221,17 +238,20 @@ static void comm_release_resources(mesh_comm_t *c)
     if (c->peers) {
         for (int p = 0; p < c->size; p++) {
             mesh_comm_peer_t *peer = &c->peers[p];
-            if (peer->ep) c->tls[peer->tl].ops->ep_destroy(peer->ep);
+            if (peer->ep)
+                c->tls[peer->tl].ops->ep_destroy(peer->ep);
         }
     }
     for (int t = 0; t < c->ntls; t++)
-        if (c->tls[t].iface) c->tls[t].ops->close(c->tls[t].iface);
+        if (c->tls[t].iface)
+            c->tls[t].ops->close(c->tls[t].iface);
     mesh_sched_cache_free(c->sched_cache);
     mesh_coll_map_free(c->coll_map);
     mesh_p2p_seq_fini(&c->p2p);
     free(c->active);
     if (c->node_names)
-        for (int n = 0; n < c->nnodes; n++) free(c->node_names[n]);
+        for (int n = 0; n < c->nnodes; n++)
+            free(c->node_names[n]);
     free(c->node_names);
     free(c->node_of);
     free(c->local_rank);
@@ -271,11 +291,13 @@ static mesh_comm_t *comm_alloc(void)
     if (comm_pool_len > COMM_POOL_KEEP) {
         c = comm_pool_head;
         comm_pool_head = c->pool_next;
-        if (comm_pool_head == NULL) comm_pool_tail = NULL;
+        if (comm_pool_head == NULL)
+            comm_pool_tail = NULL;
         comm_pool_len--;
     }
     pthread_mutex_unlock(&comm_pool_lock);
-    if (c == NULL) return calloc(1, sizeof(*c));
+    if (c == NULL)
+        return calloc(1, sizeof(*c));
     memset(c, 0, sizeof(*c));
     return c;
 }
@@ -285,25 +307,32 @@ static void comm_pool_put(mesh_comm_t *c)
     c->magic = 0;
     c->pool_next = NULL;
     pthread_mutex_lock(&comm_pool_lock);
-    if (comm_pool_tail) comm_pool_tail->pool_next = c;
-    else comm_pool_head = c;
+    if (comm_pool_tail)
+        comm_pool_tail->pool_next = c;
+    else
+        comm_pool_head = c;
     comm_pool_tail = c;
     comm_pool_len++;
     pthread_mutex_unlock(&comm_pool_lock);
 }
 
-void mesh_comm_ref(mesh_comm_t *c) { atomic_fetch_add(&c->refs, 1); }
+void mesh_comm_ref(mesh_comm_t *c)
+{
+    atomic_fetch_add(&c->refs, 1);
+}
 
 void mesh_comm_unref(mesh_comm_t *c)
 {
-    if (atomic_fetch_sub(&c->refs, 1) != 1) return;
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
     mesh_dev_pool_free(c); /* after the last request: device operations give staging back */
     comm_pool_put(c);
 }
 
 static void comm_free(mesh_comm_t *c)
 {
-    if (c == NULL) return;
+    if (c == NULL)
+        return;
     comm_release_resources(c);
     comm_pool_put(c);
 }
@@ -317,7 +346,8 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
     mesh_comm_rec_addr_t *addrs = NULL, *mine = NULL;
     mesh_route_t route;
     mesh_comm_t *c = comm_alloc();
-    if (c == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a communicator");
+    if (c == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a communicator");
     c->rank = bs->rank;
     c->size = bs->size;
     c->timeout_s = timeout_s;
@@ -365,7 +395,8 @@ mesh_status_t mesh_comm_create(void *bootstrap, double timeout_s, const char *no
         st = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate %d rank summaries", c->size);
         goto out;
     }
-    for (int p = 0; p < c->size; p++) c->summary[p] = addrs[p].summary;
+    for (int p = 0; p < c->size; p++)
+        c->summary[p] = addrs[p].summary;
     MESH_CHECK_GOTO(route_peers(c, &route, ids, addrs), st, out);
     mesh_route_report(c, &route);
 
@@ -390,16 +421,19 @@ mesh_status_t mesh_comm_create_skip(void *bootstrap)
     /* the same exchanges as mesh_comm_create, contributing nothing */
     mesh_bootstrap_t *bs = bootstrap;
     mesh_comm_rec_addr_t *rec = calloc(2, sizeof(*rec));
-    if (rec == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate exchange records");
+    if (rec == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate exchange records");
     mesh_status_t st = mesh_bootstrap_allgather(bs, rec, rec + 1, sizeof(mesh_comm_rec_id_t));
-    if (st == MESH_OK) st = mesh_bootstrap_allgather(bs, rec, rec + 1, sizeof(*rec));
+    if (st == MESH_OK)
+        st = mesh_bootstrap_allgather(bs, rec, rec + 1, sizeof(*rec));
     free(rec);
     return st;
 }
 
 void mesh_comm_release(mesh_comm_t *c)
 {
-    if (c == NULL) return;
+    if (c == NULL)
+        return;
     /* refused from now on by every call handed it */
     c->magic = 0;
     /* out of the registry first: once this returns, no other thread's wait reaches it */
@@ -425,5 +459,6 @@ mesh_status_t mesh_comm_fail(mesh_comm_t *c, mesh_status_t status)
 void mesh_comm_abort_transports(mesh_comm_t *c)
 {
     for (int t = 0; t < c->ntls; t++)
-        if (c->tls[t].iface && c->tls[t].ops->abort) c->tls[t].ops->abort(c->tls[t].iface);
+        if (c->tls[t].iface && c->tls[t].ops->abort)
+            c->tls[t].ops->abort(c->tls[t].iface);
 }

@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define MESH_COMM_MAX_TLS 8
+#define MESH_COMM_MAX_TLS    8
 #define MESH_COMM_MAX_PREMUL MESH_OP_PREMUL_MAX
 
 typedef struct mesh_sched mesh_sched_t;
@@ -51,12 +51,12 @@ typedef struct mesh_comm {
 
     /* node map */
     int nnodes;
-    int *node_of;      /* [size] node index of each rank */
-    int *local_rank;   /* [size] rank within its node */
-    int *node_size;    /* [nnodes] */
-    int *node_first;   /* [nnodes] index into node_ranks */
-    int *node_ranks;   /* [size] ranks grouped by node, ascending within a node */
-    char **node_names; /* [nnodes] */
+    int *node_of;                      /* [size] node index of each rank */
+    int *local_rank;                   /* [size] rank within its node */
+    int *node_size;                    /* [nnodes] */
+    int *node_first;                   /* [nnodes] index into node_ranks */
+    int *node_ranks;                   /* [size] ranks grouped by node, ascending within a node */
+    char **node_names;                 /* [nnodes] */
     struct mesh_topo_summary *summary; /* [size] each rank's GPU, CPUs and nearest NIC */
 
     /* routing */
@@ -98,7 +98,7 @@ typedef struct mesh_comm {
         unsigned char scalar[8];
     } premul[MESH_COMM_MAX_PREMUL];
 
-    int replay;       /* MESH_REPLAY */
+    int replay;                     /* MESH_REPLAY */
     struct mesh_coll_map *coll_map; /* algorithm per collective and size (select.c) */
     const char *last_algo;
     char last_error[512];
@@ -137,7 +137,8 @@ static inline void mesh_comm_lock(mesh_comm_t *c)
     /* held for one progress pass or one post at a time: spin a little, then sleep until the
      * holder lets it go (it may be off its CPU; yielding would hand the CPU to anyone) */
     for (unsigned n = 0; n < 64; n++) {
-        if (mesh_comm_trylock(c)) return;
+        if (mesh_comm_trylock(c))
+            return;
         mesh_cpu_relax();
     }
     mesh_comm_lock_slow(c);
@@ -145,7 +146,8 @@ static inline void mesh_comm_lock(mesh_comm_t *c)
 
 static inline void mesh_comm_unlock(mesh_comm_t *c)
 {
-    if (atomic_exchange_explicit(&c->lock, 0, memory_order_release) == 2) mesh_comm_lock_wake(c);
+    if (atomic_exchange_explicit(&c->lock, 0, memory_order_release) == 2)
+        mesh_comm_lock_wake(c);
 }
 
 /* Message tags. Bit 63 set: point-to-point (the user's tag in bits 32..61, a sequence per
@@ -153,9 +155,9 @@ static inline void mesh_comm_unlock(mesh_comm_t *c)
  * sequence number on the communicator in bits 44..62, the index of the message between the pair
  * in bits 24..43, and the call's signature in the low MESH_TL_TAG_SIG_BITS (24) bits, which
  * receives do not compare (tl.h): a message of another call shows as a signature that differs. */
-#define MESH_TAG_P2P (1ull << 63)
-#define MESH_TAG_VERDICT (MESH_TAG_P2P | (1ull << 62))
-#define MESH_TAG_COLL_SEQ_BITS 19
+#define MESH_TAG_P2P             (1ull << 63)
+#define MESH_TAG_VERDICT         (MESH_TAG_P2P | (1ull << 62))
+#define MESH_TAG_COLL_SEQ_BITS   19
 #define MESH_TAG_COLL_INDEX_BITS 20
 /* Capabilities (MESH_TL_CAP_*) of the transport that carries messages to and from a peer; none
  * for a communicator without routes (the schedule simulators of the tests). */

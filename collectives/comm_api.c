@@ -19,7 +19,10 @@ static mesh_status_t solo_allgather(mesh_bootstrap_t *bs, const void *in, void *
     memcpy(out, in, len);
     return MESH_OK;
 }
-static void solo_destroy(mesh_bootstrap_t *bs) { (void)bs; }
+static void solo_destroy(mesh_bootstrap_t *bs)
+{
+    (void)bs;
+}
 
 static double comm_timeout(const mesh_comm_params_t *p)
 {
@@ -39,7 +42,8 @@ static mesh_status_t create_over(mesh_bootstrap_t *bs, double timeout, const cha
 mesh_status_t mesh_unique_id(mesh_unique_id_t *id)
 {
     MESH_CHECK(mesh_coll_global_init());
-    if (id == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_unique_id: id is NULL");
+    if (id == NULL)
+        return mesh_error(MESH_ERR_INVALID_ARG, "mesh_unique_id: id is NULL");
     return mesh_bootstrap_uid_create(id);
 }
 
@@ -47,18 +51,24 @@ mesh_status_t mesh_comm_init_rank(mesh_comm_h *comm, int size, const mesh_unique
 {
     static const char fn[] = "mesh_comm_init_rank";
     MESH_CHECK(mesh_coll_global_init());
-    if (comm == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm is NULL", fn);
-    if (size < 1) return mesh_error(MESH_ERR_INVALID_ARG, "%s: size %d is not positive", fn, size);
+    if (comm == NULL)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+    if (size < 1)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s: size %d is not positive", fn, size);
     if (rank < 0 || rank >= size)
         return mesh_error(MESH_ERR_INVALID_ARG, "%s: rank %d is outside 0..%d", fn, rank, size - 1);
     double timeout = mesh_default_timeout();
     if (size == 1) {
         /* a single rank needs nobody: the id's contents are not used */
-        mesh_bootstrap_t solo = {.rank = 0, .size = 1, .timeout_s = timeout,
-                                 .allgather = solo_allgather, .destroy = solo_destroy};
+        mesh_bootstrap_t solo = {.rank = 0,
+                                 .size = 1,
+                                 .timeout_s = timeout,
+                                 .allgather = solo_allgather,
+                                 .destroy = solo_destroy};
         return create_over(&solo, timeout, NULL, comm);
     }
-    if (id == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: id is NULL", fn);
+    if (id == NULL)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s: id is NULL", fn);
     mesh_bootstrap_t *bs;
     MESH_CHECK(mesh_bootstrap_tcp_create(id, rank, size, timeout, &bs));
     return create_over(bs, timeout, NULL, comm);
@@ -73,7 +83,8 @@ mesh_status_t mesh_comm_init(mesh_comm_h *comm, const mesh_comm_params_t *p)
 {
     static const char fn[] = "mesh_comm_init";
     MESH_CHECK(mesh_coll_global_init());
-    if (comm == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+    if (comm == NULL)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s: comm is NULL", fn);
     double timeout = comm_timeout(p);
     const char *node = p && (p->field_mask & MESH_COMM_PARAM_FIELD_NODE) ? p->node : NULL;
     mesh_bootstrap_t *bs;
@@ -107,7 +118,8 @@ static mesh_status_t split_allgather(mesh_bootstrap_t *bs, const void *in, void 
     split_bootstrap_t *sb = (split_bootstrap_t *)bs;
     mesh_comm_t *parent = sb->parent;
     char *all = malloc(len * (size_t)parent->size);
-    if (all == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "split: cannot allocate %zu bytes", len);
+    if (all == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "split: cannot allocate %zu bytes", len);
     mesh_status_t st = mesh_allgather(parent, in, all, len, MESH_UINT8, NULL, NULL);
     if (st == MESH_OK && sb->members != NULL)
         for (int i = 0; i < bs->size; i++)
@@ -116,7 +128,10 @@ static mesh_status_t split_allgather(mesh_bootstrap_t *bs, const void *in, void 
     return st;
 }
 
-static void split_destroy(mesh_bootstrap_t *bs) { (void)bs; }
+static void split_destroy(mesh_bootstrap_t *bs)
+{
+    (void)bs;
+}
 
 typedef struct {
     int32_t color, key;
@@ -127,8 +142,10 @@ mesh_status_t mesh_comm_split(mesh_comm_h comm, int color, int key, mesh_comm_h 
     static const char fn[] = "mesh_comm_split";
     MESH_CHECK(mesh_api_check_comm(comm, fn, NULL));
     CHECK_ARG(newcomm != NULL, "%s: newcomm is NULL", fn);
-    CHECK_ARG(color >= 0 || color == MESH_COLOR_NONE, "%s: color %d is negative (use "
-              "MESH_COLOR_NONE to opt out)", fn, color);
+    CHECK_ARG(color >= 0 || color == MESH_COLOR_NONE,
+              "%s: color %d is negative (use "
+              "MESH_COLOR_NONE to opt out)",
+              fn, color);
     int n = comm->size;
     color_key_t mine = {color, key}, *all = malloc(sizeof(color_key_t) * (size_t)n);
     int *members = malloc(sizeof(int) * (size_t)n);
@@ -141,7 +158,8 @@ mesh_status_t mesh_comm_split(mesh_comm_h comm, int color, int key, mesh_comm_h 
     int count = 0, me = -1;
     if (st == MESH_OK && color != MESH_COLOR_NONE) {
         for (int r = 0; r < n; r++)
-            if (all[r].color == color) members[count++] = r;
+            if (all[r].color == color)
+                members[count++] = r;
         /* order by key, then by parent rank (insertion sort keeps equal keys stable) */
         for (int i = 1; i < count; i++) {
             int r = members[i], j = i - 1;
@@ -152,18 +170,25 @@ mesh_status_t mesh_comm_split(mesh_comm_h comm, int color, int key, mesh_comm_h 
             members[j + 1] = r;
         }
         for (int i = 0; i < count; i++)
-            if (members[i] == comm->rank) me = i;
+            if (members[i] == comm->rank)
+                me = i;
     }
     if (st == MESH_OK) {
-        split_bootstrap_t sb = {.base = {.rank = me < 0 ? 0 : me, .size = count ? count : 1,
+        split_bootstrap_t sb = {.base = {.rank = me < 0 ? 0 : me,
+                                         .size = count ? count : 1,
                                          .timeout_s = comm->timeout_s,
-                                         .allgather = split_allgather, .destroy = split_destroy},
+                                         .allgather = split_allgather,
+                                         .destroy = split_destroy},
                                 .parent = comm,
                                 .members = me < 0 ? NULL : members};
         mesh_comm_h out = NULL;
-        if (me < 0) st = mesh_comm_create_skip(&sb.base);
-        else st = mesh_comm_create(&sb.base, comm->timeout_s, comm->node_names[comm->node_of[comm->rank]], &out);
-        if (st == MESH_OK) *newcomm = out;
+        if (me < 0)
+            st = mesh_comm_create_skip(&sb.base);
+        else
+            st = mesh_comm_create(&sb.base, comm->timeout_s,
+                                  comm->node_names[comm->node_of[comm->rank]], &out);
+        if (st == MESH_OK)
+            *newcomm = out;
     }
     free(all);
     free(members);
@@ -178,22 +203,31 @@ mesh_status_t mesh_comm_dup(mesh_comm_h comm, mesh_comm_h *newcomm)
 
 void mesh_comm_destroy(mesh_comm_h comm)
 {
-    if (comm == NULL) return;
-    if (mesh_api_check_handle(comm, "mesh_comm_destroy") < 0) return;
+    if (comm == NULL)
+        return;
+    if (mesh_api_check_handle(comm, "mesh_comm_destroy") < 0)
+        return;
     mesh_comm_release(comm);
 }
 
 void mesh_comm_abort(mesh_comm_h comm)
 {
-    if (comm == NULL || mesh_api_check_handle(comm, "mesh_comm_abort") < 0) return;
+    if (comm == NULL || mesh_api_check_handle(comm, "mesh_comm_abort") < 0)
+        return;
     atomic_store(&comm->aborted, 1);
     mesh_comm_abort_transports(comm);
     /* a thread of ours asleep in a wait sees the abort now, not at the end of its slice */
     mesh_wait_wake_local();
 }
 
-int mesh_comm_rank(mesh_comm_h comm) { return mesh_comm_live(comm) ? comm->rank : -1; }
-int mesh_comm_size(mesh_comm_h comm) { return mesh_comm_live(comm) ? comm->size : -1; }
+int mesh_comm_rank(mesh_comm_h comm)
+{
+    return mesh_comm_live(comm) ? comm->rank : -1;
+}
+int mesh_comm_size(mesh_comm_h comm)
+{
+    return mesh_comm_live(comm) ? comm->size : -1;
+}
 
 const char *mesh_comm_last_error(mesh_comm_h comm)
 {
@@ -204,7 +238,8 @@ mesh_status_t mesh_comm_error_info(mesh_comm_h comm, mesh_error_info_t *info)
 {
     static const char fn[] = "mesh_comm_error_info";
     MESH_CHECK(mesh_api_check_handle(comm, fn));
-    if (info == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: info is NULL", fn);
+    if (info == NULL)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s: info is NULL", fn);
     *info = (mesh_error_info_t){.status = MESH_OK, .rank = -1};
     /* the failure is written once, under the lock, by whichever thread saw it */
     mesh_comm_lock(comm);
@@ -221,7 +256,10 @@ mesh_status_t mesh_comm_error_info(mesh_comm_h comm, mesh_error_info_t *info)
     return MESH_OK;
 }
 
-int mesh_comm_node_count(mesh_comm_h comm) { return mesh_comm_live(comm) ? comm->nnodes : -1; }
+int mesh_comm_node_count(mesh_comm_h comm)
+{
+    return mesh_comm_live(comm) ? comm->nnodes : -1;
+}
 
 int mesh_comm_node(mesh_comm_h comm, int rank)
 {
@@ -240,7 +278,8 @@ int mesh_comm_local_size(mesh_comm_h comm, int node)
 
 int mesh_comm_node_ranks(mesh_comm_h comm, int node, int *ranks, int max)
 {
-    if (!mesh_comm_live(comm) || node < 0 || node >= comm->nnodes) return -1;
+    if (!mesh_comm_live(comm) || node < 0 || node >= comm->nnodes)
+        return -1;
     int n = comm->node_size[node];
     for (int i = 0; ranks && i < n && i < max; i++)
         ranks[i] = comm->node_ranks[comm->node_first[node] + i];
@@ -289,22 +328,26 @@ mesh_status_t mesh_comm_tl_bytes(mesh_comm_h comm, const char *transport, uint64
     uint64_t s = 0, r = 0;
     int found = 0;
     for (int t = 0; t < comm->ntls; t++) {
-        if (strcmp(comm->tls[t].ops->name, transport) != 0) continue;
+        if (strcmp(comm->tls[t].ops->name, transport) != 0)
+            continue;
         s += comm->tls[t].bytes_sent;
         r += comm->tls[t].bytes_recv;
         found = 1;
     }
     if (!found && mesh_tl_find(transport) == NULL)
-        return mesh_comm_fail(comm, mesh_error(MESH_ERR_NOT_FOUND, "%s: no transport named '%s'",
-                                               fn, transport));
-    if (sent) *sent = s;
-    if (received) *received = r;
+        return mesh_comm_fail(
+            comm, mesh_error(MESH_ERR_NOT_FOUND, "%s: no transport named '%s'", fn, transport));
+    if (sent)
+        *sent = s;
+    if (received)
+        *received = r;
     return MESH_OK;
 }
 
 const char *mesh_comm_peer_transport(mesh_comm_h comm, int peer)
 {
-    if (!mesh_comm_live(comm) || peer < 0 || peer >= comm->size) return NULL;
+    if (!mesh_comm_live(comm) || peer < 0 || peer >= comm->size)
+        return NULL;
     return comm->tls[comm->peers[peer].tl].ops->name;
 }
 
@@ -329,15 +372,18 @@ mesh_status_t mesh_op_create_premul(mesh_comm_h comm, const void *scalar, mesh_d
     CHECK_ARG(op != NULL, "%s: op is NULL", fn);
     MESH_CHECK(mesh_api_check_dtype(comm, fn, dtype));
     for (int i = 0; i < MESH_COMM_MAX_PREMUL; i++) {
-        if (comm->premul[i].used) continue;
+        if (comm->premul[i].used)
+            continue;
         comm->premul[i].used = 1;
         comm->premul[i].dtype = dtype;
         memcpy(comm->premul[i].scalar, scalar, mesh_dtype_size(dtype));
         *op = (mesh_op_t)(MESH_OP_USER_BASE + i);
         return MESH_OK;
     }
-    return mesh_comm_fail(comm, mesh_error(MESH_ERR_BUSY, "%s: all %d pre-multiplied sums of the "
-                                           "communicator are in use", fn, MESH_COMM_MAX_PREMUL));
+    return mesh_comm_fail(comm, mesh_error(MESH_ERR_BUSY,
+                                           "%s: all %d pre-multiplied sums of the "
+                                           "communicator are in use",
+                                           fn, MESH_COMM_MAX_PREMUL));
 }
 
 mesh_status_t mesh_op_destroy(mesh_comm_h comm, mesh_op_t op)

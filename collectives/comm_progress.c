@@ -35,7 +35,8 @@ static uint32_t oldest_call(const mesh_comm_t *c, uint32_t seq)
     uint32_t floor = seq & MESH_TAG_COLL_SEQ_MASK;
     for (int i = 0; i < c->nactive; i++) {
         uint64_t tag = mesh_sched_tag(c->active[i]);
-        if (tag & MESH_TAG_P2P) continue;
+        if (tag & MESH_TAG_P2P)
+            continue;
         uint32_t s = mesh_tag_coll_seq(tag);
         if (((seq - s) & MESH_TAG_COLL_SEQ_MASK) > ((seq - floor) & MESH_TAG_COLL_SEQ_MASK))
             floor = s;
@@ -50,20 +51,25 @@ mesh_status_t mesh_comm_start_call(mesh_comm_t *c, const mesh_health_call_t *cal
      * message's signature or length. So the two calls after one look, and a stream of other
      * collectives pays nothing */
     int after_rooted = c->health.look_calls > 0;
-    if (look && after_rooted) c->health.look_calls--;
-    if (call->root >= 0) c->health.look_calls = 2;
-    if (!look || !after_rooted) return mesh_health_start_call(c, call, UINT32_MAX);
+    if (look && after_rooted)
+        c->health.look_calls--;
+    if (call->root >= 0)
+        c->health.look_calls = 2;
+    if (!look || !after_rooted)
+        return mesh_health_start_call(c, call, UINT32_MAX);
     /* what peers sent before this call is taken in first, so that a message the last call left
      * behind is seen before this one sends anything */
     int events = 0;
     for (int t = 0; t < c->ntls; t++)
-        if (c->tls[t].iface) events += mesh_tl_progress(c->tls[t].iface);
+        if (c->tls[t].iface)
+            events += mesh_tl_progress(c->tls[t].iface);
     if (events > 0) {
         mesh_status_t st = mesh_health_poll(c);
-        if (st < 0) mesh_comm_fail_active(c, st);
+        if (st < 0)
+            mesh_comm_fail_active(c, st);
     }
     if (c->failed < 0) {
-        mesh_error_restore(c->failure); /* said once already, by who saw it */
+        mesh_error_restore(c->failure);         /* said once already, by who saw it */
         mesh_health_failed(c, c->failed, call); /* the call it ended, when none was named */
         return c->failed;
     }
@@ -72,23 +78,27 @@ mesh_status_t mesh_comm_start_call(mesh_comm_t *c, const mesh_health_call_t *cal
 
 void mesh_comm_fail_active(mesh_comm_t *c, mesh_status_t status)
 {
-    while (c->nactive > 0) mesh_sched_fail(c->active[c->nactive - 1], status);
+    while (c->nactive > 0)
+        mesh_sched_fail(c->active[c->nactive - 1], status);
 }
 
 int mesh_comm_progress(mesh_comm_t *c)
 {
     int events = 0;
     for (int t = 0; t < c->ntls; t++)
-        if (c->tls[t].iface) events += mesh_tl_progress(c->tls[t].iface);
+        if (c->tls[t].iface)
+            events += mesh_tl_progress(c->tls[t].iface);
     /* a verdict arrives as the completion of a standing receive: an event; one taken in
      * while a schedule probed (health.c) fails the others here */
     if (events > 0 || c->health.fail_all < 0) {
         mesh_status_t st = mesh_health_poll(c);
-        if (st < 0) mesh_comm_fail_active(c, st);
+        if (st < 0)
+            mesh_comm_fail_active(c, st);
     }
     /* backwards: a schedule that ends is replaced by the last one, already visited */
     for (int i = c->nactive - 1; i >= 0; i--)
-        if (i < c->nactive) mesh_sched_progress(c->active[i]);
+        if (i < c->nactive)
+            mesh_sched_progress(c->active[i]);
     return events;
 }
 
@@ -115,9 +125,12 @@ static void comm_wait_arm(void *obj, struct mesh_wait_set *set)
     }
     for (int t = 0; t < c->ntls; t++) {
         mesh_tl_iface_t *iface = c->tls[t].iface;
-        if (iface == NULL) continue;
-        if (iface->ops.wait_arm) iface->ops.wait_arm(iface, set);
-        else set->blind = 1;
+        if (iface == NULL)
+            continue;
+        if (iface->ops.wait_arm)
+            iface->ops.wait_arm(iface, set);
+        else
+            set->blind = 1;
     }
     mesh_comm_unlock(c);
 }
@@ -133,5 +146,11 @@ int mesh_comm_progress_others(mesh_comm_t *self)
     return mesh_comm_others_busy(self) ? mesh_progress_others(self) : 0;
 }
 
-void mesh_comm_register(mesh_comm_t *c) { mesh_progress_add(c, comm_progress_try, comm_wait_arm); }
-void mesh_comm_unregister(mesh_comm_t *c) { mesh_progress_remove(c); }
+void mesh_comm_register(mesh_comm_t *c)
+{
+    mesh_progress_add(c, comm_progress_try, comm_wait_arm);
+}
+void mesh_comm_unregister(mesh_comm_t *c)
+{
+    mesh_progress_remove(c);
+}

@@ -44,23 +44,24 @@ typedef struct {
 
 /* The communicator's part: the control channel and what it learnt. */
 typedef struct {
-    int32_t culprit;            /* rank known to have failed or stopped, -1 if none */
-    int culprit_hung;           /* it stopped answering (timeout) rather than died */
+    int32_t culprit;               /* rank known to have failed or stopped, -1 if none */
+    int culprit_hung;              /* it stopped answering (timeout) rather than died */
     mesh_health_ctl_t verdict_out; /* what we sent */
-    mesh_health_ctl_t *ctl_in;  /* [size] the last control message from each peer */
-    mesh_tl_op_t *ctl_rops;     /* [size] standing receives, posted again after probes */
-    mesh_tl_op_t *verdict_sops; /* [size] verdicts sent */
-    mesh_tl_op_t *ctl_sops;     /* [size] probes and answers sent; allocated by the first */
-    mesh_health_ctl_t *answers; /* [size] their answers (allocated with alive) */
-    uint8_t *alive;             /* [size] answered this rank's probe */
+    mesh_health_ctl_t *ctl_in;     /* [size] the last control message from each peer */
+    mesh_tl_op_t *ctl_rops;        /* [size] standing receives, posted again after probes */
+    mesh_tl_op_t *verdict_sops;    /* [size] verdicts sent */
+    mesh_tl_op_t *ctl_sops;        /* [size] probes and answers sent; allocated by the first */
+    mesh_health_ctl_t *answers;    /* [size] their answers (allocated with alive) */
+    uint8_t *alive;                /* [size] answered this rank's probe */
     mesh_health_recent_t recent[MESH_HEALTH_RECENT]; /* by seq % MESH_HEALTH_RECENT */
-    uint32_t nstarted;          /* collectives started (recent[] holds the last ones) */
+    uint32_t nstarted; /* collectives started (recent[] holds the last ones) */
     int verdict_sent;
-    int mismatch_seen;          /* a mismatch verdict arrived (or this rank sent one) */
-    int look_calls; /* calls still to start with a look for messages left behind (comm_progress.c) */
-    mesh_status_t fail_all;     /* a verdict arrived: what runs fails with (mesh_health_poll) */
-    double verdict_wait_s;      /* MESH_VERDICT_WAIT */
-    double probe_wait_s;        /* MESH_HANG_PROBE */
+    int mismatch_seen; /* a mismatch verdict arrived (or this rank sent one) */
+    int look_calls; /* calls still to start with a look for messages left behind (comm_progress.c)
+                     */
+    mesh_status_t fail_all; /* a verdict arrived: what runs fails with (mesh_health_poll) */
+    double verdict_wait_s;  /* MESH_VERDICT_WAIT */
+    double probe_wait_s;    /* MESH_HANG_PROBE */
     /* the failure, for mesh_comm_error_info: the rank it names and the call it ended */
     int err_rank;
     char err_call[96];
@@ -84,8 +85,8 @@ void mesh_health_fini(mesh_comm_t *comm);
  * message of a collective before floor (a sequence number: every collective before it ended
  * here) still waits for a receive: its sender ran another call than this rank did (another
  * root, most often), which ended here without taking it. Then MESH_ERR_MISMATCH naming both
- * ranks and calls, told to every rank. floor UINT32_MAX: recorded only. Transports that cannot list the messages they keep
- * (tl.h) are not looked at. */
+ * ranks and calls, told to every rank. floor UINT32_MAX: recorded only. Transports that cannot list
+ * the messages they keep (tl.h) are not looked at. */
 mesh_status_t mesh_health_start_call(mesh_comm_t *comm, const mesh_health_call_t *call,
                                      uint32_t floor);
 /* Handles the control messages that arrived (answers probes, takes verdicts); returns, once,

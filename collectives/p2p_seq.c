@@ -30,7 +30,8 @@ static uint32_t slot_hash(int peer, int tag)
 static mesh_p2p_slot_t *slot_find(mesh_p2p_slot_t *slots, uint32_t cap, int peer, int tag)
 {
     for (uint32_t i = slot_hash(peer, tag) & (cap - 1);; i = (i + 1) & (cap - 1))
-        if (slots[i].tag < 0 || (slots[i].tag == tag && slots[i].peer == peer)) return &slots[i];
+        if (slots[i].tag < 0 || (slots[i].tag == tag && slots[i].peer == peer))
+            return &slots[i];
 }
 
 static mesh_status_t slots_grow(mesh_p2p_seq_t *t)
@@ -39,7 +40,8 @@ static mesh_status_t slots_grow(mesh_p2p_seq_t *t)
     mesh_p2p_slot_t *slots = malloc(cap * sizeof(*slots));
     if (slots == NULL)
         return mesh_error(MESH_ERR_NO_MEMORY, "cannot number the messages of %u tags", t->used + 1);
-    for (uint32_t i = 0; i < cap; i++) slots[i].tag = -1;
+    for (uint32_t i = 0; i < cap; i++)
+        slots[i].tag = -1;
     for (uint32_t i = 0; i < t->cap; i++)
         if (t->slots[i].tag >= 0)
             *slot_find(slots, cap, t->slots[i].peer, t->slots[i].tag) = t->slots[i];
@@ -56,7 +58,8 @@ mesh_status_t mesh_p2p_seq_next(mesh_p2p_seq_t *t, int peer, int tag, int is_sen
         return MESH_OK;
     }
     /* at most half full, so that probes stay short */
-    if (2 * (t->used + 1) > t->cap) MESH_CHECK(slots_grow(t));
+    if (2 * (t->used + 1) > t->cap)
+        MESH_CHECK(slots_grow(t));
     mesh_p2p_slot_t *s = slot_find(t->slots, t->cap, peer, tag);
     if (s->tag < 0) {
         *s = (mesh_p2p_slot_t){.peer = peer, .tag = tag};

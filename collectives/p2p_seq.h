@@ -9,7 +9,7 @@
 
 typedef struct {
     int peer;
-    int tag; /* -1: empty slot */
+    int tag;          /* -1: empty slot */
     uint32_t next[2]; /* [0] receives, [1] sends */
 } mesh_p2p_slot_t;
 

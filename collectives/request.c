@@ -34,7 +34,8 @@ static mesh_request_h request_alloc(void)
         }
     }
     mesh_request_h r = mesh_request_pool;
-    if (r != NULL) mesh_request_pool = r->group_next;
+    if (r != NULL)
+        mesh_request_pool = r->group_next;
     pthread_mutex_unlock(&mesh_request_pool_lock);
     return r;
 }
@@ -50,20 +51,25 @@ static void request_put(mesh_request_h r)
 
 static mesh_status_t request_check(mesh_request_h req, const char *fn)
 {
-    if (req == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: req is NULL", fn);
+    if (req == NULL)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s: req is NULL", fn);
     if (!req->live)
         return mesh_error(MESH_ERR_INVALID_ARG, "%s: the request was freed already", fn);
     return MESH_OK;
 }
 
-int mesh_group_active(void) { return mesh_group_depth > 0; }
+int mesh_group_active(void)
+{
+    return mesh_group_depth > 0;
+}
 
 /* The communicator is locked. */
 static void request_drop(mesh_request_h r)
 {
     mesh_sched_destroy(r->sched);
     r->sched = NULL;
-    for (int i = 0; i < 3; i++) free(r->owned[i]);
+    for (int i = 0; i < 3; i++)
+        free(r->owned[i]);
     if (r->dev != NULL) {
         mesh_dev_op_free(r->dev);
         r->dev = NULL;
@@ -100,14 +106,18 @@ static mesh_status_t request_start(mesh_request_h r)
  * a blocking call polls it each round. */
 static inline __attribute__((always_inline)) int request_poll(mesh_request_h r)
 {
-    if (__builtin_expect(r->dev != NULL, 0)) return mesh_dev_done(r);
-    if (r->status != MESH_INPROGRESS) return 1;
+    if (__builtin_expect(r->dev != NULL, 0))
+        return mesh_dev_done(r);
+    if (r->status != MESH_INPROGRESS)
+        return 1;
     mesh_status_t st = mesh_sched_run_status(r->sched);
-    if (st == MESH_INPROGRESS) return 0;
+    if (st == MESH_INPROGRESS)
+        return 0;
     r->status = st;
     /* the thread that detected the failure recorded its message on the communicator; the
      * waiter's thread reads it there too (mesh_comm_last_error(NULL)) */
-    if (st < 0) mesh_error_restore(r->comm->last_error);
+    if (st < 0)
+        mesh_error_restore(r->comm->last_error);
     return 1;
 }
 
@@ -116,7 +126,8 @@ static inline __attribute__((always_inline)) int request_poll(mesh_request_h r)
  * messages. */
 static void request_idle(mesh_waiter_t *w, int (*recheck)(void *), void *arg)
 {
-    if (mesh_waiter_idle(w, recheck, arg, -1) || (w->polls & 255) == 0) mesh_progress_idle();
+    if (mesh_waiter_idle(w, recheck, arg, -1) || (w->polls & 255) == 0)
+        mesh_progress_idle();
 }
 
 /* One round for r's communicator (if its lock is free) and then the others; returns events. */
@@ -127,7 +138,8 @@ static int request_round(mesh_request_h r)
         events = mesh_comm_progress(r->comm);
         mesh_comm_unlock(r->comm);
     }
-    if (request_poll(r)) return events + 1;
+    if (request_poll(r))
+        return events + 1;
     return events + mesh_comm_progress_others(r->comm);
 }
 
@@ -140,12 +152,14 @@ static int request_recheck(void *arg)
 mesh_status_t mesh_test(mesh_request_h req, int *done)
 {
     MESH_CHECK(request_check(req, "mesh_test"));
-    if (done == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_test: done is NULL");
+    if (done == NULL)
+        return mesh_error(MESH_ERR_INVALID_ARG, "mesh_test: done is NULL");
     if (!req->started) {
         *done = 0;
         return MESH_OK;
     }
-    if (!request_poll(req)) request_round(req);
+    if (!request_poll(req))
+        request_round(req);
     *done = request_poll(req);
     return *done ? req->status : MESH_OK;
 }
@@ -157,8 +171,10 @@ static mesh_status_t request_wait(mesh_request_h req)
     /* each schedule enforces MESH_TIMEOUT and peer liveness, and no sleep outlasts
      * MESH_PROGRESS_SLICE, so this loop ends */
     while (!request_poll(req)) {
-        if (request_round(req) > 0) mesh_waiter_reset(&w);
-        else request_idle(&w, request_recheck, req);
+        if (request_round(req) > 0)
+            mesh_waiter_reset(&w);
+        else
+            request_idle(&w, request_recheck, req);
     }
     return req->status;
 }
@@ -180,7 +196,8 @@ static mesh_status_t request_wait_held(mesh_request_h r)
             mesh_comm_lock(c);
         }
         int events = mesh_comm_progress(c);
-        if (request_poll(r)) break;
+        if (request_poll(r))
+            break;
         if (mesh_comm_others_busy(c)) {
             mesh_comm_unlock(c);
             events += mesh_progress_others(c);
@@ -224,15 +241,19 @@ static int request_set_recheck(void *arg)
 
 mesh_status_t mesh_waitall(int n, mesh_request_h *reqs)
 {
-    if (n < 0) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: n %d is negative", n);
-    if (n > 0 && reqs == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: reqs is NULL");
+    if (n < 0)
+        return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: n %d is negative", n);
+    if (n > 0 && reqs == NULL)
+        return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: reqs is NULL");
     for (int i = 0; i < n; i++) {
         if (reqs[i] != NULL && !reqs[i]->live)
             return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: request %d was freed already",
                               i);
         if (reqs[i] != NULL && !reqs[i]->started)
-            return mesh_error(MESH_ERR_INVALID_ARG, "mesh_waitall: request %d belongs to a group "
-                              "that has not ended yet", i);
+            return mesh_error(MESH_ERR_INVALID_ARG,
+                              "mesh_waitall: request %d belongs to a group "
+                              "that has not ended yet",
+                              i);
     }
     mesh_waiter_t w;
     mesh_waiter_init(&w, -1);
@@ -240,13 +261,17 @@ mesh_status_t mesh_waitall(int n, mesh_request_h *reqs)
     for (;;) {
         int pending = 0, events = 0;
         for (int i = 0; i < n; i++) {
-            if (reqs[i] == NULL || request_poll(reqs[i])) continue;
+            if (reqs[i] == NULL || request_poll(reqs[i]))
+                continue;
             pending = 1;
             events += request_round(reqs[i]);
         }
-        if (!pending) break;
-        if (events > 0) mesh_waiter_reset(&w);
-        else request_idle(&w, request_set_recheck, &set);
+        if (!pending)
+            break;
+        if (events > 0)
+            mesh_waiter_reset(&w);
+        else
+            request_idle(&w, request_set_recheck, &set);
     }
     for (int i = 0; i < n; i++) {
         if (reqs[i] != NULL && reqs[i]->status < 0) {
@@ -260,28 +285,35 @@ mesh_status_t mesh_waitall(int n, mesh_request_h *reqs)
 static mesh_status_t request_testany(const char *fn, int n, mesh_request_h *reqs, int *index,
                                      int *events)
 {
-    if (events) *events = 0;
-    if (index == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: index is NULL", fn);
-    if (n < 0) return mesh_error(MESH_ERR_INVALID_ARG, "%s: n %d is negative", fn, n);
-    if (n > 0 && reqs == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: reqs is NULL", fn);
+    if (events)
+        *events = 0;
+    if (index == NULL)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s: index is NULL", fn);
+    if (n < 0)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s: n %d is negative", fn, n);
+    if (n > 0 && reqs == NULL)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s: reqs is NULL", fn);
     *index = -1;
     int moved = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < n; i++) {
             mesh_request_h r = reqs[i];
             if (r != NULL && !r->live)
-                return mesh_error(MESH_ERR_INVALID_ARG, "%s: request %d was freed already", fn,
-                                  i);
-            if (r == NULL || !r->started) continue;
+                return mesh_error(MESH_ERR_INVALID_ARG, "%s: request %d was freed already", fn, i);
+            if (r == NULL || !r->started)
+                continue;
             if (request_poll(r)) {
                 *index = i;
-                if (events) *events = moved + 1;
+                if (events)
+                    *events = moved + 1;
                 return r->status;
             }
-            if (pass == 0) moved += request_round(r);
+            if (pass == 0)
+                moved += request_round(r);
         }
     }
-    if (events) *events = moved;
+    if (events)
+        *events = moved;
     return MESH_OK;
 }
 
@@ -297,7 +329,8 @@ mesh_status_t mesh_testany_events(int n, mesh_request_h *reqs, int *index, int *
 
 void mesh_request_free(mesh_request_h req)
 {
-    if (req == NULL) return;
+    if (req == NULL)
+        return;
     if (!req->live) {
         mesh_error(MESH_ERR_INVALID_ARG, "mesh_request_free: the request was freed already");
         return;
@@ -309,7 +342,8 @@ void mesh_request_free(mesh_request_h req)
         return;
     }
     mesh_comm_t *c = req->comm;
-    if (req->started && req->sched != NULL && mesh_sched_run_status(req->sched) == MESH_INPROGRESS) {
+    if (req->started && req->sched != NULL &&
+        mesh_sched_run_status(req->sched) == MESH_INPROGRESS) {
         mesh_comm_lock(c);
         if (mesh_sched_run_status(req->sched) == MESH_INPROGRESS)
             mesh_sched_fail(req->sched, MESH_ERR_ABORTED);
@@ -318,16 +352,23 @@ void mesh_request_free(mesh_request_h req)
     request_release(req);
 }
 
-int mesh_progress(void) { return mesh_progress_all(); }
+int mesh_progress(void)
+{
+    return mesh_progress_all();
+}
 
 _Static_assert(sizeof(mesh_waiter_t) <= sizeof(((mesh_idle_t *)0)->state),
                "mesh_idle_t holds a waiter");
 
-static mesh_waiter_t *idle_waiter(mesh_idle_t *idle) { return (mesh_waiter_t *)idle->state; }
+static mesh_waiter_t *idle_waiter(mesh_idle_t *idle)
+{
+    return (mesh_waiter_t *)idle->state;
+}
 
 void mesh_idle_init(mesh_idle_t *idle, double spin_s, double max_sleep_s)
 {
-    if (idle == NULL) return;
+    if (idle == NULL)
+        return;
     idle->spin_s = spin_s;
     idle->max_sleep_s = max_sleep_s;
     mesh_waiter_init(idle_waiter(idle), spin_s);
@@ -335,7 +376,8 @@ void mesh_idle_init(mesh_idle_t *idle, double spin_s, double max_sleep_s)
 
 void mesh_idle_reset(mesh_idle_t *idle)
 {
-    if (idle != NULL) mesh_waiter_reset(idle_waiter(idle));
+    if (idle != NULL)
+        mesh_waiter_reset(idle_waiter(idle));
 }
 
 /* mesh_idle's last look before it sleeps: a round over every communicator with work. */
@@ -347,25 +389,31 @@ static int idle_recheck(void *arg)
 
 int mesh_idle(mesh_idle_t *idle)
 {
-    if (idle == NULL) return 0;
+    if (idle == NULL)
+        return 0;
     mesh_waiter_t *w = idle_waiter(idle);
     w->spin_s = idle->spin_s;
     int slept = mesh_waiter_idle(w, idle_recheck, NULL, idle->max_sleep_s);
-    if (slept || (w->polls & 255) == 0) mesh_progress_idle();
+    if (slept || (w->polls & 255) == 0)
+        mesh_progress_idle();
     return slept;
 }
 
 mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *owned0,
                                   void *owned1, mesh_request_h *user_req)
 {
-    struct mesh_request tmpl = {.comm = comm, .sched = sched, .status = MESH_INPROGRESS,
-                                .internal = user_req == NULL, .owned = {owned0, owned1}};
+    struct mesh_request tmpl = {.comm = comm,
+                                .sched = sched,
+                                .status = MESH_INPROGRESS,
+                                .internal = user_req == NULL,
+                                .owned = {owned0, owned1}};
     mesh_status_t st;
     if (user_req == NULL && mesh_group_depth == 0) {
         /* blocking: the request lives here, for the time of the call */
         tmpl.blocking = 1;
         st = request_start(&tmpl);
-        if (st >= 0) st = request_wait_held(&tmpl);
+        if (st >= 0)
+            st = request_wait_held(&tmpl);
         request_drop(&tmpl);
         mesh_comm_unlock(comm);
         return st;
@@ -382,10 +430,13 @@ mesh_status_t mesh_request_submit(mesh_comm_t *comm, mesh_sched_t *sched, void *
     if (mesh_group_depth > 0) {
         /* started at mesh_group_end */
         mesh_comm_unlock(comm);
-        if (mesh_group_tail) mesh_group_tail->group_next = r;
-        else mesh_group_head = r;
+        if (mesh_group_tail)
+            mesh_group_tail->group_next = r;
+        else
+            mesh_group_head = r;
         mesh_group_tail = r;
-        if (user_req) *user_req = r;
+        if (user_req)
+            *user_req = r;
         return MESH_OK;
     }
     st = request_start(r);
@@ -414,8 +465,10 @@ mesh_status_t mesh_group_start(void)
 static mesh_status_t group_post_dev(mesh_request_h *head)
 {
     int n = 0;
-    for (mesh_request_h r = *head; r != NULL; r = r->group_next) n += r->dev != NULL;
-    if (n == 0) return MESH_OK;
+    for (mesh_request_h r = *head; r != NULL; r = r->group_next)
+        n += r->dev != NULL;
+    if (n == 0)
+        return MESH_OK;
     mesh_request_h *dev = malloc(sizeof(*dev) * (size_t)n);
     mesh_request_h *link = head;
     int k = 0;
@@ -437,8 +490,10 @@ static mesh_status_t group_post_dev(mesh_request_h *head)
         }
     }
     mesh_status_t st = dev != NULL ? mesh_dev_post(dev, n)
-                                   : mesh_error(MESH_ERR_NO_MEMORY, "mesh_group_end: cannot "
-                                                "allocate %d device calls", n);
+                                   : mesh_error(MESH_ERR_NO_MEMORY,
+                                                "mesh_group_end: cannot "
+                                                "allocate %d device calls",
+                                                n);
     if (dev != NULL && st < 0) {
         for (int i = 0; i < n; i++) {
             __atomic_store_n(&dev[i]->status, st, __ATOMIC_RELEASE);
@@ -453,7 +508,8 @@ static int request_group_recheck(void *arg)
 {
     int events = 0;
     for (mesh_request_h r = arg; r != NULL; r = r->group_next)
-        if (r->started && r->internal) events += request_recheck(r);
+        if (r->started && r->internal)
+            events += request_recheck(r);
     return events;
 }
 
@@ -461,7 +517,8 @@ mesh_status_t mesh_group_end(void)
 {
     if (mesh_group_depth == 0)
         return mesh_error(MESH_ERR_INVALID_ARG, "mesh_group_end without mesh_group_start");
-    if (--mesh_group_depth > 0) return MESH_OK;
+    if (--mesh_group_depth > 0)
+        return MESH_OK;
     mesh_request_h head = mesh_group_head;
     mesh_group_head = mesh_group_tail = NULL;
     mesh_status_t result = group_post_dev(&head);
@@ -469,7 +526,8 @@ mesh_status_t mesh_group_end(void)
         mesh_comm_lock(r->comm);
         mesh_status_t st = request_start(r);
         mesh_comm_unlock(r->comm);
-        if (st < 0 && result == MESH_OK) result = st;
+        if (st < 0 && result == MESH_OK)
+            result = st;
     }
     /* wait for the operations posted without a request; every communicator keeps moving, since
      * one rank's progress on one communicator may wait for another's */
@@ -478,24 +536,33 @@ mesh_status_t mesh_group_end(void)
     for (;;) {
         int pending = 0, events = 0;
         for (mesh_request_h r = head; r != NULL; r = r->group_next) {
-            if (!r->started || !r->internal || request_poll(r)) continue;
+            if (!r->started || !r->internal || request_poll(r))
+                continue;
             pending = 1;
             events += request_round(r);
         }
-        if (!pending) break;
-        if (events > 0) mesh_waiter_reset(&w);
-        else request_idle(&w, request_group_recheck, head);
+        if (!pending)
+            break;
+        if (events > 0)
+            mesh_waiter_reset(&w);
+        else
+            request_idle(&w, request_group_recheck, head);
     }
     for (mesh_request_h r = head; r != NULL; r = r->group_next)
-        if (r->internal && r->status < 0 && result == MESH_OK) result = r->status;
+        if (r->internal && r->status < 0 && result == MESH_OK)
+            result = r->status;
     for (mesh_request_h r = head, next; r != NULL; r = next) {
         next = r->group_next;
-        if (r->internal) request_release(r);
+        if (r->internal)
+            request_release(r);
     }
     return result;
 }
 
-void mesh_request_release(mesh_request_h r) { request_release(r); }
+void mesh_request_release(mesh_request_h r)
+{
+    request_release(r);
+}
 
 mesh_status_t mesh_request_start_dev(mesh_request_h r)
 {
@@ -504,7 +571,7 @@ mesh_status_t mesh_request_start_dev(mesh_request_h r)
     mesh_status_t st;
     if (c->released)
         st = mesh_error(MESH_ERR_ABORTED, "the communicator was destroyed before a call on "
-                        "device buffers started");
+                                          "device buffers started");
     else if (atomic_load(&c->aborted))
         st = mesh_error(MESH_ERR_ABORTED, "the communicator was aborted");
     else if (c->failed < 0)
@@ -514,7 +581,8 @@ mesh_status_t mesh_request_start_dev(mesh_request_h r)
         mesh_sched_progress(r->sched);
         mesh_comm_progress(c);
     }
-    if (st < 0) mesh_comm_fail(c, st);
+    if (st < 0)
+        mesh_comm_fail(c, st);
     mesh_comm_unlock(c);
     return st;
 }
@@ -532,18 +600,26 @@ mesh_status_t mesh_request_submit_dev(mesh_comm_t *comm, mesh_sched_t *sched, vo
         mesh_dev_op_free(dev);
         return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a request");
     }
-    *r = (struct mesh_request){.live = 1, .comm = comm, .sched = sched,
-                               .status = MESH_INPROGRESS, .internal = user_req == NULL,
-                               .owned = {owned0, owned1}, .dev = dev};
+    *r = (struct mesh_request){.live = 1,
+                               .comm = comm,
+                               .sched = sched,
+                               .status = MESH_INPROGRESS,
+                               .internal = user_req == NULL,
+                               .owned = {owned0, owned1},
+                               .dev = dev};
     dev->req = r;
-    if (user_req != NULL) atomic_fetch_add(&dev->refs, 1); /* the user's handle */
+    if (user_req != NULL)
+        atomic_fetch_add(&dev->refs, 1); /* the user's handle */
     mesh_comm_ref(comm);
     mesh_comm_unlock(comm);
     if (mesh_group_depth > 0) {
-        if (mesh_group_tail) mesh_group_tail->group_next = r;
-        else mesh_group_head = r;
+        if (mesh_group_tail)
+            mesh_group_tail->group_next = r;
+        else
+            mesh_group_head = r;
         mesh_group_tail = r;
-        if (user_req) *user_req = r;
+        if (user_req)
+            *user_req = r;
         return MESH_OK;
     }
     r->started = 1;
@@ -552,6 +628,7 @@ mesh_status_t mesh_request_submit_dev(mesh_comm_t *comm, mesh_sched_t *sched, vo
         request_release(r);
         return st;
     }
-    if (user_req) *user_req = r;
+    if (user_req)
+        *user_req = r;
     return MESH_OK;
 }

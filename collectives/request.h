@@ -5,14 +5,14 @@
 #include "collectives/sched.h"
 
 struct mesh_request {
-    int live;             /* allocated from the pool and not freed */
+    int live; /* allocated from the pool and not freed */
     mesh_comm_t *comm;
     mesh_sched_t *sched;
     mesh_status_t status; /* MESH_INPROGRESS until the schedule ends */
     int started;
-    int internal;         /* posted with a NULL request: freed by whoever waits for it */
-    int blocking;         /* a blocking call's, waited for by its caller alone */
-    void *owned[3];       /* temporary arrays and buffers freed with the request */
+    int internal;   /* posted with a NULL request: freed by whoever waits for it */
+    int blocking;   /* a blocking call's, waited for by its caller alone */
+    void *owned[3]; /* temporary arrays and buffers freed with the request */
     struct mesh_request *group_next;
     /* a call on device buffers (collectives/device/): the engine starts the schedule once the
      * caller's stream reached the call, and sets status (atomically) when the results are back

@@ -16,14 +16,16 @@ static const int route_known_prio[] = {MESH_TL_PRIO_VERBS, MESH_TL_PRIO_UCX, MES
 static int known_net(const char *name)
 {
     for (unsigned i = 0; i < sizeof(route_known_net) / sizeof(route_known_net[0]); i++)
-        if (strcmp(route_known_net[i], name) == 0) return 1;
+        if (strcmp(route_known_net[i], name) == 0)
+            return 1;
     return 0;
 }
 
 int mesh_route_net_priority(const char *name)
 {
     for (unsigned i = 0; i < sizeof(route_known_net) / sizeof(route_known_net[0]); i++)
-        if (strcmp(route_known_net[i], name) == 0) return route_known_prio[i];
+        if (strcmp(route_known_net[i], name) == 0)
+            return route_known_prio[i];
     return -1;
 }
 
@@ -40,8 +42,10 @@ static int tl_listed(const char *list, const char *name, int any_all)
     for (const char *p = list; *p;) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0) return 1;
-        if (any_all && len == 3 && strncmp(p, "all", 3) == 0) return 1;
+        if (len == n && strncmp(p, name, n) == 0)
+            return 1;
+        if (any_all && len == 3 && strncmp(p, "all", 3) == 0)
+            return 1;
         p += len + (e != NULL);
     }
     return 0;
@@ -72,8 +76,8 @@ mesh_status_t mesh_route_parse_net(const char *spec, int explicit_net, mesh_rout
         size_t len = e ? (size_t)(e - p) : strlen(p);
         char name[MESH_ROUTE_NAME_MAX];
         if (len == 0 || len >= sizeof(name))
-            return mesh_error(MESH_ERR_INVALID_ARG, "MESH_NET=%s: bad entry '%.*s'", spec,
-                              (int)len, p);
+            return mesh_error(MESH_ERR_INVALID_ARG, "MESH_NET=%s: bad entry '%.*s'", spec, (int)len,
+                              p);
         memcpy(name, p, len);
         name[len] = 0;
         p += len + (e != NULL);
@@ -82,7 +86,8 @@ mesh_status_t mesh_route_parse_net(const char *spec, int explicit_net, mesh_rout
                               "MESH_NET=%s: unknown transport '%s' (network transports: verbs, "
                               "ucx, ofi, tcp)",
                               spec, name);
-        if (mesh_route_net_index(r, name) >= 0) continue;
+        if (mesh_route_net_index(r, name) >= 0)
+            continue;
         if (r->n == MESH_ROUTE_NET_MAX)
             return mesh_error(MESH_ERR_INVALID_ARG, "MESH_NET=%s: more than %d transports", spec,
                               MESH_ROUTE_NET_MAX);
@@ -94,14 +99,16 @@ mesh_status_t mesh_route_parse_net(const char *spec, int explicit_net, mesh_rout
 int mesh_route_net_index(const mesh_route_t *r, const char *name)
 {
     for (int i = 0; i < r->n; i++)
-        if (strcmp(r->name[i], name) == 0) return i;
+        if (strcmp(r->name[i], name) == 0)
+            return i;
     return -1;
 }
 
 /* A MESH_NET transport left out: a warning when the user asked for it, else debug. */
 static void skip(mesh_route_t *r, int idx, const char *name, const char *why)
 {
-    if (idx >= 0) snprintf(r->why[idx], sizeof(r->why[idx]), "%s", why);
+    if (idx >= 0)
+        snprintf(r->why[idx], sizeof(r->why[idx]), "%s", why);
     if (idx >= 0 && r->explicit_net)
         mesh_log_warn("MESH_NET: skipping %s: %s", name, why);
     else
@@ -116,7 +123,8 @@ mesh_status_t mesh_route_open(mesh_comm_t *c, const char *node, mesh_route_t *r)
                                     .comm_uid = c->uid,
                                     .node = node,
                                     .timeout_s = c->timeout_s};
-    if (allowed == NULL) allowed = "";
+    if (allowed == NULL)
+        allowed = "";
     for (int i = 0; i < mesh_tl_count() && c->ntls < MESH_COMM_MAX_TLS; i++) {
         const mesh_tl_ops_t *ops = mesh_tl_get(i);
         int idx = mesh_route_net_index(r, ops->name);
@@ -148,8 +156,8 @@ mesh_status_t mesh_route_open(mesh_comm_t *c, const char *node, mesh_route_t *r)
             char why[128];
             snprintf(why, sizeof(why), "open failed: %s", mesh_error_last());
             if (idx < 0 && !known_net(ops->name))
-                mesh_log_warn("transport %s failed to open (%s); continuing without it",
-                              ops->name, mesh_status_string(st));
+                mesh_log_warn("transport %s failed to open (%s); continuing without it", ops->name,
+                              mesh_status_string(st));
             else
                 skip(r, idx, ops->name, why);
             continue;
@@ -177,16 +185,19 @@ mesh_status_t mesh_route_open(mesh_comm_t *c, const char *node, mesh_route_t *r)
         c->ntls++;
     }
     for (int i = 0; i < r->n; i++)
-        if (mesh_tl_find(r->name[i]) == NULL) skip(r, i, r->name[i], "not built");
+        if (mesh_tl_find(r->name[i]) == NULL)
+            skip(r, i, r->name[i], "not built");
     return MESH_OK;
 }
 
 int mesh_route_better(const mesh_route_t *r, const mesh_comm_tl_t *a, const mesh_comm_tl_t *b)
 {
-    if (a->caps.scope != b->caps.scope) return a->caps.scope < b->caps.scope;
+    if (a->caps.scope != b->caps.scope)
+        return a->caps.scope < b->caps.scope;
     if (a->caps.scope == MESH_TL_SCOPE_NET) {
         int ia = mesh_route_net_index(r, a->ops->name), ib = mesh_route_net_index(r, b->ops->name);
-        if (ia != ib) return ia >= 0 && (ib < 0 || ia < ib);
+        if (ia != ib)
+            return ia >= 0 && (ib < 0 || ia < ib);
     }
     return a->caps.priority > b->caps.priority;
 }
@@ -197,12 +208,15 @@ void mesh_route_report(const mesh_comm_t *c, const mesh_route_t *r)
     int chosen[MESH_ROUTE_NET_MAX] = {0}, nchosen = 0, first = MESH_ROUTE_NET_MAX;
     int me = c->node_of[c->rank];
     for (int p = 0; p < c->size; p++) {
-        if (c->node_of[p] == me || c->peers[p].ep == NULL) continue;
+        if (c->node_of[p] == me || c->peers[p].ep == NULL)
+            continue;
         int i = mesh_route_net_index(r, c->tls[c->peers[p].tl].ops->name);
-        if (i < 0 || chosen[i]) continue;
+        if (i < 0 || chosen[i])
+            continue;
         chosen[i] = 1;
         nchosen++;
-        if (i < first) first = i;
+        if (i < first)
+            first = i;
     }
     size_t n = (size_t)snprintf(line, sizeof(line), "net: ");
     if (nchosen == 0) {
@@ -214,13 +228,16 @@ void mesh_route_report(const mesh_comm_t *c, const mesh_route_t *r)
             n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s", k++ ? "+" : "", r->name[i]);
     int opened = 0;
     for (int i = 0; i < r->n && n < sizeof(line); i++) {
-        if (chosen[i]) continue;
+        if (chosen[i])
+            continue;
         const char *why = r->why[i];
-        if (!*why) why = i < first ? "not open on the other nodes" : "later in MESH_NET";
+        if (!*why)
+            why = i < first ? "not open on the other nodes" : "later in MESH_NET";
         n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s: %s", opened++ ? ", " : " (",
                               r->name[i], why);
     }
-    if (opened && n < sizeof(line)) snprintf(line + n, sizeof(line) - n, ")");
+    if (opened && n < sizeof(line))
+        snprintf(line + n, sizeof(line) - n, ")");
     if (c->rank == c->node_ranks[c->node_first[me]])
         mesh_log_info("%s", line);
     else
@@ -246,7 +263,8 @@ mesh_status_t mesh_comm_irecv(mesh_comm_t *c, int peer, uint64_t tag, void *buf,
 mesh_status_t mesh_comm_check_peer(mesh_comm_t *c, int peer)
 {
     mesh_comm_peer_t *p = &c->peers[peer];
-    if (p->ep == NULL || c->tls[p->tl].ops->ep_check == NULL) return MESH_OK;
+    if (p->ep == NULL || c->tls[p->tl].ops->ep_check == NULL)
+        return MESH_OK;
     return c->tls[p->tl].ops->ep_check(p->ep);
 }
 

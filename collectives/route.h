@@ -11,7 +11,7 @@
 
 #include "collectives/comm.h"
 
-#define MESH_ROUTE_NET_MAX 8
+#define MESH_ROUTE_NET_MAX  8
 #define MESH_ROUTE_NAME_MAX 16
 
 typedef struct {

@@ -24,7 +24,8 @@ static void share(mesh_comm_t *c, int delta)
     atomic_store_explicit(&c->nshared_hint, c->nshared + delta, memory_order_relaxed);
     int before = c->nshared;
     c->nshared += delta;
-    if (before == 0 || c->nshared == 0) mesh_progress_active_add(delta);
+    if (before == 0 || c->nshared == 0)
+        mesh_progress_active_add(delta);
 }
 
 static mesh_status_t activate(mesh_comm_t *c, mesh_sched_t *s, int shared)
@@ -40,7 +41,8 @@ static mesh_status_t activate(mesh_comm_t *c, mesh_sched_t *s, int shared)
     c->active[c->nactive] = s;
     atomic_store_explicit(&c->nactive_hint, c->nactive + 1, memory_order_relaxed);
     c->nactive++;
-    if (shared) share(c, 1);
+    if (shared)
+        share(c, 1);
     return MESH_OK;
 }
 
@@ -49,21 +51,26 @@ static void deactivate(mesh_comm_t *c, mesh_sched_t *s, int shared)
     /* the common case is the last; otherwise the last one takes its place: progress walks the
      * array backwards, so it has been visited already in a pass that removes s */
     for (int i = c->nactive - 1; i >= 0; i--) {
-        if (c->active[i] != s) continue;
+        if (c->active[i] != s)
+            continue;
         c->active[i] = c->active[--c->nactive];
         atomic_store_explicit(&c->nactive_hint, c->nactive, memory_order_relaxed);
         break;
     }
-    if (shared) share(c, -1);
+    if (shared)
+        share(c, -1);
 }
 
 static int grow(void **arr, int *cap, int need, size_t elem)
 {
-    if (need <= *cap) return 0;
+    if (need <= *cap)
+        return 0;
     int ncap = *cap ? *cap * 2 : 16; /* small collectives have a handful of tasks */
-    while (ncap < need) ncap *= 2;
+    while (ncap < need)
+        ncap *= 2;
     void *p = realloc(*arr, (size_t)ncap * elem);
-    if (p == NULL) return -1;
+    if (p == NULL)
+        return -1;
     *arr = p;
     *cap = ncap;
     return 0;
@@ -71,11 +78,12 @@ static int grow(void **arr, int *cap, int need, size_t elem)
 
 static int add_task(mesh_sched_t *s, const mesh_task_t *t, const int *deps, int ndeps)
 {
-    if (s->status != MESH_OK) return -1;
+    if (s->status != MESH_OK)
+        return -1;
     if (grow((void **)&s->tasks, &s->cap_tasks, s->ntasks + 1, sizeof(mesh_task_t)) ||
         grow((void **)&s->edges, &s->cap_edges, s->nedges + ndeps, sizeof(mesh_edge_t))) {
-        s->status = mesh_error(MESH_ERR_NO_MEMORY, "cannot grow a schedule past %d tasks",
-                               s->ntasks);
+        s->status =
+            mesh_error(MESH_ERR_NO_MEMORY, "cannot grow a schedule past %d tasks", s->ntasks);
         return -1;
     }
     int id = s->ntasks++;
@@ -84,10 +92,11 @@ static int add_task(mesh_sched_t *s, const mesh_task_t *t, const int *deps, int 
     task->state = TASK_WAITING;
     task->ndeps_left = 0;
     for (int i = 0; i < ndeps; i++) {
-        if (deps[i] < 0) continue;
+        if (deps[i] < 0)
+            continue;
         if (deps[i] >= id) {
-            s->status = mesh_error(MESH_ERR_INTERNAL, "task %d depends on later task %d", id,
-                                   deps[i]);
+            s->status =
+                mesh_error(MESH_ERR_INTERNAL, "task %d depends on later task %d", id, deps[i]);
             return -1;
         }
         s->edges[s->nedges++] = (mesh_edge_t){deps[i], id};
@@ -101,8 +110,10 @@ static int add_task(mesh_sched_t *s, const mesh_task_t *t, const int *deps, int 
 static uint64_t msg_index(mesh_sched_t *s, uint32_t *count, int peer)
 {
     if (count[peer] >> MESH_TAG_COLL_INDEX_BITS) {
-        s->status = mesh_error(MESH_ERR_UNSUPPORTED, "a collective of more than %u messages "
-                               "between two ranks", 1u << MESH_TAG_COLL_INDEX_BITS);
+        s->status = mesh_error(MESH_ERR_UNSUPPORTED,
+                               "a collective of more than %u messages "
+                               "between two ranks",
+                               1u << MESH_TAG_COLL_INDEX_BITS);
         return 0;
     }
     return (uint64_t)count[peer]++ << MESH_TL_TAG_SIG_BITS;
@@ -113,8 +124,8 @@ int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, co
 {
     mesh_task_t t = {.kind = TASK_SEND, .peer = peer, .a = buf, .n = bytes};
     if (s->status == MESH_OK && (peer < 0 || peer >= s->comm->size)) {
-        s->status = mesh_error(MESH_ERR_INTERNAL, "send to rank %d outside 0..%d", peer,
-                               s->comm->size - 1);
+        s->status =
+            mesh_error(MESH_ERR_INTERNAL, "send to rank %d outside 0..%d", peer, s->comm->size - 1);
         return -1;
     }
     t.tag = s->status == MESH_OK ? msg_index(s, s->send_count, peer) : 0;
@@ -124,14 +135,16 @@ int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, co
 int mesh_sched_send_tag(mesh_sched_t *s, int peer, const void *buf, size_t bytes, uint64_t tag)
 {
     int id = mesh_sched_send(s, peer, buf, bytes, NULL, 0);
-    if (id >= 0) s->tasks[id].tag = tag;
+    if (id >= 0)
+        s->tasks[id].tag = tag;
     return id;
 }
 
 int mesh_sched_recv_tag(mesh_sched_t *s, int peer, void *buf, size_t bytes, uint64_t tag)
 {
     int id = mesh_sched_recv(s, peer, buf, bytes, NULL, 0);
-    if (id >= 0) s->tasks[id].tag = tag;
+    if (id >= 0)
+        s->tasks[id].tag = tag;
     return id;
 }
 
@@ -147,8 +160,7 @@ void mesh_sched_send_reused(mesh_sched_t *s, int id)
         s->tasks[id].op.flags |= MESH_TL_OP_SRC_REUSED;
 }
 
-int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const int *deps,
-                    int ndeps)
+int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const int *deps, int ndeps)
 {
     mesh_task_t t = {.kind = TASK_RECV, .peer = peer, .dst = buf, .n = bytes};
     if (s->status == MESH_OK && (peer < 0 || peer >= s->comm->size)) {
@@ -189,7 +201,8 @@ int mesh_sched_nop(mesh_sched_t *s, const int *deps, int ndeps)
 
 void *mesh_sched_scratch(mesh_sched_t *s, size_t bytes)
 {
-    if (s->status != MESH_OK) return NULL;
+    if (s->status != MESH_OK)
+        return NULL;
     mesh_scratch_t *sc = NULL;
     /* a kept block that fits without wasting much */
     for (mesh_scratch_t **pp = &s->spare; *pp != NULL; pp = &(*pp)->next) {
@@ -201,8 +214,8 @@ void *mesh_sched_scratch(mesh_sched_t *s, size_t bytes)
     }
     if (sc == NULL) {
         if (posix_memalign((void **)&sc, 64, 64 + (bytes ? bytes : 1)) != 0) {
-            s->status = mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch",
-                                   bytes);
+            s->status =
+                mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate %zu bytes of scratch", bytes);
             return NULL;
         }
         sc->size = bytes ? bytes : 1;
@@ -218,16 +231,28 @@ void mesh_sched_on_complete(mesh_sched_t *s, mesh_sched_finalize_fn fn, void *ar
     s->finalize_arg = arg;
 }
 
-mesh_status_t mesh_sched_build_status(const mesh_sched_t *s) { return s->status; }
+mesh_status_t mesh_sched_build_status(const mesh_sched_t *s)
+{
+    return s->status;
+}
 mesh_status_t mesh_sched_run_status(const mesh_sched_t *s)
 {
     /* read by waiters without the communicator's lock: finish() stores it last */
     return __atomic_load_n(&s->status, __ATOMIC_ACQUIRE);
 }
-mesh_comm_t *mesh_sched_comm(const mesh_sched_t *s) { return s->comm; }
+mesh_comm_t *mesh_sched_comm(const mesh_sched_t *s)
+{
+    return s->comm;
+}
 
-void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base) { s->tag_base = tag_base; }
-uint64_t mesh_sched_tag(const mesh_sched_t *s) { return s->tag_base; }
+void mesh_sched_set_tag(mesh_sched_t *s, uint64_t tag_base)
+{
+    s->tag_base = tag_base;
+}
+uint64_t mesh_sched_tag(const mesh_sched_t *s)
+{
+    return s->tag_base;
+}
 
 uint32_t mesh_sched_sig(const mesh_sched_t *s)
 {
@@ -274,8 +299,10 @@ static mesh_status_t build_csr(mesh_sched_t *s)
         grow((void **)&s->ready, &run_cap, n ? n : 1, sizeof(int)) ||
         grow((void **)&s->inflight, &s->cap_run, n ? n : 1, sizeof(int)))
         return s->status = mesh_error(MESH_ERR_NO_MEMORY, "cannot start a %d-task schedule", n);
-    for (int i = 0; i < n; i++) s->tasks[i].succ_count = 0;
-    for (int e = 0; e < s->nedges; e++) s->tasks[s->edges[e].from].succ_count++;
+    for (int i = 0; i < n; i++)
+        s->tasks[i].succ_count = 0;
+    for (int e = 0; e < s->nedges; e++)
+        s->tasks[s->edges[e].from].succ_count++;
     uint32_t pos = 0;
     for (int i = 0; i < n; i++) {
         s->tasks[i].succ_first = pos;
@@ -292,14 +319,17 @@ static mesh_status_t build_csr(mesh_sched_t *s)
 
 mesh_status_t mesh_sched_start(mesh_sched_t *s, int caller_drives)
 {
-    if (s->status != MESH_OK) return s->status;
+    if (s->status != MESH_OK)
+        return s->status;
     int n = s->ntasks;
-    if (!s->csr_built) MESH_CHECK(build_csr(s));
+    if (!s->csr_built)
+        MESH_CHECK(build_csr(s));
     s->shared = !caller_drives;
     MESH_CHECK(activate(s->comm, s, s->shared));
     s->nready = s->ncomp = 0;
     for (int i = n - 1; i >= 0; i--)
-        if (s->tasks[i].ndeps_left == 0) ready_push(s, i);
+        if (s->tasks[i].ndeps_left == 0)
+            ready_push(s, i);
     s->started = 1;
     __atomic_store_n(&s->status, MESH_INPROGRESS, __ATOMIC_RELAXED);
     /* the first idle poll reads the clock and sets both (a small collective often completes
@@ -318,7 +348,8 @@ static void complete_task(mesh_sched_t *s, int id)
     /* push successors in reverse so the first-created runs first */
     for (int k = (int)t->succ_count - 1; k >= 0; k--) {
         int sid = s->succ[t->succ_first + k];
-        if (--s->tasks[sid].ndeps_left == 0) ready_push(s, sid);
+        if (--s->tasks[sid].ndeps_left == 0)
+            ready_push(s, sid);
     }
 }
 
@@ -330,22 +361,23 @@ static uint64_t task_tag(const mesh_sched_t *s, const mesh_task_t *t)
 static void finish(mesh_sched_t *s, mesh_status_t status)
 {
     deactivate(s->comm, s, s->shared);
-    if (status == MESH_OK && s->finalize) s->finalize(s, s->finalize_arg);
+    if (status == MESH_OK && s->finalize)
+        s->finalize(s, s->finalize_arg);
     /* last: a waiter on another thread may return (and reuse the buffers) once it sees it */
     int shared = s->shared;
     __atomic_store_n(&s->status, status, __ATOMIC_RELEASE);
     /* and it may sleep: a nonblocking operation's waiter can be any thread */
-    if (shared) mesh_wait_wake_local();
+    if (shared)
+        mesh_wait_wake_local();
 }
 
 /* The call this schedule serves, for the health reports. */
 static mesh_health_call_t sched_call(const mesh_sched_t *s)
 {
-    return (mesh_health_call_t){
-        .seq = (s->tag_base & MESH_TAG_P2P) ? UINT32_MAX : s->call_seq,
-        .sig = (uint32_t)(s->tag_base & MESH_TL_TAG_SIG_MASK),
-        .count = s->call_count,
-        .root = s->call_root};
+    return (mesh_health_call_t){.seq = (s->tag_base & MESH_TAG_P2P) ? UINT32_MAX : s->call_seq,
+                                .sig = (uint32_t)(s->tag_base & MESH_TL_TAG_SIG_MASK),
+                                .count = s->call_count,
+                                .root = s->call_root};
 }
 
 static mesh_status_t fail_with(mesh_sched_t *s, mesh_status_t status)
@@ -360,7 +392,8 @@ static mesh_status_t fail_with(mesh_sched_t *s, mesh_status_t status)
 
 void mesh_sched_fail(mesh_sched_t *s, mesh_status_t status)
 {
-    if (s->started && s->status == MESH_INPROGRESS) fail_with(s, status);
+    if (s->started && s->status == MESH_INPROGRESS)
+        fail_with(s, status);
 }
 
 static void describe_waits(const mesh_sched_t *s, char *buf, size_t len)
@@ -372,7 +405,8 @@ static void describe_waits(const mesh_sched_t *s, char *buf, size_t len)
         off += (size_t)snprintf(buf + off, len - off, "%s%s rank %d (%zu bytes)", i ? ", " : "",
                                 task_kind_names[t->kind], t->peer, t->n);
     }
-    if (s->ninflight > 6 && off < len) snprintf(buf + off, len - off, ", ...");
+    if (s->ninflight > 6 && off < len)
+        snprintf(buf + off, len - off, ", ...");
 }
 
 /* An operation failed: a message too long for its receive, or a peer's failure (the rank every
@@ -381,11 +415,15 @@ static mesh_status_t op_failure(mesh_sched_t *s, const mesh_task_t *t, mesh_stat
 {
     const char *dir = t->kind == TASK_SEND ? "to" : "from";
     if (st == MESH_ERR_TRUNCATED && t->op.length > t->n)
-        return mesh_error(st, "receive from rank %d: its %zu-byte message is longer than the "
-                          "%zu-byte receive", t->peer, t->op.length, t->n);
+        return mesh_error(st,
+                          "receive from rank %d: its %zu-byte message is longer than the "
+                          "%zu-byte receive",
+                          t->peer, t->op.length, t->n);
     if (st == MESH_ERR_TRUNCATED)
-        return mesh_error(st, "receive from rank %d: its message is longer than the %zu-byte "
-                          "receive", t->peer, t->n);
+        return mesh_error(st,
+                          "receive from rank %d: its message is longer than the %zu-byte "
+                          "receive",
+                          t->peer, t->n);
     if (st != MESH_ERR_PEER_FAILED)
         return mesh_error(st, "%s %s rank %d failed: %s", task_kind_names[t->kind], dir, t->peer,
                           mesh_status_string(st));
@@ -401,7 +439,8 @@ static mesh_status_t check_peers(mesh_sched_t *s)
 {
     for (int i = 0; i < s->ntasks; i++) {
         const mesh_task_t *t = &s->tasks[i];
-        if ((t->kind != TASK_SEND && t->kind != TASK_RECV) || t->state == TASK_DONE) continue;
+        if ((t->kind != TASK_SEND && t->kind != TASK_RECV) || t->state == TASK_DONE)
+            continue;
         MESH_CHECK(mesh_health_watch(s->comm, t->peer));
     }
     return MESH_OK;
@@ -422,7 +461,8 @@ static mesh_status_t stalled(mesh_sched_t *s)
 mesh_status_t mesh_sched_progress(mesh_sched_t *s)
 {
     mesh_comm_t *comm = s->comm;
-    if (s->status != MESH_INPROGRESS) return s->status;
+    if (s->status != MESH_INPROGRESS)
+        return s->status;
     if (atomic_load_explicit(&comm->aborted, memory_order_relaxed))
         return fail_with(s, mesh_error(MESH_ERR_ABORTED, "communicator aborted"));
     int progressed = 0;
@@ -448,12 +488,14 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
                     mesh_reduce_local3(t->dst, t->a, t->b, t->n, s->dtype, s->op);
                 break;
             case TASK_COPY:
-                if (t->n && t->dst != t->a) memmove(t->dst, t->a, t->n);
+                if (t->n && t->dst != t->a)
+                    memmove(t->dst, t->a, t->n);
                 break;
             default:
                 break;
             }
-            if (st < 0) return fail_with(s, op_failure(s, t, st));
+            if (st < 0)
+                return fail_with(s, op_failure(s, t, st));
             if (t->kind == TASK_SEND || t->kind == TASK_RECV) {
                 t->state = TASK_POSTED;
                 s->inflight[s->ninflight++] = id;
@@ -474,21 +516,23 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
             if (t->kind == TASK_RECV && (st == MESH_OK || st == MESH_ERR_TRUNCATED) &&
                 ((t->op.peer_tag ^ task_tag(s, t)) & MESH_TL_TAG_SIG_MASK) != 0) {
                 mesh_health_call_t call = sched_call(s);
-                return fail_with(s, mesh_health_other_call(comm, &call, t->peer,
-                                                           (uint32_t)(t->op.peer_tag &
-                                                                      MESH_TL_TAG_SIG_MASK)));
+                return fail_with(
+                    s, mesh_health_other_call(comm, &call, t->peer,
+                                              (uint32_t)(t->op.peer_tag & MESH_TL_TAG_SIG_MASK)));
             }
             if (t->kind == TASK_RECV && st == MESH_ERR_TRUNCATED &&
                 !(task_tag(s, t) & MESH_TL_TAG_EXACT)) {
                 char len[32] = "longer";
-                if (t->op.length > t->n) snprintf(len, sizeof(len), "%zu bytes", t->op.length);
+                if (t->op.length > t->n)
+                    snprintf(len, sizeof(len), "%zu bytes", t->op.length);
                 return fail_with(s, mesh_error(MESH_ERR_MISMATCH,
                                                "a message from rank %d has %s where rank %d "
                                                "expected %zu: the ranks called with different "
                                                "counts",
                                                t->peer, len, s->comm->rank, t->n));
             }
-            if (st < 0) return fail_with(s, op_failure(s, t, (mesh_status_t)st));
+            if (st < 0)
+                return fail_with(s, op_failure(s, t, (mesh_status_t)st));
             if (t->kind == TASK_RECV && t->op.length != t->n) {
                 return fail_with(s, mesh_error(MESH_ERR_MISMATCH,
                                                "a message from rank %d has %zu bytes where rank "
@@ -500,7 +544,8 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
             complete_task(s, (int)(t - s->tasks));
             moved = 1;
         }
-        if (!moved && s->nready + s->ncomp == 0) break;
+        if (!moved && s->nready + s->ncomp == 0)
+            break;
         progressed = 1;
     }
     if (s->ndone == s->ntasks) {
@@ -513,18 +558,22 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
         return MESH_INPROGRESS;
     }
     /* the clock is read every few idle polls only: a read costs as much as a poll */
-    if ((++s->idle_polls & (SCHED_CLOCK_EVERY - 1)) != 1) return MESH_INPROGRESS;
+    if ((++s->idle_polls & (SCHED_CLOCK_EVERY - 1)) != 1)
+        return MESH_INPROGRESS;
     double now = mesh_time();
     if (s->moved) { /* the timeout counts from the last time something moved */
         s->moved = 0;
         s->deadline = now + comm->timeout_s;
     }
-    if (s->next_check == 0) s->next_check = now + 0.2;
+    if (s->next_check == 0)
+        s->next_check = now + 0.2;
     if (now >= s->next_check) {
         s->next_check = now + 0.2;
         mesh_status_t st = check_peers(s);
-        if (st < 0) return fail_with(s, st);
+        if (st < 0)
+            return fail_with(s, st);
     }
-    if (now > s->deadline) return fail_with(s, stalled(s));
+    if (now > s->deadline)
+        return fail_with(s, stalled(s));
     return MESH_INPROGRESS;
 }

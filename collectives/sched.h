@@ -27,8 +27,7 @@ void mesh_sched_destroy(mesh_sched_t *s);
 
 int mesh_sched_send(mesh_sched_t *s, int peer, const void *buf, size_t bytes, const int *deps,
                     int ndeps);
-int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const int *deps,
-                    int ndeps);
+int mesh_sched_recv(mesh_sched_t *s, int peer, void *buf, size_t bytes, const int *deps, int ndeps);
 /* A send or receive with an explicit tag (point-to-point), outside the collective numbering. */
 int mesh_sched_send_tag(mesh_sched_t *s, int peer, const void *buf, size_t bytes, uint64_t tag);
 int mesh_sched_recv_tag(mesh_sched_t *s, int peer, void *buf, size_t bytes, uint64_t tag);
@@ -65,8 +64,7 @@ mesh_status_t mesh_sched_build_status(const mesh_sched_t *s);
  * MESH_SCHED_SCRATCH_KEEP_BYTES; failing to store the key only costs the replay. */
 void mesh_sched_set_key(mesh_sched_t *s, const void *key, size_t len, const void *cookie);
 /* A pooled schedule built under this key, rewound to run again (tag not set yet); NULL if none. */
-mesh_sched_t *mesh_sched_reuse(mesh_comm_t *comm, const void *key, size_t len,
-                               const void **cookie);
+mesh_sched_t *mesh_sched_reuse(mesh_comm_t *comm, const void *key, size_t len, const void **cookie);
 
 /* Where a collective's tags come from: mesh_tag_coll(seq, signature); each message adds its
  * index. */

@@ -8,7 +8,6 @@
 enum { TASK_SEND, TASK_RECV, TASK_REDUCE, TASK_REDUCE3, TASK_COPY, TASK_NOP };
 enum { TASK_WAITING, TASK_POSTED, TASK_DONE };
 
-
 typedef struct {
     uint8_t kind;
     uint8_t state;
@@ -21,7 +20,7 @@ typedef struct {
     void *dst;
     const void *a;
     const void *b;
-    size_t n; /* bytes for send/recv/copy, elements for reductions */
+    size_t n;     /* bytes for send/recv/copy, elements for reductions */
     uint64_t tag; /* send/recv: added to the schedule's tag base (the message's index for a
                      collective, the whole tag for point-to-point) */
     mesh_tl_op_t op;
@@ -38,7 +37,6 @@ typedef struct mesh_scratch {
     /* payload follows, 64-byte aligned */
 } mesh_scratch_t;
 
-
 struct mesh_sched {
     mesh_comm_t *comm;
     mesh_dtype_t dtype;
@@ -51,7 +49,7 @@ struct mesh_sched {
     int ntasks, cap_tasks;
     mesh_edge_t *edges;
     int nedges, cap_edges;
-    int *succ;     /* CSR successors */
+    int *succ; /* CSR successors */
     int cap_succ;
     int csr_built; /* succ[] and the run arrays are ready (kept across a replay) */
     int cap_run;   /* of ready and inflight */

@@ -32,7 +32,8 @@ static void scratch_free_list(mesh_scratch_t *sc)
 static void sched_reset(mesh_sched_t *s)
 {
     size_t kept = 0;
-    for (mesh_scratch_t *sc = s->spare; sc != NULL; sc = sc->next) kept += sc->size;
+    for (mesh_scratch_t *sc = s->spare; sc != NULL; sc = sc->next)
+        kept += sc->size;
     while (s->scratch != NULL) {
         mesh_scratch_t *sc = s->scratch;
         s->scratch = sc->next;
@@ -70,7 +71,8 @@ mesh_status_t mesh_sched_create(mesh_comm_t *comm, mesh_dtype_t dtype, mesh_op_t
     mesh_sched_t **pick = NULL;
     for (mesh_sched_t **pp = &cache->pool; *pp != NULL; pp = &(*pp)->next) {
         pick = pp;
-        if ((*pp)->keylen == 0) break;
+        if ((*pp)->keylen == 0)
+            break;
     }
     mesh_sched_t *s = pick ? *pick : NULL;
     if (s != NULL) {
@@ -79,7 +81,8 @@ mesh_status_t mesh_sched_create(mesh_comm_t *comm, mesh_dtype_t dtype, mesh_op_t
         sched_reset(s);
     } else {
         s = calloc(1, sizeof(*s));
-        if (s == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule");
+        if (s == NULL)
+            return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a schedule");
         s->send_count = calloc(2 * (size_t)comm->size, sizeof(uint32_t));
         if (s->send_count == NULL) {
             free(s);
@@ -101,17 +104,20 @@ static void sched_free(mesh_sched_t *s);
 static size_t scratch_bytes(const mesh_sched_t *s)
 {
     size_t n = 0;
-    for (const mesh_scratch_t *sc = s->scratch; sc != NULL; sc = sc->next) n += sc->size;
+    for (const mesh_scratch_t *sc = s->scratch; sc != NULL; sc = sc->next)
+        n += sc->size;
     return n;
 }
 
 void mesh_sched_set_key(mesh_sched_t *s, const void *key, size_t len, const void *cookie)
 {
     s->keylen = 0;
-    if (len == 0 || s->status != MESH_OK) return;
+    if (len == 0 || s->status != MESH_OK)
+        return;
     if (len > s->keycap) {
         unsigned char *k = realloc(s->key, len);
-        if (k == NULL) return;
+        if (k == NULL)
+            return;
         s->key = k;
         s->keycap = len;
     }
@@ -120,13 +126,13 @@ void mesh_sched_set_key(mesh_sched_t *s, const void *key, size_t len, const void
     s->cookie = cookie;
 }
 
-mesh_sched_t *mesh_sched_reuse(mesh_comm_t *comm, const void *key, size_t len,
-                               const void **cookie)
+mesh_sched_t *mesh_sched_reuse(mesh_comm_t *comm, const void *key, size_t len, const void **cookie)
 {
     struct mesh_sched_cache *cache = comm->sched_cache;
     for (mesh_sched_t **pp = &cache->pool; *pp != NULL; pp = &(*pp)->next) {
         mesh_sched_t *s = *pp;
-        if (s->keylen != len || memcmp(s->key, key, len) != 0) continue;
+        if (s->keylen != len || memcmp(s->key, key, len) != 0)
+            continue;
         *pp = s->next;
         cache->pool_len--;
         /* the tasks, their successor lists, scratch and finalizer stay as built */
@@ -146,8 +152,10 @@ mesh_sched_t *mesh_sched_reuse(mesh_comm_t *comm, const void *key, size_t len,
 
 void mesh_sched_destroy(mesh_sched_t *s)
 {
-    if (s == NULL) return;
-    if (s->started && s->status == MESH_INPROGRESS) mesh_sched_fail(s, MESH_ERR_ABORTED);
+    if (s == NULL)
+        return;
+    if (s->started && s->status == MESH_INPROGRESS)
+        mesh_sched_fail(s, MESH_ERR_ABORTED);
     struct mesh_sched_cache *cache = s->comm->sched_cache;
     if (cache == NULL) {
         /* its communicator was destroyed: transports are closed, nothing holds our tasks */
@@ -165,8 +173,8 @@ void mesh_sched_destroy(mesh_sched_t *s)
     }
     /* only a graph that ran to completion is replayed, and only if its scratch is small
      * enough to keep */
-    if (s->keylen != 0 && (s->status != MESH_OK || !s->started ||
-                           scratch_bytes(s) > MESH_SCHED_SCRATCH_KEEP_BYTES))
+    if (s->keylen != 0 &&
+        (s->status != MESH_OK || !s->started || scratch_bytes(s) > MESH_SCHED_SCRATCH_KEEP_BYTES))
         s->keylen = 0;
     if (cache->pool_len < SCHED_POOL_MAX) {
         s->next = cache->pool;
@@ -179,7 +187,8 @@ void mesh_sched_destroy(mesh_sched_t *s)
 
 void mesh_sched_cache_free(struct mesh_sched_cache *cache)
 {
-    if (cache == NULL) return;
+    if (cache == NULL)
+        return;
     mesh_sched_t *lists[2] = {cache->zombies, cache->pool};
     for (int i = 0; i < 2; i++) {
         while (lists[i]) {

@@ -42,10 +42,13 @@ static mesh_status_t parse_bytes(const char *p, size_t len, const char *rule, si
             *out = SIZE_MAX;
             return MESH_OK;
         }
-        if (mesh_config_parse_size(buf, out) == MESH_OK) return MESH_OK;
+        if (mesh_config_parse_size(buf, out) == MESH_OK)
+            return MESH_OK;
     }
-    return mesh_error(MESH_ERR_INVALID_ARG, "MESH_TUNE rule '%s': '%.*s' is not a size (bytes "
-                      "with an optional k/m/g suffix, or inf)", rule, (int)len, p);
+    return mesh_error(MESH_ERR_INVALID_ARG,
+                      "MESH_TUNE rule '%s': '%.*s' is not a size (bytes "
+                      "with an optional k/m/g suffix, or inf)",
+                      rule, (int)len, p);
 }
 
 static mesh_status_t parse_rule(const char *text, size_t len, tune_rule_t *r)
@@ -53,7 +56,8 @@ static mesh_status_t parse_rule(const char *text, size_t len, tune_rule_t *r)
     char rule[128];
     snprintf(rule, sizeof(rule), "%.*s", (int)len, text);
     const char *at = strchr(rule, '@'), *colon = strchr(rule, ':');
-    if (colon != NULL && at != NULL && colon > at) colon = NULL;
+    if (colon != NULL && at != NULL && colon > at)
+        colon = NULL;
     const char *algo = colon ? colon + 1 : rule;
     size_t alen = (size_t)((at ? at : rule + strlen(rule)) - algo);
     r->type = -1;
@@ -63,12 +67,16 @@ static mesh_status_t parse_rule(const char *text, size_t len, tune_rule_t *r)
         char coll[32];
         snprintf(coll, sizeof(coll), "%.*s", (int)(colon - rule), rule);
         if ((r->type = mesh_coll_type_parse(coll)) < 0)
-            return mesh_error(MESH_ERR_INVALID_ARG, "MESH_TUNE rule '%s': unknown collective '%s' "
-                              "(mesh-info -A lists them)", rule, coll);
+            return mesh_error(MESH_ERR_INVALID_ARG,
+                              "MESH_TUNE rule '%s': unknown collective '%s' "
+                              "(mesh-info -A lists them)",
+                              rule, coll);
     }
     if (alen == 0 || alen >= sizeof(r->algo))
-        return mesh_error(MESH_ERR_INVALID_ARG, "MESH_TUNE rule '%s': expected "
-                          "[coll:]algo[@min-max]", rule);
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "MESH_TUNE rule '%s': expected "
+                          "[coll:]algo[@min-max]",
+                          rule);
     memcpy(r->algo, algo, alen);
     r->algo[alen] = '\0';
     int known = 0;
@@ -76,9 +84,10 @@ static mesh_status_t parse_rule(const char *text, size_t len, tune_rule_t *r)
         if ((r->type < 0 || r->type == t) && mesh_coll_algo_find((mesh_coll_type_t)t, r->algo))
             known = 1;
     if (!known)
-        return mesh_error(MESH_ERR_INVALID_ARG, "MESH_TUNE rule '%s': no %s%salgorithm is named "
-                          "'%s' (mesh-info -A lists them)", rule,
-                          r->type < 0 ? "" : mesh_coll_type_name((mesh_coll_type_t)r->type),
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "MESH_TUNE rule '%s': no %s%salgorithm is named "
+                          "'%s' (mesh-info -A lists them)",
+                          rule, r->type < 0 ? "" : mesh_coll_type_name((mesh_coll_type_t)r->type),
                           r->type < 0 ? "" : " ", r->algo);
     if (at != NULL) {
         const char *dash = strchr(at + 1, '-');
@@ -98,9 +107,11 @@ static mesh_status_t tune_parse(const char *text, tune_t *t)
 {
     t->rules = NULL;
     t->n = 0;
-    if (text == NULL || *text == '\0') return MESH_OK;
+    if (text == NULL || *text == '\0')
+        return MESH_OK;
     int cap = 1;
-    for (const char *p = text; *p; p++) cap += *p == ',';
+    for (const char *p = text; *p; p++)
+        cap += *p == ',';
     if ((t->rules = calloc((size_t)cap, sizeof(*t->rules))) == NULL)
         return mesh_error(MESH_ERR_NO_MEMORY, "cannot parse MESH_TUNE");
     for (const char *p = text; *p;) {
@@ -140,9 +151,11 @@ static const mesh_coll_algo_t *tune_pick(const tune_t *t, mesh_coll_type_t type,
     const mesh_coll_algo_t *pick = NULL;
     for (int i = 0; i < t->n; i++) {
         const tune_rule_t *r = &t->rules[i];
-        if ((r->type >= 0 && r->type != (int)type) || bytes < r->lo || bytes > r->hi) continue;
+        if ((r->type >= 0 && r->type != (int)type) || bytes < r->lo || bytes > r->hi)
+            continue;
         const mesh_coll_algo_t *a = mesh_coll_algo_find(type, r->algo);
-        if (a != NULL) pick = a;
+        if (a != NULL)
+            pick = a;
     }
     return pick;
 }
@@ -157,16 +170,19 @@ static int order_at(const mesh_comm_t *comm, mesh_coll_type_t type, const tune_t
     *forced = 0;
     for (int i = 0; i < mesh_coll_algo_count(); i++) {
         const mesh_coll_algo_t *a = mesh_coll_algo_get(i);
-        if (a->type != type) continue;
+        if (a->type != type)
+            continue;
         int sc = a->score(comm, bytes);
-        if (sc < 0) continue;
+        if (sc < 0)
+            continue;
         if (a == f) {
             sc = -1; /* above every score */
             *forced = 1;
         }
         /* insertion by score, stable in registry order */
         int j = n++;
-        while (j > 0 && (sc == -1 ? scores[j - 1] != -1 : scores[j - 1] != -1 && scores[j - 1] < sc)) {
+        while (j > 0 &&
+               (sc == -1 ? scores[j - 1] != -1 : scores[j - 1] != -1 && scores[j - 1] < sc)) {
             out[j] = out[j - 1];
             scores[j] = scores[j - 1];
             j--;
@@ -200,7 +216,8 @@ static int add_bound(builder_t *B, size_t at)
     if (B->nbounds == B->capbounds) {
         int cap = B->capbounds ? 2 * B->capbounds : 16;
         size_t *p = realloc(B->bounds, (size_t)cap * sizeof(*p));
-        if (p == NULL) return -1;
+        if (p == NULL)
+            return -1;
         B->bounds = p;
         B->capbounds = cap;
     }
@@ -211,10 +228,13 @@ static int add_bound(builder_t *B, size_t at)
 /* The order differs at x and y (x < y): find where it changes, by halving. */
 static int refine(builder_t *B, size_t x, size_t y)
 {
-    if (y - x == 1) return add_bound(B, y);
+    if (y - x == 1)
+        return add_bound(B, y);
     size_t mid = x + (y - x) / 2;
-    if (!same_order(B, x, mid) && refine(B, x, mid) < 0) return -1;
-    if (!same_order(B, mid, y) && refine(B, mid, y) < 0) return -1;
+    if (!same_order(B, x, mid) && refine(B, x, mid) < 0)
+        return -1;
+    if (!same_order(B, mid, y) && refine(B, mid, y) < 0)
+        return -1;
     return 0;
 }
 
@@ -230,13 +250,16 @@ static mesh_status_t build_type(builder_t *B, mesh_coll_map_t *map)
      * sample those, then halve every interval whose ends differ */
     int nsamples = 0;
     size_t *samples = malloc((size_t)(66 + 2 * B->tune->n) * sizeof(size_t));
-    if (samples == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot build a selection map");
+    if (samples == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot build a selection map");
     samples[nsamples++] = 0;
-    for (int k = 0; k < 64; k++) samples[nsamples++] = (size_t)1 << k;
+    for (int k = 0; k < 64; k++)
+        samples[nsamples++] = (size_t)1 << k;
     samples[nsamples++] = SIZE_MAX;
     for (int i = 0; i < B->tune->n; i++) {
         samples[nsamples++] = B->tune->rules[i].lo;
-        if (B->tune->rules[i].hi < SIZE_MAX) samples[nsamples++] = B->tune->rules[i].hi + 1;
+        if (B->tune->rules[i].hi < SIZE_MAX)
+            samples[nsamples++] = B->tune->rules[i].hi + 1;
     }
     qsort(samples, (size_t)nsamples, sizeof(size_t), cmp_size);
     B->nbounds = 0;
@@ -245,12 +268,14 @@ static mesh_status_t build_type(builder_t *B, mesh_coll_map_t *map)
         if (samples[i] != samples[i + 1] && !same_order(B, samples[i], samples[i + 1]))
             err = refine(B, samples[i], samples[i + 1]) < 0;
     free(samples);
-    if (err) return mesh_error(MESH_ERR_NO_MEMORY, "cannot build a selection map");
+    if (err)
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot build a selection map");
     qsort(B->bounds, (size_t)B->nbounds, sizeof(size_t), cmp_size);
 
     int nr = B->nbounds + 1;
     mesh_coll_range_t *r = calloc((size_t)nr, sizeof(*r));
-    if (r == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot build a selection map");
+    if (r == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot build a selection map");
     map->ranges[B->type] = r;
     map->nranges[B->type] = nr;
     for (int i = 0; i < nr; i++) {
@@ -258,17 +283,21 @@ static mesh_status_t build_type(builder_t *B, mesh_coll_map_t *map)
         r[i].hi = i + 1 < nr ? B->bounds[i] - 1 : SIZE_MAX;
         r[i].ncand = order_at(B->comm, B->type, B->tune, r[i].lo, B->a, B->sa, &r[i].forced);
         r[i].cand = calloc((size_t)(r[i].ncand ? r[i].ncand : 1), sizeof(*r[i].cand));
-        if (r[i].cand == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot build a selection map");
-        for (int k = 0; k < r[i].ncand; k++) r[i].cand[k] = mesh_coll_algo_get(B->a[k]);
+        if (r[i].cand == NULL)
+            return mesh_error(MESH_ERR_NO_MEMORY, "cannot build a selection map");
+        for (int k = 0; k < r[i].ncand; k++)
+            r[i].cand[k] = mesh_coll_algo_get(B->a[k]);
     }
     return MESH_OK;
 }
 
 void mesh_coll_map_free(mesh_coll_map_t *map)
 {
-    if (map == NULL) return;
+    if (map == NULL)
+        return;
     for (int t = 0; t < MESH_COLL_TYPE_COUNT; t++) {
-        for (int i = 0; map->ranges[t] && i < map->nranges[t]; i++) free(map->ranges[t][i].cand);
+        for (int i = 0; map->ranges[t] && i < map->nranges[t]; i++)
+            free(map->ranges[t][i].cand);
         free(map->ranges[t]);
     }
     free(map);
@@ -321,11 +350,12 @@ mesh_status_t mesh_coll_select_build(mesh_comm_t *comm, const mesh_coll_args_t *
 {
     const mesh_coll_map_t *map = comm->coll_map;
     const mesh_coll_range_t *r = map->ranges[args->type];
-    while (args->bytes > r->hi) r++; /* the last range ends at SIZE_MAX */
+    while (args->bytes > r->hi)
+        r++; /* the last range ends at SIZE_MAX */
     for (int i = 0; i < r->ncand; i++) {
         const mesh_coll_algo_t *a = r->cand[i];
-        mesh_status_t st = a->fits == NULL || a->fits(comm, args) ? a->build(comm, args, s)
-                                                                  : MESH_ERR_UNSUPPORTED;
+        mesh_status_t st =
+            a->fits == NULL || a->fits(comm, args) ? a->build(comm, args, s) : MESH_ERR_UNSUPPORTED;
         if (st == MESH_ERR_UNSUPPORTED) {
             if (i == 0 && r->forced)
                 mesh_log_debug("%s: forced algorithm %s cannot serve %zu bytes on %d ranks; using "

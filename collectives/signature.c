@@ -3,10 +3,10 @@
 #include "libmesh/dtype.h"
 #include <stdio.h>
 
-#define SIG_TYPE(s) (((s) >> 20) & 0xfu)
+#define SIG_TYPE(s)  (((s) >> 20) & 0xfu)
 #define SIG_DTYPE(s) (((s) >> 16) & 0xfu)
-#define SIG_OP(s) (((s) >> 13) & 0x7u)
-#define SIG_HASH(s) ((s)&0x1fffu)
+#define SIG_OP(s)    (((s) >> 13) & 0x7u)
+#define SIG_HASH(s)  ((s)&0x1fffu)
 
 static uint64_t mix(uint64_t h, uint64_t v)
 {
@@ -21,7 +21,8 @@ uint32_t mesh_coll_sig(const mesh_coll_args_t *a, int opcode, int size)
     case MESH_COLL_ALLGATHER:
     case MESH_COLL_REDUCE_SCATTER:
         /* every rank passes the same counts (the uniform forms fill them) */
-        for (int i = 0; i < size; i++) h = mix(h, a->counts[i]);
+        for (int i = 0; i < size; i++)
+            h = mix(h, a->counts[i]);
         break;
     case MESH_COLL_ALLTOALL:
     case MESH_COLL_BARRIER:
@@ -54,21 +55,27 @@ void mesh_coll_sig_describe(uint32_t sig, size_t count, int root, char *buf, siz
     const char *dt = mesh_dtype_name((mesh_dtype_t)SIG_DTYPE(sig));
     const char *op = op_name(SIG_OP(sig));
     char what[64];
-    if (count != SIZE_MAX) snprintf(what, sizeof(what), "%zu %s", count, dt);
-    else snprintf(what, sizeof(what), "%s", dt);
+    if (count != SIZE_MAX)
+        snprintf(what, sizeof(what), "%zu %s", count, dt);
+    else
+        snprintf(what, sizeof(what), "%s", dt);
     if (SIG_TYPE(sig) == MESH_COLL_BARRIER) {
         snprintf(buf, len, "%s", coll);
         return;
     }
     char rootbuf[24] = "";
-    if (root >= 0) snprintf(rootbuf, sizeof(rootbuf), "root %d, ", root);
+    if (root >= 0)
+        snprintf(rootbuf, sizeof(rootbuf), "root %d, ", root);
     snprintf(buf, len, "%s(%s%s%s%s)", coll, rootbuf, op, *op ? ", " : "", what);
 }
 
 const char *mesh_coll_sig_diff(uint32_t a, uint32_t b)
 {
-    if (SIG_TYPE(a) != SIG_TYPE(b)) return "another collective";
-    if (SIG_OP(a) != SIG_OP(b)) return "another operation";
-    if (SIG_DTYPE(a) != SIG_DTYPE(b)) return "another datatype";
+    if (SIG_TYPE(a) != SIG_TYPE(b))
+        return "another collective";
+    if (SIG_OP(a) != SIG_OP(b))
+        return "another operation";
+    if (SIG_DTYPE(a) != SIG_DTYPE(b))
+        return "another datatype";
     return "another count, counts or root";
 }

@@ -28,21 +28,21 @@ extern "C" {
 /* ---------------------------------------------------------------- status */
 
 /* X(name, value, description) */
-#define MESH_STATUS_TABLE(X)                                                              \
-    X(MESH_OK, 0, "success")                                                              \
-    X(MESH_INPROGRESS, 1, "operation in progress")                                        \
-    X(MESH_ERR_INVALID_ARG, -1, "invalid argument")                                       \
-    X(MESH_ERR_NO_MEMORY, -2, "out of memory")                                            \
-    X(MESH_ERR_UNSUPPORTED, -3, "operation not supported")                                \
-    X(MESH_ERR_TIMEOUT, -4, "timed out")                                                  \
-    X(MESH_ERR_PEER_FAILED, -5, "peer failed")                                            \
-    X(MESH_ERR_ABORTED, -6, "communicator aborted")                                       \
-    X(MESH_ERR_IO, -7, "input/output error")                                              \
-    X(MESH_ERR_BOOTSTRAP, -8, "bootstrap failed")                                         \
-    X(MESH_ERR_NOT_FOUND, -9, "not found")                                                \
-    X(MESH_ERR_BUSY, -10, "resource busy")                                                \
-    X(MESH_ERR_INTERNAL, -11, "internal error")                                           \
-    X(MESH_ERR_TRUNCATED, -12, "message longer than the receive buffer")                  \
+#define MESH_STATUS_TABLE(X)                                                                       \
+    X(MESH_OK, 0, "success")                                                                       \
+    X(MESH_INPROGRESS, 1, "operation in progress")                                                 \
+    X(MESH_ERR_INVALID_ARG, -1, "invalid argument")                                                \
+    X(MESH_ERR_NO_MEMORY, -2, "out of memory")                                                     \
+    X(MESH_ERR_UNSUPPORTED, -3, "operation not supported")                                         \
+    X(MESH_ERR_TIMEOUT, -4, "timed out")                                                           \
+    X(MESH_ERR_PEER_FAILED, -5, "peer failed")                                                     \
+    X(MESH_ERR_ABORTED, -6, "communicator aborted")                                                \
+    X(MESH_ERR_IO, -7, "input/output error")                                                       \
+    X(MESH_ERR_BOOTSTRAP, -8, "bootstrap failed")                                                  \
+    X(MESH_ERR_NOT_FOUND, -9, "not found")                                                         \
+    X(MESH_ERR_BUSY, -10, "resource busy")                                                         \
+    X(MESH_ERR_INTERNAL, -11, "internal error")                                                    \
+    X(MESH_ERR_TRUNCATED, -12, "message longer than the receive buffer")                           \
     X(MESH_ERR_MISMATCH, -13, "ranks called different operations")
 
 typedef enum {
@@ -83,9 +83,9 @@ typedef enum {
     MESH_OP_USER_BASE = 64
 } mesh_op_t;
 
-MESH_API size_t mesh_dtype_size(mesh_dtype_t dtype);        /* 0 for an unknown type */
-MESH_API const char *mesh_dtype_name(mesh_dtype_t dtype);   /* "fp32", ...; "unknown" */
-MESH_API const char *mesh_op_name(mesh_op_t op);            /* "sum", ...; "premul_sum" */
+MESH_API size_t mesh_dtype_size(mesh_dtype_t dtype);      /* 0 for an unknown type */
+MESH_API const char *mesh_dtype_name(mesh_dtype_t dtype); /* "fp32", ...; "unknown" */
+MESH_API const char *mesh_op_name(mesh_op_t op);          /* "sum", ...; "premul_sum" */
 
 /* ---------------------------------------------------------------- handles */
 
@@ -133,8 +133,8 @@ typedef struct {
     int size;
     mesh_oob_allgather_fn oob_allgather;
     void *oob_ctx;
-    const char *node;   /* node label; default: MESH_NODE_ID or the host name */
-    double timeout_s;   /* overrides MESH_TIMEOUT for this communicator */
+    const char *node; /* node label; default: MESH_NODE_ID or the host name */
+    double timeout_s; /* overrides MESH_TIMEOUT for this communicator */
 } mesh_comm_params_t;
 
 MESH_API mesh_status_t mesh_comm_init(mesh_comm_h *comm, const mesh_comm_params_t *params);
@@ -162,10 +162,10 @@ MESH_API const char *mesh_comm_last_error(mesh_comm_h comm);
  * failure; otherwise the last call refused on it (MESH_OK: none). */
 typedef struct {
     mesh_status_t status;
-    int rank;            /* the rank it names: the one that failed, stopped answering or called
-                            another operation; -1 when it names none */
-    char operation[96];  /* the call it ended, "allreduce(sum, 1024 fp32)"; "" when none */
-    char message[512];   /* as mesh_comm_last_error */
+    int rank;           /* the rank it names: the one that failed, stopped answering or called
+                           another operation; -1 when it names none */
+    char operation[96]; /* the call it ended, "allreduce(sum, 1024 fp32)"; "" when none */
+    char message[512];  /* as mesh_comm_last_error */
 } mesh_error_info_t;
 MESH_API mesh_status_t mesh_comm_error_info(mesh_comm_h comm, mesh_error_info_t *info);
 
@@ -201,8 +201,8 @@ typedef struct {
     int gpu;               /* -1: none */
     int cpu_first;         /* first and last CPU (OS numbering) of the rank's set; -1 unknown */
     int cpu_last;
-    int cpu_count;         /* CPUs in the set */
-    char nic[32];          /* e.g. "mlx5_0", "eth0"; "" when none */
+    int cpu_count; /* CPUs in the set */
+    char nic[32];  /* e.g. "mlx5_0", "eth0"; "" when none */
 } mesh_rank_info_t;
 
 /* Reads the fields of info->field_mask for a rank of comm. */
@@ -260,8 +260,7 @@ MESH_API mesh_status_t mesh_testany(int n, mesh_request_h *reqs, int *index);
  * that moved, messages that arrived, operations that completed; 0 when nothing moved (and when
  * no request of reqs is under way). A caller polling in a loop backs off after rounds of 0
  * only, as mesh_wait does: a transfer that keeps moving keeps it polling. */
-MESH_API mesh_status_t mesh_testany_events(int n, mesh_request_h *reqs, int *index,
-                                           int *events);
+MESH_API mesh_status_t mesh_testany_events(int n, mesh_request_h *reqs, int *index, int *events);
 /* Frees a completed request (or cancels and frees an incomplete one after an abort). A request
  * must not be used once freed: freeing, waiting or testing it again is refused (logged, or
  * MESH_ERR_INVALID_ARG) for as long as mesh has not reused its memory for a later request, and is
@@ -331,8 +330,7 @@ MESH_API mesh_status_t mesh_alltoallv(mesh_comm_h comm, const void *sbuf, const 
                                       mesh_request_h *req);
 /* Root's rbuf gets size * count elements. */
 MESH_API mesh_status_t mesh_gather(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t count,
-                                   mesh_dtype_t dtype, int root, void *stream,
-                                   mesh_request_h *req);
+                                   mesh_dtype_t dtype, int root, void *stream, mesh_request_h *req);
 /* Root's sbuf holds size * count elements; each rank gets count. */
 MESH_API mesh_status_t mesh_scatter(mesh_comm_h comm, const void *sbuf, void *rbuf, size_t count,
                                     mesh_dtype_t dtype, int root, void *stream,
@@ -347,8 +345,8 @@ MESH_API mesh_status_t mesh_barrier(mesh_comm_h comm, mesh_request_h *req);
  * buffer fails the receive (MESH_ERR_TRUNCATED).
  */
 #define MESH_TAG_MAX 0x3fffffff /* tags are 0..MESH_TAG_MAX */
-MESH_API mesh_status_t mesh_send(mesh_comm_h comm, const void *buf, size_t count, mesh_dtype_t dtype,
-                                 int peer, void *stream, mesh_request_h *req);
+MESH_API mesh_status_t mesh_send(mesh_comm_h comm, const void *buf, size_t count,
+                                 mesh_dtype_t dtype, int peer, void *stream, mesh_request_h *req);
 MESH_API mesh_status_t mesh_recv(mesh_comm_h comm, void *buf, size_t count, mesh_dtype_t dtype,
                                  int peer, void *stream, mesh_request_h *req);
 MESH_API mesh_status_t mesh_send_tagged(mesh_comm_h comm, const void *buf, size_t count,

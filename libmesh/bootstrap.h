@@ -27,12 +27,12 @@ static inline mesh_status_t mesh_bootstrap_allgather(mesh_bootstrap_t *bs, const
 
 /* Layout of mesh_unique_id_t's bytes. */
 typedef struct {
-    uint32_t magic;           /* MESH_UID_MAGIC */
-    uint16_t family;          /* AF_INET or AF_INET6 */
-    uint16_t port;            /* network order */
-    uint8_t addr[16];         /* IPv4 in the first 4 bytes, or IPv6 */
-    uint8_t secret[32];       /* random; every bootstrap connection must present it */
-    uint64_t listener_token;  /* identifies the root's listener inside its process */
+    uint32_t magic;          /* MESH_UID_MAGIC */
+    uint16_t family;         /* AF_INET or AF_INET6 */
+    uint16_t port;           /* network order */
+    uint8_t addr[16];        /* IPv4 in the first 4 bytes, or IPv6 */
+    uint8_t secret[32];      /* random; every bootstrap connection must present it */
+    uint64_t listener_token; /* identifies the root's listener inside its process */
 } mesh_uid_layout_t;
 #define MESH_UID_MAGIC 0x4d455348u /* "MESH" */
 
@@ -62,7 +62,7 @@ int mesh_bootstrap_star_hello_parse(const void *buf, size_t len, const uint8_t *
 typedef struct {
     uint32_t type;
     uint64_t seq;
-    uint64_t len; /* an abort's reason length, at most what rank 0 ever sends */
+    uint64_t len;         /* an abort's reason length, at most what rank 0 ever sends */
     mesh_status_t status; /* an abort's status, always an error */
 } mesh_bootstrap_star_msg_t;
 /* A message header of len bytes: 0 with its fields, -1 when it is not a star message. */

@@ -23,8 +23,7 @@
 static const mesh_config_entry_t bootstrap_entries[] = {
     {"RANK", "-1", MESH_CFG_INT,
      "Rank of this process (0..MESH_SIZE-1) for mesh_comm_init_env; -1: not set.", NULL, "-1.."},
-    {"SIZE", "0", MESH_CFG_INT, "Number of ranks for mesh_comm_init_env; 0: not set.", NULL,
-     "0.."},
+    {"SIZE", "0", MESH_CFG_INT, "Number of ranks for mesh_comm_init_env; 0: not set.", NULL, "0.."},
     {"ADDR", "", MESH_CFG_STRING,
      "host:port (or [v6]:port) where rank 0's bootstrap listens, for mesh_comm_init_env."},
     {"SECRET", "", MESH_CFG_STRING,
@@ -33,12 +32,14 @@ static const mesh_config_entry_t bootstrap_entries[] = {
      "protection against a hostile peer."},
     {"LOCAL_RANK", "-1", MESH_CFG_INT,
      "Rank within its node, set by meshrun for the program's use; mesh derives its own from the "
-     "node map.", NULL, "-1.."},
-    {"LOCAL_SIZE", "0", MESH_CFG_INT,
-     "Ranks on this node, set by meshrun for the program's use.", NULL, "0.."},
+     "node map.",
+     NULL, "-1.."},
+    {"LOCAL_SIZE", "0", MESH_CFG_INT, "Ranks on this node, set by meshrun for the program's use.",
+     NULL, "0.."},
     {"BOOTSTRAP_PORT_OFFSET", "1", MESH_CFG_INT,
      "Under torchrun, rank 0 listens on MASTER_PORT plus this offset (torch's own store may "
-     "already listen on MASTER_PORT).", NULL, "0..65535"},
+     "already listen on MASTER_PORT).",
+     NULL, "0..65535"},
     {NULL, NULL, 0, NULL, NULL},
 };
 
@@ -127,9 +128,12 @@ static mesh_status_t env_from_mesh(double timeout_s, mesh_bootstrap_t **bs)
     static const char group[] = "MESH_RANK, MESH_SIZE and MESH_ADDR";
     long long rank = mesh_config_int("RANK"), size = mesh_config_int("SIZE");
     const char *addr = mesh_config_str("ADDR");
-    if (rank < 0) return env_bad(group, "MESH_RANK", "is not a rank (0..MESH_SIZE-1)");
-    if (size <= 0) return env_bad(group, "MESH_SIZE", "must be at least 1");
-    if (addr == NULL || *addr == '\0') return env_bad(group, "MESH_ADDR", "is empty");
+    if (rank < 0)
+        return env_bad(group, "MESH_RANK", "is not a rank (0..MESH_SIZE-1)");
+    if (size <= 0)
+        return env_bad(group, "MESH_SIZE", "must be at least 1");
+    if (addr == NULL || *addr == '\0')
+        return env_bad(group, "MESH_ADDR", "is empty");
     if (size > 1 << 24)
         return mesh_error(MESH_ERR_INVALID_ARG, "MESH_SIZE=%lld is too large (at most %d)", size,
                           1 << 24);
@@ -153,11 +157,15 @@ static mesh_status_t env_from_torch(double timeout_s, mesh_bootstrap_t **bs)
             return mesh_error(MESH_ERR_INVALID_ARG, "torchrun variables: %s is not set", names[i]);
     }
     if (parse_int(v[1], &size) || size < 1 || size > 1 << 24)
-        return mesh_error(MESH_ERR_INVALID_ARG, "torchrun variables: WORLD_SIZE=%s is not a "
-                          "number of ranks (1..%d)", v[1], 1 << 24);
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "torchrun variables: WORLD_SIZE=%s is not a "
+                          "number of ranks (1..%d)",
+                          v[1], 1 << 24);
     if (parse_int(v[0], &rank) || rank < 0 || rank >= size)
-        return mesh_error(MESH_ERR_INVALID_ARG, "torchrun variables: RANK=%s is not a rank "
-                          "(0..%ld)", v[0], size - 1);
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "torchrun variables: RANK=%s is not a rank "
+                          "(0..%ld)",
+                          v[0], size - 1);
     if (parse_int(v[3], &port) || port < 0 || port > 65535)
         return mesh_error(MESH_ERR_INVALID_ARG, "torchrun variables: MASTER_PORT=%s is not a port",
                           v[3]);

@@ -335,8 +335,8 @@ static int star_check_hello(star_t *s, const uint8_t *secret, const star_pending
 {
     char as[80], why[128];
     peer_name(p->fd, as, sizeof(as));
-    int rank =
-        mesh_bootstrap_star_hello_parse(&p->h, sizeof(p->h), secret, s->base.size, why, sizeof(why));
+    int rank = mesh_bootstrap_star_hello_parse(&p->h, sizeof(p->h), secret, s->base.size, why,
+                                               sizeof(why));
     if (rank < 0) {
         mesh_log_warn("refused bootstrap connection from %s: %s", as, why);
         return -1;

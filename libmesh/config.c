@@ -17,7 +17,7 @@
 #include <strings.h>
 
 #define MESH_CONFIG_MAX_TABLES 32
-#define MESH_CONFIG_PREFIX "MESH_"
+#define MESH_CONFIG_PREFIX     "MESH_"
 
 extern char **environ;
 
@@ -44,7 +44,9 @@ typedef struct {
 } mesh_config_file_t;
 
 static const mesh_config_entry_t mesh_config_self_entries[] = {
-    {.name = "CONFIG_FILE", .dflt = "", .type = MESH_CFG_STRING,
+    {.name = "CONFIG_FILE",
+     .dflt = "",
+     .type = MESH_CFG_STRING,
      .doc = "File of NAME=value lines read for knobs not set in the environment (only the "
             "environment sets this one)."},
     {.name = NULL},
@@ -104,11 +106,20 @@ mesh_status_t mesh_config_parse_size(const char *text, size_t *out)
         return MESH_ERR_INVALID_ARG;
     unsigned shift = 0;
     switch (tolower((unsigned char)*end)) {
-    case 'k': shift = 10; break;
-    case 'm': shift = 20; break;
-    case 'g': shift = 30; break;
-    case 't': shift = 40; break;
-    default: break;
+    case 'k':
+        shift = 10;
+        break;
+    case 'm':
+        shift = 20;
+        break;
+    case 'g':
+        shift = 30;
+        break;
+    case 't':
+        shift = 40;
+        break;
+    default:
+        break;
     }
     if (shift != 0) {
         end++;
@@ -210,8 +221,8 @@ static mesh_status_t mesh_config_file_read(FILE *fp, const char *path, mesh_conf
         size_t n = strlen(line);
         /* a longer line would be read as several: refuse it rather than guess */
         if (n == sizeof(line) - 1 && line[n - 1] != '\n' && !feof(fp))
-            return mesh_error(MESH_ERR_INVALID_ARG, "%s:%d: line longer than %zu characters",
-                              path, lineno, sizeof(line) - 2);
+            return mesh_error(MESH_ERR_INVALID_ARG, "%s:%d: line longer than %zu characters", path,
+                              lineno, sizeof(line) - 2);
         char *s = mesh_config_trim(line);
         if (*s == '\0' || *s == '#')
             continue;
@@ -242,8 +253,7 @@ static mesh_status_t mesh_config_file_read(FILE *fp, const char *path, mesh_conf
     return MESH_OK;
 }
 
-mesh_status_t mesh_config_file_parse(const char *path, const char *text, size_t len,
-                                     int *entries)
+mesh_status_t mesh_config_file_parse(const char *path, const char *text, size_t len, int *entries)
 {
     mesh_config_file_t f = {0};
     FILE *fp = len > 0 ? fmemopen((void *)text, len, "r") : NULL;
@@ -334,22 +344,28 @@ static int mesh_config_in_range(const mesh_config_entry_t *e, const mesh_config_
         (e->type != MESH_CFG_INT && e->type != MESH_CFG_SIZE && e->type != MESH_CFG_DOUBLE))
         return 1;
     const char *dots = strstr(e->range, "..");
-    if (dots == NULL) return 1;
-    double x = e->type == MESH_CFG_INT ? (double)v->i
-               : e->type == MESH_CFG_SIZE ? (double)v->size : v->d;
+    if (dots == NULL)
+        return 1;
+    double x = e->type == MESH_CFG_INT    ? (double)v->i
+               : e->type == MESH_CFG_SIZE ? (double)v->size
+                                          : v->d;
     char lo[32], *end;
     snprintf(lo, sizeof(lo), "%.*s", (int)(dots - e->range), e->range);
     if (lo[0] != '\0') {
         size_t sz;
         double b = strtod(lo, &end);
-        if (*end != '\0' && mesh_config_parse_size(lo, &sz) == MESH_OK) b = (double)sz;
-        if (x < b) return 0;
+        if (*end != '\0' && mesh_config_parse_size(lo, &sz) == MESH_OK)
+            b = (double)sz;
+        if (x < b)
+            return 0;
     }
     if (dots[2] != '\0') {
         size_t sz;
         double b = strtod(dots + 2, &end);
-        if (*end != '\0' && mesh_config_parse_size(dots + 2, &sz) == MESH_OK) b = (double)sz;
-        if (x > b) return 0;
+        if (*end != '\0' && mesh_config_parse_size(dots + 2, &sz) == MESH_OK)
+            b = (double)sz;
+        if (x > b)
+            return 0;
     }
     return 1;
 }
@@ -411,19 +427,18 @@ static mesh_status_t mesh_config_resolve(const mesh_config_table_t *table, int c
         mesh_config_value_t *v = &values[i];
         if (mesh_config_parse_entry(e, text, v) != MESH_OK) {
             if (e->type == MESH_CFG_ENUM)
-                return mesh_error(MESH_ERR_INVALID_ARG,
-                                  "%s='%s' (from %s) is not one of %s", envname, text, source,
-                                  e->choices != NULL ? e->choices : "");
-            return mesh_error(MESH_ERR_INVALID_ARG, "%s='%s' (from %s) is not a valid %s",
-                              envname, text, source, mesh_config_type_name(e->type));
+                return mesh_error(MESH_ERR_INVALID_ARG, "%s='%s' (from %s) is not one of %s",
+                                  envname, text, source, e->choices != NULL ? e->choices : "");
+            return mesh_error(MESH_ERR_INVALID_ARG, "%s='%s' (from %s) is not a valid %s", envname,
+                              text, source, mesh_config_type_name(e->type));
         }
         if (!mesh_config_in_range(e, v))
-            return mesh_error(MESH_ERR_INVALID_ARG, "%s='%s' (from %s) is outside %s",
-                              envname, text, source, e->range);
+            return mesh_error(MESH_ERR_INVALID_ARG, "%s='%s' (from %s) is outside %s", envname,
+                              text, source, e->range);
         char why[160] = "";
         if (e->check != NULL && e->check(text, why, sizeof(why)) != 0)
-            return mesh_error(MESH_ERR_INVALID_ARG, "%s='%s' (from %s) is not valid: %s",
-                              envname, text, source, why);
+            return mesh_error(MESH_ERR_INVALID_ARG, "%s='%s' (from %s) is not valid: %s", envname,
+                              text, source, why);
         if (e->type == MESH_CFG_ENUM) {
             /* Store the declared spelling of the choice so that readers compare exactly. */
             const char *p = e->choices;
@@ -445,7 +460,8 @@ mesh_status_t mesh_config_register(const mesh_config_table_t *table)
 {
     if (table == NULL || table->entries == NULL || table->module == NULL)
         return mesh_error(MESH_ERR_INVALID_ARG, "config table or its entries is NULL");
-    if (table != &mesh_config_self_table) MESH_CHECK(mesh_config_self_register());
+    if (table != &mesh_config_self_table)
+        MESH_CHECK(mesh_config_self_register());
     /* the errors below log: logging configures itself (it registers its own table) before the
      * lock is taken, not from inside it */
     mesh_log_config_register();

@@ -27,8 +27,8 @@ typedef enum {
 typedef int (*mesh_config_check_fn)(const char *value, char *why, size_t len);
 
 typedef struct {
-    const char *name;    /* without the MESH_ prefix, e.g. "TIMEOUT" */
-    const char *dflt;    /* default as text ("" allowed) */
+    const char *name; /* without the MESH_ prefix, e.g. "TIMEOUT" */
+    const char *dflt; /* default as text ("" allowed) */
     mesh_config_type_t type;
     const char *doc;     /* one or two sentences */
     const char *choices; /* MESH_CFG_ENUM only */
@@ -64,8 +64,7 @@ mesh_status_t mesh_config_parse_double(const char *text, double *out);
 
 /* Parses the text of a MESH_CONFIG_FILE (NAME=value lines, '#' comments) without keeping it;
  * the number of entries, or MESH_ERR_INVALID_ARG naming path and the line. */
-mesh_status_t mesh_config_file_parse(const char *path, const char *text, size_t len,
-                                     int *entries);
+mesh_status_t mesh_config_file_parse(const char *path, const char *text, size_t len, int *entries);
 
 /* Value of a knob as text if a registered table declares it, else NULL (no error recorded). */
 const char *mesh_config_value(const char *name);

@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 static const mesh_config_entry_t mesh_context_entries[] = {
-    {.name = "NODE_ID", .dflt = "", .type = MESH_CFG_STRING,
+    {.name = "NODE_ID",
+     .dflt = "",
+     .type = MESH_CFG_STRING,
      .doc = "Label of this node; ranks with the same label share memory. Empty: the host name."},
     {.name = NULL},
 };
@@ -38,12 +40,18 @@ static void mesh_context_do_init(void)
 {
     /* the base services, each with its own table; the first invalid value wins */
     mesh_status_t st = mesh_config_self_register();
-    if (st == MESH_OK) st = mesh_log_config_register();
-    if (st == MESH_OK) st = mesh_config_register(&mesh_context_table);
-    if (st == MESH_OK) st = mesh_progress_config_register();
-    if (st == MESH_OK) st = mesh_reduce_config_register();
-    if (st == MESH_OK) st = mesh_sock_config_register();
-    if (st == MESH_OK) st = mesh_mem_config_register();
+    if (st == MESH_OK)
+        st = mesh_log_config_register();
+    if (st == MESH_OK)
+        st = mesh_config_register(&mesh_context_table);
+    if (st == MESH_OK)
+        st = mesh_progress_config_register();
+    if (st == MESH_OK)
+        st = mesh_reduce_config_register();
+    if (st == MESH_OK)
+        st = mesh_sock_config_register();
+    if (st == MESH_OK)
+        st = mesh_mem_config_register();
 
     const char *node = st == MESH_OK ? mesh_config_str("NODE_ID") : "";
     if (node != NULL && node[0] != '\0') {
@@ -61,10 +69,12 @@ static void mesh_context_do_init(void)
     int bfd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
     if (bfd >= 0) {
         ssize_t n = read(bfd, boot, sizeof(boot) - 1);
-        if (n > 0) boot[n] = '\0';
+        if (n > 0)
+            boot[n] = '\0';
         close(bfd);
     }
-    for (const char *c = boot; ns && *c; c++) ns = (ns ^ (unsigned char)*c) * 0x100000001b3ull;
+    for (const char *c = boot; ns && *c; c++)
+        ns = (ns ^ (unsigned char)*c) * 0x100000001b3ull;
     mesh_context_ns = ns;
     mesh_context_status = st;
 }
@@ -89,17 +99,21 @@ unsigned long long mesh_context_pidns(void)
 
 int mesh_context_pid_gone(int pid, unsigned long long pidns)
 {
-    if (pid <= 0 || pidns == 0 || pidns != mesh_context_pidns()) return 0;
-    if (kill(pid, 0) == -1) return errno == ESRCH;
+    if (pid <= 0 || pidns == 0 || pidns != mesh_context_pidns())
+        return 0;
+    if (kill(pid, 0) == -1)
+        return errno == ESRCH;
     /* a killed process stays a zombie until its parent reaps it, and a zombie still answers
      * kill(pid, 0); its state in /proc tells */
     char path[64], buf[256];
     snprintf(path, sizeof(path), "/proc/%d/stat", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT;
+    if (fd < 0)
+        return errno == ENOENT;
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
-    if (n <= 0) return 0;
+    if (n <= 0)
+        return 0;
     buf[n] = '\0';
     const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
     return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');

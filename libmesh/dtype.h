@@ -7,7 +7,10 @@
 #include "mesh/dtype.h"
 #include <stdint.h>
 
-static inline int mesh_dtype_valid(mesh_dtype_t d) { return (unsigned)d < MESH_DTYPE_COUNT; }
+static inline int mesh_dtype_valid(mesh_dtype_t d)
+{
+    return (unsigned)d < MESH_DTYPE_COUNT;
+}
 int mesh_dtype_is_float(mesh_dtype_t d);
 
 /* Element i of buf as double / stored from double (rounding as mesh/dtype.h says, once: from

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const grid_axis_names[MESH_GRID_AXIS_IDS] = {"tp", "cp", "ep", "dp", "pp",
-                                                                "etp", "edp"};
+static const char *const grid_axis_names[MESH_GRID_AXIS_IDS] = {"tp", "cp",  "ep", "dp",
+                                                                "pp", "etp", "edp"};
 static const char grid_default_order[] = "tp-cp-ep-dp-pp";
 
 const char *mesh_grid_axis_name(int id)
@@ -29,7 +29,8 @@ static mesh_status_t grid_split_names(const char *what, const char *s, int dense
 {
     unsigned seen = 0;
     int count = 0;
-    if (*s == '\0') return mesh_error(MESH_ERR_INVALID_ARG, "%s is empty", what);
+    if (*s == '\0')
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s is empty", what);
     for (const char *p = s;;) {
         const char *end = strchr(p, '-');
         size_t len = end ? (size_t)(end - p) : strlen(p);
@@ -45,7 +46,8 @@ static mesh_status_t grid_split_names(const char *what, const char *s, int dense
                               grid_axis_names[id]);
         seen |= MESH_GRID_BIT(id);
         ids[count++] = id;
-        if (!end) break;
+        if (!end)
+            break;
         p = end + 1;
     }
     *n = count;
@@ -58,21 +60,25 @@ mesh_status_t mesh_grid_parse_axes(const char *fn, const char *names, mesh_grid_
     char what[128];
     int ids[MESH_GRID_AXIS_IDS + 1], n;
     unsigned m = 0;
-    const unsigned dense_only = MESH_GRID_BIT(MESH_AXIS_TP) | MESH_GRID_BIT(MESH_AXIS_CP) |
-                                MESH_GRID_BIT(MESH_AXIS_DP);
-    const unsigned expert_only = MESH_GRID_BIT(MESH_GRID_AXIS_ETP) |
-                                 MESH_GRID_BIT(MESH_GRID_AXIS_EDP);
+    const unsigned dense_only =
+        MESH_GRID_BIT(MESH_AXIS_TP) | MESH_GRID_BIT(MESH_AXIS_CP) | MESH_GRID_BIT(MESH_AXIS_DP);
+    const unsigned expert_only =
+        MESH_GRID_BIT(MESH_GRID_AXIS_ETP) | MESH_GRID_BIT(MESH_GRID_AXIS_EDP);
 
-    if (names == NULL) return mesh_error(MESH_ERR_INVALID_ARG, "%s: axes is NULL", fn);
+    if (names == NULL)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s: axes is NULL", fn);
     snprintf(what, sizeof(what), "%s: axes '%.64s'", fn, names);
     /* a name repeated more often than there are axes is caught as a repeat before overflow */
-    if (strlen(names) > 64) return mesh_error(MESH_ERR_INVALID_ARG, "%s is too long", what);
+    if (strlen(names) > 64)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s is too long", what);
     MESH_CHECK(grid_split_names(what, names, 0, ids, &n));
     for (int i = 0; i < n; i++)
         m |= MESH_GRID_BIT(ids[i]);
     if ((m & dense_only) && (m & expert_only))
-        return mesh_error(MESH_ERR_INVALID_ARG, "%s mixes the dense grid's axes (tp, cp, dp) with "
-                          "the expert grid's (etp, edp)", what);
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "%s mixes the dense grid's axes (tp, cp, dp) with "
+                          "the expert grid's (etp, edp)",
+                          what);
     *kind = (m & expert_only) || (!(m & dense_only) && (m & MESH_GRID_BIT(MESH_AXIS_EP)))
                 ? MESH_GRID_EXPERT
                 : MESH_GRID_DENSE;
@@ -90,10 +96,12 @@ static void grid_full_order(const int *given, int n, int *full)
     for (int i = 0; i < n; i++)
         present |= MESH_GRID_BIT(given[i]);
     for (int id = 0; id < MESH_AXIS_COUNT; id++) {
-        if (present & MESH_GRID_BIT(id)) continue;
+        if (present & MESH_GRID_BIT(id))
+            continue;
         int at = 0; /* after the previous axis of the default order, or first */
         for (int i = 0; i < count; i++)
-            if (full[i] == id - 1) at = i + 1;
+            if (full[i] == id - 1)
+                at = i + 1;
         memmove(full + at + 1, full + at, sizeof(int) * (size_t)(count - at));
         full[at] = id;
         count++;
@@ -116,33 +124,36 @@ static void grid_dims_set(mesh_grid_dims_t *d, const int *ids, int n, const int 
 static int grid_dims_pos(const mesh_grid_dims_t *d, int id)
 {
     for (int i = 0; i < d->naxes; i++)
-        if (d->id[i] == id) return i;
+        if (d->id[i] == id)
+            return i;
     return -1;
 }
 
-static mesh_status_t grid_read_sizes(mesh_grid_layout_t *l, int world,
-                                     const mesh_grid_params_t *p)
+static mesh_status_t grid_read_sizes(mesh_grid_layout_t *l, int world, const mesh_grid_params_t *p)
 {
     long long product = 1;
     for (int id = 0; id < MESH_AXIS_COUNT; id++) {
         int s = p && (p->field_mask & MESH_GRID_PARAM_FIELD_SIZES) ? p->size[id] : 1;
         if (s < 0)
-            return mesh_error(MESH_ERR_INVALID_ARG, "mesh_grid: size of %s is %d; axis sizes "
-                              "must be positive (0 means 1)", grid_axis_names[id], s);
+            return mesh_error(MESH_ERR_INVALID_ARG,
+                              "mesh_grid: size of %s is %d; axis sizes "
+                              "must be positive (0 means 1)",
+                              grid_axis_names[id], s);
         l->size[id] = s == 0 ? 1 : s;
         /* capped so that five large sizes cannot overflow */
         product = product > world ? product : product * l->size[id];
     }
     if (product != world) {
         const int *s = l->size;
-        return mesh_error(MESH_ERR_INVALID_ARG, "mesh_grid: tp=%d x cp=%d x ep=%d x dp=%d x pp=%d "
-                          "does not match the world size %d", s[0], s[1], s[2], s[3], s[4], world);
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "mesh_grid: tp=%d x cp=%d x ep=%d x dp=%d x pp=%d "
+                          "does not match the world size %d",
+                          s[0], s[1], s[2], s[3], s[4], world);
     }
     return MESH_OK;
 }
 
-static mesh_status_t grid_read_order(mesh_grid_layout_t *l, const mesh_grid_params_t *p,
-                                     int *full)
+static mesh_status_t grid_read_order(mesh_grid_layout_t *l, const mesh_grid_params_t *p, int *full)
 {
     const char *order = p && (p->field_mask & MESH_GRID_PARAM_FIELD_ORDER) && p->order
                             ? p->order
@@ -150,7 +161,8 @@ static mesh_status_t grid_read_order(mesh_grid_layout_t *l, const mesh_grid_para
     char what[96];
     int ids[MESH_AXIS_COUNT + 1], n;
     snprintf(what, sizeof(what), "mesh_grid: order '%.48s'", order);
-    if (strlen(order) > 48) return mesh_error(MESH_ERR_INVALID_ARG, "%s is too long", what);
+    if (strlen(order) > 48)
+        return mesh_error(MESH_ERR_INVALID_ARG, "%s is too long", what);
     MESH_CHECK(grid_split_names(what, order, 1, ids, &n));
     unsigned present = 0;
     for (int i = 0; i < n; i++)
@@ -170,22 +182,27 @@ static mesh_status_t grid_expert(mesh_grid_layout_t *l, const mesh_grid_params_t
     int etp = l->size[MESH_AXIS_TP], asked = l->size[MESH_AXIS_EP] > 1;
     if (p && (p->field_mask & MESH_GRID_PARAM_FIELD_EXPERT_TP)) {
         if (p->expert_tp < 0)
-            return mesh_error(MESH_ERR_INVALID_ARG, "mesh_grid: expert_tp=%d must be positive "
-                              "(0 means tp)", p->expert_tp);
-        if (p->expert_tp > 0) etp = p->expert_tp;
+            return mesh_error(MESH_ERR_INVALID_ARG,
+                              "mesh_grid: expert_tp=%d must be positive "
+                              "(0 means tp)",
+                              p->expert_tp);
+        if (p->expert_tp > 0)
+            etp = p->expert_tp;
         asked = 1;
     }
     long long inner = (long long)etp * l->size[MESH_AXIS_EP] * l->size[MESH_AXIS_PP];
     if (l->world % inner != 0)
-        return mesh_error(MESH_ERR_INVALID_ARG, "mesh_grid: expert_tp=%d x ep=%d x pp=%d does not "
-                          "divide the world size %d", etp, l->size[MESH_AXIS_EP],
-                          l->size[MESH_AXIS_PP], l->world);
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "mesh_grid: expert_tp=%d x ep=%d x pp=%d does not "
+                          "divide the world size %d",
+                          etp, l->size[MESH_AXIS_EP], l->size[MESH_AXIS_PP], l->world);
     l->size[MESH_GRID_AXIS_ETP] = etp;
     l->size[MESH_GRID_AXIS_EDP] = (int)(l->world / inner);
 
     int ids[MESH_AXIS_COUNT], n = 0;
     for (int i = 0; i < MESH_AXIS_COUNT; i++) {
-        if (full[i] == MESH_AXIS_CP) continue;
+        if (full[i] == MESH_AXIS_CP)
+            continue;
         ids[n++] = full[i] == MESH_AXIS_TP   ? MESH_GRID_AXIS_ETP
                    : full[i] == MESH_AXIS_DP ? MESH_GRID_AXIS_EDP
                                              : full[i];
@@ -199,7 +216,8 @@ static mesh_status_t grid_expert(mesh_grid_layout_t *l, const mesh_grid_params_t
         int dg, di, eg, ei;
         mesh_grid_layout_member(l, MESH_GRID_DENSE, pp, g, &dg, &di);
         mesh_grid_layout_member(l, MESH_GRID_EXPERT, pp, g, &eg, &ei);
-        if (di != ei || dg != eg) l->expert_ok = 0;
+        if (di != ei || dg != eg)
+            l->expert_ok = 0;
     }
     if (!l->expert_ok) {
         int ds = l->dims[0].stride[grid_dims_pos(&l->dims[0], MESH_AXIS_PP)];
@@ -207,15 +225,15 @@ static mesh_status_t grid_expert(mesh_grid_layout_t *l, const mesh_grid_params_t
         snprintf(l->expert_why, sizeof(l->expert_why),
                  "the expert grid (expert_tp=%d, ep=%d, edp=%d) has other pp groups than the dense "
                  "grid (pp rank stride %d instead of %d); put pp outermost or make expert_tp x ep "
-                 "equal the axes inside pp", etp, l->size[MESH_AXIS_EP],
-                 l->size[MESH_GRID_AXIS_EDP], es, ds);
-        if (asked) return mesh_error(MESH_ERR_INVALID_ARG, "mesh_grid: %s", l->expert_why);
+                 "equal the axes inside pp",
+                 etp, l->size[MESH_AXIS_EP], l->size[MESH_GRID_AXIS_EDP], es, ds);
+        if (asked)
+            return mesh_error(MESH_ERR_INVALID_ARG, "mesh_grid: %s", l->expert_why);
     }
     return MESH_OK;
 }
 
-mesh_status_t mesh_grid_layout_init(mesh_grid_layout_t *l, int world,
-                                    const mesh_grid_params_t *p)
+mesh_status_t mesh_grid_layout_init(mesh_grid_layout_t *l, int world, const mesh_grid_params_t *p)
 {
     int full[MESH_AXIS_COUNT];
     mesh_status_t st;
@@ -233,9 +251,10 @@ mesh_status_t mesh_grid_layout_init(mesh_grid_layout_t *l, int world,
     l->intra = MESH_GRID_BIT(MESH_AXIS_TP) | MESH_GRID_BIT(MESH_GRID_AXIS_ETP);
     if (p && (p->field_mask & MESH_GRID_PARAM_FIELD_INTRA_NODE)) {
         if (p->intra_node & ~((1u << MESH_AXIS_COUNT) - 1))
-            return mesh_error(MESH_ERR_INVALID_ARG, "mesh_grid: intra_node 0x%x names no axis "
-                              "(bits 0..%d are tp, cp, ep, dp, pp)", p->intra_node,
-                              MESH_AXIS_COUNT - 1);
+            return mesh_error(MESH_ERR_INVALID_ARG,
+                              "mesh_grid: intra_node 0x%x names no axis "
+                              "(bits 0..%d are tp, cp, ep, dp, pp)",
+                              p->intra_node, MESH_AXIS_COUNT - 1);
         l->intra |= p->intra_node;
     }
     MESH_CHECK(grid_read_sizes(l, world, p));
@@ -289,7 +308,8 @@ unsigned mesh_grid_layout_nontrivial(const mesh_grid_layout_t *l, mesh_grid_kind
     const mesh_grid_dims_t *d = &l->dims[kind];
     unsigned out = 0;
     for (int i = 0; i < d->naxes; i++)
-        if ((mask & MESH_GRID_BIT(d->id[i])) && d->size[i] > 1) out |= MESH_GRID_BIT(d->id[i]);
+        if ((mask & MESH_GRID_BIT(d->id[i])) && d->size[i] > 1)
+            out |= MESH_GRID_BIT(d->id[i]);
     return out;
 }
 
@@ -306,7 +326,8 @@ void mesh_grid_layout_shape(const mesh_grid_layout_t *l, mesh_grid_kind_t kind, 
     const mesh_grid_dims_t *d = &l->dims[kind];
     int gs = 1;
     for (int i = 0; i < d->naxes; i++)
-        if (mask & MESH_GRID_BIT(d->id[i])) gs *= d->size[i];
+        if (mask & MESH_GRID_BIT(d->id[i]))
+            gs *= d->size[i];
     *group_size = gs;
     *ngroups = l->world / gs;
 }
@@ -357,11 +378,13 @@ void mesh_grid_layout_mask_name(const mesh_grid_layout_t *l, mesh_grid_kind_t ki
 {
     const mesh_grid_dims_t *d = &l->dims[kind];
     size_t at = 0;
-    if (len) buf[0] = '\0';
+    if (len)
+        buf[0] = '\0';
     for (int i = 0; i < d->naxes; i++)
         if (mask & MESH_GRID_BIT(d->id[i])) {
             int w = snprintf(buf + at, at < len ? len - at : 0, "%s%s", at ? "-" : "",
                              grid_axis_names[d->id[i]]);
-            if (w > 0) at += (size_t)w;
+            if (w > 0)
+                at += (size_t)w;
         }
 }

@@ -19,7 +19,7 @@
 #define MESH_GRID_AXIS_ETP MESH_AXIS_COUNT
 #define MESH_GRID_AXIS_EDP (MESH_AXIS_COUNT + 1)
 #define MESH_GRID_AXIS_IDS (MESH_AXIS_COUNT + 2)
-#define MESH_GRID_BIT(id) (1u << (id))
+#define MESH_GRID_BIT(id)  (1u << (id))
 
 typedef enum { MESH_GRID_DENSE = 0, MESH_GRID_EXPERT = 1, MESH_GRID_KINDS = 2 } mesh_grid_kind_t;
 
@@ -37,11 +37,11 @@ typedef struct {
     unsigned intra;               /* MESH_GRID_BIT of the axes that must stay inside a node */
     unsigned flags;               /* MESH_GRID_* */
     mesh_grid_dims_t dims[MESH_GRID_KINDS];
-    int expert_ok;                /* the expert grid's pp groups equal the dense grid's */
-    char expert_why[256];         /* why not, when !expert_ok */
-    int reordered;                /* world_of is not the identity */
-    int *world_of;                /* [world] grid rank -> world rank */
-    int *grid_of;                 /* [world] world rank -> grid rank */
+    int expert_ok;        /* the expert grid's pp groups equal the dense grid's */
+    char expert_why[256]; /* why not, when !expert_ok */
+    int reordered;        /* world_of is not the identity */
+    int *world_of;        /* [world] grid rank -> world rank */
+    int *grid_of;         /* [world] world rank -> grid rank */
 } mesh_grid_layout_t;
 
 /* Validates the parameters against world and lays out both grids (identity placement). */

@@ -19,7 +19,8 @@ static int grid_by_node(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;
     const grid_sort_ctx_t *c = grid_sort_ctx;
-    if (c->node_of[x] != c->node_of[y]) return c->node_of[x] < c->node_of[y] ? -1 : 1;
+    if (c->node_of[x] != c->node_of[y])
+        return c->node_of[x] < c->node_of[y] ? -1 : 1;
     if (c->local_rank) {
         if (c->local_rank[x] != c->local_rank[y])
             return c->local_rank[x] < c->local_rank[y] ? -1 : 1;
@@ -35,9 +36,11 @@ static void grid_node_sizes(const int *count, int nnodes, char *buf, size_t len)
     for (int n = 0; n < nnodes && at < len; n++) {
         int w = n == 16 ? snprintf(buf + at, len - at, ",...")
                         : snprintf(buf + at, len - at, "%s%d", n ? "," : "", count[n]);
-        if (w < 0) break;
+        if (w < 0)
+            break;
         at += (size_t)w;
-        if (n == 16) break;
+        if (n == 16)
+            break;
     }
 }
 
@@ -49,14 +52,17 @@ static int grid_block(const mesh_grid_layout_t *l, mesh_grid_kind_t kind, char *
     int last = -1, block = 1;
     size_t at = 0;
     for (int i = 0; i < d->naxes; i++)
-        if ((l->intra & MESH_GRID_BIT(d->id[i])) && d->size[i] > 1) last = i;
+        if ((l->intra & MESH_GRID_BIT(d->id[i])) && d->size[i] > 1)
+            last = i;
     text[0] = '\0';
     for (int i = 0; i <= last; i++) {
-        if (d->size[i] == 1) continue;
+        if (d->size[i] == 1)
+            continue;
         block *= d->size[i];
-        int w = snprintf(text + at, len - at, "%s%s", at ? " x " : "",
-                         mesh_grid_axis_name(d->id[i]));
-        if (w > 0 && (size_t)w < len - at) at += (size_t)w;
+        int w =
+            snprintf(text + at, len - at, "%s%s", at ? " x " : "", mesh_grid_axis_name(d->id[i]));
+        if (w > 0 && (size_t)w < len - at)
+            at += (size_t)w;
     }
     return block;
 }
@@ -70,7 +76,8 @@ static int grid_split_group(const mesh_grid_layout_t *l, mesh_grid_kind_t kind, 
     for (int g = 0; g < ngroups; g++) {
         mesh_grid_layout_group(l, kind, MESH_GRID_BIT(id), g, members);
         for (int i = 1; i < gs; i++)
-            if (node_of[l->world_of[members[i]]] != node_of[l->world_of[members[0]]]) return g;
+            if (node_of[l->world_of[members[i]]] != node_of[l->world_of[members[0]]])
+                return g;
     }
     return -1;
 }
@@ -86,10 +93,13 @@ static mesh_status_t grid_not_fitting(const mesh_grid_layout_t *l, mesh_grid_kin
 
     grid_node_sizes(count, nnodes, sizes, sizeof(sizes));
     for (int n = 0; n < nnodes; n++)
-        if (count[n] % block != 0) multiple = 0;
+        if (count[n] % block != 0)
+            multiple = 0;
     if (!multiple) {
-        snprintf(detail, sizeof(detail), "; ranks per node must be a multiple of the intra-node "
-                 "block %s = %d", block_text, block);
+        snprintf(detail, sizeof(detail),
+                 "; ranks per node must be a multiple of the intra-node "
+                 "block %s = %d",
+                 block_text, block);
     } else {
         size_t at = 0;
         at += (size_t)snprintf(detail, sizeof(detail), "; %s group of ranks ", name);
@@ -115,7 +125,8 @@ static mesh_status_t grid_check(const mesh_grid_layout_t *l, const int *node_of,
     mesh_grid_axis_t ax[MESH_GRID_MAX_AXES];
     int n = mesh_grid_layout_axes(l, ax);
     for (int i = 0; i < n; i++) {
-        if (!(l->intra & MESH_GRID_BIT(ax[i].id)) || ax[i].size == 1) continue;
+        if (!(l->intra & MESH_GRID_BIT(ax[i].id)) || ax[i].size == 1)
+            continue;
         if (grid_split_group(l, ax[i].kind, ax[i].id, node_of, members) >= 0)
             return grid_not_fitting(l, ax[i].kind, ax[i].id, node_of, count, nnodes, members);
     }
@@ -131,7 +142,8 @@ mesh_status_t mesh_grid_layout_place(mesh_grid_layout_t *l, const int *node_of,
         if (node_of[r] < 0)
             return mesh_error(MESH_ERR_INVALID_ARG, "mesh_grid: rank %d has node %d", r,
                               node_of[r]);
-        if (node_of[r] >= nnodes) nnodes = node_of[r] + 1;
+        if (node_of[r] >= nnodes)
+            nnodes = node_of[r] + 1;
     }
     int *count = calloc((size_t)nnodes, sizeof(int));
     int *members = malloc(sizeof(int) * (size_t)world);
@@ -154,7 +166,8 @@ mesh_status_t mesh_grid_layout_place(mesh_grid_layout_t *l, const int *node_of,
     l->reordered = 0;
     for (int g = 0; g < world; g++) {
         l->grid_of[l->world_of[g]] = g;
-        if (l->world_of[g] != g) l->reordered = 1;
+        if (l->world_of[g] != g)
+            l->reordered = 1;
     }
     st = grid_check(l, node_of, count, nnodes, members);
     if (st == MESH_OK && l->reordered)

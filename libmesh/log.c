@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #define MESH_LOG_MAX_SUBSYS 16
-#define MESH_ERROR_MAX 512
+#define MESH_ERROR_MAX      512
 
 /* Subsystem filter; replaced as a whole so readers never see a half-written one. */
 typedef struct {
@@ -27,7 +27,7 @@ typedef struct {
 static const char *const mesh_log_level_names[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
 
 static atomic_int mesh_log_level_cur = MESH_LOG_WARN;
-static atomic_int mesh_log_ready;                /* configured from the config table */
+static atomic_int mesh_log_ready; /* configured from the config table */
 static atomic_int mesh_log_fd = STDERR_FILENO;
 static _Atomic(mesh_log_filter_t *) mesh_log_filter; /* NULL: every subsystem */
 static char mesh_log_host[64];
@@ -38,8 +38,8 @@ static __thread char mesh_error_buf[MESH_ERROR_MAX];
 
 /* Every subsystem that logs; MESH_LOG_SUBSYS may name only these. */
 static const char *const mesh_log_subsystems[] = {
-    "core", "config", "sock", "bootstrap", "topo", "grid", "tl", "self", "shm", "tcp", "ucx",
-    "ofi", "verbs", "comm", "coll", "sched", "parallel", NULL};
+    "core", "config", "sock", "bootstrap", "topo", "grid", "tl",    "self",     "shm",
+    "tcp",  "ucx",    "ofi",  "verbs",     "comm", "coll", "sched", "parallel", NULL};
 
 static int mesh_log_check_subsys(const char *value, char *why, size_t len)
 {
@@ -47,9 +47,11 @@ static int mesh_log_check_subsys(const char *value, char *why, size_t len)
         size_t n = strcspn(p, ", ");
         int known = n == 0 || (n == 3 && strncmp(p, "all", 3) == 0);
         for (int i = 0; !known && mesh_log_subsystems[i]; i++)
-            known = strlen(mesh_log_subsystems[i]) == n && strncmp(mesh_log_subsystems[i], p, n) == 0;
+            known =
+                strlen(mesh_log_subsystems[i]) == n && strncmp(mesh_log_subsystems[i], p, n) == 0;
         if (!known) {
-            size_t off = (size_t)snprintf(why, len, "unknown subsystem '%.*s'; known: all", (int)n, p);
+            size_t off =
+                (size_t)snprintf(why, len, "unknown subsystem '%.*s'; known: all", (int)n, p);
             for (int i = 0; mesh_log_subsystems[i] && off < len; i++)
                 off += (size_t)snprintf(why + off, len - off, ",%s", mesh_log_subsystems[i]);
             return -1;
@@ -61,14 +63,21 @@ static int mesh_log_check_subsys(const char *value, char *why, size_t len)
 }
 
 static const mesh_config_entry_t mesh_log_entries[] = {
-    {.name = "LOG_LEVEL", .dflt = "warn", .type = MESH_CFG_ENUM,
+    {.name = "LOG_LEVEL",
+     .dflt = "warn",
+     .type = MESH_CFG_ENUM,
      .choices = "error|warn|info|debug|trace",
      .doc = "Least severe level of the messages printed."},
-    {.name = "LOG_SUBSYS", .dflt = "", .type = MESH_CFG_STRING, .check = mesh_log_check_subsys,
+    {.name = "LOG_SUBSYS",
+     .dflt = "",
+     .type = MESH_CFG_STRING,
+     .check = mesh_log_check_subsys,
      .doc = "Comma-separated subsystems whose messages are printed (core, config, sock, "
             "bootstrap, topo, grid, tl, self, shm, tcp, ucx, ofi, verbs, comm, coll, sched, "
             "parallel); empty or all: every one. Errors are always printed."},
-    {.name = "LOG_FILE", .dflt = "", .type = MESH_CFG_STRING,
+    {.name = "LOG_FILE",
+     .dflt = "",
+     .type = MESH_CFG_STRING,
      .doc = "File that receives the log instead of stderr (or stdout); %h expands to the host "
             "name, %p to the process id."},
     {.name = NULL},
@@ -83,14 +92,16 @@ static void mesh_log_init_once(void)
 {
     mesh_log_in_init = 1;
     mesh_log_status = mesh_config_register(&mesh_log_table);
-    if (mesh_log_status == MESH_OK) mesh_log_configure();
+    if (mesh_log_status == MESH_OK)
+        mesh_log_configure();
     mesh_log_in_init = 0;
 }
 
 mesh_status_t mesh_log_config_register(void)
 {
     /* messages logged while the table registers (an invalid value) use the defaults */
-    if (mesh_log_in_init) return MESH_OK;
+    if (mesh_log_in_init)
+        return MESH_OK;
     int saved = errno;
     pthread_once(&mesh_log_once, mesh_log_init_once);
     errno = saved;
@@ -101,7 +112,8 @@ mesh_status_t mesh_log_config_register(void)
  * table holds an invalid value, the defaults apply: warn level, stderr. */
 static void mesh_log_ensure(void)
 {
-    if (!atomic_load_explicit(&mesh_log_ready, memory_order_acquire)) mesh_log_config_register();
+    if (!atomic_load_explicit(&mesh_log_ready, memory_order_acquire))
+        mesh_log_config_register();
 }
 
 int mesh_log_enabled(mesh_log_level_t level, const char *subsys)
@@ -308,7 +320,8 @@ const char *mesh_error_last(void)
 
 void mesh_error_restore(const char *msg)
 {
-    if (msg != mesh_error_buf) snprintf(mesh_error_buf, sizeof(mesh_error_buf), "%s", msg);
+    if (msg != mesh_error_buf)
+        snprintf(mesh_error_buf, sizeof(mesh_error_buf), "%s", msg);
 }
 
 void mesh_error_clear(void)

@@ -27,10 +27,10 @@ mesh_status_t mesh_log_config_register(void);
 /* Re-reads MESH_LOG_* from the registered table. */
 void mesh_log_configure(void);
 
-#define mesh_log(level, ...)                                                                   \
-    do {                                                                                      \
-        if (mesh_log_enabled(level, MESH_LOG_SUBSYSTEM))                                       \
-            mesh_log_emit(level, MESH_LOG_SUBSYSTEM, __FILE__, __LINE__, __VA_ARGS__);         \
+#define mesh_log(level, ...)                                                                       \
+    do {                                                                                           \
+        if (mesh_log_enabled(level, MESH_LOG_SUBSYSTEM))                                           \
+            mesh_log_emit(level, MESH_LOG_SUBSYSTEM, __FILE__, __LINE__, __VA_ARGS__);             \
     } while (0)
 #define mesh_log_error(...) mesh_log(MESH_LOG_ERROR, __VA_ARGS__)
 #define mesh_log_warn(...)  mesh_log(MESH_LOG_WARN, __VA_ARGS__)
@@ -44,7 +44,7 @@ void mesh_log_configure(void);
  * (warn for MESH_ERR_INVALID_ARG, error otherwise) and returns status, so detection sites read
  *     return mesh_error(MESH_ERR_INVALID_ARG, "count %zu is too large", count);
  */
-#define mesh_error(status, ...)                                                                \
+#define mesh_error(status, ...)                                                                    \
     mesh_error_set_(status, MESH_LOG_SUBSYSTEM, __FILE__, __LINE__, __VA_ARGS__)
 mesh_status_t mesh_error_set_(mesh_status_t status, const char *subsys, const char *file, int line,
                               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -54,15 +54,17 @@ void mesh_error_clear(void);
 /* Makes msg this thread's last error without logging it again (another thread detected it). */
 void mesh_error_restore(const char *msg);
 
-#define MESH_CHECK(expr)                                                                       \
-    do {                                                                                      \
-        mesh_status_t _st = (expr);                                                           \
-        if (_st < 0) return _st;                                                              \
+#define MESH_CHECK(expr)                                                                           \
+    do {                                                                                           \
+        mesh_status_t _st = (expr);                                                                \
+        if (_st < 0)                                                                               \
+            return _st;                                                                            \
     } while (0)
-#define MESH_CHECK_GOTO(expr, st, label)                                                       \
-    do {                                                                                      \
-        (st) = (expr);                                                                        \
-        if ((st) < 0) goto label;                                                             \
+#define MESH_CHECK_GOTO(expr, st, label)                                                           \
+    do {                                                                                           \
+        (st) = (expr);                                                                             \
+        if ((st) < 0)                                                                              \
+            goto label;                                                                            \
     } while (0)
 
 #endif

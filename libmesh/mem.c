@@ -11,14 +11,22 @@
 #include <string.h>
 
 static const mesh_config_entry_t mesh_mem_entries[] = {
-    {.name = "DEVICE_EMU", .dflt = "no", .type = MESH_CFG_BOOL,
+    {.name = "DEVICE_EMU",
+     .dflt = "no",
+     .type = MESH_CFG_BOOL,
      .doc = "Enables the emulated device (table \"emu\"): host memory from its allocator counts "
             "as device memory, its streams are threads running their work in order. A test "
             "instrument for the GPU path's host logic on machines without a GPU."},
-    {.name = "DEVICE_EMU_DELAY_US", .dflt = "0", .type = MESH_CFG_INT, .range = "0..1000000",
+    {.name = "DEVICE_EMU_DELAY_US",
+     .dflt = "0",
+     .type = MESH_CFG_INT,
+     .range = "0..1000000",
      .doc = "Microseconds each operation of an emulated stream waits before it runs, so that "
             "work that is not ordered on its stream reads or writes stale data and tests see it."},
-    {.name = "DEVICE_EMU_DEVICE", .dflt = "0", .type = MESH_CFG_INT, .range = "0..1023",
+    {.name = "DEVICE_EMU_DEVICE",
+     .dflt = "0",
+     .type = MESH_CFG_INT,
+     .range = "0..1023",
      .doc = "The emulated device a thread uses (its current device) until it chooses another."},
     {.name = NULL},
 };
@@ -60,19 +68,24 @@ static void mem_do_init(void)
 #if HAVE_CUDA
     mem_add(&mesh_mem_cuda_ops);
 #endif
-    if (emu) mem_add(&mesh_mem_emu_ops);
+    if (emu)
+        mem_add(&mesh_mem_emu_ops);
     int state = mem_nactive > 0 || atomic_load(&mem_detect_only) != NULL ? MESH_MEM_STATE_TABLES
                                                                          : MESH_MEM_STATE_HOST;
     __atomic_store_n(&mesh_mem_state_, state, __ATOMIC_RELEASE);
 }
 
-void mesh_mem_init(void) { pthread_once(&mem_once, mem_do_init); }
+void mesh_mem_init(void)
+{
+    pthread_once(&mem_once, mem_do_init);
+}
 
 void mesh_mem_detect_only(const mesh_mem_ops_t *ops)
 {
     mesh_mem_init();
     for (int i = 0; i < mem_nactive; i++)
-        if (mem_active[i] == ops) return;
+        if (mem_active[i] == ops)
+            return;
     atomic_store(&mem_detect_only, ops);
     __atomic_store_n(&mesh_mem_state_, MESH_MEM_STATE_TABLES, __ATOMIC_RELEASE);
 }
@@ -81,7 +94,8 @@ int mesh_mem_table_active(const mesh_mem_ops_t *ops)
 {
     mesh_mem_init();
     for (int i = 0; i < mem_nactive; i++)
-        if (mem_active[i] == ops) return 1;
+        if (mem_active[i] == ops)
+            return 1;
     return 0;
 }
 
@@ -92,20 +106,21 @@ static void mem_host(mesh_mem_info_t *info)
 
 mesh_status_t mesh_mem_query(const void *ptr, mesh_mem_info_t *info)
 {
-    if (__atomic_load_n(&mesh_mem_state_, __ATOMIC_ACQUIRE) == MESH_MEM_STATE_HOST ||
-        ptr == NULL) {
+    if (__atomic_load_n(&mesh_mem_state_, __ATOMIC_ACQUIRE) == MESH_MEM_STATE_HOST || ptr == NULL) {
         mem_host(info);
         return MESH_OK;
     }
     mesh_mem_init();
     for (int i = 0; i < mem_nactive; i++) {
         MESH_CHECK(mem_active[i]->query(ptr, info));
-        if (info->kind != MESH_MEM_HOST) return MESH_OK;
+        if (info->kind != MESH_MEM_HOST)
+            return MESH_OK;
     }
     const mesh_mem_ops_t *d = atomic_load(&mem_detect_only);
     if (d != NULL) {
         MESH_CHECK(d->query(ptr, info));
-        if (info->kind != MESH_MEM_HOST) return MESH_OK;
+        if (info->kind != MESH_MEM_HOST)
+            return MESH_OK;
     }
     mem_host(info);
     return MESH_OK;
@@ -115,6 +130,7 @@ const mesh_mem_ops_t *mesh_mem_table(const char *name)
 {
     mesh_mem_init();
     for (int i = 0; i < mem_nactive; i++)
-        if (name == NULL || strcmp(mem_active[i]->name, name) == 0) return mem_active[i];
+        if (name == NULL || strcmp(mem_active[i]->name, name) == 0)
+            return mem_active[i];
     return NULL;
 }

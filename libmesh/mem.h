@@ -37,20 +37,20 @@ struct mesh_mem_ops;
 
 typedef struct {
     mesh_mem_kind_t kind;
-    int device;                      /* device ordinal; -1 for host memory */
-    const struct mesh_mem_ops *ops;  /* owning table; NULL for MESH_MEM_HOST */
-    void *base;                      /* allocation holding the pointer, when known (IPC) */
-    size_t size;                     /* its size in bytes, 0 when unknown */
+    int device;                     /* device ordinal; -1 for host memory */
+    const struct mesh_mem_ops *ops; /* owning table; NULL for MESH_MEM_HOST */
+    void *base;                     /* allocation holding the pointer, when known (IPC) */
+    size_t size;                    /* its size in bytes, 0 when unknown */
 } mesh_mem_info_t;
 
 /* An exported allocation, passed to peers of the same node. */
 #define MESH_MEM_IPC_BYTES 64
 typedef struct {
-    int kind;       /* table-defined: legacy handle, or POSIX file descriptor */
-    int fd;         /* for fd handles: the descriptor in the exporting process (sent over a
-                       Unix socket with SCM_RIGHTS); -1 otherwise */
-    size_t size;    /* bytes mapped */
-    size_t offset;  /* of the exported pointer inside the mapping */
+    int kind;      /* table-defined: legacy handle, or POSIX file descriptor */
+    int fd;        /* for fd handles: the descriptor in the exporting process (sent over a
+                      Unix socket with SCM_RIGHTS); -1 otherwise */
+    size_t size;   /* bytes mapped */
+    size_t offset; /* of the exported pointer inside the mapping */
     unsigned char handle[MESH_MEM_IPC_BYTES];
 } mesh_mem_ipc_t;
 
@@ -87,8 +87,7 @@ typedef struct mesh_mem_ops {
     mesh_status_t (*scale_async)(void *dst, const void *src, size_t count, mesh_dtype_t dtype,
                                  const void *scalar, void *stream);
     /* buf[i] = buf[i] / n, as mesh_reduce_divide. */
-    mesh_status_t (*divide_async)(void *buf, size_t count, mesh_dtype_t dtype, int n,
-                                  void *stream);
+    mesh_status_t (*divide_async)(void *buf, size_t count, mesh_dtype_t dtype, int n, void *stream);
 
     /* Stream and host ordering through a flag in memory from host_alloc. */
     mesh_status_t (*stream_write)(void *stream, uint32_t *flag, uint32_t value);

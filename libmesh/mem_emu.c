@@ -61,7 +61,8 @@ static int emu_find(const void *ptr, struct emu_block *out, int take, int exact)
             continue;
         *out = *b;
         found = 1;
-        if (take) emu_blocks[i] = emu_blocks[--emu_nblocks];
+        if (take)
+            emu_blocks[i] = emu_blocks[--emu_nblocks];
         break;
     }
     pthread_mutex_unlock(&emu_lock);
@@ -78,10 +79,12 @@ mesh_status_t mesh_mem_emu_alloc(void **ptr, size_t bytes, int device)
 {
     if (ptr == NULL || device < 0)
         return mesh_error(MESH_ERR_INVALID_ARG, "emu: alloc needs a pointer and a device >= 0");
-    if (!mesh_mem_table_active(&mesh_mem_emu_ops)) mesh_mem_detect_only(&mesh_mem_emu_ops);
+    if (!mesh_mem_table_active(&mesh_mem_emu_ops))
+        mesh_mem_detect_only(&mesh_mem_emu_ops);
     struct emu_block b = {.size = bytes, .mapped = emu_round(bytes), .device = device};
     b.fd = memfd_create("mesh-emu", MFD_CLOEXEC);
-    if (b.fd < 0) return mesh_error(MESH_ERR_NO_MEMORY, "emu: memfd_create: %m");
+    if (b.fd < 0)
+        return mesh_error(MESH_ERR_NO_MEMORY, "emu: memfd_create: %m");
     if (ftruncate(b.fd, (off_t)b.mapped) != 0) {
         close(b.fd);
         return mesh_error(MESH_ERR_NO_MEMORY, "emu: ftruncate %zu bytes: %m", b.mapped);
@@ -104,12 +107,17 @@ mesh_status_t mesh_mem_emu_alloc(void **ptr, size_t bytes, int device)
 void mesh_mem_emu_free(void *ptr)
 {
     struct emu_block b;
-    if (ptr == NULL || !emu_find(ptr, &b, 1, 1)) return;
+    if (ptr == NULL || !emu_find(ptr, &b, 1, 1))
+        return;
     munmap(b.base, b.mapped);
-    if (b.fd >= 0) close(b.fd);
+    if (b.fd >= 0)
+        close(b.fd);
 }
 
-void mesh_mem_emu_set_device(int device) { emu_thread_device = device; }
+void mesh_mem_emu_set_device(int device)
+{
+    emu_thread_device = device;
+}
 
 static mesh_status_t emu_init(void)
 {
@@ -127,7 +135,9 @@ static mesh_status_t emu_query(const void *ptr, mesh_mem_info_t *info)
         return MESH_OK;
     }
     *info = (mesh_mem_info_t){.kind = b.device < 0 ? MESH_MEM_HOST_PINNED : MESH_MEM_DEVICE,
-                              .device = b.device, .ops = &mesh_mem_emu_ops, .base = b.base,
+                              .device = b.device,
+                              .ops = &mesh_mem_emu_ops,
+                              .base = b.base,
                               .size = b.size};
     return MESH_OK;
 }
@@ -156,7 +166,8 @@ static mesh_status_t emu_host_alloc(void **ptr, size_t bytes)
 static void emu_host_free(void *ptr)
 {
     struct emu_block b;
-    if (ptr != NULL && emu_find(ptr, &b, 1, 1)) free(b.base);
+    if (ptr != NULL && emu_find(ptr, &b, 1, 1))
+        free(b.base);
 }
 
 static mesh_status_t emu_ipc_export(const void *ptr, mesh_mem_ipc_t *handle)
@@ -182,7 +193,8 @@ static mesh_status_t emu_ipc_import(const mesh_mem_ipc_t *handle, void **ptr)
     struct emu_block b = {.size = handle->size, .mapped = handle->size, .imported = 1};
     memcpy(&b.device, handle->handle, sizeof(b.device));
     b.fd = fcntl(handle->fd, F_DUPFD_CLOEXEC, 0);
-    if (b.fd < 0) return mesh_error(MESH_ERR_INVALID_ARG, "emu: import: dup: %m");
+    if (b.fd < 0)
+        return mesh_error(MESH_ERR_INVALID_ARG, "emu: import: dup: %m");
     b.base = mmap(NULL, b.mapped, PROT_READ | PROT_WRITE, MAP_SHARED, b.fd, 0);
     if (b.base == MAP_FAILED) {
         close(b.fd);
@@ -201,8 +213,10 @@ static mesh_status_t emu_ipc_import(const mesh_mem_ipc_t *handle, void **ptr)
 static void emu_ipc_close(void *ptr)
 {
     struct emu_block b;
-    if (ptr == NULL || !emu_find(ptr, &b, 0, 0) || !b.imported) return;
-    if (!emu_find(b.base, &b, 1, 1)) return;
+    if (ptr == NULL || !emu_find(ptr, &b, 0, 0) || !b.imported)
+        return;
+    if (!emu_find(b.base, &b, 1, 1))
+        return;
     munmap(b.base, b.mapped);
     close(b.fd);
 }

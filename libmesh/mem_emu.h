@@ -31,8 +31,8 @@ mesh_status_t mesh_mem_emu_stream_wait_event(void *stream, void *event);
 mesh_status_t mesh_mem_emu_copy_async(void *dst, const void *src, size_t bytes, void *stream);
 mesh_status_t mesh_mem_emu_reduce_async(void *dst, const void *a, const void *b, size_t count,
                                         mesh_dtype_t dtype, mesh_op_t op, void *stream);
-mesh_status_t mesh_mem_emu_scale_async(void *dst, const void *src, size_t count,
-                                       mesh_dtype_t dtype, const void *scalar, void *stream);
+mesh_status_t mesh_mem_emu_scale_async(void *dst, const void *src, size_t count, mesh_dtype_t dtype,
+                                       const void *scalar, void *stream);
 mesh_status_t mesh_mem_emu_divide_async(void *buf, size_t count, mesh_dtype_t dtype, int n,
                                         void *stream);
 mesh_status_t mesh_mem_emu_stream_write(void *stream, uint32_t *flag, uint32_t value);

@@ -53,25 +53,43 @@ static atomic_int emu_held;
 static struct emu_stream *emu_default;
 static pthread_once_t emu_default_once = PTHREAD_ONCE_INIT;
 
-void mesh_mem_emu_stream_configure(long delay_us) { emu_delay_us = delay_us; }
+void mesh_mem_emu_stream_configure(long delay_us)
+{
+    emu_delay_us = delay_us;
+}
 
-void mesh_mem_emu_hold(int hold) { atomic_store(&emu_held, hold); }
+void mesh_mem_emu_hold(int hold)
+{
+    atomic_store(&emu_held, hold);
+}
 
 static void emu_pause(unsigned *idle)
 {
-    if (++*idle < 64) sched_yield();
-    else usleep(20);
+    if (++*idle < 64)
+        sched_yield();
+    else
+        usleep(20);
 }
 
 static void emu_run(struct emu_stream *s, struct emu_op *o)
 {
     unsigned idle = 0;
     switch (o->kind) {
-    case EMU_COPY: memmove(o->dst, o->a, o->n); break;
-    case EMU_REDUCE: mesh_reduce_local3(o->dst, o->a, o->b, o->n, o->dtype, o->op); break;
-    case EMU_SCALE: mesh_reduce_scale(o->dst, o->a, o->n, o->dtype, o->scalar); break;
-    case EMU_DIVIDE: mesh_reduce_divide(o->dst, o->n, o->dtype, o->div); break;
-    case EMU_WRITE: __atomic_store_n(o->flag, o->value, __ATOMIC_RELEASE); break;
+    case EMU_COPY:
+        memmove(o->dst, o->a, o->n);
+        break;
+    case EMU_REDUCE:
+        mesh_reduce_local3(o->dst, o->a, o->b, o->n, o->dtype, o->op);
+        break;
+    case EMU_SCALE:
+        mesh_reduce_scale(o->dst, o->a, o->n, o->dtype, o->scalar);
+        break;
+    case EMU_DIVIDE:
+        mesh_reduce_divide(o->dst, o->n, o->dtype, o->div);
+        break;
+    case EMU_WRITE:
+        __atomic_store_n(o->flag, o->value, __ATOMIC_RELEASE);
+        break;
     case EMU_WAIT:
         /* as cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_GEQ, on wrapping counts */
         while ((int32_t)(__atomic_load_n(o->flag, __ATOMIC_ACQUIRE) - o->value) < 0 &&
@@ -91,18 +109,22 @@ static void *emu_thread(void *arg)
     struct emu_stream *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        while (s->head == NULL && !atomic_load(&s->stop)) pthread_cond_wait(&s->cond, &s->lock);
+        while (s->head == NULL && !atomic_load(&s->stop))
+            pthread_cond_wait(&s->cond, &s->lock);
         struct emu_op *o = s->head;
         if (o == NULL) {
             pthread_mutex_unlock(&s->lock);
             break;
         }
         s->head = o->next;
-        if (s->head == NULL) s->tail = NULL;
+        if (s->head == NULL)
+            s->tail = NULL;
         pthread_mutex_unlock(&s->lock);
         unsigned idle = 0;
-        while (atomic_load(&emu_held) && !atomic_load(&s->stop)) emu_pause(&idle);
-        if (emu_delay_us > 0) usleep((useconds_t)emu_delay_us);
+        while (atomic_load(&emu_held) && !atomic_load(&s->stop))
+            emu_pause(&idle);
+        if (emu_delay_us > 0)
+            usleep((useconds_t)emu_delay_us);
         emu_run(s, o);
         free(o);
         atomic_fetch_add_explicit(&s->completed, 1, memory_order_release);
@@ -113,7 +135,8 @@ static void *emu_thread(void *arg)
 static mesh_status_t emu_stream_new(struct emu_stream **out)
 {
     struct emu_stream *s = calloc(1, sizeof(*s));
-    if (s == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "emu: cannot allocate a stream");
+    if (s == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "emu: cannot allocate a stream");
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     if (pthread_create(&s->thread, NULL, emu_thread, s) != 0) {
@@ -126,12 +149,14 @@ static mesh_status_t emu_stream_new(struct emu_stream **out)
 
 static void emu_default_create(void)
 {
-    if (emu_stream_new(&emu_default) != MESH_OK) emu_default = NULL;
+    if (emu_stream_new(&emu_default) != MESH_OK)
+        emu_default = NULL;
 }
 
 static struct emu_stream *emu_stream(void *stream)
 {
-    if (stream != NULL) return stream;
+    if (stream != NULL)
+        return stream;
     pthread_once(&emu_default_once, emu_default_create);
     return emu_default;
 }
@@ -139,14 +164,18 @@ static struct emu_stream *emu_stream(void *stream)
 static mesh_status_t emu_enqueue(void *stream, const struct emu_op *tmpl)
 {
     struct emu_stream *s = emu_stream(stream);
-    if (s == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "emu: no default stream");
+    if (s == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "emu: no default stream");
     struct emu_op *o = malloc(sizeof(*o));
-    if (o == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "emu: cannot enqueue an operation");
+    if (o == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "emu: cannot enqueue an operation");
     *o = *tmpl;
     o->next = NULL;
     pthread_mutex_lock(&s->lock);
-    if (s->tail) s->tail->next = o;
-    else s->head = o;
+    if (s->tail)
+        s->tail->next = o;
+    else
+        s->head = o;
     s->tail = o;
     s->submitted++;
     pthread_cond_signal(&s->cond);
@@ -166,7 +195,8 @@ mesh_status_t mesh_mem_emu_stream_create(void **stream)
 void mesh_mem_emu_stream_destroy(void *stream)
 {
     struct emu_stream *s = stream;
-    if (s == NULL || s == emu_default) return;
+    if (s == NULL || s == emu_default)
+        return;
     pthread_mutex_lock(&s->lock);
     atomic_store(&s->stop, 1);
     pthread_cond_signal(&s->cond);
@@ -180,18 +210,23 @@ void mesh_mem_emu_stream_destroy(void *stream)
 mesh_status_t mesh_mem_emu_event_create(void **event)
 {
     struct emu_event *e = calloc(1, sizeof(*e));
-    if (e == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "emu: cannot allocate an event");
+    if (e == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "emu: cannot allocate an event");
     *event = e;
     return MESH_OK;
 }
 
-void mesh_mem_emu_event_destroy(void *event) { free(event); }
+void mesh_mem_emu_event_destroy(void *event)
+{
+    free(event);
+}
 
 mesh_status_t mesh_mem_emu_event_record(void *event, void *stream)
 {
     struct emu_event *e = event;
     struct emu_stream *s = emu_stream(stream);
-    if (s == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "emu: no default stream");
+    if (s == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "emu: no default stream");
     pthread_mutex_lock(&s->lock);
     e->target = s->submitted;
     pthread_mutex_unlock(&s->lock);
@@ -202,7 +237,8 @@ mesh_status_t mesh_mem_emu_event_record(void *event, void *stream)
 mesh_status_t mesh_mem_emu_event_query(void *event)
 {
     const struct emu_event *e = event;
-    if (e->stream == NULL) return MESH_OK;
+    if (e->stream == NULL)
+        return MESH_OK;
     return atomic_load_explicit(&e->stream->completed, memory_order_acquire) >= e->target
                ? MESH_OK
                : MESH_INPROGRESS;
@@ -211,9 +247,10 @@ mesh_status_t mesh_mem_emu_event_query(void *event)
 mesh_status_t mesh_mem_emu_stream_wait_event(void *stream, void *event)
 {
     const struct emu_event *e = event;
-    if (e->stream == NULL) return MESH_OK;
-    return emu_enqueue(stream, &(struct emu_op){.kind = EMU_WAIT_EVENT, .other = e->stream,
-                                                .target = e->target});
+    if (e->stream == NULL)
+        return MESH_OK;
+    return emu_enqueue(
+        stream, &(struct emu_op){.kind = EMU_WAIT_EVENT, .other = e->stream, .target = e->target});
 }
 
 mesh_status_t mesh_mem_emu_stream_sync(void *stream)
@@ -221,26 +258,30 @@ mesh_status_t mesh_mem_emu_stream_sync(void *stream)
     struct emu_event e;
     MESH_CHECK(mesh_mem_emu_event_record(&e, stream));
     unsigned idle = 0;
-    while (mesh_mem_emu_event_query(&e) == MESH_INPROGRESS) emu_pause(&idle);
+    while (mesh_mem_emu_event_query(&e) == MESH_INPROGRESS)
+        emu_pause(&idle);
     return MESH_OK;
 }
 
 mesh_status_t mesh_mem_emu_copy_async(void *dst, const void *src, size_t bytes, void *stream)
 {
-    if (bytes == 0) return MESH_OK;
-    return emu_enqueue(stream, &(struct emu_op){.kind = EMU_COPY, .dst = dst, .a = src,
-                                                .n = bytes});
+    if (bytes == 0)
+        return MESH_OK;
+    return emu_enqueue(stream,
+                       &(struct emu_op){.kind = EMU_COPY, .dst = dst, .a = src, .n = bytes});
 }
 
 mesh_status_t mesh_mem_emu_reduce_async(void *dst, const void *a, const void *b, size_t count,
                                         mesh_dtype_t dtype, mesh_op_t op, void *stream)
 {
-    return emu_enqueue(stream, &(struct emu_op){.kind = EMU_REDUCE, .dst = dst, .a = a, .b = b,
-                                                .n = count, .dtype = dtype, .op = op});
+    return emu_enqueue(
+        stream,
+        &(struct emu_op){
+            .kind = EMU_REDUCE, .dst = dst, .a = a, .b = b, .n = count, .dtype = dtype, .op = op});
 }
 
-mesh_status_t mesh_mem_emu_scale_async(void *dst, const void *src, size_t count,
-                                       mesh_dtype_t dtype, const void *scalar, void *stream)
+mesh_status_t mesh_mem_emu_scale_async(void *dst, const void *src, size_t count, mesh_dtype_t dtype,
+                                       const void *scalar, void *stream)
 {
     struct emu_op o = {.kind = EMU_SCALE, .dst = dst, .a = src, .n = count, .dtype = dtype};
     memcpy(o.scalar, scalar, mesh_dtype_size(dtype)); /* read at enqueue time */
@@ -250,8 +291,9 @@ mesh_status_t mesh_mem_emu_scale_async(void *dst, const void *src, size_t count,
 mesh_status_t mesh_mem_emu_divide_async(void *buf, size_t count, mesh_dtype_t dtype, int n,
                                         void *stream)
 {
-    return emu_enqueue(stream, &(struct emu_op){.kind = EMU_DIVIDE, .dst = buf, .n = count,
-                                                .dtype = dtype, .div = n});
+    return emu_enqueue(
+        stream,
+        &(struct emu_op){.kind = EMU_DIVIDE, .dst = buf, .n = count, .dtype = dtype, .div = n});
 }
 
 mesh_status_t mesh_mem_emu_stream_write(void *stream, uint32_t *flag, uint32_t value)

@@ -15,12 +15,12 @@
 #include <string.h>
 #include <time.h>
 
-#define MESH_BACKOFF_SPINS 200 /* pauses before the first sleep */
+#define MESH_BACKOFF_SPINS        200 /* pauses before the first sleep */
 #define MESH_BACKOFF_SLEEP_MIN_NS 1000
 #define MESH_BACKOFF_SLEEP_MAX_NS 100000
-#define MESH_BACKOFF_SLEEP_STEP 4 /* sleeps of one length before doubling it */
-#define MESH_SPIN_SHARED_US 20    /* auto: ranks share CPUs (or nothing is known yet) */
-#define MESH_SPIN_OWN_US 1000     /* auto: every rank on this machine has a CPU */
+#define MESH_BACKOFF_SLEEP_STEP   4    /* sleeps of one length before doubling it */
+#define MESH_SPIN_SHARED_US       20   /* auto: ranks share CPUs (or nothing is known yet) */
+#define MESH_SPIN_OWN_US          1000 /* auto: every rank on this machine has a CPU */
 
 static atomic_int mesh_progress_spin = -1;
 static atomic_int mesh_progress_node_max; /* most ranks on this machine a communicator saw */
@@ -39,27 +39,38 @@ MESH_API double mesh_time_now(void)
 
 static int progress_check_spin(const char *value, char *why, size_t len)
 {
-    if (mesh_progress_spin_parse(value, NULL) == 0) return 0;
+    if (mesh_progress_spin_parse(value, NULL) == 0)
+        return 0;
     snprintf(why, len, "auto or a non-negative number of microseconds");
     return -1;
 }
 
 static const mesh_config_entry_t progress_entries[] = {
-    {.name = "TIMEOUT", .dflt = "300", .type = MESH_CFG_DOUBLE, .range = "0.001..1e9",
+    {.name = "TIMEOUT",
+     .dflt = "300",
+     .type = MESH_CFG_DOUBLE,
+     .range = "0.001..1e9",
      .doc = "Seconds a blocking operation may go without progress before it fails with a "
             "timeout that names the ranks it waits for."},
-    {.name = "PROGRESS_SPIN", .dflt = "auto", .type = MESH_CFG_STRING,
+    {.name = "PROGRESS_SPIN",
+     .dflt = "auto",
+     .type = MESH_CFG_STRING,
      .check = progress_check_spin,
      .doc = "Microseconds a waiting rank polls (with the CPU's pause instruction) before it "
             "sleeps until a peer or another thread wakes it (a futex that shared-memory peers "
             "ring, the sockets of the network transports). auto: 1000 while the ranks on this "
             "machine (simulated nodes included) do not outnumber the CPUs a rank may run on, 20 "
             "when they do or before a communicator says. 0 sleeps at once."},
-    {.name = "PROGRESS_SLICE", .dflt = "0.01", .type = MESH_CFG_DOUBLE, .range = "1e-5..10",
+    {.name = "PROGRESS_SLICE",
+     .dflt = "0.01",
+     .type = MESH_CFG_DOUBLE,
+     .range = "1e-5..10",
      .doc = "Longest sleep of a waiting rank, in seconds, before it looks again on its own: "
             "deadlines (MESH_TIMEOUT, of which it sleeps an eighth at most), dead peers and "
             "transports that cannot wake it are noticed this often while it waits."},
-    {.name = "PROGRESS_THREAD", .dflt = "0", .type = MESH_CFG_BOOL,
+    {.name = "PROGRESS_THREAD",
+     .dflt = "0",
+     .type = MESH_CFG_BOOL,
      .doc = "Runs one thread per process that progresses every communicator with operations "
             "under way, so that operations started nonblocking complete while the caller "
             "computes without calling mesh_test or mesh_wait. It spins briefly while operations "

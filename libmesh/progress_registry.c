@@ -31,7 +31,8 @@ void mesh_progress_active_add(int delta)
 {
     atomic_fetch_add_explicit(&mesh_registry_active, delta, memory_order_relaxed);
     /* the progress thread sleeps while nothing is under way */
-    if (delta > 0) mesh_wait_wake_local();
+    if (delta > 0)
+        mesh_wait_wake_local();
 }
 
 int mesh_progress_active_count(void)
@@ -45,9 +46,11 @@ static int sweep(void *skip, int idle_too)
 {
     int events = 0;
     for (int i = 0; i < mesh_registry_len; i++) {
-        if (mesh_registry[i].obj == skip) continue;
+        if (mesh_registry[i].obj == skip)
+            continue;
         int n = mesh_registry[i].fn(mesh_registry[i].obj, idle_too);
-        if (n > 0) events += n;
+        if (n > 0)
+            events += n;
     }
     return events;
 }
@@ -63,7 +66,8 @@ int mesh_progress_all(void)
 int mesh_progress_others(void *skip)
 {
     /* a thread sweeping already moves them all */
-    if (pthread_mutex_trylock(&mesh_registry_lock) != 0) return 0;
+    if (pthread_mutex_trylock(&mesh_registry_lock) != 0)
+        return 0;
     int events = sweep(skip, 0);
     pthread_mutex_unlock(&mesh_registry_lock);
     return events;
@@ -73,7 +77,8 @@ void mesh_progress_idle(void)
 {
     static __thread double next;
     double now = mesh_time();
-    if (now < next || pthread_mutex_trylock(&mesh_registry_lock) != 0) return;
+    if (now < next || pthread_mutex_trylock(&mesh_registry_lock) != 0)
+        return;
     next = now + 0.05;
     sweep(NULL, 1);
     pthread_mutex_unlock(&mesh_registry_lock);
@@ -86,7 +91,8 @@ void mesh_progress_arm_all(struct mesh_wait_set *set)
         return;
     }
     for (int i = 0; i < mesh_registry_len; i++)
-        if (mesh_registry[i].arm) mesh_registry[i].arm(mesh_registry[i].obj, set);
+        if (mesh_registry[i].arm)
+            mesh_registry[i].arm(mesh_registry[i].obj, set);
     pthread_mutex_unlock(&mesh_registry_lock);
 }
 
@@ -176,5 +182,6 @@ void mesh_progress_remove(void *obj)
     }
     pthread_mutex_unlock(&mesh_registry_lock);
     /* the thread only ever tries the lock, so it ends without it */
-    if (join) pthread_join(mesh_pthread, NULL);
+    if (join)
+        pthread_join(mesh_pthread, NULL);
 }

@@ -24,7 +24,7 @@
 /* x86-64's baseline is SSE2; an AVX2 clone of each loop, chosen at load time, doubles the
  * vector width and makes the narrow-float conversions cheaper. Not under ThreadSanitizer: the
  * choosing runs at relocation, before its runtime, and its instrumentation faults there. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__gnu_linux__) && \
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__gnu_linux__) &&   \
     !defined(__SANITIZE_THREAD__)
 #define MESH_REDUCE_CLONES __attribute__((target_clones("avx2", "default")))
 #else
@@ -40,49 +40,48 @@ typedef struct {
     mesh_reduce3_fn overlap; /* d = a op b, any aliasing */
 } mesh_reduce_fns_t;
 
-#define MESH_REDUCE_DEFINE(name, T, CT, LD, ST, OP)                                            \
-    MESH_REDUCE_CLONES static void name##_2(void *dv, const void *sv, size_t n)                \
-    {                                                                                         \
-        T *restrict d = dv;                                                                   \
-        const T *restrict s = sv;                                                             \
-        for (size_t i = 0; i < n; i++) {                                                      \
-            CT x = LD(d[i]), y = LD(s[i]);                                                    \
-            d[i] = ST(OP(x, y));                                                              \
-        }                                                                                     \
-    }                                                                                         \
-    MESH_REDUCE_CLONES static void name##_3(void *dv, const void *av, const void *bv,         \
-                                            size_t n)                                         \
-    {                                                                                         \
-        T *restrict d = dv;                                                                   \
-        const T *restrict a = av;                                                             \
-        const T *restrict b = bv;                                                             \
-        for (size_t i = 0; i < n; i++) {                                                      \
-            CT x = LD(a[i]), y = LD(b[i]);                                                    \
-            d[i] = ST(OP(x, y));                                                              \
-        }                                                                                     \
-    }                                                                                         \
-    static void name##_o(void *dv, const void *av, const void *bv, size_t n)                   \
-    {                                                                                         \
-        T *d = dv;                                                                            \
-        const T *a = av, *b = bv;                                                             \
-        for (size_t i = 0; i < n; i++) {                                                      \
-            CT x = LD(a[i]), y = LD(b[i]);                                                    \
-            d[i] = ST(OP(x, y));                                                              \
-        }                                                                                     \
+#define MESH_REDUCE_DEFINE(name, T, CT, LD, ST, OP)                                                \
+    MESH_REDUCE_CLONES static void name##_2(void *dv, const void *sv, size_t n)                    \
+    {                                                                                              \
+        T *restrict d = dv;                                                                        \
+        const T *restrict s = sv;                                                                  \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            CT x = LD(d[i]), y = LD(s[i]);                                                         \
+            d[i] = ST(OP(x, y));                                                                   \
+        }                                                                                          \
+    }                                                                                              \
+    MESH_REDUCE_CLONES static void name##_3(void *dv, const void *av, const void *bv, size_t n)    \
+    {                                                                                              \
+        T *restrict d = dv;                                                                        \
+        const T *restrict a = av;                                                                  \
+        const T *restrict b = bv;                                                                  \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            CT x = LD(a[i]), y = LD(b[i]);                                                         \
+            d[i] = ST(OP(x, y));                                                                   \
+        }                                                                                          \
+    }                                                                                              \
+    static void name##_o(void *dv, const void *av, const void *bv, size_t n)                       \
+    {                                                                                              \
+        T *d = dv;                                                                                 \
+        const T *a = av, *b = bv;                                                                  \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            CT x = LD(a[i]), y = LD(b[i]);                                                         \
+            d[i] = ST(OP(x, y));                                                                   \
+        }                                                                                          \
     }
 
 /* Integer types: signed sums and products use the unsigned functions. */
-#define MESH_REDUCE_INT(tag, T, UT)                                                            \
-    MESH_REDUCE_DEFINE(mesh_reduce_##tag##_min, T, T, MESH_R_ID, MESH_R_ID, MESH_R_MIN)        \
+#define MESH_REDUCE_INT(tag, T, UT)                                                                \
+    MESH_REDUCE_DEFINE(mesh_reduce_##tag##_min, T, T, MESH_R_ID, MESH_R_ID, MESH_R_MIN)            \
     MESH_REDUCE_DEFINE(mesh_reduce_##tag##_max, T, T, MESH_R_ID, MESH_R_ID, MESH_R_MAX)
-#define MESH_REDUCE_UINT(tag, T)                                                               \
-    MESH_REDUCE_DEFINE(mesh_reduce_##tag##_sum, T, T, MESH_R_ID, (T), MESH_R_SUM)              \
-    MESH_REDUCE_DEFINE(mesh_reduce_##tag##_prod, T, T, MESH_R_ID, (T), MESH_R_PROD)            \
+#define MESH_REDUCE_UINT(tag, T)                                                                   \
+    MESH_REDUCE_DEFINE(mesh_reduce_##tag##_sum, T, T, MESH_R_ID, (T), MESH_R_SUM)                  \
+    MESH_REDUCE_DEFINE(mesh_reduce_##tag##_prod, T, T, MESH_R_ID, (T), MESH_R_PROD)                \
     MESH_REDUCE_INT(tag, T, T)
-#define MESH_REDUCE_FLOAT(tag, T, CT, LD, ST)                                                  \
-    MESH_REDUCE_DEFINE(mesh_reduce_##tag##_sum, T, CT, LD, ST, MESH_R_SUM)                     \
-    MESH_REDUCE_DEFINE(mesh_reduce_##tag##_prod, T, CT, LD, ST, MESH_R_PROD)                   \
-    MESH_REDUCE_DEFINE(mesh_reduce_##tag##_min, T, CT, LD, ST, MESH_R_FMIN)                    \
+#define MESH_REDUCE_FLOAT(tag, T, CT, LD, ST)                                                      \
+    MESH_REDUCE_DEFINE(mesh_reduce_##tag##_sum, T, CT, LD, ST, MESH_R_SUM)                         \
+    MESH_REDUCE_DEFINE(mesh_reduce_##tag##_prod, T, CT, LD, ST, MESH_R_PROD)                       \
+    MESH_REDUCE_DEFINE(mesh_reduce_##tag##_min, T, CT, LD, ST, MESH_R_FMIN)                        \
     MESH_REDUCE_DEFINE(mesh_reduce_##tag##_max, T, CT, LD, ST, MESH_R_FMAX)
 
 MESH_REDUCE_UINT(u8, uint8_t)
@@ -98,10 +97,15 @@ MESH_REDUCE_FLOAT(bf16, uint16_t, float, mesh_bf16_to_float, mesh_float_to_bf16)
 MESH_REDUCE_FLOAT(e4m3, uint8_t, float, mesh_e4m3_to_float, mesh_float_to_e4m3)
 MESH_REDUCE_FLOAT(e5m2, uint8_t, float, mesh_e5m2_to_float, mesh_float_to_e5m2)
 
-#define MESH_FNS(name) {name##_2, name##_3, name##_o}
-#define MESH_FNS_OPS(sum, prod, tag)                                                           \
-    {MESH_FNS(mesh_reduce_##sum##_sum), MESH_FNS(mesh_reduce_##prod##_prod),                   \
-     MESH_FNS(mesh_reduce_##tag##_min), MESH_FNS(mesh_reduce_##tag##_max)}
+#define MESH_FNS(name)                                                                             \
+    {                                                                                              \
+        name##_2, name##_3, name##_o                                                               \
+    }
+#define MESH_FNS_OPS(sum, prod, tag)                                                               \
+    {                                                                                              \
+        MESH_FNS(mesh_reduce_##sum##_sum), MESH_FNS(mesh_reduce_##prod##_prod),                    \
+            MESH_FNS(mesh_reduce_##tag##_min), MESH_FNS(mesh_reduce_##tag##_max)                   \
+    }
 
 static const mesh_reduce_fns_t mesh_reduce_table[MESH_DTYPE_COUNT][MESH_MAX + 1] = {
     [MESH_INT8] = MESH_FNS_OPS(u8, u8, i8),
@@ -120,7 +124,9 @@ static const mesh_reduce_fns_t mesh_reduce_table[MESH_DTYPE_COUNT][MESH_MAX + 1]
 
 /* declared whatever the compiler, so that the knob means the same to every build */
 static const mesh_config_entry_t mesh_reduce_entries[] = {
-    {.name = "REDUCE_AVX2", .dflt = "yes", .type = MESH_CFG_BOOL,
+    {.name = "REDUCE_AVX2",
+     .dflt = "yes",
+     .type = MESH_CFG_BOOL,
      .doc = "Use the AVX2 loops for fp16 and bf16 reductions when the CPU has AVX2 and F16C."},
     {.name = NULL},
 };
@@ -148,8 +154,8 @@ MESH_AVX2_TARGET static inline __m256 mesh_avx2_ld_f16(const uint16_t *p)
 
 MESH_AVX2_TARGET static inline void mesh_avx2_st_f16(uint16_t *p, __m256 v)
 {
-    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
-                                                          _MM_FROUND_NO_EXC));
+    _mm_storeu_si128((__m128i *)p,
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
 MESH_AVX2_TARGET static inline __m256 mesh_avx2_ld_bf16(const uint16_t *p)
@@ -173,26 +179,26 @@ MESH_AVX2_TARGET static inline void mesh_avx2_st_bf16(uint16_t *p, __m256 v)
     _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
 }
 
-#define MESH_AVX2_LOOP(name, T, EXPR)                                                          \
-    MESH_AVX2_TARGET static void mesh_avx2_##T##_##name(uint16_t *d, const uint16_t *a,        \
-                                                        const uint16_t *b, size_t n)           \
-    {                                                                                         \
-        size_t i = 0;                                                                         \
-        for (; i + 8 <= n; i += 8) {                                                          \
-            __m256 x = mesh_avx2_ld_##T(a + i), y = mesh_avx2_ld_##T(b + i);                  \
-            mesh_avx2_st_##T(d + i, EXPR);                                                    \
-        }                                                                                     \
-        if (i < n)                                                                            \
-            mesh_reduce_##T##_##name##_o(d + i, a + i, b + i, n - i);                         \
+#define MESH_AVX2_LOOP(name, T, EXPR)                                                              \
+    MESH_AVX2_TARGET static void mesh_avx2_##T##_##name(uint16_t *d, const uint16_t *a,            \
+                                                        const uint16_t *b, size_t n)               \
+    {                                                                                              \
+        size_t i = 0;                                                                              \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            __m256 x = mesh_avx2_ld_##T(a + i), y = mesh_avx2_ld_##T(b + i);                       \
+            mesh_avx2_st_##T(d + i, EXPR);                                                         \
+        }                                                                                          \
+        if (i < n)                                                                                 \
+            mesh_reduce_##T##_##name##_o(d + i, a + i, b + i, n - i);                              \
     }
 
 /* min/max of AVX return the second operand when either is NaN; a NaN first operand is put
  * back by the blend. */
 #define MESH_AVX2_NANFIX(r) _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q))
-#define MESH_AVX2_TYPE(T)                                                                      \
-    MESH_AVX2_LOOP(sum, T, _mm256_add_ps(x, y))                                                \
-    MESH_AVX2_LOOP(prod, T, _mm256_mul_ps(x, y))                                               \
-    MESH_AVX2_LOOP(min, T, MESH_AVX2_NANFIX(_mm256_min_ps(x, y)))                              \
+#define MESH_AVX2_TYPE(T)                                                                          \
+    MESH_AVX2_LOOP(sum, T, _mm256_add_ps(x, y))                                                    \
+    MESH_AVX2_LOOP(prod, T, _mm256_mul_ps(x, y))                                                   \
+    MESH_AVX2_LOOP(min, T, MESH_AVX2_NANFIX(_mm256_min_ps(x, y)))                                  \
     MESH_AVX2_LOOP(max, T, MESH_AVX2_NANFIX(_mm256_max_ps(x, y)))
 MESH_AVX2_TYPE(f16)
 MESH_AVX2_TYPE(bf16)
@@ -220,28 +226,28 @@ MESH_AVX2_TARGET static inline void mesh_avx2_nt_bf16(uint16_t *p, __m256 v)
     _mm_stream_si128((__m128i *)p, _mm_load_si128((const __m128i *)t));
 }
 
-#define MESH_AVX2_LOOP_NT(name, T, ET, EXPR)                                                   \
-    MESH_AVX2_TARGET static void mesh_avx2_nt_##T##_##name(void *dv, const void *av,           \
-                                                           const void *bv, size_t n)           \
-    {                                                                                         \
-        ET *d = dv;                                                                           \
-        const ET *a = av, *b = bv;                                                            \
-        size_t i = ((32 - ((uintptr_t)d & 31)) & 31) / sizeof(ET);                            \
-        if (i > n)                                                                            \
-            i = n;                                                                            \
-        mesh_reduce_##T##_##name##_o(d, a, b, i);                                             \
-        for (; i + 8 <= n; i += 8) {                                                          \
-            __m256 x = mesh_avx2_ld_##T(a + i), y = mesh_avx2_ld_##T(b + i);                  \
-            mesh_avx2_nt_##T(d + i, EXPR);                                                    \
-        }                                                                                     \
-        _mm_sfence();                                                                         \
-        if (i < n)                                                                            \
-            mesh_reduce_##T##_##name##_o(d + i, a + i, b + i, n - i);                         \
+#define MESH_AVX2_LOOP_NT(name, T, ET, EXPR)                                                       \
+    MESH_AVX2_TARGET static void mesh_avx2_nt_##T##_##name(void *dv, const void *av,               \
+                                                           const void *bv, size_t n)               \
+    {                                                                                              \
+        ET *d = dv;                                                                                \
+        const ET *a = av, *b = bv;                                                                 \
+        size_t i = ((32 - ((uintptr_t)d & 31)) & 31) / sizeof(ET);                                 \
+        if (i > n)                                                                                 \
+            i = n;                                                                                 \
+        mesh_reduce_##T##_##name##_o(d, a, b, i);                                                  \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            __m256 x = mesh_avx2_ld_##T(a + i), y = mesh_avx2_ld_##T(b + i);                       \
+            mesh_avx2_nt_##T(d + i, EXPR);                                                         \
+        }                                                                                          \
+        _mm_sfence();                                                                              \
+        if (i < n)                                                                                 \
+            mesh_reduce_##T##_##name##_o(d + i, a + i, b + i, n - i);                              \
     }
-#define MESH_AVX2_TYPE_NT(T, ET)                                                               \
-    MESH_AVX2_LOOP_NT(sum, T, ET, _mm256_add_ps(x, y))                                         \
-    MESH_AVX2_LOOP_NT(prod, T, ET, _mm256_mul_ps(x, y))                                        \
-    MESH_AVX2_LOOP_NT(min, T, ET, MESH_AVX2_NANFIX(_mm256_min_ps(x, y)))                       \
+#define MESH_AVX2_TYPE_NT(T, ET)                                                                   \
+    MESH_AVX2_LOOP_NT(sum, T, ET, _mm256_add_ps(x, y))                                             \
+    MESH_AVX2_LOOP_NT(prod, T, ET, _mm256_mul_ps(x, y))                                            \
+    MESH_AVX2_LOOP_NT(min, T, ET, MESH_AVX2_NANFIX(_mm256_min_ps(x, y)))                           \
     MESH_AVX2_LOOP_NT(max, T, ET, MESH_AVX2_NANFIX(_mm256_max_ps(x, y)))
 MESH_AVX2_TYPE_NT(f32, float)
 MESH_AVX2_TYPE_NT(f16, uint16_t)
@@ -255,8 +261,7 @@ static const mesh_reduce_avx2_fn mesh_reduce_avx2_bf16[MESH_MAX + 1] = {
 static const mesh_reduce3_fn mesh_reduce_avx2_nt[3][MESH_MAX + 1] = {
     {mesh_avx2_nt_f32_sum, mesh_avx2_nt_f32_prod, mesh_avx2_nt_f32_min, mesh_avx2_nt_f32_max},
     {mesh_avx2_nt_f16_sum, mesh_avx2_nt_f16_prod, mesh_avx2_nt_f16_min, mesh_avx2_nt_f16_max},
-    {mesh_avx2_nt_bf16_sum, mesh_avx2_nt_bf16_prod, mesh_avx2_nt_bf16_min,
-     mesh_avx2_nt_bf16_max}};
+    {mesh_avx2_nt_bf16_sum, mesh_avx2_nt_bf16_prod, mesh_avx2_nt_bf16_min, mesh_avx2_nt_bf16_max}};
 
 static int mesh_reduce_avx2_ok(void)
 {
@@ -272,7 +277,7 @@ static mesh_reduce_avx2_fn mesh_reduce_avx2(mesh_dtype_t dtype, mesh_op_t op)
 {
     if (!mesh_reduce_avx2_ok())
         return NULL;
-    return dtype == MESH_FP16 ? mesh_reduce_avx2_f16[op]
+    return dtype == MESH_FP16   ? mesh_reduce_avx2_f16[op]
            : dtype == MESH_BF16 ? mesh_reduce_avx2_bf16[op]
                                 : NULL;
 }
@@ -282,7 +287,7 @@ static mesh_reduce3_fn mesh_reduce_avx2_stream(mesh_dtype_t dtype, mesh_op_t op)
 {
     if (!mesh_reduce_avx2_ok())
         return NULL;
-    return dtype == MESH_FP32 ? mesh_reduce_avx2_nt[0][op]
+    return dtype == MESH_FP32   ? mesh_reduce_avx2_nt[0][op]
            : dtype == MESH_FP16 ? mesh_reduce_avx2_nt[1][op]
            : dtype == MESH_BF16 ? mesh_reduce_avx2_nt[2][op]
                                 : NULL;
@@ -365,7 +370,7 @@ void mesh_reduce_local3(void *dst, const void *a, const void *b, size_t count, m
         mesh_reduce_avx2(dtype, op)(dst, a, b, count);
     else
 #endif
-    if (dst == a && !ob)
+        if (dst == a && !ob)
         f->two(dst, b, count);
     else if (dst == b && !oa)
         f->two(dst, a, count);
@@ -391,20 +396,19 @@ void mesh_reduce_local3_stream(void *dst, const void *a, const void *b, size_t c
 }
 
 /* dst = src * scalar and buf = buf / n, for in-place or disjoint buffers. */
-#define MESH_SCALE_DEFINE(tag, T, CT, LD, ST)                                                  \
-    __attribute__((unused)) static void mesh_scale_##tag(void *dv, const void *sv, size_t n,  \
-                                                         CT c)                                \
-    {                                                                                         \
-        T *d = dv;                                                                            \
-        const T *s = sv;                                                                      \
-        for (size_t i = 0; i < n; i++)                                                        \
-            d[i] = ST(LD(s[i]) * c);                                                          \
-    }                                                                                         \
-    static void mesh_divide_##tag(void *bv, size_t n, CT c)                                    \
-    {                                                                                         \
-        T *b = bv;                                                                            \
-        for (size_t i = 0; i < n; i++)                                                        \
-            b[i] = ST(LD(b[i]) / c);                                                          \
+#define MESH_SCALE_DEFINE(tag, T, CT, LD, ST)                                                      \
+    __attribute__((unused)) static void mesh_scale_##tag(void *dv, const void *sv, size_t n, CT c) \
+    {                                                                                              \
+        T *d = dv;                                                                                 \
+        const T *s = sv;                                                                           \
+        for (size_t i = 0; i < n; i++)                                                             \
+            d[i] = ST(LD(s[i]) * c);                                                               \
+    }                                                                                              \
+    static void mesh_divide_##tag(void *bv, size_t n, CT c)                                        \
+    {                                                                                              \
+        T *b = bv;                                                                                 \
+        for (size_t i = 0; i < n; i++)                                                             \
+            b[i] = ST(LD(b[i]) / c);                                                               \
     }
 
 MESH_SCALE_DEFINE(u8, uint8_t, uint32_t, MESH_R_ID, (uint8_t))
@@ -440,13 +444,23 @@ void mesh_reduce_scale(void *dst, const void *src, size_t count, mesh_dtype_t dt
     switch (dtype) {
     /* Signed products wrap: they run on the unsigned type of the same width. */
     case MESH_INT8:
-    case MESH_UINT8: mesh_scale_u8(dst, src, count, *(const uint8_t *)scalar); break;
+    case MESH_UINT8:
+        mesh_scale_u8(dst, src, count, *(const uint8_t *)scalar);
+        break;
     case MESH_INT32:
-    case MESH_UINT32: mesh_scale_u32(dst, src, count, *(const uint32_t *)scalar); break;
+    case MESH_UINT32:
+        mesh_scale_u32(dst, src, count, *(const uint32_t *)scalar);
+        break;
     case MESH_INT64:
-    case MESH_UINT64: mesh_scale_u64(dst, src, count, *(const uint64_t *)scalar); break;
-    case MESH_FP32: mesh_scale_f32(dst, src, count, *(const float *)scalar); break;
-    case MESH_FP64: mesh_scale_f64(dst, src, count, *(const double *)scalar); break;
+    case MESH_UINT64:
+        mesh_scale_u64(dst, src, count, *(const uint64_t *)scalar);
+        break;
+    case MESH_FP32:
+        mesh_scale_f32(dst, src, count, *(const float *)scalar);
+        break;
+    case MESH_FP64:
+        mesh_scale_f64(dst, src, count, *(const double *)scalar);
+        break;
     case MESH_FP16:
         mesh_scale_f16(dst, src, count, mesh_fp16_to_float(*(const uint16_t *)scalar));
         break;
@@ -459,7 +473,8 @@ void mesh_reduce_scale(void *dst, const void *src, size_t count, mesh_dtype_t dt
     case MESH_FP8_E5M2:
         mesh_scale_e5m2(dst, src, count, mesh_e5m2_to_float(*(const uint8_t *)scalar));
         break;
-    default: break;
+    default:
+        break;
     }
 }
 
@@ -479,18 +494,43 @@ void mesh_reduce_divide(void *buf, size_t count, mesh_dtype_t dtype, int n)
         return;
     }
     switch (dtype) {
-    case MESH_INT8: mesh_divide_i8(buf, count, n); break;
-    case MESH_UINT8: mesh_divide_u8(buf, count, (uint32_t)n); break;
-    case MESH_INT32: mesh_divide_i32(buf, count, n); break;
-    case MESH_UINT32: mesh_divide_u32(buf, count, (uint32_t)n); break;
-    case MESH_INT64: mesh_divide_i64(buf, count, n); break;
-    case MESH_UINT64: mesh_divide_u64(buf, count, (uint64_t)n); break;
-    case MESH_FP32: mesh_divide_f32(buf, count, (float)n); break;
-    case MESH_FP64: mesh_divide_f64(buf, count, (double)n); break;
-    case MESH_FP16: mesh_divide_f16(buf, count, (float)n); break;
-    case MESH_BF16: mesh_divide_bf16(buf, count, (float)n); break;
-    case MESH_FP8_E4M3: mesh_divide_e4m3(buf, count, (float)n); break;
-    case MESH_FP8_E5M2: mesh_divide_e5m2(buf, count, (float)n); break;
-    default: break;
+    case MESH_INT8:
+        mesh_divide_i8(buf, count, n);
+        break;
+    case MESH_UINT8:
+        mesh_divide_u8(buf, count, (uint32_t)n);
+        break;
+    case MESH_INT32:
+        mesh_divide_i32(buf, count, n);
+        break;
+    case MESH_UINT32:
+        mesh_divide_u32(buf, count, (uint32_t)n);
+        break;
+    case MESH_INT64:
+        mesh_divide_i64(buf, count, n);
+        break;
+    case MESH_UINT64:
+        mesh_divide_u64(buf, count, (uint64_t)n);
+        break;
+    case MESH_FP32:
+        mesh_divide_f32(buf, count, (float)n);
+        break;
+    case MESH_FP64:
+        mesh_divide_f64(buf, count, (double)n);
+        break;
+    case MESH_FP16:
+        mesh_divide_f16(buf, count, (float)n);
+        break;
+    case MESH_BF16:
+        mesh_divide_bf16(buf, count, (float)n);
+        break;
+    case MESH_FP8_E4M3:
+        mesh_divide_e4m3(buf, count, (float)n);
+        break;
+    case MESH_FP8_E5M2:
+        mesh_divide_e5m2(buf, count, (float)n);
+        break;
+    default:
+        break;
     }
 }

@@ -127,7 +127,9 @@ static void set_from_ifa(const struct ifaddrs *ifa, mesh_sockaddr_t *out)
 }
 
 static const mesh_config_entry_t mesh_sock_entries[] = {
-    {.name = "SOCKET_IFNAME", .dflt = "", .type = MESH_CFG_STRING,
+    {.name = "SOCKET_IFNAME",
+     .dflt = "",
+     .type = MESH_CFG_STRING,
      .doc = "Interface name prefix for bootstrap and tcp sockets (e.g. eth, ib0). Unset: the "
             "first non-loopback interface that is up, else loopback."},
     {.name = NULL},

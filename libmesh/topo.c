@@ -27,7 +27,8 @@ static void topo_cpus(hwloc_const_cpuset_t set, mesh_topo_cpus_t *out)
     out->list[0] = '\0';
     out->first = out->last = -1;
     out->count = 0;
-    if (set == NULL || hwloc_bitmap_iszero(set)) return;
+    if (set == NULL || hwloc_bitmap_iszero(set))
+        return;
     hwloc_bitmap_list_snprintf(out->list, sizeof(out->list), set);
     out->first = hwloc_bitmap_first(set);
     out->last = hwloc_bitmap_last(set);
@@ -37,11 +38,13 @@ static void topo_cpus(hwloc_const_cpuset_t set, mesh_topo_cpus_t *out)
 static int topo_numa_of(hwloc_topology_t hw, hwloc_obj_t obj)
 {
     hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(hw, obj);
-    if (anc == NULL || anc->nodeset == NULL || hwloc_bitmap_iszero(anc->nodeset)) return -1;
+    if (anc == NULL || anc->nodeset == NULL || hwloc_bitmap_iszero(anc->nodeset))
+        return -1;
     /* the first NUMA domain whose node number the ancestor's nodeset holds */
     for (hwloc_obj_t n = hwloc_get_next_obj_by_type(hw, HWLOC_OBJ_NUMANODE, NULL); n;
          n = hwloc_get_next_obj_by_type(hw, HWLOC_OBJ_NUMANODE, n))
-        if (hwloc_bitmap_isset(anc->nodeset, n->os_index)) return (int)n->logical_index;
+        if (hwloc_bitmap_isset(anc->nodeset, n->os_index))
+            return (int)n->logical_index;
     return -1;
 }
 
@@ -62,7 +65,8 @@ static int topo_is_gpu(hwloc_obj_t pci)
 static int topo_depth(hwloc_obj_t obj)
 {
     int d = 0;
-    for (; obj->parent; obj = obj->parent) d++;
+    for (; obj->parent; obj = obj->parent)
+        d++;
     return d;
 }
 
@@ -70,9 +74,21 @@ static int topo_depth(hwloc_obj_t obj)
 static int topo_hops(hwloc_obj_t a, hwloc_obj_t b)
 {
     int da = topo_depth(a), db = topo_depth(b), hops = 0;
-    while (da > db) { a = a->parent; da--; hops++; }
-    while (db > da) { b = b->parent; db--; hops++; }
-    while (a != b) { a = a->parent; b = b->parent; hops += 2; }
+    while (da > db) {
+        a = a->parent;
+        da--;
+        hops++;
+    }
+    while (db > da) {
+        b = b->parent;
+        db--;
+        hops++;
+    }
+    while (a != b) {
+        a = a->parent;
+        b = b->parent;
+        hops += 2;
+    }
     return hops;
 }
 
@@ -101,19 +117,23 @@ static mesh_status_t topo_find_nics(mesh_topo_t *t)
         hwloc_obj_t key = pci ? pci : o;
         int i;
         for (i = 0; i < t->nnics; i++)
-            if (t->nic_objs[i] == key) break;
+            if (t->nic_objs[i] == key)
+                break;
         mesh_topo_nic_t *n = &t->nics[i];
         if (i == t->nnics) {
             t->nic_objs[t->nnics++] = key;
             n->numa = topo_numa_of(t->hw, o);
-            if (pci) topo_busid(pci, n->pci, sizeof(n->pci));
+            if (pci)
+                topo_busid(pci, n->pci, sizeof(n->pci));
         }
         if (type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
             n->kind = MESH_TOPO_NIC_RDMA;
             snprintf(n->name, sizeof(n->name), "%s", o->name);
         } else {
-            if (n->netdev[0] == '\0') snprintf(n->netdev, sizeof(n->netdev), "%s", o->name);
-            if (n->kind != MESH_TOPO_NIC_RDMA) snprintf(n->name, sizeof(n->name), "%s", o->name);
+            if (n->netdev[0] == '\0')
+                snprintf(n->netdev, sizeof(n->netdev), "%s", o->name);
+            if (n->kind != MESH_TOPO_NIC_RDMA)
+                snprintf(n->name, sizeof(n->name), "%s", o->name);
         }
     }
     return MESH_OK;
@@ -126,11 +146,14 @@ static void topo_gpu_names(hwloc_obj_t pci, mesh_topo_gpu_t *g)
     for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling) {
         const char *m = hwloc_obj_get_info_by_name(c, "GPUModel");
         const char *u = hwloc_obj_get_info_by_name(c, "NVIDIAUUID");
-        if (m && !g->model[0]) snprintf(g->model, sizeof(g->model), "%s", m);
-        if (u && !g->uuid[0]) snprintf(g->uuid, sizeof(g->uuid), "%s", u);
+        if (m && !g->model[0])
+            snprintf(g->model, sizeof(g->model), "%s", m);
+        if (u && !g->uuid[0])
+            snprintf(g->uuid, sizeof(g->uuid), "%s", u);
     }
     const char *d = hwloc_obj_get_info_by_name(pci, "PCIDevice");
-    if (d && !g->model[0]) snprintf(g->model, sizeof(g->model), "%s", d);
+    if (d && !g->model[0])
+        snprintf(g->model, sizeof(g->model), "%s", d);
 }
 
 /* The nearest NIC: RDMA-capable ones first when the node has any (collectives need them more
@@ -138,18 +161,21 @@ static void topo_gpu_names(hwloc_obj_t pci, mesh_topo_gpu_t *g)
 static void topo_nearest_nic(mesh_topo_t *t, hwloc_obj_t gpu, mesh_topo_gpu_t *g)
 {
     int rdma = 0;
-    for (int i = 0; i < t->nnics; i++) rdma |= t->nics[i].kind == MESH_TOPO_NIC_RDMA;
+    for (int i = 0; i < t->nnics; i++)
+        rdma |= t->nics[i].kind == MESH_TOPO_NIC_RDMA;
     g->nic = -1;
     g->nic_hops = INT_MAX;
     for (int i = 0; i < t->nnics; i++) {
-        if (rdma && t->nics[i].kind != MESH_TOPO_NIC_RDMA) continue;
+        if (rdma && t->nics[i].kind != MESH_TOPO_NIC_RDMA)
+            continue;
         int h = topo_hops(gpu, t->nic_objs[i]);
         if (h < g->nic_hops) {
             g->nic = i;
             g->nic_hops = h;
         }
     }
-    if (g->nic < 0) g->nic_hops = -1;
+    if (g->nic < 0)
+        g->nic_hops = -1;
 }
 
 static mesh_status_t topo_find_gpus(mesh_topo_t *t)
@@ -158,10 +184,13 @@ static mesh_status_t topo_find_gpus(mesh_topo_t *t)
     for (hwloc_obj_t o = hwloc_get_next_pcidev(t->hw, NULL); o; o = hwloc_get_next_pcidev(t->hw, o))
         cap++;
     t->gpus = calloc((size_t)cap + 1, sizeof(*t->gpus));
-    if (t->gpus == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate %d gpus", cap);
+    if (t->gpus == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate %d gpus", cap);
     /* hwloc lists PCI devices in bus order, which is the numbering nvidia-smi shows */
-    for (hwloc_obj_t o = hwloc_get_next_pcidev(t->hw, NULL); o; o = hwloc_get_next_pcidev(t->hw, o)) {
-        if (!topo_is_gpu(o)) continue;
+    for (hwloc_obj_t o = hwloc_get_next_pcidev(t->hw, NULL); o;
+         o = hwloc_get_next_pcidev(t->hw, o)) {
+        if (!topo_is_gpu(o))
+            continue;
         mesh_topo_gpu_t *g = &t->gpus[t->ngpus++];
         topo_busid(o, g->pci, sizeof(g->pci));
         topo_gpu_names(o, g);
@@ -190,8 +219,10 @@ static mesh_status_t topo_open(const char *xml_path, hwloc_topology_t *out)
     if (hwloc_topology_load(hw) != 0) {
         hwloc_topology_destroy(hw);
         if (xml)
-            return mesh_error(MESH_ERR_INVALID_ARG, "cannot load topology file '%s' (not hwloc "
-                              "XML?): %m", xml_path);
+            return mesh_error(MESH_ERR_INVALID_ARG,
+                              "cannot load topology file '%s' (not hwloc "
+                              "XML?): %m",
+                              xml_path);
         return mesh_error(MESH_ERR_INTERNAL, "hwloc cannot discover this machine: %m");
     }
     *out = hw;
@@ -201,7 +232,8 @@ static mesh_status_t topo_open(const char *xml_path, hwloc_topology_t *out)
 mesh_status_t mesh_topo_load(const char *xml_path, mesh_topo_t **out)
 {
     mesh_topo_t *t = calloc(1, sizeof(*t));
-    if (t == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a topology");
+    if (t == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a topology");
     mesh_status_t st = topo_open(xml_path, &t->hw);
     if (st != MESH_OK) {
         free(t);
@@ -220,7 +252,8 @@ mesh_status_t mesh_topo_load(const char *xml_path, mesh_topo_t **out)
     t->npus = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_PU);
     topo_cpus(root->cpuset, &t->cpus);
     st = topo_find_nics(t);
-    if (st == MESH_OK) st = topo_find_gpus(t);
+    if (st == MESH_OK)
+        st = topo_find_gpus(t);
     if (st != MESH_OK) {
         mesh_topo_free(t);
         return st;
@@ -234,8 +267,10 @@ mesh_status_t mesh_topo_load(const char *xml_path, mesh_topo_t **out)
 
 void mesh_topo_free(mesh_topo_t *t)
 {
-    if (t == NULL) return;
-    if (t->hw) hwloc_topology_destroy(t->hw);
+    if (t == NULL)
+        return;
+    if (t->hw)
+        hwloc_topology_destroy(t->hw);
     free(t->source);
     free(t->gpus);
     free(t->nics);
@@ -252,15 +287,42 @@ mesh_status_t mesh_topo_export(const mesh_topo_t *t, const char *path)
     return MESH_OK;
 }
 
-int mesh_topo_npackages(const mesh_topo_t *t) { return t->npackages; }
-int mesh_topo_nnuma(const mesh_topo_t *t) { return t->nnuma; }
-int mesh_topo_ncores(const mesh_topo_t *t) { return t->ncores; }
-int mesh_topo_npus(const mesh_topo_t *t) { return t->npus; }
-int mesh_topo_ngpus(const mesh_topo_t *t) { return t->ngpus; }
-int mesh_topo_nnics(const mesh_topo_t *t) { return t->nnics; }
-const mesh_topo_cpus_t *mesh_topo_node_cpus(const mesh_topo_t *t) { return &t->cpus; }
-const char *mesh_topo_source(const mesh_topo_t *t) { return t->source; }
-const char *mesh_topo_host(const mesh_topo_t *t) { return t->host; }
+int mesh_topo_npackages(const mesh_topo_t *t)
+{
+    return t->npackages;
+}
+int mesh_topo_nnuma(const mesh_topo_t *t)
+{
+    return t->nnuma;
+}
+int mesh_topo_ncores(const mesh_topo_t *t)
+{
+    return t->ncores;
+}
+int mesh_topo_npus(const mesh_topo_t *t)
+{
+    return t->npus;
+}
+int mesh_topo_ngpus(const mesh_topo_t *t)
+{
+    return t->ngpus;
+}
+int mesh_topo_nnics(const mesh_topo_t *t)
+{
+    return t->nnics;
+}
+const mesh_topo_cpus_t *mesh_topo_node_cpus(const mesh_topo_t *t)
+{
+    return &t->cpus;
+}
+const char *mesh_topo_source(const mesh_topo_t *t)
+{
+    return t->source;
+}
+const char *mesh_topo_host(const mesh_topo_t *t)
+{
+    return t->host;
+}
 
 const mesh_topo_gpu_t *mesh_topo_gpu(const mesh_topo_t *t, int i)
 {
@@ -276,7 +338,8 @@ int mesh_topo_bound_cpus(const mesh_topo_t *t, char *list, size_t len)
 {
     list[0] = '\0';
     /* a binding only means something on the machine the topology describes */
-    if (t->source != NULL || !hwloc_topology_is_thissystem(t->hw)) return 0;
+    if (t->source != NULL || !hwloc_topology_is_thissystem(t->hw))
+        return 0;
     hwloc_bitmap_t set = hwloc_bitmap_alloc();
     int bound = 0;
     if (set && hwloc_get_cpubind(t->hw, set, HWLOC_CPUBIND_PROCESS) == 0) {
@@ -320,8 +383,10 @@ void mesh_topo_fill_summary(const mesh_topo_t *t, int gpu, const char *bound,
         n = mesh_topo_nic(t, g->nic);
     } else {
         for (int i = 0; i < t->nnics; i++)
-            if (n == NULL || (t->nics[i].kind == MESH_TOPO_NIC_RDMA && n->kind != MESH_TOPO_NIC_RDMA))
+            if (n == NULL ||
+                (t->nics[i].kind == MESH_TOPO_NIC_RDMA && n->kind != MESH_TOPO_NIC_RDMA))
                 n = &t->nics[i];
     }
-    if (n) snprintf(out->nic, sizeof(out->nic), "%s", n->name);
+    if (n)
+        snprintf(out->nic, sizeof(out->nic), "%s", n->name);
 }

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define MESH_TOPO_NAME_MAX 32    /* NIC names: "mlx5_0", "enp65s0f0np0" */
+#define MESH_TOPO_NAME_MAX   32  /* NIC names: "mlx5_0", "enp65s0f0np0" */
 #define MESH_TOPO_CPUSET_MAX 128 /* cpu list text: "0-15,32-47" */
 
 typedef enum {
@@ -17,11 +17,11 @@ typedef enum {
 } mesh_topo_nic_kind_t;
 
 typedef struct {
-    char name[MESH_TOPO_NAME_MAX];    /* the verbs device when there is one, else the netdev */
-    char netdev[MESH_TOPO_NAME_MAX];  /* its network interface ("ib0", "eth0"); "" if none */
-    char pci[16];                     /* "0000:17:00.0"; "" without a PCI device */
+    char name[MESH_TOPO_NAME_MAX];   /* the verbs device when there is one, else the netdev */
+    char netdev[MESH_TOPO_NAME_MAX]; /* its network interface ("ib0", "eth0"); "" if none */
+    char pci[16];                    /* "0000:17:00.0"; "" without a PCI device */
     mesh_topo_nic_kind_t kind;
-    int numa;                         /* logical index of its NUMA domain; -1 unknown */
+    int numa; /* logical index of its NUMA domain; -1 unknown */
 } mesh_topo_nic_t;
 
 /* A set of CPUs (hwloc PU OS indexes) in the forms users and summaries need. */
@@ -81,10 +81,10 @@ void mesh_topo_print(const mesh_topo_t *topo, const char *node, FILE *out);
 
 /* What every rank tells the others about itself when a communicator is created. */
 typedef struct mesh_topo_summary {
-    int32_t gpu;                    /* GPU index on its node; -1 none */
-    int32_t cpu_first, cpu_last;    /* PU OS indexes; -1 unknown */
+    int32_t gpu;                 /* GPU index on its node; -1 none */
+    int32_t cpu_first, cpu_last; /* PU OS indexes; -1 unknown */
     int32_t cpu_count;
-    char nic[MESH_TOPO_NAME_MAX];   /* nearest NIC of its GPU (or of the node); "" none */
+    char nic[MESH_TOPO_NAME_MAX]; /* nearest NIC of its GPU (or of the node); "" none */
 } mesh_topo_summary_t;
 
 /*

@@ -20,17 +20,19 @@ void mesh_topo_print(const mesh_topo_t *t, const char *node, FILE *out)
         const mesh_topo_nic_t *n = mesh_topo_nic(t, g->nic);
         fprintf(out, "  gpu %-2d %s  numa %d  cpus %s  nic %s", i, g->pci, g->numa,
                 g->cpus.list[0] ? g->cpus.list : "?", n ? n->name : "none");
-        if (n) fprintf(out, " (%d hops)", g->nic_hops);
-        if (g->model[0]) fprintf(out, "  %s", g->model);
+        if (n)
+            fprintf(out, " (%d hops)", g->nic_hops);
+        if (g->model[0])
+            fprintf(out, "  %s", g->model);
         fprintf(out, "\n");
     }
     fprintf(out, "nics     : %d\n", mesh_topo_nnics(t));
     for (int i = 0; i < mesh_topo_nnics(t); i++) {
         const mesh_topo_nic_t *n = mesh_topo_nic(t, i);
         fprintf(out, "  nic %-2d %-12s %-4s %s  numa %d", i, n->name,
-                n->kind == MESH_TOPO_NIC_RDMA ? "rdma" : "eth", n->pci[0] ? n->pci : "-",
-                n->numa);
-        if (n->netdev[0] && (n->kind == MESH_TOPO_NIC_RDMA)) fprintf(out, "  netdev %s", n->netdev);
+                n->kind == MESH_TOPO_NIC_RDMA ? "rdma" : "eth", n->pci[0] ? n->pci : "-", n->numa);
+        if (n->netdev[0] && (n->kind == MESH_TOPO_NIC_RDMA))
+            fprintf(out, "  netdev %s", n->netdev);
         fprintf(out, "\n");
     }
 }

@@ -27,7 +27,7 @@
 /* A sleep that polls descriptors while shared-memory peers may ring the bell, which poll()
  * does not see: looks at the rings after 200 us, then after doubling times up to 1.6 ms while
  * nothing comes (a wait that long is rarely short). */
-#define WAIT_MIXED_S 200e-6
+#define WAIT_MIXED_S         200e-6
 #define WAIT_MIXED_DOUBLINGS 3
 /* Idle polls between reads of the clock while spinning (a power of two). */
 #define WAIT_CLOCK_EVERY 32
@@ -43,7 +43,8 @@ static atomic_int wait_fd_sleepers; /* threads of this process polling descripto
 
 static void bell_unlink_at_exit(void)
 {
-    if (bell_name[0] && bell_pid == getpid()) shm_unlink(bell_name);
+    if (bell_name[0] && bell_pid == getpid())
+        shm_unlink(bell_name);
 }
 
 static unsigned long long bell_pidns(void)
@@ -82,14 +83,16 @@ static mesh_bell_t *bell_create(void)
     atomic_thread_fence(memory_order_release);
     b->magic = MESH_BELL_MAGIC;
     static int registered;
-    if (!registered && atexit(bell_unlink_at_exit) == 0) registered = 1;
+    if (!registered && atexit(bell_unlink_at_exit) == 0)
+        registered = 1;
     return b;
 }
 
 mesh_bell_t *mesh_bell_self(void)
 {
     mesh_bell_t *b = bell_self;
-    if (b != NULL && bell_pid == getpid()) return b;
+    if (b != NULL && bell_pid == getpid())
+        return b;
     pthread_mutex_lock(&bell_lock);
     if (bell_self == NULL || bell_pid != getpid()) {
         bell_self = bell_create();
@@ -121,7 +124,8 @@ mesh_bell_t *mesh_bell_map(const char *name)
     close(fd);
     if (b == MAP_FAILED || b->magic != MESH_BELL_MAGIC) {
         mesh_log_debug("the bell %s is not one", name);
-        if (b != MAP_FAILED) munmap(b, sizeof(*b));
+        if (b != MAP_FAILED)
+            munmap(b, sizeof(*b));
         return NULL;
     }
     return b;
@@ -129,7 +133,8 @@ mesh_bell_t *mesh_bell_map(const char *name)
 
 void mesh_bell_unmap(mesh_bell_t *bell)
 {
-    if (bell != NULL) munmap(bell, sizeof(*bell));
+    if (bell != NULL)
+        munmap(bell, sizeof(*bell));
 }
 
 void mesh_bell_wake(mesh_bell_t *bell)
@@ -147,12 +152,14 @@ static mesh_bell_t *bell_local(void)
 
 static int wait_eventfd(void)
 {
-    if (wait_efd >= 0 && wait_efd_pid == getpid()) return wait_efd;
+    if (wait_efd >= 0 && wait_efd_pid == getpid())
+        return wait_efd;
     pthread_mutex_lock(&bell_lock);
     if (wait_efd < 0 || wait_efd_pid != getpid()) {
         wait_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         wait_efd_pid = getpid();
-        if (wait_efd < 0) mesh_log_debug("no eventfd for local wake-ups: %m");
+        if (wait_efd < 0)
+            mesh_log_debug("no eventfd for local wake-ups: %m");
     }
     int fd = wait_efd;
     pthread_mutex_unlock(&bell_lock);
@@ -163,7 +170,8 @@ void mesh_wait_wake_local(void)
 {
     atomic_thread_fence(memory_order_seq_cst);
     mesh_bell_t *b = bell_self != NULL ? bell_self : &bell_private;
-    if (atomic_load_explicit(&b->sleepers, memory_order_relaxed) > 0) mesh_bell_wake(b);
+    if (atomic_load_explicit(&b->sleepers, memory_order_relaxed) > 0)
+        mesh_bell_wake(b);
     if (atomic_load_explicit(&wait_fd_sleepers, memory_order_relaxed) > 0 && wait_efd >= 0) {
         uint64_t one = 1;
         ssize_t n = write(wait_efd, &one, sizeof(one));
@@ -182,7 +190,8 @@ void mesh_wait_set_fd(mesh_wait_set_t *set, int fd, short events)
 
 static struct timespec wait_ts(double s)
 {
-    if (s < 0) s = 0;
+    if (s < 0)
+        s = 0;
     struct timespec ts = {.tv_sec = (time_t)s};
     ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
     return ts;
@@ -207,9 +216,11 @@ static void sleep_fds(mesh_wait_set_t *set, mesh_bell_t *b, int (*recheck)(void 
                       double s)
 {
     int efd = wait_eventfd();
-    if (efd >= 0) mesh_wait_set_fd(set, efd, POLLIN);
+    if (efd >= 0)
+        mesh_wait_set_fd(set, efd, POLLIN);
     atomic_fetch_add_explicit(&wait_fd_sleepers, 1, memory_order_seq_cst);
-    if (set->bell) atomic_fetch_add_explicit(&b->sleepers, 1, memory_order_seq_cst);
+    if (set->bell)
+        atomic_fetch_add_explicit(&b->sleepers, 1, memory_order_seq_cst);
     if (recheck == NULL || recheck(arg) <= 0) {
         struct timespec ts = wait_ts(s);
         int rc = ppoll(set->fds, (nfds_t)set->nfds, &ts, NULL);
@@ -219,14 +230,16 @@ static void sleep_fds(mesh_wait_set_t *set, mesh_bell_t *b, int (*recheck)(void 
             (void)n;
         }
     }
-    if (set->bell) atomic_fetch_sub_explicit(&b->sleepers, 1, memory_order_relaxed);
+    if (set->bell)
+        atomic_fetch_sub_explicit(&b->sleepers, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&wait_fd_sleepers, 1, memory_order_relaxed);
 }
 
 void mesh_wait_sleep(int (*recheck)(void *), void *arg, double timeout_s, unsigned *naps)
 {
     double slice = mesh_progress_slice();
-    if (timeout_s <= 0 || timeout_s > slice) timeout_s = slice;
+    if (timeout_s <= 0 || timeout_s > slice)
+        timeout_s = slice;
     mesh_wait_set_t set;
     set.bell = 0;
     set.blind = 0;
@@ -238,21 +251,28 @@ void mesh_wait_sleep(int (*recheck)(void *), void *arg, double timeout_s, unsign
          * the bell's ringers */
         unsigned n = naps ? (*naps)++ : 0;
         long ns = n < 7 ? (long)WAIT_NAP_MIN_NS << n : WAIT_NAP_MAX_NS;
-        if (ns > WAIT_NAP_MAX_NS) ns = WAIT_NAP_MAX_NS;
-        if (timeout_s > ns * 1e-9) timeout_s = ns * 1e-9;
+        if (ns > WAIT_NAP_MAX_NS)
+            ns = WAIT_NAP_MAX_NS;
+        if (timeout_s > ns * 1e-9)
+            timeout_s = ns * 1e-9;
         sleep_bell(b, recheck, arg, timeout_s);
         return;
     }
     if (set.nfds == 0 || !set.bell) {
-        if (naps) *naps = 0;
-        if (set.nfds == 0) sleep_bell(b, recheck, arg, timeout_s);
-        else sleep_fds(&set, b, recheck, arg, timeout_s);
+        if (naps)
+            *naps = 0;
+        if (set.nfds == 0)
+            sleep_bell(b, recheck, arg, timeout_s);
+        else
+            sleep_fds(&set, b, recheck, arg, timeout_s);
         return;
     }
     unsigned n = naps ? (*naps)++ : 0;
-    if (n > WAIT_MIXED_DOUBLINGS) n = WAIT_MIXED_DOUBLINGS;
+    if (n > WAIT_MIXED_DOUBLINGS)
+        n = WAIT_MIXED_DOUBLINGS;
     double mixed = WAIT_MIXED_S * (double)(1u << n);
-    if (timeout_s > mixed) timeout_s = mixed;
+    if (timeout_s > mixed)
+        timeout_s = mixed;
     sleep_fds(&set, b, recheck, arg, timeout_s);
 }
 
@@ -263,7 +283,8 @@ static double waiter_spin(const mesh_waiter_t *w)
 
 int mesh_waiter_spin(mesh_waiter_t *w)
 {
-    if (w->expired) return 0;
+    if (w->expired)
+        return 0;
     if (w->polls == 0 && waiter_spin(w) <= 0) {
         w->expired = 1;
         return 0;
@@ -272,7 +293,8 @@ int mesh_waiter_spin(mesh_waiter_t *w)
      * within a few polls, and a read costs about as much as a poll */
     if ((w->polls & (WAIT_CLOCK_EVERY - 1)) == WAIT_CLOCK_EVERY - 1) {
         double now = mesh_time();
-        if (w->polls < WAIT_CLOCK_EVERY) w->t0 = now;
+        if (w->polls < WAIT_CLOCK_EVERY)
+            w->t0 = now;
         else if (now - w->t0 >= waiter_spin(w)) {
             w->expired = 1;
             return 0;
@@ -285,7 +307,8 @@ int mesh_waiter_spin(mesh_waiter_t *w)
 
 int mesh_waiter_idle(mesh_waiter_t *w, int (*recheck)(void *), void *arg, double timeout_s)
 {
-    if (mesh_waiter_spin(w)) return 0;
+    if (mesh_waiter_spin(w))
+        return 0;
     w->polls++;
     mesh_wait_sleep(recheck, arg, timeout_s, &w->naps);
     return 1;

@@ -16,7 +16,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define MESH_BELL_MAGIC 0x4c4c4542u /* "BELL" */
+#define MESH_BELL_MAGIC    0x4c4c4542u /* "BELL" */
 #define MESH_BELL_NAME_MAX 48
 
 /* The bell of a process. seq is the futex word: a ring adds one and wakes its sleepers.
@@ -48,14 +48,16 @@ void mesh_bell_wake(mesh_bell_t *bell);
 static inline void mesh_bell_ring(mesh_bell_t *bell)
 {
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&bell->sleepers, memory_order_relaxed) > 0) mesh_bell_wake(bell);
+    if (atomic_load_explicit(&bell->sleepers, memory_order_relaxed) > 0)
+        mesh_bell_wake(bell);
 }
 
 /* mesh_bell_ring for a caller whose writes ended with a sequentially consistent store (on x86
  * a locked instruction, which orders the look at sleepers after it without a fence). */
 static inline void mesh_bell_ring_after_sc(mesh_bell_t *bell)
 {
-    if (atomic_load_explicit(&bell->sleepers, memory_order_seq_cst) > 0) mesh_bell_wake(bell);
+    if (atomic_load_explicit(&bell->sleepers, memory_order_seq_cst) > 0)
+        mesh_bell_wake(bell);
 }
 
 /* Rings this process's own bell and eventfd when a thread of it sleeps: something it may wait

@@ -41,7 +41,10 @@ static __thread int group_nops, group_cap;
 static __thread ncclComm_t *group_inits;
 static __thread int group_ninits, group_cap_inits;
 
-int nccl_group_depth(void) { return group_depth; }
+int nccl_group_depth(void)
+{
+    return group_depth;
+}
 
 void nccl_group_add_init(ncclComm_t comm)
 {
@@ -59,17 +62,16 @@ void nccl_group_add_init(ncclComm_t comm)
 }
 
 static const mesh_dtype_t dtype_map[ncclNumTypes] = {
-    [ncclInt8] = MESH_INT8,          [ncclUint8] = MESH_UINT8,
-    [ncclInt32] = MESH_INT32,        [ncclUint32] = MESH_UINT32,
-    [ncclInt64] = MESH_INT64,        [ncclUint64] = MESH_UINT64,
-    [ncclFloat16] = MESH_FP16,       [ncclFloat32] = MESH_FP32,
-    [ncclFloat64] = MESH_FP64,       [ncclBfloat16] = MESH_BF16,
-    [ncclFloat8e4m3] = MESH_FP8_E4M3, [ncclFloat8e5m2] = MESH_FP8_E5M2,
+    [ncclInt8] = MESH_INT8,     [ncclUint8] = MESH_UINT8,         [ncclInt32] = MESH_INT32,
+    [ncclUint32] = MESH_UINT32, [ncclInt64] = MESH_INT64,         [ncclUint64] = MESH_UINT64,
+    [ncclFloat16] = MESH_FP16,  [ncclFloat32] = MESH_FP32,        [ncclFloat64] = MESH_FP64,
+    [ncclBfloat16] = MESH_BF16, [ncclFloat8e4m3] = MESH_FP8_E4M3, [ncclFloat8e5m2] = MESH_FP8_E5M2,
 };
 
 int nccl_dtype(ncclDataType_t t, mesh_dtype_t *out)
 {
-    if ((unsigned)t >= ncclNumTypes) return 0;
+    if ((unsigned)t >= ncclNumTypes)
+        return 0;
     *out = dtype_map[t];
     return 1;
 }
@@ -88,13 +90,16 @@ ncclResult_t nccl_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t t, mesh_op_
     /* pre-multiplied sums live above the built-in operations, as in NCCL */
     int i = (int)op - ncclNumOps;
     if ((int)op < 0 || i >= 32 || !(comm->premul_live & (1u << i)))
-        return nccl_fail(comm, ncclInvalidArgument, "%s: invalid reduction operation %d: neither "
+        return nccl_fail(comm, ncclInvalidArgument,
+                         "%s: invalid reduction operation %d: neither "
                          "a built-in one (0..%d) nor a live ncclRedOpCreatePreMulSum of this "
-                         "communicator", fn, (int)op, ncclNumOps - 1);
+                         "communicator",
+                         fn, (int)op, ncclNumOps - 1);
     if (comm->premul_dtype[i] != t)
-        return nccl_fail(comm, ncclInvalidArgument, "%s: reduction operation %d was created for "
-                         "datatype %d, the call uses %d", fn, (int)op, (int)comm->premul_dtype[i],
-                         (int)t);
+        return nccl_fail(comm, ncclInvalidArgument,
+                         "%s: reduction operation %d was created for "
+                         "datatype %d, the call uses %d",
+                         fn, (int)op, (int)comm->premul_dtype[i], (int)t);
     *out = (mesh_op_t)(MESH_OP_USER_BASE + i);
     return ncclSuccess;
 }
@@ -131,17 +136,24 @@ static mesh_status_t issue(const op_rec_t *r)
 
 /* Validates what NCCL checks at call time, then runs the operation or records it. */
 static ncclResult_t submit(op_kind_t kind, const char *fn, ncclComm_t comm, const void *sbuf,
-                           void *rbuf, size_t count, ncclDataType_t dt, int reduces,
-                           ncclRedOp_t op, int root, const char *root_name, void *stream)
+                           void *rbuf, size_t count, ncclDataType_t dt, int reduces, ncclRedOp_t op,
+                           int root, const char *root_name, void *stream)
 {
     ncclResult_t res = nccl_comm_ready(comm, fn);
-    if (res != ncclSuccess) return res;
-    op_rec_t r = {.kind = kind, .comm = comm, .sbuf = sbuf, .rbuf = rbuf, .count = count,
-                  .root = root, .stream = stream};
+    if (res != ncclSuccess)
+        return res;
+    op_rec_t r = {.kind = kind,
+                  .comm = comm,
+                  .sbuf = sbuf,
+                  .rbuf = rbuf,
+                  .count = count,
+                  .root = root,
+                  .stream = stream};
     if (!nccl_dtype(dt, &r.dtype))
         return nccl_fail(comm, ncclInvalidArgument, "%s: invalid datatype %d", fn, (int)dt);
     r.dsize = mesh_dtype_size(r.dtype);
-    if (reduces && (res = nccl_op(comm, op, dt, &r.op, fn)) != ncclSuccess) return res;
+    if (reduces && (res = nccl_op(comm, op, dt, &r.op, fn)) != ncclSuccess)
+        return res;
     if (root_name != NULL && (root < 0 || root >= comm->nranks))
         return nccl_fail(comm, ncclInvalidArgument, "%s: %s %d is outside 0..%d", fn, root_name,
                          root, comm->nranks - 1);
@@ -150,8 +162,10 @@ static ncclResult_t submit(op_kind_t kind, const char *fn, ncclComm_t comm, cons
             int cap = group_cap ? 2 * group_cap : 16;
             op_rec_t *p = realloc(group_ops, (size_t)cap * sizeof(*p));
             if (p == NULL)
-                return nccl_fail(comm, ncclSystemError, "%s: cannot grow the group to %d "
-                                 "operations", fn, cap);
+                return nccl_fail(comm, ncclSystemError,
+                                 "%s: cannot grow the group to %d "
+                                 "operations",
+                                 fn, cap);
             group_ops = p;
             group_cap = cap;
         }
@@ -165,17 +179,17 @@ static ncclResult_t submit(op_kind_t kind, const char *fn, ncclComm_t comm, cons
     return res;
 }
 
-NCCL_API(ncclResult_t, ncclAllReduce, (const void *sendbuff, void *recvbuff, size_t count,
-                                       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                       ncclStream_t stream))
+NCCL_API(ncclResult_t, ncclAllReduce,
+         (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+          ncclRedOp_t op, ncclComm_t comm, ncclStream_t stream))
 {
     return submit(OP_ALLREDUCE, "ncclAllReduce", comm, sendbuff, recvbuff, count, datatype, 1, op,
                   0, NULL, stream);
 }
 
-NCCL_API(ncclResult_t, ncclReduce, (const void *sendbuff, void *recvbuff, size_t count,
-                                    ncclDataType_t datatype, ncclRedOp_t op, int root,
-                                    ncclComm_t comm, ncclStream_t stream))
+NCCL_API(ncclResult_t, ncclReduce,
+         (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+          ncclRedOp_t op, int root, ncclComm_t comm, ncclStream_t stream))
 {
     return submit(OP_REDUCE, "ncclReduce", comm, sendbuff, recvbuff, count, datatype, 1, op, root,
                   "root", stream);
@@ -187,32 +201,33 @@ NCCL_API(ncclResult_t, ncclBroadcast, NCCL_ABI_ROOTED_PARAMS)
                   root, "root", stream);
 }
 
-NCCL_API(ncclResult_t, ncclBcast, (void *buff, size_t count, ncclDataType_t datatype, int root,
-                                   ncclComm_t comm, ncclStream_t stream))
+NCCL_API(ncclResult_t, ncclBcast,
+         (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+          ncclStream_t stream))
 {
-    return submit(OP_BROADCAST, "ncclBcast", comm, buff, buff, count, datatype, 0, 0, root,
-                  "root", stream);
+    return submit(OP_BROADCAST, "ncclBcast", comm, buff, buff, count, datatype, 0, 0, root, "root",
+                  stream);
 }
 
-NCCL_API(ncclResult_t, ncclReduceScatter, (const void *sendbuff, void *recvbuff,
-                                           size_t recvcount, ncclDataType_t datatype,
-                                           ncclRedOp_t op, ncclComm_t comm, ncclStream_t stream))
+NCCL_API(ncclResult_t, ncclReduceScatter,
+         (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+          ncclRedOp_t op, ncclComm_t comm, ncclStream_t stream))
 {
     return submit(OP_REDUCE_SCATTER, "ncclReduceScatter", comm, sendbuff, recvbuff, recvcount,
                   datatype, 1, op, 0, NULL, stream);
 }
 
-NCCL_API(ncclResult_t, ncclAllGather, (const void *sendbuff, void *recvbuff, size_t sendcount,
-                                       ncclDataType_t datatype, ncclComm_t comm,
-                                       ncclStream_t stream))
+NCCL_API(ncclResult_t, ncclAllGather,
+         (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+          ncclComm_t comm, ncclStream_t stream))
 {
     return submit(OP_ALLGATHER, "ncclAllGather", comm, sendbuff, recvbuff, sendcount, datatype, 0,
                   0, 0, NULL, stream);
 }
 
-NCCL_API(ncclResult_t, ncclAlltoAll, (const void *sendbuff, void *recvbuff, size_t count,
-                                      ncclDataType_t datatype, ncclComm_t comm,
-                                      ncclStream_t stream))
+NCCL_API(ncclResult_t, ncclAlltoAll,
+         (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+          ncclComm_t comm, ncclStream_t stream))
 {
     return submit(OP_ALLTOALL, "ncclAlltoAll", comm, sendbuff, recvbuff, count, datatype, 0, 0, 0,
                   NULL, stream);
@@ -226,19 +241,21 @@ NCCL_API(ncclResult_t, ncclGather, NCCL_ABI_ROOTED_PARAMS)
 
 NCCL_API(ncclResult_t, ncclScatter, NCCL_ABI_ROOTED_PARAMS)
 {
-    return submit(OP_SCATTER, "ncclScatter", comm, sendbuff, recvbuff, count, datatype, 0, 0,
-                  root, "root", stream);
+    return submit(OP_SCATTER, "ncclScatter", comm, sendbuff, recvbuff, count, datatype, 0, 0, root,
+                  "root", stream);
 }
 
-NCCL_API(ncclResult_t, ncclSend, (const void *sendbuff, size_t count, ncclDataType_t datatype,
-                                  int peer, ncclComm_t comm, ncclStream_t stream))
+NCCL_API(ncclResult_t, ncclSend,
+         (const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+          ncclStream_t stream))
 {
     return submit(OP_SEND, "ncclSend", comm, sendbuff, NULL, count, datatype, 0, 0, peer, "peer",
                   stream);
 }
 
-NCCL_API(ncclResult_t, ncclRecv, (void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
-                                  ncclComm_t comm, ncclStream_t stream))
+NCCL_API(ncclResult_t, ncclRecv,
+         (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+          ncclStream_t stream))
 {
     return submit(OP_RECV, "ncclRecv", comm, NULL, recvbuff, count, datatype, 0, 0, peer, "peer",
                   stream);
@@ -258,7 +275,8 @@ static ncclResult_t join_inits(void)
         ncclComm_t c = group_inits[i];
         if (c->blocking) {
             ncclResult_t r = nccl_init_join(c);
-            if (r != ncclSuccess && res == ncclSuccess) res = r;
+            if (r != ncclSuccess && res == ncclSuccess)
+                res = r;
         }
     }
     group_ninits = 0;
@@ -268,8 +286,10 @@ static ncclResult_t join_inits(void)
 static ncclResult_t run_group(void)
 {
     int n = group_nops;
-    if (n == 0) return ncclSuccess;
-    for (int i = 0; i < n; i++) atomic_fetch_add(&group_ops[i].comm->busy, 1);
+    if (n == 0)
+        return ncclSuccess;
+    for (int i = 0; i < n; i++)
+        atomic_fetch_add(&group_ops[i].comm->busy, 1);
     mesh_status_t first = MESH_OK, st;
     ncclComm_t culprit = group_ops[0].comm;
     mesh_group_start();
@@ -281,10 +301,12 @@ static ncclResult_t run_group(void)
         }
     }
     st = mesh_group_end();
-    if (first == MESH_OK) first = st;
+    if (first == MESH_OK)
+        first = st;
     ncclResult_t res = first == MESH_OK ? ncclSuccess : nccl_from_mesh(culprit, first);
     group_nops = 0;
-    for (int i = 0; i < n; i++) atomic_fetch_sub(&group_ops[i].comm->busy, 1);
+    for (int i = 0; i < n; i++)
+        atomic_fetch_sub(&group_ops[i].comm->busy, 1);
     return res;
 }
 
@@ -292,7 +314,8 @@ NCCL_API(ncclResult_t, ncclGroupEnd, (void))
 {
     if (group_depth == 0)
         return nccl_fail(NULL, ncclInvalidUsage, "ncclGroupEnd: no matching ncclGroupStart");
-    if (--group_depth > 0) return ncclSuccess;
+    if (--group_depth > 0)
+        return ncclSuccess;
     ncclResult_t res = join_inits();
     ncclResult_t ops = run_group();
     return res != ncclSuccess ? res : ops;
@@ -305,15 +328,23 @@ static double estimate_us(const op_rec_t *r)
     double n = r->comm->nranks, bytes = (double)r->count * (double)r->dsize;
     double steps = n > 1 ? n - 1 : 0, factor = 1;
     switch (r->kind) {
-    case OP_ALLREDUCE: factor = n > 1 ? 2 * (n - 1) / n : 0; steps *= 2; break;
+    case OP_ALLREDUCE:
+        factor = n > 1 ? 2 * (n - 1) / n : 0;
+        steps *= 2;
+        break;
     case OP_REDUCE_SCATTER:
     case OP_ALLGATHER:
     case OP_ALLTOALL:
     case OP_GATHER:
-    case OP_SCATTER: factor = n > 1 ? n - 1 : 0; break;
+    case OP_SCATTER:
+        factor = n > 1 ? n - 1 : 0;
+        break;
     case OP_SEND:
-    case OP_RECV: steps = 1; break;
-    default: break;
+    case OP_RECV:
+        steps = 1;
+        break;
+    default:
+        break;
     }
     return steps * 5.0 + bytes * factor / 5000.0; /* 5 us per step, 5 GB/s */
 }
@@ -321,16 +352,21 @@ static double estimate_us(const op_rec_t *r)
 NCCL_API(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo))
 {
     static const char fn[] = "ncclGroupSimulateEnd";
-    if (group_depth == 0) return nccl_fail(NULL, ncclInvalidUsage, "%s: no matching ncclGroupStart", fn);
+    if (group_depth == 0)
+        return nccl_fail(NULL, ncclInvalidUsage, "%s: no matching ncclGroupStart", fn);
     if (simInfo == NULL || simInfo->magic != NCCL_SIM_INFO_MAGIC ||
         simInfo->size < offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float))
-        return nccl_fail(NULL, ncclInvalidArgument, "%s: simInfo was not set up with "
-                         "NCCL_SIM_INFO_INITIALIZER", fn);
-    if (--group_depth > 0) return ncclSuccess;
+        return nccl_fail(NULL, ncclInvalidArgument,
+                         "%s: simInfo was not set up with "
+                         "NCCL_SIM_INFO_INITIALIZER",
+                         fn);
+    if (--group_depth > 0)
+        return ncclSuccess;
     ncclResult_t res = join_inits();
     /* the operations are estimated, not run: each communicator is used by one at a time */
     double total = 0;
-    for (int i = 0; i < group_nops; i++) total += estimate_us(&group_ops[i]);
+    for (int i = 0; i < group_nops; i++)
+        total += estimate_us(&group_ops[i]);
     group_nops = 0;
     simInfo->estimatedTime = (float)total;
     return res;

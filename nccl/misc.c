@@ -3,14 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, (ncclRedOp_t * op, void *scalar,
-                                                  ncclDataType_t datatype,
-                                                  ncclScalarResidence_t residence,
-                                                  ncclComm_t comm))
+NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum,
+         (ncclRedOp_t * op, void *scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
+          ncclComm_t comm))
 {
     static const char fn[] = "ncclRedOpCreatePreMulSum";
     ncclResult_t res = nccl_comm_ready(comm, fn);
-    if (res != ncclSuccess) return res;
+    if (res != ncclSuccess)
+        return res;
     mesh_dtype_t dt;
     if (op == NULL || scalar == NULL)
         return nccl_fail(comm, ncclInvalidArgument, "%s: %s is NULL", fn,
@@ -23,7 +23,8 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, (ncclRedOp_t * op, void *scalar
      * reads the scalar here, once. */
     mesh_op_t mop;
     mesh_status_t st = mesh_op_create_premul(comm->mc, scalar, dt, &mop);
-    if (st != MESH_OK) return nccl_from_mesh(comm, st);
+    if (st != MESH_OK)
+        return nccl_from_mesh(comm, st);
     int i = (int)mop - MESH_OP_USER_BASE;
     if (i < 0 || i >= 32) {
         mesh_op_destroy(comm->mc, mop);
@@ -39,23 +40,28 @@ NCCL_API(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm))
 {
     static const char fn[] = "ncclRedOpDestroy";
     ncclResult_t res = nccl_comm_ready(comm, fn);
-    if (res != ncclSuccess) return res;
+    if (res != ncclSuccess)
+        return res;
     if ((int)op < ncclNumOps)
         return nccl_fail(comm, ncclInvalidArgument, "%s: op %d is a built-in operation", fn,
                          (int)op);
     int i = (int)op - ncclNumOps;
     if (i >= 32 || !(comm->premul_live & (1u << i)))
-        return nccl_fail(comm, ncclInvalidArgument, "%s: op %d is not a live "
-                         "ncclRedOpCreatePreMulSum operation of this communicator", fn, (int)op);
+        return nccl_fail(comm, ncclInvalidArgument,
+                         "%s: op %d is not a live "
+                         "ncclRedOpCreatePreMulSum operation of this communicator",
+                         fn, (int)op);
     mesh_status_t st = mesh_op_destroy(comm->mc, (mesh_op_t)(MESH_OP_USER_BASE + i));
-    if (st != MESH_OK) return nccl_from_mesh(comm, st);
+    if (st != MESH_OK)
+        return nccl_from_mesh(comm, st);
     comm->premul_live &= ~(1u << i);
     return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclMemAlloc, (void **ptr, size_t size))
 {
-    if (ptr == NULL) return nccl_fail(NULL, ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
+    if (ptr == NULL)
+        return nccl_fail(NULL, ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
     /* host memory in this build, aligned so that it also suits window registration */
     void *p = NULL;
     if (posix_memalign(&p, NCCL_WIN_REQUIRED_ALIGNMENT, size ? size : 1) != 0)
@@ -82,12 +88,15 @@ typedef struct {
 static ncclResult_t reg_new(ncclComm_t comm, void *buf, size_t size, const char *fn, void **out)
 {
     ncclResult_t res = nccl_comm_ready(comm, fn);
-    if (res != ncclSuccess) return res;
-    if (out == NULL) return nccl_fail(comm, ncclInvalidArgument, "%s: handle is NULL", fn);
+    if (res != ncclSuccess)
+        return res;
+    if (out == NULL)
+        return nccl_fail(comm, ncclInvalidArgument, "%s: handle is NULL", fn);
     if (buf == NULL && size > 0)
         return nccl_fail(comm, ncclInvalidArgument, "%s: buff is NULL with size %zu", fn, size);
     nccl_reg_t *r = malloc(sizeof(*r));
-    if (r == NULL) return nccl_fail(comm, ncclSystemError, "%s: out of memory", fn);
+    if (r == NULL)
+        return nccl_fail(comm, ncclSystemError, "%s: out of memory", fn);
     *r = (nccl_reg_t){.magic = NCCL_REG_MAGIC, .comm = comm, .buf = buf, .size = size};
     *out = r;
     return ncclSuccess;
@@ -96,7 +105,8 @@ static ncclResult_t reg_new(ncclComm_t comm, void *buf, size_t size, const char 
 static ncclResult_t reg_free(ncclComm_t comm, void *handle, const char *fn)
 {
     ncclResult_t res = nccl_comm_ready(comm, fn);
-    if (res != ncclSuccess) return res;
+    if (res != ncclSuccess)
+        return res;
     nccl_reg_t *r = handle;
     if (r == NULL || r->magic != NCCL_REG_MAGIC || r->comm != comm)
         return nccl_fail(comm, ncclInvalidArgument, "%s: handle was not registered on comm", fn);
@@ -105,8 +115,8 @@ static ncclResult_t reg_free(ncclComm_t comm, void *handle, const char *fn)
     return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void *buff, size_t size,
-                                          void **handle))
+NCCL_API(ncclResult_t, ncclCommRegister,
+         (const ncclComm_t comm, void *buff, size_t size, void **handle))
 {
     return reg_new(comm, buff, size, "ncclCommRegister", handle);
 }
@@ -116,8 +126,8 @@ NCCL_API(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void *handle)
     return reg_free(comm, handle, "ncclCommDeregister");
 }
 
-NCCL_API(ncclResult_t, ncclCommWindowRegister, (ncclComm_t comm, void *buff, size_t size,
-                                                ncclWindow_t *win, int winFlags))
+NCCL_API(ncclResult_t, ncclCommWindowRegister,
+         (ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags))
 {
     static const char fn[] = "ncclCommWindowRegister";
     if (winFlags & ~NCCL_WIN_COLL_SYMMETRIC)
@@ -140,8 +150,8 @@ static ncclResult_t no_device_api(ncclComm_t comm, const char *fn)
                      "%s: the NCCL device API is not available in mesh", fn);
 }
 
-NCCL_API(ncclResult_t, ncclDevCommCreate, (ncclComm_t comm, const ncclDevCommRequirements_t *reqs,
-                                           ncclDevComm_t *outDevComm))
+NCCL_API(ncclResult_t, ncclDevCommCreate,
+         (ncclComm_t comm, const ncclDevCommRequirements_t *reqs, ncclDevComm_t *outDevComm))
 {
     return no_device_api(comm, "ncclDevCommCreate");
 }
@@ -165,9 +175,9 @@ NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement,
     return no_device_api(comm, "ncclGinBarrierCreateRequirement");
 }
 
-NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, (int nBlocks, int nSlots,
-                                                    ncclLLA2AHandle_t *outHandle,
-                                                    ncclDevResourceRequirements_t *outReq))
+NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement,
+         (int nBlocks, int nSlots, ncclLLA2AHandle_t *outHandle,
+          ncclDevResourceRequirements_t *outReq))
 {
     return no_device_api(NULL, "ncclLLA2ACreateRequirement");
 }
@@ -175,7 +185,8 @@ NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, (int nBlocks, int nSlots,
 NCCL_API(int, ncclLLA2ACalcSlots, (int maxElts, int maxEltSize))
 {
     /* one 16-byte line carries 8 payload bytes next to its flags */
-    if (maxElts <= 0 || maxEltSize <= 0) return 0;
+    if (maxElts <= 0 || maxEltSize <= 0)
+        return 0;
     return maxElts * ((maxEltSize + 7) / 8);
 }
 
@@ -184,23 +195,29 @@ NCCL_API(int, ncclLLA2ACalcSlots, (int maxElts, int maxEltSize))
 static ncclTeam_t lsa_team(ncclComm_t comm)
 {
     ncclTeam_t t = {1, 0, 1};
-    if (comm == NULL || comm->magic != NCCL_COMM_MAGIC || comm->mc == NULL) return t;
+    if (comm == NULL || comm->magic != NCCL_COMM_MAGIC || comm->mc == NULL)
+        return t;
     mesh_comm_h mc = comm->mc;
     int node = mesh_comm_node(mc, comm->rank), size = mesh_comm_local_size(mc, node);
     int local = mesh_comm_local_rank(mc, comm->rank), first = comm->rank - local;
     for (int i = 0; i < size; i++)
-        if (first + i >= comm->nranks || mesh_comm_node(mc, first + i) != node) return t;
+        if (first + i >= comm->nranks || mesh_comm_node(mc, first + i) != node)
+            return t;
     return (ncclTeam_t){size, local, 1};
 }
 
 NCCL_API(ncclTeam_t, ncclTeamWorld, (ncclComm_t comm))
 {
     ncclTeam_t t = {1, 0, 1};
-    if (comm != NULL && comm->magic == NCCL_COMM_MAGIC) t = (ncclTeam_t){comm->nranks, comm->rank, 1};
+    if (comm != NULL && comm->magic == NCCL_COMM_MAGIC)
+        t = (ncclTeam_t){comm->nranks, comm->rank, 1};
     return t;
 }
 
-NCCL_API(ncclTeam_t, ncclTeamLsa, (ncclComm_t comm)) { return lsa_team(comm); }
+NCCL_API(ncclTeam_t, ncclTeamLsa, (ncclComm_t comm))
+{
+    return lsa_team(comm);
+}
 
 NCCL_API(ncclTeam_t, ncclTeamRail, (ncclComm_t comm))
 {

@@ -15,12 +15,12 @@
 extern "C" {
 #endif
 
-#define NCCL_MAJOR 2
-#define NCCL_MINOR 28
-#define NCCL_PATCH 9
+#define NCCL_MAJOR        2
+#define NCCL_MINOR        28
+#define NCCL_PATCH        9
 #define NCCL_VERSION_CODE 22809
-#define NCCL_VERSION(X, Y, Z)                                                                  \
-    (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+#define NCCL_VERSION(X, Y, Z)                                                                      \
+    (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 
 typedef struct ncclComm *ncclComm_t;
 typedef struct ncclWindow_vidmem *ncclWindow_t;
@@ -43,18 +43,18 @@ typedef enum {
     ncclNumResults = 8
 } ncclResult_t;
 
-#define NCCL_CONFIG_UNDEF_INT INT_MIN
-#define NCCL_CONFIG_UNDEF_PTR NULL
-#define NCCL_SPLIT_NOCOLOR -1
-#define NCCL_UNDEF_FLOAT -1.0f
-#define NCCL_WIN_DEFAULT 0x00
-#define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_CONFIG_UNDEF_INT       INT_MIN
+#define NCCL_CONFIG_UNDEF_PTR       NULL
+#define NCCL_SPLIT_NOCOLOR          -1
+#define NCCL_UNDEF_FLOAT            -1.0f
+#define NCCL_WIN_DEFAULT            0x00
+#define NCCL_WIN_COLL_SYMMETRIC     0x01
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
-#define NCCL_SHRINK_DEFAULT 0x00
-#define NCCL_SHRINK_ABORT 0x01
-#define NCCL_REVOKE_DEFAULT 0x00
+#define NCCL_SHRINK_DEFAULT         0x00
+#define NCCL_SHRINK_ABORT           0x01
+#define NCCL_REVOKE_DEFAULT         0x00
 
-#define NCCL_CONFIG_MAGIC 0xcafebeefu
+#define NCCL_CONFIG_MAGIC   0xcafebeefu
 #define NCCL_SIM_INFO_MAGIC 0x74685283u
 
 /* Layout of the 2.28 configuration; older callers pass a shorter prefix (size says how much). */
@@ -125,98 +125,102 @@ typedef struct ncclGinBarrierHandle ncclGinBarrierHandle_t;
 typedef struct ncclLLA2AHandle ncclLLA2AHandle_t;
 
 /* The parameters of the collectives that move data to or from a root without reducing. */
-#define NCCL_ABI_ROOTED_PARAMS                                                                 \
-    (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,    \
+#define NCCL_ABI_ROOTED_PARAMS                                                                     \
+    (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,        \
      ncclComm_t comm, ncclStream_t stream)
 
 /* X(return type, name, parameters): every host entry point, each exported as name and pname. */
-#define NCCL_ABI_FUNCS(X)                                                                      \
-    X(ncclResult_t, ncclMemAlloc, (void **ptr, size_t size))                                   \
-    X(ncclResult_t, ncclMemFree, (void *ptr))                                                  \
-    X(ncclResult_t, ncclGetVersion, (int *version))                                            \
-    X(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * uniqueId))                                \
-    X(ncclResult_t, ncclCommInitRankConfig,                                                    \
-      (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config))    \
-    X(ncclResult_t, ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId commId,     \
-                                       int rank))                                              \
-    X(ncclResult_t, ncclCommInitAll, (ncclComm_t * comm, int ndev, const int *devlist))        \
-    X(ncclResult_t, ncclCommFinalize, (ncclComm_t comm))                                       \
-    X(ncclResult_t, ncclCommDestroy, (ncclComm_t comm))                                        \
-    X(ncclResult_t, ncclCommAbort, (ncclComm_t comm))                                          \
-    X(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags))                        \
-    X(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t *newcomm,  \
-                                    ncclConfig_t *config))                                     \
-    X(ncclResult_t, ncclCommShrink,                                                            \
-      (ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,     \
-       ncclConfig_t *config, int shrinkFlags))                                                 \
-    X(ncclResult_t, ncclCommInitRankScalable, (ncclComm_t * newcomm, int nranks, int myrank,   \
-                                               int nId, ncclUniqueId *commIds,                 \
-                                               ncclConfig_t *config))                          \
-    X(const char *, ncclGetErrorString, (ncclResult_t result))                                 \
-    X(const char *, ncclGetLastError, (ncclComm_t comm))                                       \
-    X(void, ncclResetDebugInit, (void))                                                        \
-    X(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * asyncError))       \
-    X(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int *count))                        \
-    X(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int *device))                    \
-    X(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int *rank))                      \
-    X(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void *buff, size_t size,         \
-                                       void **handle))                                         \
-    X(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void *handle))                 \
-    X(ncclResult_t, ncclCommWindowRegister, (ncclComm_t comm, void *buff, size_t size,         \
-                                             ncclWindow_t *win, int winFlags))                 \
-    X(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win))             \
-    X(ncclResult_t, ncclRedOpCreatePreMulSum, (ncclRedOp_t * op, void *scalar,                 \
-                                               ncclDataType_t datatype,                        \
-                                               ncclScalarResidence_t residence,                \
-                                               ncclComm_t comm))                               \
-    X(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm))                       \
-    X(ncclResult_t, ncclReduce, (const void *sendbuff, void *recvbuff, size_t count,           \
-                                 ncclDataType_t datatype, ncclRedOp_t op, int root,            \
-                                 ncclComm_t comm, ncclStream_t stream))                        \
-    X(ncclResult_t, ncclBcast, (void *buff, size_t count, ncclDataType_t datatype, int root,   \
-                                ncclComm_t comm, ncclStream_t stream))                         \
-    X(ncclResult_t, ncclBroadcast, NCCL_ABI_ROOTED_PARAMS)                                     \
-    X(ncclResult_t, ncclAllReduce, (const void *sendbuff, void *recvbuff, size_t count,        \
-                                    ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,  \
-                                    ncclStream_t stream))                                      \
-    X(ncclResult_t, ncclReduceScatter, (const void *sendbuff, void *recvbuff, size_t recvcount, \
-                                        ncclDataType_t datatype, ncclRedOp_t op,               \
-                                        ncclComm_t comm, ncclStream_t stream))                 \
-    X(ncclResult_t, ncclAllGather, (const void *sendbuff, void *recvbuff, size_t sendcount,    \
-                                    ncclDataType_t datatype, ncclComm_t comm,                  \
-                                    ncclStream_t stream))                                      \
-    X(ncclResult_t, ncclAlltoAll, (const void *sendbuff, void *recvbuff, size_t count,         \
-                                   ncclDataType_t datatype, ncclComm_t comm,                   \
-                                   ncclStream_t stream))                                       \
-    X(ncclResult_t, ncclGather, NCCL_ABI_ROOTED_PARAMS)                                        \
-    X(ncclResult_t, ncclScatter, NCCL_ABI_ROOTED_PARAMS)                                       \
-    X(ncclResult_t, ncclSend, (const void *sendbuff, size_t count, ncclDataType_t datatype,    \
-                               int peer, ncclComm_t comm, ncclStream_t stream))                \
-    X(ncclResult_t, ncclRecv, (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, \
-                               ncclComm_t comm, ncclStream_t stream))                          \
-    X(ncclResult_t, ncclGroupStart, (void))                                                    \
-    X(ncclResult_t, ncclGroupEnd, (void))                                                      \
-    X(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo))                           \
-    X(ncclResult_t, ncclDevCommCreate, (ncclComm_t comm, const ncclDevCommRequirements_t *reqs, \
-                                        ncclDevComm_t *outDevComm))                            \
-    X(ncclResult_t, ncclDevCommDestroy, (ncclComm_t comm, const ncclDevComm_t *devComm))       \
-    X(ncclTeam_t, ncclTeamWorld, (ncclComm_t comm))                                            \
-    X(ncclTeam_t, ncclTeamLsa, (ncclComm_t comm))                                              \
-    X(ncclTeam_t, ncclTeamRail, (ncclComm_t comm))                                             \
-    X(int, ncclTeamRankToWorld, (ncclComm_t comm, ncclTeam_t team, int rank))                  \
-    X(int, ncclTeamRankToLsa, (ncclComm_t comm, ncclTeam_t team, int rank))                    \
-    X(ncclResult_t, ncclLsaBarrierCreateRequirement,                                           \
-      (ncclTeam_t team, int nBarriers, ncclLsaBarrierHandle_t *outHandle,                      \
-       ncclDevResourceRequirements_t *outReq))                                                 \
-    X(ncclResult_t, ncclGinBarrierCreateRequirement,                                           \
-      (ncclComm_t comm, ncclTeam_t team, int nBarriers, ncclGinBarrierHandle_t *outHandle,     \
-       ncclDevResourceRequirements_t *outReq))                                                 \
-    X(int, ncclLLA2ACalcSlots, (int maxElts, int maxEltSize))                                  \
-    X(ncclResult_t, ncclLLA2ACreateRequirement, (int nBlocks, int nSlots,                      \
-                                                 ncclLLA2AHandle_t *outHandle,                 \
-                                                 ncclDevResourceRequirements_t *outReq))
+#define NCCL_ABI_FUNCS(X)                                                                          \
+    X(ncclResult_t, ncclMemAlloc, (void **ptr, size_t size))                                       \
+    X(ncclResult_t, ncclMemFree, (void *ptr))                                                      \
+    X(ncclResult_t, ncclGetVersion, (int *version))                                                \
+    X(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * uniqueId))                                    \
+    X(ncclResult_t, ncclCommInitRankConfig,                                                        \
+      (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config))        \
+    X(ncclResult_t, ncclCommInitRank,                                                              \
+      (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank))                              \
+    X(ncclResult_t, ncclCommInitAll, (ncclComm_t * comm, int ndev, const int *devlist))            \
+    X(ncclResult_t, ncclCommFinalize, (ncclComm_t comm))                                           \
+    X(ncclResult_t, ncclCommDestroy, (ncclComm_t comm))                                            \
+    X(ncclResult_t, ncclCommAbort, (ncclComm_t comm))                                              \
+    X(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags))                            \
+    X(ncclResult_t, ncclCommSplit,                                                                 \
+      (ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config))            \
+    X(ncclResult_t, ncclCommShrink,                                                                \
+      (ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,         \
+       ncclConfig_t *config, int shrinkFlags))                                                     \
+    X(ncclResult_t, ncclCommInitRankScalable,                                                      \
+      (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId *commIds,               \
+       ncclConfig_t *config))                                                                      \
+    X(const char *, ncclGetErrorString, (ncclResult_t result))                                     \
+    X(const char *, ncclGetLastError, (ncclComm_t comm))                                           \
+    X(void, ncclResetDebugInit, (void))                                                            \
+    X(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * asyncError))           \
+    X(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int *count))                            \
+    X(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int *device))                        \
+    X(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int *rank))                          \
+    X(ncclResult_t, ncclCommRegister,                                                              \
+      (const ncclComm_t comm, void *buff, size_t size, void **handle))                             \
+    X(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void *handle))                     \
+    X(ncclResult_t, ncclCommWindowRegister,                                                        \
+      (ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags))                 \
+    X(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win))                 \
+    X(ncclResult_t, ncclRedOpCreatePreMulSum,                                                      \
+      (ncclRedOp_t * op, void *scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,   \
+       ncclComm_t comm))                                                                           \
+    X(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm))                           \
+    X(ncclResult_t, ncclReduce,                                                                    \
+      (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,                \
+       ncclRedOp_t op, int root, ncclComm_t comm, ncclStream_t stream))                            \
+    X(ncclResult_t, ncclBcast,                                                                     \
+      (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,               \
+       ncclStream_t stream))                                                                       \
+    X(ncclResult_t, ncclBroadcast, NCCL_ABI_ROOTED_PARAMS)                                         \
+    X(ncclResult_t, ncclAllReduce,                                                                 \
+      (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,                \
+       ncclRedOp_t op, ncclComm_t comm, ncclStream_t stream))                                      \
+    X(ncclResult_t, ncclReduceScatter,                                                             \
+      (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,            \
+       ncclRedOp_t op, ncclComm_t comm, ncclStream_t stream))                                      \
+    X(ncclResult_t, ncclAllGather,                                                                 \
+      (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,            \
+       ncclComm_t comm, ncclStream_t stream))                                                      \
+    X(ncclResult_t, ncclAlltoAll,                                                                  \
+      (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,                \
+       ncclComm_t comm, ncclStream_t stream))                                                      \
+    X(ncclResult_t, ncclGather, NCCL_ABI_ROOTED_PARAMS)                                            \
+    X(ncclResult_t, ncclScatter, NCCL_ABI_ROOTED_PARAMS)                                           \
+    X(ncclResult_t, ncclSend,                                                                      \
+      (const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,     \
+       ncclStream_t stream))                                                                       \
+    X(ncclResult_t, ncclRecv,                                                                      \
+      (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,           \
+       ncclStream_t stream))                                                                       \
+    X(ncclResult_t, ncclGroupStart, (void))                                                        \
+    X(ncclResult_t, ncclGroupEnd, (void))                                                          \
+    X(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo))                               \
+    X(ncclResult_t, ncclDevCommCreate,                                                             \
+      (ncclComm_t comm, const ncclDevCommRequirements_t *reqs, ncclDevComm_t *outDevComm))         \
+    X(ncclResult_t, ncclDevCommDestroy, (ncclComm_t comm, const ncclDevComm_t *devComm))           \
+    X(ncclTeam_t, ncclTeamWorld, (ncclComm_t comm))                                                \
+    X(ncclTeam_t, ncclTeamLsa, (ncclComm_t comm))                                                  \
+    X(ncclTeam_t, ncclTeamRail, (ncclComm_t comm))                                                 \
+    X(int, ncclTeamRankToWorld, (ncclComm_t comm, ncclTeam_t team, int rank))                      \
+    X(int, ncclTeamRankToLsa, (ncclComm_t comm, ncclTeam_t team, int rank))                        \
+    X(ncclResult_t, ncclLsaBarrierCreateRequirement,                                               \
+      (ncclTeam_t team, int nBarriers, ncclLsaBarrierHandle_t *outHandle,                          \
+       ncclDevResourceRequirements_t *outReq))                                                     \
+    X(ncclResult_t, ncclGinBarrierCreateRequirement,                                               \
+      (ncclComm_t comm, ncclTeam_t team, int nBarriers, ncclGinBarrierHandle_t *outHandle,         \
+       ncclDevResourceRequirements_t *outReq))                                                     \
+    X(int, ncclLLA2ACalcSlots, (int maxElts, int maxEltSize))                                      \
+    X(ncclResult_t, ncclLLA2ACreateRequirement,                                                    \
+      (int nBlocks, int nSlots, ncclLLA2AHandle_t *outHandle,                                      \
+       ncclDevResourceRequirements_t *outReq))
 
-#define NCCL_ABI_DECLARE_(ret, name, params) ret name params; ret p##name params;
+#define NCCL_ABI_DECLARE_(ret, name, params)                                                       \
+    ret name params;                                                                               \
+    ret p##name params;
 NCCL_ABI_FUNCS(NCCL_ABI_DECLARE_)
 #undef NCCL_ABI_DECLARE_
 

@@ -12,16 +12,16 @@
  * profilers expect to interpose on name and still reach pname.
  */
 #define NCCL_EXPORT __attribute__((visibility("default")))
-#define NCCL_API(ret, name, params)                                                            \
-    NCCL_EXPORT ret name params __attribute__((weak, alias("p" #name)));                      \
+#define NCCL_API(ret, name, params)                                                                \
+    NCCL_EXPORT ret name params __attribute__((weak, alias("p" #name)));                           \
     NCCL_EXPORT ret p##name params
 
 #define NCCL_COMM_MAGIC 0x6e63636cu /* "nccl" */
-#define NCCL_ERR_LEN 512
+#define NCCL_ERR_LEN    512
 
 struct ncclComm {
     uint32_t magic;
-    mesh_comm_h mc;       /* NULL until creation finished (or on failure) */
+    mesh_comm_h mc; /* NULL until creation finished (or on failure) */
     int nranks, rank;
     int blocking;
     int device;
@@ -38,7 +38,7 @@ struct ncclComm {
     pthread_mutex_t lock;
     pthread_t thread; /* creation thread of a nonblocking or grouped init */
     int has_thread;
-    int detached;     /* aborted during creation: the creation thread frees the wrapper */
+    int detached; /* aborted during creation: the creation thread frees the wrapper */
     mesh_unique_id_t id;
     char last_error[NCCL_ERR_LEN];
 };

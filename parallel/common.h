@@ -17,10 +17,11 @@ static inline int mesh_par_cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-#define MESH_PAR_CHECK(expr)                                                                   \
-    do {                                                                                      \
-        mesh_status_t _st = (expr);                                                           \
-        if (_st < 0) return _st;                                                              \
+#define MESH_PAR_CHECK(expr)                                                                       \
+    do {                                                                                           \
+        mesh_status_t _st = (expr);                                                                \
+        if (_st < 0)                                                                               \
+            return _st;                                                                            \
     } while (0)
 
 #endif

@@ -19,15 +19,19 @@ static const char *fmt_size(size_t v, char *buf, size_t len)
         size_t unit;
         char suffix;
     } units[] = {{(size_t)1 << 30, 'g'}, {(size_t)1 << 20, 'm'}, {(size_t)1 << 10, 'k'}};
-    if (v == SIZE_MAX) return "inf";
+    if (v == SIZE_MAX)
+        return "inf";
     for (int i = 0; i < 3; i++) {
         size_t u = units[i].unit;
         for (int d = 0; d <= 2; d++) {
             /* d: 0 exact, 1 one above, 2 one below */
             size_t base = d == 1 ? v - 1 : d == 2 ? v + 1 : v;
-            if ((d == 1 && v == 0) || base < u || base % u != 0) continue;
+            if ((d == 1 && v == 0) || base < u || base % u != 0)
+                continue;
             snprintf(buf, len, "%zu%c%s", base / u, units[i].suffix,
-                     d == 1 ? "+1" : d == 2 ? "-1" : "");
+                     d == 1   ? "+1"
+                     : d == 2 ? "-1"
+                              : "");
             return buf;
         }
     }
@@ -40,14 +44,16 @@ static void print_range(size_t lo, size_t hi, const mesh_coll_algo_t *const *can
 {
     (void)arg;
     char a[32], b[32], range[72];
-    snprintf(range, sizeof(range), "%s - %s", fmt_size(lo, a, sizeof(a)), fmt_size(hi, b, sizeof(b)));
+    snprintf(range, sizeof(range), "%s - %s", fmt_size(lo, a, sizeof(a)),
+             fmt_size(hi, b, sizeof(b)));
     printf("    %-22s", range);
     if (ncand == 0) {
         printf("(no algorithm)\n");
         return;
     }
     printf("%s%s", cand[0]->name, forced ? " (MESH_TUNE)" : "");
-    for (int i = 1; i < ncand; i++) printf("%s%s", i == 1 ? ", then " : ", ", cand[i]->name);
+    for (int i = 1; i < ncand; i++)
+        printf("%s%s", i == 1 ? ", then " : ", ", cand[i]->name);
     printf("\n");
 }
 
@@ -67,9 +73,11 @@ int mesh_info_algorithms(int comm_size, int nodes, void (*wrap)(const char *, in
             return 2;
         }
         node_size = calloc((size_t)nodes, sizeof(int));
-        if (node_size == NULL) return 1;
+        if (node_size == NULL)
+            return 1;
         /* ranks split as evenly as they go, the first nodes taking one more */
-        for (int n = 0; n < nodes; n++) node_size[n] = comm_size / nodes + (n < comm_size % nodes);
+        for (int n = 0; n < nodes; n++)
+            node_size[n] = comm_size / nodes + (n < comm_size % nodes);
         shape.size = comm_size;
         shape.nnodes = nodes;
         shape.node_size = node_size;
@@ -79,7 +87,8 @@ int mesh_info_algorithms(int comm_size, int nodes, void (*wrap)(const char *, in
             return 1;
         }
         printf("# selection for %d ranks on %d node(s) (", comm_size, nodes);
-        for (int n = 0; n < nodes; n++) printf("%s%d", n ? "," : "", node_size[n]);
+        for (int n = 0; n < nodes; n++)
+            printf("%s%d", n ? "," : "", node_size[n]);
         printf(" ranks per node): message size in bytes (nccl-tests' S) -> algorithm, then the "
                "ones tried when it declines a call\n");
     }
@@ -87,7 +96,8 @@ int mesh_info_algorithms(int comm_size, int nodes, void (*wrap)(const char *, in
         printf("\n%s\n", mesh_coll_type_name((mesh_coll_type_t)t));
         for (int i = 0; i < mesh_coll_algo_count(); i++) {
             const mesh_coll_algo_t *a = mesh_coll_algo_get(i);
-            if (a->type != (mesh_coll_type_t)t) continue;
+            if (a->type != (mesh_coll_type_t)t)
+                continue;
             printf("  %-20s ", a->name);
             wrap(a->desc ? a->desc : "", 0, 23, 96);
         }

@@ -36,7 +36,8 @@ typedef struct {
 int mesh_info_grid_wanted(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--grid") == 0 || strncmp(argv[i], "--grid=", 7) == 0) return 1;
+        if (strcmp(argv[i], "--grid") == 0 || strncmp(argv[i], "--grid=", 7) == 0)
+            return 1;
     return 0;
 }
 
@@ -56,8 +57,10 @@ static int grid_parse_sizes(const char *spec, mesh_grid_params_t *p)
         int id = grid_axis_of(s, len);
         char *end;
         if (s[len] != '=' || id < 0 || id == MESH_GRID_AXIS_EDP) {
-            fprintf(stderr, "mesh-info: --grid expects AXIS=SIZE,... with axes tp, cp, ep, dp, pp "
-                    "and etp; got '%.*s'\n", (int)len, s);
+            fprintf(stderr,
+                    "mesh-info: --grid expects AXIS=SIZE,... with axes tp, cp, ep, dp, pp "
+                    "and etp; got '%.*s'\n",
+                    (int)len, s);
             return -1;
         }
         long v = strtol(s + len + 1, &end, 10);
@@ -94,12 +97,16 @@ static int grid_parse_intra(const char *list, unsigned *intra)
 
 static int grid_parse(int argc, char **argv, grid_opts_t *o)
 {
-    static const struct option longopts[] = {
-        {"grid", required_argument, NULL, 'g'}, {"order", required_argument, NULL, 'o'},
-        {"world", required_argument, NULL, 'w'}, {"ranks-per-node", required_argument, NULL, 'k'},
-        {"placement", required_argument, NULL, 'p'}, {"reorder", no_argument, NULL, 'r'},
-        {"intra", required_argument, NULL, 'i'}, {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"grid", required_argument, NULL, 'g'},
+                                             {"order", required_argument, NULL, 'o'},
+                                             {"world", required_argument, NULL, 'w'},
+                                             {"ranks-per-node", required_argument, NULL, 'k'},
+                                             {"placement", required_argument, NULL, 'p'},
+                                             {"reorder", no_argument, NULL, 'r'},
+                                             {"intra", required_argument, NULL, 'i'},
+                                             {"json", no_argument, NULL, 'j'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     int c;
     o->p.field_mask = MESH_GRID_PARAM_FIELD_SIZES | MESH_GRID_PARAM_FIELD_FLAGS |
                       MESH_GRID_PARAM_FIELD_INTRA_NODE;
@@ -112,15 +119,20 @@ static int grid_parse(int argc, char **argv, grid_opts_t *o)
                 fputs(grid_usage, stdout);
                 exit(0);
             }
-            if (grid_parse_sizes(optarg, &o->p) != 0) return -1;
+            if (grid_parse_sizes(optarg, &o->p) != 0)
+                return -1;
             break;
         case 'o':
             snprintf(o->order, sizeof(o->order), "%s", optarg);
             o->p.field_mask |= MESH_GRID_PARAM_FIELD_ORDER;
             o->p.order = o->order;
             break;
-        case 'w': o->world = atoi(optarg); break;
-        case 'k': o->per_node = atoi(optarg); break;
+        case 'w':
+            o->world = atoi(optarg);
+            break;
+        case 'k':
+            o->per_node = atoi(optarg);
+            break;
         case 'p':
             if (strcmp(optarg, "block") != 0 && strcmp(optarg, "cyclic") != 0) {
                 fprintf(stderr, "mesh-info: --placement expects block or cyclic, got '%s'\n",
@@ -129,13 +141,22 @@ static int grid_parse(int argc, char **argv, grid_opts_t *o)
             }
             o->cyclic = strcmp(optarg, "cyclic") == 0;
             break;
-        case 'r': o->p.flags |= MESH_GRID_REORDER; break;
-        case 'i':
-            if (grid_parse_intra(optarg, &o->p.intra_node) != 0) return -1;
+        case 'r':
+            o->p.flags |= MESH_GRID_REORDER;
             break;
-        case 'j': o->json = 1; break;
-        case 'h': fputs(grid_usage, stdout); exit(0);
-        default: fputs(grid_usage, stderr); return -1;
+        case 'i':
+            if (grid_parse_intra(optarg, &o->p.intra_node) != 0)
+                return -1;
+            break;
+        case 'j':
+            o->json = 1;
+            break;
+        case 'h':
+            fputs(grid_usage, stdout);
+            exit(0);
+        default:
+            fputs(grid_usage, stderr);
+            return -1;
         }
     }
     if (optind < argc) {
@@ -152,7 +173,8 @@ static int grid_parse(int argc, char **argv, grid_opts_t *o)
         fprintf(stderr, "mesh-info: --world %d is out of range 1..1000000\n", o->world);
         return -1;
     }
-    if (o->per_node == 0) o->per_node = o->world;
+    if (o->per_node == 0)
+        o->per_node = o->world;
     if (o->per_node < 1) {
         fprintf(stderr, "mesh-info: --ranks-per-node %d is not positive\n", o->per_node);
         return -1;
@@ -178,10 +200,12 @@ static int grid_names(const mesh_grid_layout_t *l, grid_name_t *out)
         snprintf(out[i].name, sizeof(out[i].name), "%s", mesh_grid_axis_name(ax[i].id));
     }
     for (int kind = 0; kind < MESH_GRID_KINDS; kind++) {
-        if (kind == MESH_GRID_EXPERT && !l->expert_ok) continue;
+        if (kind == MESH_GRID_EXPERT && !l->expert_ok)
+            continue;
         unsigned all = mesh_grid_layout_nontrivial(l, (mesh_grid_kind_t)kind, ~0u);
         for (unsigned m = 1; m <= all; m++) {
-            if ((m & all) != m || __builtin_popcount(m) < 2) continue;
+            if ((m & all) != m || __builtin_popcount(m) < 2)
+                continue;
             char name[40];
             mesh_grid_kind_t k;
             unsigned mask;
@@ -218,8 +242,10 @@ static void grid_json_string(const char *s)
 {
     putchar('"');
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\') putchar('\\');
-        if ((unsigned char)*s >= 0x20) putchar(*s);
+        if (*s == '"' || *s == '\\')
+            putchar('\\');
+        if ((unsigned char)*s >= 0x20)
+            putchar(*s);
     }
     putchar('"');
 }
@@ -241,8 +267,9 @@ static void grid_report(const grid_opts_t *o, const mesh_grid_layout_t *l, const
                order, eorder, l->expert_ok ? "true" : "false");
         for (int k = 0; k < nnodes; k++)
             printf("%s%d", k ? ", " : "", node_sizes[k]);
-        printf("], \"placement\": \"%s\", \"reordered\": %s, \"fits\": %s", o->cyclic ? "cyclic"
-               : "block", l->reordered ? "true" : "false", fits ? "true" : "false");
+        printf("], \"placement\": \"%s\", \"reordered\": %s, \"fits\": %s",
+               o->cyclic ? "cyclic" : "block", l->reordered ? "true" : "false",
+               fits ? "true" : "false");
         if (why) {
             printf(", \"error\": ");
             grid_json_string(why);
@@ -259,8 +286,8 @@ static void grid_report(const grid_opts_t *o, const mesh_grid_layout_t *l, const
                o->p.order ? o->p.order : "tp-cp-ep-dp-pp", order);
         if (l->expert_ok)
             printf("expert grid: etp=%d ep=%d edp=%d pp=%d, order %s\n",
-                   l->size[MESH_GRID_AXIS_ETP], l->size[MESH_AXIS_EP],
-                   l->size[MESH_GRID_AXIS_EDP], l->size[MESH_AXIS_PP], eorder);
+                   l->size[MESH_GRID_AXIS_ETP], l->size[MESH_AXIS_EP], l->size[MESH_GRID_AXIS_EDP],
+                   l->size[MESH_AXIS_PP], eorder);
         else
             printf("expert grid: none (%s)\n", l->expert_why);
         printf("nodes: %d (", nnodes);
@@ -283,7 +310,8 @@ int mesh_info_grid(int argc, char **argv)
 {
     grid_opts_t o = {0};
     mesh_grid_layout_t l;
-    if (grid_parse(argc, argv, &o) != 0) return 2;
+    if (grid_parse(argc, argv, &o) != 0)
+        return 2;
 
     if (mesh_grid_layout_init(&l, o.world, &o.p) != MESH_OK) {
         const char *why = mesh_error_last();
@@ -310,7 +338,8 @@ int mesh_info_grid(int argc, char **argv)
     char why[512];
     snprintf(why, sizeof(why), "%s", mesh_error_last());
     grid_report(&o, &l, node_sizes, nnodes, st == MESH_OK, st == MESH_OK ? NULL : why);
-    if (st != MESH_OK) fprintf(stderr, "mesh-info: %s\n", why);
+    if (st != MESH_OK)
+        fprintf(stderr, "mesh-info: %s\n", why);
     mesh_grid_layout_free(&l);
     free(node_of);
     free(node_sizes);

@@ -49,14 +49,16 @@ static const char info_usage[] =
 static void info_wrap_from(const char *text, int first, int indent, int width)
 {
     const char *p = text;
-    if (!*p) printf("\n");
+    if (!*p)
+        printf("\n");
     while (*p) {
         int room = width - indent, len = (int)strlen(p);
         if (len > room) {
             len = room;
             while (len > 0 && p[len] != ' ')
                 len--;
-            if (len == 0) len = room;
+            if (len == 0)
+                len = room;
         }
         printf("%*s%.*s\n", first, "", len, p);
         first = indent;
@@ -91,12 +93,18 @@ static void info_version(void)
 static const char *info_type_name(mesh_config_type_t t)
 {
     switch (t) {
-    case MESH_CFG_INT: return "int";
-    case MESH_CFG_SIZE: return "size";
-    case MESH_CFG_DOUBLE: return "double";
-    case MESH_CFG_BOOL: return "bool";
-    case MESH_CFG_STRING: return "string";
-    case MESH_CFG_ENUM: return "enum";
+    case MESH_CFG_INT:
+        return "int";
+    case MESH_CFG_SIZE:
+        return "size";
+    case MESH_CFG_DOUBLE:
+        return "double";
+    case MESH_CFG_BOOL:
+        return "bool";
+    case MESH_CFG_STRING:
+        return "string";
+    case MESH_CFG_ENUM:
+        return "enum";
     }
     return "?";
 }
@@ -112,10 +120,13 @@ static void info_config_entry(const char *module, const mesh_config_entry_t *e, 
     printf("MESH_%s=%s\n", e->name, value ? value : "");
     printf("      %s, default '%s', from %s", info_type_name(e->type), e->dflt ? e->dflt : "",
            source ? source : "default");
-    if (e->type == MESH_CFG_ENUM && e->choices) printf(", one of %s", e->choices);
-    if (e->range) printf(", range %s", e->range);
+    if (e->type == MESH_CFG_ENUM && e->choices)
+        printf(", one of %s", e->choices);
+    if (e->range)
+        printf(", range %s", e->range);
     printf("\n");
-    if (e->doc) info_wrap(e->doc, 6, 96);
+    if (e->doc)
+        info_wrap(e->doc, 6, 96);
 }
 
 static void info_config(void)
@@ -191,11 +202,11 @@ static void info_config_markdown(void)
 static void info_caps(const mesh_tl_ops_t *ops)
 {
     static const char *const scopes[] = {"self", "node", "net"};
-    static const char *const flags[] = {"tagged", "put", "get", "single-copy", "device-mem",
-                                        "multi-stream"};
+    static const char *const flags[] = {"tagged",      "put",        "get",
+                                        "single-copy", "device-mem", "multi-stream"};
     char host[128] = "localhost";
-    mesh_tl_open_params_t p = {.rank = 0, .size = 1, .comm_uid = (uint64_t)getpid(),
-                               .node = host, .timeout_s = 5};
+    mesh_tl_open_params_t p = {
+        .rank = 0, .size = 1, .comm_uid = (uint64_t)getpid(), .node = host, .timeout_s = 5};
     mesh_tl_iface_t *iface = NULL;
     mesh_tl_caps_t caps = {0};
 
@@ -207,13 +218,15 @@ static void info_caps(const mesh_tl_ops_t *ops)
     ops->query(iface, &caps);
     ops->close(iface);
     char eager[32] = "any size";
-    if (caps.eager_limit != SIZE_MAX) snprintf(eager, sizeof(eager), "%zu B", caps.eager_limit);
+    if (caps.eager_limit != SIZE_MAX)
+        snprintf(eager, sizeof(eager), "%zu B", caps.eager_limit);
     printf("      scope %s, latency ~%.1f us, bandwidth ~%.1f GB/s, eager limit %s, priority %d\n",
            (unsigned)caps.scope < 3 ? scopes[caps.scope] : "?", caps.latency_us,
            caps.bandwidth_GBps, eager, caps.priority);
     printf("      capabilities:");
     for (unsigned i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
-        if (caps.flags & (1ull << i)) printf(" %s", flags[i]);
+        if (caps.flags & (1ull << i))
+            printf(" %s", flags[i]);
     printf("\n");
 }
 
@@ -236,7 +249,8 @@ static int info_topo(const char *dump)
         fprintf(stderr, "mesh-info: %s\n", mesh_error_last());
         return 1;
     }
-    if (dump) printf("# written to %s (lstopo --input %s shows it)\n", dump, dump);
+    if (dump)
+        printf("# written to %s (lstopo --input %s shows it)\n", dump, dump);
     return 0;
 }
 
@@ -245,7 +259,8 @@ static void info_transports(void)
     const char *net = mesh_config_str("NET"), *tls = mesh_config_str("TLS");
     printf("# transports built into this library; the collectives layer picks one per peer:\n"
            "# same node: narrowest scope; other nodes: first of MESH_NET open on both sides\n"
-           "# MESH_TLS=%s MESH_NET=%s\n", tls ? tls : "", net ? net : "");
+           "# MESH_TLS=%s MESH_NET=%s\n",
+           tls ? tls : "", net ? net : "");
     for (int i = 0; i < mesh_tl_count(); i++) {
         const mesh_tl_ops_t *ops = mesh_tl_get(i);
         mesh_tl_set_unusable("");
@@ -253,7 +268,8 @@ static void info_transports(void)
         const char *why = mesh_tl_unusable_reason();
         printf("\n%-8s %s%s%s\n", ops->name, usable ? "usable here" : "not usable here",
                !usable && *why ? ": " : "", !usable ? why : "");
-        if (ops->doc) info_wrap(ops->doc, 6, 96);
+        if (ops->doc)
+            info_wrap(ops->doc, 6, 96);
         if (usable && ops->open && ops->query && ops->close)
             info_caps(ops);
         else if (mesh_route_net_priority(ops->name) >= 0)
@@ -261,36 +277,47 @@ static void info_transports(void)
     }
     int first = 1;
     for (int i = 0; mesh_route_known_net(i); i++) {
-        if (mesh_tl_find(mesh_route_known_net(i))) continue;
+        if (mesh_tl_find(mesh_route_known_net(i)))
+            continue;
         printf("%s%s", first ? "\n# network transports not built: " : ", ",
                mesh_route_known_net(i));
         first = 0;
     }
-    if (!first) printf("\n");
+    if (!first)
+        printf("\n");
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"config", no_argument, NULL, 'c'}, {"algorithms", no_argument, NULL, 'A'},
-        {"transports", no_argument, NULL, 't'}, {"all", no_argument, NULL, 'a'},
-        {"help", no_argument, NULL, 'h'},
-        {"topo", no_argument, NULL, 'T'}, {"dump", required_argument, NULL, 'D'},
-        {"comm-size", required_argument, NULL, 'N'}, {"nodes", required_argument, NULL, 'K'},
-        {"markdown", no_argument, NULL, 'M'},
-        {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"config", no_argument, NULL, 'c'},
+                                             {"algorithms", no_argument, NULL, 'A'},
+                                             {"transports", no_argument, NULL, 't'},
+                                             {"all", no_argument, NULL, 'a'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {"topo", no_argument, NULL, 'T'},
+                                             {"dump", required_argument, NULL, 'D'},
+                                             {"comm-size", required_argument, NULL, 'N'},
+                                             {"nodes", required_argument, NULL, 'K'},
+                                             {"markdown", no_argument, NULL, 'M'},
+                                             {NULL, 0, NULL, 0}};
     int comm_size = 0, nodes = 1;
     int topo = 0;
     const char *dump = NULL;
     int config = 0, algos = 0, tls = 0, markdown = 0, c;
 
-    if (mesh_info_grid_wanted(argc, argv)) return mesh_info_grid(argc, argv);
-    if (mesh_info_pp_wanted(argc, argv)) return mesh_info_pp(argc, argv);
+    if (mesh_info_grid_wanted(argc, argv))
+        return mesh_info_grid(argc, argv);
+    if (mesh_info_pp_wanted(argc, argv))
+        return mesh_info_pp(argc, argv);
 
     while ((c = getopt_long(argc, argv, "cAtahT", longopts, NULL)) != -1) {
         switch (c) {
-        case 'T': topo = 1; break;
-        case 'D': dump = optarg; break;
+        case 'T':
+            topo = 1;
+            break;
+        case 'D':
+            dump = optarg;
+            break;
         case 'N':
         case 'K': {
             char *end;
@@ -303,13 +330,27 @@ int main(int argc, char **argv)
             *(c == 'N' ? &comm_size : &nodes) = (int)v;
             break;
         }
-        case 'c': config = 1; break;
-        case 'M': markdown = 1; break;
-        case 'A': algos = 1; break;
-        case 't': tls = 1; break;
-        case 'a': config = algos = tls = 1; break;
-        case 'h': fputs(info_usage, stdout); return 0;
-        default: fputs(info_usage, stderr); return 2;
+        case 'c':
+            config = 1;
+            break;
+        case 'M':
+            markdown = 1;
+            break;
+        case 'A':
+            algos = 1;
+            break;
+        case 't':
+            tls = 1;
+            break;
+        case 'a':
+            config = algos = tls = 1;
+            break;
+        case 'h':
+            fputs(info_usage, stdout);
+            return 0;
+        default:
+            fputs(info_usage, stderr);
+            return 2;
         }
     }
     if (optind < argc) {
@@ -328,7 +369,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "mesh-info: --dump goes with --topo\n%s", info_usage);
         return 2;
     }
-    if (topo) return info_topo(dump);
+    if (topo)
+        return info_topo(dump);
     if (markdown && (!config || algos || tls)) {
         fprintf(stderr, "mesh-info: --markdown goes with -c alone\n%s", info_usage);
         return 2;
@@ -345,14 +387,18 @@ int main(int argc, char **argv)
         info_version();
         return 0;
     }
-    if (config) info_config();
+    if (config)
+        info_config();
     if (algos) {
-        if (config) printf("\n");
+        if (config)
+            printf("\n");
         int rc = mesh_info_algorithms(comm_size, nodes, info_wrap_from);
-        if (rc != 0) return rc;
+        if (rc != 0)
+            return rc;
     }
     if (tls) {
-        if (config || algos) printf("\n");
+        if (config || algos)
+            printf("\n");
         info_transports();
     }
     return 0;

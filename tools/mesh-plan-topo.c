@@ -14,7 +14,7 @@
 static const struct {
     const char *match, *also, *preset;
 } plan_gpu_kinds[] = {
-    {"H100", NULL, "h100"}, {"H800", NULL, "h800"}, {"H200", NULL, "h200"},
+    {"H100", NULL, "h100"},       {"H800", NULL, "h800"},     {"H200", NULL, "h200"},
     {"A100", "80GB", "a100-80g"}, {"A100", NULL, "a100-40g"},
 };
 
@@ -42,13 +42,16 @@ int plan_topo_cluster(plan_opts_t *o)
             memset(c, 0, sizeof(*c));
             c->gpus = gpus * nodes;
             c->gpus_per_node = gpus;
-            snprintf(note, len, "this node: %d x %s, %d cores, %d NIC%s (%d RDMA); %d node%s; "
-                     "figures from --cluster", gpus, model[0] ? model : "GPU", cores, nics,
-                     nics == 1 ? "" : "s", rdma, nodes, nodes == 1 ? "" : "s");
+            snprintf(note, len,
+                     "this node: %d x %s, %d cores, %d NIC%s (%d RDMA); %d node%s; "
+                     "figures from --cluster",
+                     gpus, model[0] ? model : "GPU", cores, nics, nics == 1 ? "" : "s", rdma, nodes,
+                     nodes == 1 ? "" : "s");
             return 0;
         }
         if (!preset) {
-            fprintf(stderr, "mesh-plan: --from-topo: this node's GPU '%s' is not one mesh-plan "
+            fprintf(stderr,
+                    "mesh-plan: --from-topo: this node's GPU '%s' is not one mesh-plan "
                     "knows (H100, H800, H200, A100): describe it with --cluster gpus=,"
                     "gpus-per-node=,gpu-mem=,flops=,intra-bw=,inter-bw=\n",
                     model[0] ? model : "(no model name)");
@@ -56,13 +59,17 @@ int plan_topo_cluster(plan_opts_t *o)
         }
         mesh_plan_cluster_preset(preset, gpus * nodes, c);
         c->gpus_per_node = gpus;
-        snprintf(note, len, "this node: %d x %s (figures of preset %s), %d cores, %d NIC%s (%d "
+        snprintf(note, len,
+                 "this node: %d x %s (figures of preset %s), %d cores, %d NIC%s (%d "
                  "RDMA); %d node%s; the NICs' speed is not in the topology, the preset's "
-                 "inter-node figure is used", gpus, model, preset, cores, nics,
-                 nics == 1 ? "" : "s", rdma, nodes, nodes == 1 ? "" : "s");
+                 "inter-node figure is used",
+                 gpus, model, preset, cores, nics, nics == 1 ? "" : "s", rdma, nodes,
+                 nodes == 1 ? "" : "s");
         if (o->ranks_per_node && o->ranks_per_node != gpus)
-            fprintf(stderr, "mesh-plan: --from-topo: one rank per GPU; --ranks-per-node %d "
-                    "ignored\n", o->ranks_per_node);
+            fprintf(stderr,
+                    "mesh-plan: --from-topo: one rank per GPU; --ranks-per-node %d "
+                    "ignored\n",
+                    o->ranks_per_node);
         return 0;
     }
     /* no GPU: CPU ranks share the node's memory and its network */
@@ -73,10 +80,11 @@ int plan_topo_cluster(plan_opts_t *o)
     c->gpus_per_node = per;
     c->gpu_mem = 0.9 * mem / per;
     c->inter_bw /= per;
-    snprintf(note, len, "this node has no GPU: planning for %d CPU rank%s per node (%s), %.1f "
+    snprintf(note, len,
+             "this node has no GPU: planning for %d CPU rank%s per node (%s), %.1f "
              "GiB each (90%% of the node's %.1f GiB), %d NIC%s shared; %d node%s; nominal CPU "
-             "figures unless --calibrate gives measured ones", per, per == 1 ? "" : "s",
-             o->ranks_per_node > 0 ? "--ranks-per-node" : "one per core",
+             "figures unless --calibrate gives measured ones",
+             per, per == 1 ? "" : "s", o->ranks_per_node > 0 ? "--ranks-per-node" : "one per core",
              c->gpu_mem / (1 << 30), mem / (1 << 30), nics, nics == 1 ? "" : "s", nodes,
              nodes == 1 ? "" : "s");
     return 0;

@@ -68,23 +68,36 @@ static int plan_fail(const char *what)
 static int plan_number(const char *s, size_t len, int binary, double *out)
 {
     char buf[64], *end;
-    if (len == 0 || len >= sizeof(buf)) return -1;
+    if (len == 0 || len >= sizeof(buf))
+        return -1;
     memcpy(buf, s, len);
     buf[len] = 0;
     errno = 0;
     double v = strtod(buf, &end);
-    if (end == buf || errno) return -1;
+    if (end == buf || errno)
+        return -1;
     double k = binary ? 1024.0 : 1000.0;
     switch (tolower((unsigned char)*end)) {
-    case 0: break;
-    case 'k': v *= k, end++; break;
-    case 'm': v *= k * k, end++; break;
+    case 0:
+        break;
+    case 'k':
+        v *= k, end++;
+        break;
+    case 'm':
+        v *= k * k, end++;
+        break;
     case 'b':
-    case 'g': v *= k * k * k, end++; break;
-    case 't': v *= k * k * k * k, end++; break;
-    default: return -1;
+    case 'g':
+        v *= k * k * k, end++;
+        break;
+    case 't':
+        v *= k * k * k * k, end++;
+        break;
+    default:
+        return -1;
     }
-    if (*end || !isfinite(v)) return -1;
+    if (*end || !isfinite(v))
+        return -1;
     *out = v;
     return 0;
 }
@@ -126,7 +139,8 @@ static int plan_kv(const char *spec, void *ctx, plan_kv_fn set, plan_preset_fn p
             fprintf(stderr, "mesh-plan: %s: '%.*s' is not KEY=VALUE\n", what, (int)item, s);
             return -1;
         }
-        if (set(ctx, s, klen, s + klen + 1, item - klen - 1) != 0) return -1;
+        if (set(ctx, s, klen, s + klen + 1, item - klen - 1) != 0)
+            return -1;
         s += item + (s[item] == ',');
     }
     return 0;
@@ -172,19 +186,24 @@ static int plan_model_set(void *ctx, const char *k, size_t kl, const char *v, si
     }
     int params = plan_key(k, kl, "params"), attn = plan_key(k, kl, "attn-params");
     if (plan_number(v, vl, 0, &d) != 0 || d < 0 || (!params && !attn && d > 2e9)) {
-        fprintf(stderr, "mesh-plan: --model: %.*s=%.*s is not a number%s\n", (int)kl, k, (int)vl,
-                v, params ? " (suffixes k, m, b, t)" : "");
+        fprintf(stderr, "mesh-plan: --model: %.*s=%.*s is not a number%s\n", (int)kl, k, (int)vl, v,
+                params ? " (suffixes k, m, b, t)" : "");
         return -1;
     }
-    if (params) m->params = d;
-    else if (attn) m->attn_params = d;
+    if (params)
+        m->params = d;
+    else if (attn)
+        m->attn_params = d;
     else {
         size_t i;
         for (i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
-            if (plan_key(k, kl, ints[i].key)) break;
+            if (plan_key(k, kl, ints[i].key))
+                break;
         if (i == sizeof(ints) / sizeof(ints[0])) {
-            fprintf(stderr, "mesh-plan: --model: unknown key '%.*s' (mesh-plan --help names "
-                    "them)\n", (int)kl, k);
+            fprintf(stderr,
+                    "mesh-plan: --model: unknown key '%.*s' (mesh-plan --help names "
+                    "them)\n",
+                    (int)kl, k);
             return -1;
         }
         if (d != floor(d)) {
@@ -212,22 +231,36 @@ static int plan_cluster_set(void *ctx, const char *k, size_t kl, const char *v, 
                 v);
         return -1;
     }
-    if (plan_key(k, kl, "gpus")) c->gpus = (int)d;
-    else if (plan_key(k, kl, "nodes")) o->nodes = (int)d;
-    else if (plan_key(k, kl, "gpus-per-node")) c->gpus_per_node = (int)d;
-    else if (plan_key(k, kl, "gpu-mem")) c->gpu_mem = d * 1024.0 * 1024 * 1024;
-    else if (plan_key(k, kl, "flops")) c->flops = d * 1e12;
-    else if (plan_key(k, kl, "eff")) c->efficiency = d;
-    else if (plan_key(k, kl, "mem-bw")) c->mem_bw = d * 1e9;
-    else if (plan_key(k, kl, "intra-bw")) c->intra_bw = d * 1e9;
-    else if (plan_key(k, kl, "inter-bw")) c->inter_bw = d * 1e9;
-    else if (plan_key(k, kl, "intra-lat")) c->intra_lat = d * 1e-6;
-    else if (plan_key(k, kl, "inter-lat")) c->inter_lat = d * 1e-6;
-    else if (plan_key(k, kl, "reserve")) c->reserve = d * 1024.0 * 1024 * 1024;
+    if (plan_key(k, kl, "gpus"))
+        c->gpus = (int)d;
+    else if (plan_key(k, kl, "nodes"))
+        o->nodes = (int)d;
+    else if (plan_key(k, kl, "gpus-per-node"))
+        c->gpus_per_node = (int)d;
+    else if (plan_key(k, kl, "gpu-mem"))
+        c->gpu_mem = d * 1024.0 * 1024 * 1024;
+    else if (plan_key(k, kl, "flops"))
+        c->flops = d * 1e12;
+    else if (plan_key(k, kl, "eff"))
+        c->efficiency = d;
+    else if (plan_key(k, kl, "mem-bw"))
+        c->mem_bw = d * 1e9;
+    else if (plan_key(k, kl, "intra-bw"))
+        c->intra_bw = d * 1e9;
+    else if (plan_key(k, kl, "inter-bw"))
+        c->inter_bw = d * 1e9;
+    else if (plan_key(k, kl, "intra-lat"))
+        c->intra_lat = d * 1e-6;
+    else if (plan_key(k, kl, "inter-lat"))
+        c->inter_lat = d * 1e-6;
+    else if (plan_key(k, kl, "reserve"))
+        c->reserve = d * 1024.0 * 1024 * 1024;
     else {
-        fprintf(stderr, "mesh-plan: --cluster: unknown key '%.*s' (gpus, nodes, gpus-per-node, "
+        fprintf(stderr,
+                "mesh-plan: --cluster: unknown key '%.*s' (gpus, nodes, gpus-per-node, "
                 "gpu-mem, flops, eff, mem-bw, intra-bw, inter-bw, intra-lat, inter-lat, "
-                "reserve)\n", (int)kl, k);
+                "reserve)\n",
+                (int)kl, k);
         return -1;
     }
     return 0;
@@ -243,7 +276,8 @@ static int plan_mask(const char *list, const char *what, unsigned *mask)
         int v = -1;
         snprintf(item, sizeof(item), "%.*s", (int)(len < 120 ? len : 120), s);
         if (strcmp(what, "zero") == 0) {
-            if (len == 1 && *s >= '0' && *s <= '3') v = *s - '0';
+            if (len == 1 && *s >= '0' && *s <= '3')
+                v = *s - '0';
         } else {
             mesh_plan_layout_t l = {0};
             unsigned set = 0;
@@ -279,24 +313,68 @@ static int plan_int_arg(const char *s, const char *what, int lo, int *out)
 }
 
 enum {
-    O_MODEL = 256, O_CLUSTER, O_TOPO, O_NODES, O_RPN, O_BATCH, O_BSEQS, O_FIX, O_MAXTP, O_MAXCP,
-    O_MAXEP, O_MAXPP, O_MAXMBS, O_ZERO, O_SCHED, O_RC, O_NOSP, O_SPAN, O_CALIB, O_COMPARE,
-    O_TOL, O_MINB, O_CHECK, O_TOP, O_REJ, O_JSON, O_LM, O_LC
+    O_MODEL = 256,
+    O_CLUSTER,
+    O_TOPO,
+    O_NODES,
+    O_RPN,
+    O_BATCH,
+    O_BSEQS,
+    O_FIX,
+    O_MAXTP,
+    O_MAXCP,
+    O_MAXEP,
+    O_MAXPP,
+    O_MAXMBS,
+    O_ZERO,
+    O_SCHED,
+    O_RC,
+    O_NOSP,
+    O_SPAN,
+    O_CALIB,
+    O_COMPARE,
+    O_TOL,
+    O_MINB,
+    O_CHECK,
+    O_TOP,
+    O_REJ,
+    O_JSON,
+    O_LM,
+    O_LC
 };
 
 static int plan_parse(int argc, char **argv, plan_opts_t *o)
 {
-    static const struct option lo[] = {
-        {"model", 1, 0, O_MODEL}, {"cluster", 1, 0, O_CLUSTER}, {"from-topo", 0, 0, O_TOPO},
-        {"nodes", 1, 0, O_NODES}, {"ranks-per-node", 1, 0, O_RPN}, {"batch", 1, 0, O_BATCH},
-        {"batch-seqs", 1, 0, O_BSEQS}, {"fix", 1, 0, O_FIX}, {"max-tp", 1, 0, O_MAXTP},
-        {"max-cp", 1, 0, O_MAXCP}, {"max-ep", 1, 0, O_MAXEP}, {"max-pp", 1, 0, O_MAXPP},
-        {"max-mbs", 1, 0, O_MAXMBS}, {"zero", 1, 0, O_ZERO}, {"schedule", 1, 0, O_SCHED},
-        {"recompute", 1, 0, O_RC}, {"no-sp", 0, 0, O_NOSP}, {"allow-span", 0, 0, O_SPAN},
-        {"calibrate", 1, 0, O_CALIB}, {"compare", 1, 0, O_COMPARE}, {"tolerance", 1, 0, O_TOL},
-        {"min-bytes", 1, 0, O_MINB}, {"check", 1, 0, O_CHECK}, {"top", 1, 0, O_TOP},
-        {"rejected", 1, 0, O_REJ}, {"json", 0, 0, O_JSON}, {"list-models", 0, 0, O_LM},
-        {"list-clusters", 0, 0, O_LC}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option lo[] = {{"model", 1, 0, O_MODEL},
+                                       {"cluster", 1, 0, O_CLUSTER},
+                                       {"from-topo", 0, 0, O_TOPO},
+                                       {"nodes", 1, 0, O_NODES},
+                                       {"ranks-per-node", 1, 0, O_RPN},
+                                       {"batch", 1, 0, O_BATCH},
+                                       {"batch-seqs", 1, 0, O_BSEQS},
+                                       {"fix", 1, 0, O_FIX},
+                                       {"max-tp", 1, 0, O_MAXTP},
+                                       {"max-cp", 1, 0, O_MAXCP},
+                                       {"max-ep", 1, 0, O_MAXEP},
+                                       {"max-pp", 1, 0, O_MAXPP},
+                                       {"max-mbs", 1, 0, O_MAXMBS},
+                                       {"zero", 1, 0, O_ZERO},
+                                       {"schedule", 1, 0, O_SCHED},
+                                       {"recompute", 1, 0, O_RC},
+                                       {"no-sp", 0, 0, O_NOSP},
+                                       {"allow-span", 0, 0, O_SPAN},
+                                       {"calibrate", 1, 0, O_CALIB},
+                                       {"compare", 1, 0, O_COMPARE},
+                                       {"tolerance", 1, 0, O_TOL},
+                                       {"min-bytes", 1, 0, O_MINB},
+                                       {"check", 1, 0, O_CHECK},
+                                       {"top", 1, 0, O_TOP},
+                                       {"rejected", 1, 0, O_REJ},
+                                       {"json", 0, 0, O_JSON},
+                                       {"list-models", 0, 0, O_LM},
+                                       {"list-clusters", 0, 0, O_LC},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
     mesh_plan_params_t *p = &o->params;
     const char *cluster = NULL, *batch = NULL, *bseqs = NULL;
     int c;
@@ -308,21 +386,33 @@ static int plan_parse(int argc, char **argv, plan_opts_t *o)
         switch (c) {
         case O_MODEL:
             memset(&o->model, 0, sizeof(o->model));
-            if (plan_kv(optarg, o, plan_model_set, plan_model_preset, "--model") != 0) return -1;
+            if (plan_kv(optarg, o, plan_model_set, plan_model_preset, "--model") != 0)
+                return -1;
             o->model_changes = NULL;
-            if (o->model.source && strchr(optarg, '=')) o->model_changes = strchr(optarg, ',') + 1;
+            if (o->model.source && strchr(optarg, '='))
+                o->model_changes = strchr(optarg, ',') + 1;
             o->have_model = 1;
             break;
-        case O_CLUSTER: cluster = optarg; break;
-        case O_TOPO: o->from_topo = 1; break;
+        case O_CLUSTER:
+            cluster = optarg;
+            break;
+        case O_TOPO:
+            o->from_topo = 1;
+            break;
         case O_NODES:
-            if (plan_int_arg(optarg, "--nodes", 1, &o->nodes)) return -1;
+            if (plan_int_arg(optarg, "--nodes", 1, &o->nodes))
+                return -1;
             break;
         case O_RPN:
-            if (plan_int_arg(optarg, "--ranks-per-node", 1, &o->ranks_per_node)) return -1;
+            if (plan_int_arg(optarg, "--ranks-per-node", 1, &o->ranks_per_node))
+                return -1;
             break;
-        case O_BATCH: batch = optarg; break;
-        case O_BSEQS: bseqs = optarg; break;
+        case O_BATCH:
+            batch = optarg;
+            break;
+        case O_BSEQS:
+            bseqs = optarg;
+            break;
         case O_FIX:
             if (mesh_plan_layout_parse(optarg, &p->fix, &p->fix_set) != MESH_OK) {
                 fprintf(stderr, "mesh-plan: --fix: %s\n", mesh_comm_last_error(NULL));
@@ -335,24 +425,31 @@ static int plan_parse(int argc, char **argv, plan_opts_t *o)
         case O_MAXEP:
         case O_MAXPP:
         case O_MAXMBS: {
-            int *dst = c == O_MAXTP ? &p->max_tp : c == O_MAXCP ? &p->max_cp
-                       : c == O_MAXEP ? &p->max_ep : c == O_MAXPP ? &p->max_pp : &p->max_mbs;
+            int *dst = c == O_MAXTP   ? &p->max_tp
+                       : c == O_MAXCP ? &p->max_cp
+                       : c == O_MAXEP ? &p->max_ep
+                       : c == O_MAXPP ? &p->max_pp
+                                      : &p->max_mbs;
             static const char *const names[] = {"--max-tp", "--max-cp", "--max-ep", "--max-pp",
                                                 "--max-mbs"};
-            if (plan_int_arg(optarg, names[c - O_MAXTP], 1, dst)) return -1;
+            if (plan_int_arg(optarg, names[c - O_MAXTP], 1, dst))
+                return -1;
             p->field_mask |= MESH_PLAN_PARAM_FIELD_LIMITS;
             break;
         }
         case O_ZERO:
-            if (plan_mask(optarg, "zero", &p->zero_mask)) return -1;
+            if (plan_mask(optarg, "zero", &p->zero_mask))
+                return -1;
             p->field_mask |= MESH_PLAN_PARAM_FIELD_CHOICES;
             break;
         case O_SCHED:
-            if (plan_mask(optarg, "schedule", &p->schedule_mask)) return -1;
+            if (plan_mask(optarg, "schedule", &p->schedule_mask))
+                return -1;
             p->field_mask |= MESH_PLAN_PARAM_FIELD_CHOICES;
             break;
         case O_RC:
-            if (plan_mask(optarg, "recompute", &p->recompute_mask)) return -1;
+            if (plan_mask(optarg, "recompute", &p->recompute_mask))
+                return -1;
             p->field_mask |= MESH_PLAN_PARAM_FIELD_CHOICES;
             break;
         case O_NOSP:
@@ -363,44 +460,70 @@ static int plan_parse(int argc, char **argv, plan_opts_t *o)
             p->allow_span = 1;
             p->field_mask |= MESH_PLAN_PARAM_FIELD_SPAN;
             break;
-        case O_CALIB: o->calib_path = optarg; break;
-        case O_COMPARE: o->compare_path = optarg; break;
+        case O_CALIB:
+            o->calib_path = optarg;
+            break;
+        case O_COMPARE:
+            o->compare_path = optarg;
+            break;
         case O_TOL:
             o->tolerance = strtod(optarg, NULL);
-            if (!(o->tolerance > 0)) return plan_fail("--tolerance must be positive"), -1;
+            if (!(o->tolerance > 0))
+                return plan_fail("--tolerance must be positive"), -1;
             break;
         case O_MINB:
             if (plan_number(optarg, strlen(optarg), 1, &o->min_bytes) || o->min_bytes < 0)
                 return plan_fail("--min-bytes is not a size"), -1;
             break;
-        case O_CHECK: o->check = optarg; break;
+        case O_CHECK:
+            o->check = optarg;
+            break;
         case O_TOP:
-            if (plan_int_arg(optarg, "--top", 1, &o->top)) return -1;
+            if (plan_int_arg(optarg, "--top", 1, &o->top))
+                return -1;
             break;
         case O_REJ:
-            if (plan_int_arg(optarg, "--rejected", 0, &o->rejected)) return -1;
+            if (plan_int_arg(optarg, "--rejected", 0, &o->rejected))
+                return -1;
             break;
-        case O_JSON: o->json = 1; break;
-        case O_LM: o->list_models = 1; break;
-        case O_LC: o->list_clusters = 1; break;
-        case 'h': fputs(plan_usage, stdout); exit(0);
-        default: fputs(plan_usage, stderr); return -1;
+        case O_JSON:
+            o->json = 1;
+            break;
+        case O_LM:
+            o->list_models = 1;
+            break;
+        case O_LC:
+            o->list_clusters = 1;
+            break;
+        case 'h':
+            fputs(plan_usage, stdout);
+            exit(0);
+        default:
+            fputs(plan_usage, stderr);
+            return -1;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "mesh-plan: unexpected argument '%s'\n%s", argv[optind], plan_usage);
         return -1;
     }
-    if (o->list_models || o->list_clusters) return 0;
-    if (o->calib_path && !o->have_model) return 0; /* --calibrate alone, or with --compare */
-    if (o->compare_path) return plan_fail("--compare goes with --calibrate alone"), -1;
-    if (!o->have_model) return plan_fail("--model is required (mesh-plan --help)"), -1;
-    if (!cluster && !o->from_topo) return plan_fail("give --cluster or --from-topo"), -1;
+    if (o->list_models || o->list_clusters)
+        return 0;
+    if (o->calib_path && !o->have_model)
+        return 0; /* --calibrate alone, or with --compare */
+    if (o->compare_path)
+        return plan_fail("--compare goes with --calibrate alone"), -1;
+    if (!o->have_model)
+        return plan_fail("--model is required (mesh-plan --help)"), -1;
+    if (!cluster && !o->from_topo)
+        return plan_fail("give --cluster or --from-topo"), -1;
     o->have_cluster = cluster != NULL;
     if (o->from_topo) {
-        if (plan_topo_cluster(o) != 0) return -1;
+        if (plan_topo_cluster(o) != 0)
+            return -1;
         /* --cluster KEY=VALUE,... completes or corrects what the topology says */
-        if (cluster && plan_kv(cluster, o, plan_cluster_set, NULL, "--cluster") != 0) return -1;
+        if (cluster && plan_kv(cluster, o, plan_cluster_set, NULL, "--cluster") != 0)
+            return -1;
     } else {
         memset(&o->cluster, 0, sizeof(o->cluster));
         if (plan_kv(cluster, o, plan_cluster_set, plan_cluster_preset, "--cluster") != 0)
@@ -411,15 +534,18 @@ static int plan_parse(int argc, char **argv, plan_opts_t *o)
                 return plan_fail("--cluster: nodes= needs gpus-per-node= (or a preset)"), -1;
             cl->gpus = o->nodes * cl->gpus_per_node;
         }
-        if (cl->gpus_per_node == 0) cl->gpus_per_node = cl->gpus;
+        if (cl->gpus_per_node == 0)
+            cl->gpus_per_node = cl->gpus;
     }
-    if (batch && bseqs) return plan_fail("give one of --batch and --batch-seqs"), -1;
+    if (batch && bseqs)
+        return plan_fail("give one of --batch and --batch-seqs"), -1;
     if (batch || bseqs) {
         double v;
         const char *s = batch ? batch : bseqs;
         if (plan_number(s, strlen(s), 1, &v) || !(v >= 1) || v != floor(v))
             return plan_fail(batch ? "--batch is not a number of tokens"
-                                   : "--batch-seqs is not a number of sequences"), -1;
+                                   : "--batch-seqs is not a number of sequences"),
+                   -1;
         p->batch_tokens = batch ? v : v * (o->model.seq > 0 ? o->model.seq : 1);
         p->field_mask |= MESH_PLAN_PARAM_FIELD_BATCH;
     }
@@ -438,18 +564,23 @@ static int plan_check_params(plan_opts_t *o)
         fprintf(stderr, "mesh-plan: --check: %s\n", mesh_comm_last_error(NULL));
         return -1;
     }
-    if (!(set & MESH_PLAN_SET_TP)) l.tp = 1;
-    if (!(set & MESH_PLAN_SET_CP)) l.cp = 1;
-    if (!(set & MESH_PLAN_SET_EP)) l.ep = 1;
-    if (!(set & MESH_PLAN_SET_PP)) l.pp = 1;
-    if (!(set & MESH_PLAN_SET_ETP)) l.etp = l.tp;
+    if (!(set & MESH_PLAN_SET_TP))
+        l.tp = 1;
+    if (!(set & MESH_PLAN_SET_CP))
+        l.cp = 1;
+    if (!(set & MESH_PLAN_SET_EP))
+        l.ep = 1;
+    if (!(set & MESH_PLAN_SET_PP))
+        l.pp = 1;
+    if (!(set & MESH_PLAN_SET_ETP))
+        l.etp = l.tp;
     if ((set & MESH_PLAN_SET_SP) && !l.sp) {
         p->no_sp = 1;
         p->field_mask |= MESH_PLAN_PARAM_FIELD_CHOICES;
     }
     p->fix = l;
-    p->fix_set = set | MESH_PLAN_SET_TP | MESH_PLAN_SET_CP | MESH_PLAN_SET_EP |
-                 MESH_PLAN_SET_PP | MESH_PLAN_SET_ETP;
+    p->fix_set = set | MESH_PLAN_SET_TP | MESH_PLAN_SET_CP | MESH_PLAN_SET_EP | MESH_PLAN_SET_PP |
+                 MESH_PLAN_SET_ETP;
     p->allow_span = 1;
     p->field_mask |= MESH_PLAN_PARAM_FIELD_FIX | MESH_PLAN_PARAM_FIELD_SPAN;
     return 0;
@@ -477,10 +608,13 @@ int main(int argc, char **argv)
     memset(&o, 0, sizeof(o));
     /* this tool reports the library's errors itself; its log would say them twice */
     setenv("MESH_LOG_LEVEL", "error", 0);
-    if (plan_parse(argc, argv, &o) != 0) return 2;
+    if (plan_parse(argc, argv, &o) != 0)
+        return 2;
     if (o.list_models || o.list_clusters) {
-        if (o.list_models) plan_list_models(o.json, stdout);
-        if (o.list_clusters) plan_list_clusters(o.json, stdout);
+        if (o.list_models)
+            plan_list_models(o.json, stdout);
+        if (o.list_clusters)
+            plan_list_clusters(o.json, stdout);
         return 0;
     }
     if (o.calib_path) {
@@ -515,8 +649,10 @@ int main(int argc, char **argv)
         mesh_plan_calib_free(o.calib);
         return 2;
     }
-    if (o.json) plan_json_result(&o, r, o.check ? "check" : "plan", stdout);
-    else plan_print_result(&o, r, stdout);
+    if (o.json)
+        plan_json_result(&o, r, o.check ? "check" : "plan", stdout);
+    else
+        plan_print_result(&o, r, stdout);
     int rc = mesh_plan_result_count(r) > 0 ? 0 : 1;
     mesh_plan_result_free(r);
     mesh_plan_calib_free(o.calib);

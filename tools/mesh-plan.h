@@ -8,18 +8,18 @@
 typedef struct {
     mesh_plan_model_t model;
     int have_model;
-    double model_counted; /* parameters counted from the dimensions, before any params= */
+    double model_counted;      /* parameters counted from the dimensions, before any params= */
     const char *model_changes; /* what --model changed of a preset */
     mesh_plan_cluster_t cluster;
     int have_cluster;
     int from_topo, nodes, ranks_per_node;
-    char topo_note[512];  /* what --from-topo found */
+    char topo_note[512]; /* what --from-topo found */
     mesh_plan_params_t params;
-    const char *check;    /* --check LAYOUT */
+    const char *check; /* --check LAYOUT */
     const char *calib_path, *compare_path;
     mesh_plan_calib_t *calib;
-    double tolerance;     /* --compare: largest relative error that passes */
-    double min_bytes;     /* --compare: smallest size compared */
+    double tolerance; /* --compare: largest relative error that passes */
+    double min_bytes; /* --compare: smallest size compared */
     int json, top, rejected, list_models, list_clusters;
 } plan_opts_t;
 

@@ -72,7 +72,8 @@ int meshrun_random(void *buf, size_t len)
     while (done < len) {
         ssize_t n = getrandom((char *)buf + done, len - done, 0);
         if (n < 0) {
-            if (errno == EINTR) continue;
+            if (errno == EINTR)
+                continue;
             meshrun_err("getrandom failed: %m");
             return -1;
         }
@@ -98,16 +99,15 @@ static int meshrun_parse_int(const char *opt, const char *text, int min, int max
 static int meshrun_parse(int argc, char **argv, meshrun_opts_t *o)
 {
     enum { OPT_TAG = 256, OPT_NETNS, OPT_MTU };
-    static const struct option longopts[] = {
-        {"np", required_argument, NULL, 'n'},
-        {"nodes", required_argument, NULL, 'N'},
-        {"placement", required_argument, NULL, 'p'},
-        {"timeout", required_argument, NULL, 't'},
-        {"tag-output", no_argument, NULL, OPT_TAG},
-        {"netns", required_argument, NULL, OPT_NETNS},
-        {"mtu", required_argument, NULL, OPT_MTU},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"np", required_argument, NULL, 'n'},
+                                             {"nodes", required_argument, NULL, 'N'},
+                                             {"placement", required_argument, NULL, 'p'},
+                                             {"timeout", required_argument, NULL, 't'},
+                                             {"tag-output", no_argument, NULL, OPT_TAG},
+                                             {"netns", required_argument, NULL, OPT_NETNS},
+                                             {"mtu", required_argument, NULL, OPT_MTU},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     char *end;
     int c;
 
@@ -118,10 +118,12 @@ static int meshrun_parse(int argc, char **argv, meshrun_opts_t *o)
     while ((c = getopt_long(argc, argv, "+n:N:p:t:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'n':
-            if (meshrun_parse_int("-n", optarg, 1, 65536, &o->nranks)) return 2;
+            if (meshrun_parse_int("-n", optarg, 1, 65536, &o->nranks))
+                return 2;
             break;
         case 'N':
-            if (meshrun_parse_int("--nodes", optarg, 1, 65536, &o->nnodes)) return 2;
+            if (meshrun_parse_int("--nodes", optarg, 1, 65536, &o->nnodes))
+                return 2;
             break;
         case 'p':
             if (strcmp(optarg, "block") == 0) {
@@ -158,7 +160,8 @@ static int meshrun_parse(int argc, char **argv, meshrun_opts_t *o)
             }
             break;
         case OPT_MTU:
-            if (meshrun_parse_int("--mtu", optarg, 576, 65535, &o->mtu)) return 2;
+            if (meshrun_parse_int("--mtu", optarg, 576, 65535, &o->mtu))
+                return 2;
             break;
         case 'h':
             fputs(meshrun_usage, stdout);
@@ -245,7 +248,8 @@ int main(int argc, char **argv)
     int rc;
 
     rc = meshrun_parse(argc, argv, &o);
-    if (rc) return rc == 1 ? 0 : 2;
+    if (rc)
+        return rc == 1 ? 0 : 2;
 
     /* Signals wait in the queue from here on (the supervisor reads them from a signalfd), so
      * no exit path can skip the namespace cleanup. */

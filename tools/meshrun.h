@@ -6,24 +6,24 @@
 #include <sys/types.h>
 
 #define MESHRUN_MAX_NETNS_NODES 250 /* one /24 per run: hosts .1 .. .250 */
-#define MESHRUN_GRACE_S 3.0         /* SIGTERM, then SIGKILL after this long */
+#define MESHRUN_GRACE_S         3.0 /* SIGTERM, then SIGKILL after this long */
 
 typedef enum { MESHRUN_NETNS_AUTO = 0, MESHRUN_NETNS_ON, MESHRUN_NETNS_OFF } meshrun_netns_mode_t;
 
 typedef struct {
     int nranks;
     int nnodes;
-    int cyclic;        /* placement: rank r on node r % nnodes */
-    double timeout_s;  /* 0: none */
+    int cyclic;       /* placement: rank r on node r % nnodes */
+    double timeout_s; /* 0: none */
     int tag_output;
     meshrun_netns_mode_t netns;
-    int mtu;           /* of the simulated links */
-    char **argv;       /* program and its arguments, NULL-terminated */
+    int mtu;     /* of the simulated links */
+    char **argv; /* program and its arguments, NULL-terminated */
 } meshrun_opts_t;
 
 /* The network namespaces of one run: one per node plus one holding the bridge. */
 typedef struct {
-    int active;           /* ranks run inside the namespaces */
+    int active; /* ranks run inside the namespaces */
     int nnodes;
     char prefix[32];      /* "mesh-<pid>" */
     unsigned char net[2]; /* 10.<net[0]>.<net[1]>.0/24 */
@@ -37,9 +37,9 @@ typedef struct {
     int node;
     int local_rank;
     int local_size;
-    pid_t pid;    /* 0 once reaped */
-    int status;   /* wait status */
-    int out[2];   /* tag-output pipes (read ends), -1 when closed */
+    pid_t pid;  /* 0 once reaped */
+    int status; /* wait status */
+    int out[2]; /* tag-output pipes (read ends), -1 when closed */
 } meshrun_rank_t;
 
 /* meshrun_netns.c */

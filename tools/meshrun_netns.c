@@ -36,7 +36,8 @@ static void meshrun_netns_path(const char *name, char *path, size_t len)
 {
     for (int i = 0; i < MESHRUN_NETNS_NDIRS; i++) {
         snprintf(path, len, "%s/%s", meshrun_netns_dirs[i], name);
-        if (access(path, F_OK) == 0) return;
+        if (access(path, F_OK) == 0)
+            return;
     }
     snprintf(path, len, "%s/%s", meshrun_netns_dirs[0], name);
 }
@@ -45,7 +46,8 @@ static const char *meshrun_ip_path(void)
 {
     static const char *const paths[] = {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"};
     for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
-        if (access(paths[i], X_OK) == 0) return paths[i];
+        if (access(paths[i], X_OK) == 0)
+            return paths[i];
     return "ip";
 }
 
@@ -75,7 +77,8 @@ static int meshrun_ip(const char *a0, ...)
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         int devnull = open("/dev/null", O_RDONLY);
-        if (devnull >= 0) dup2(devnull, 0);
+        if (devnull >= 0)
+            dup2(devnull, 0);
         execv(meshrun_ip_path(), (char *const *)argv);
         execvp("ip", (char *const *)argv);
         fprintf(stderr, "meshrun: cannot execute ip (iproute2): %m\n");
@@ -83,8 +86,10 @@ static int meshrun_ip(const char *a0, ...)
     }
     int status;
     while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return -1;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+        if (errno != EINTR)
+            return -1;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
 
     char cmd[512] = "";
     for (int i = 0; i < argc; i++) {
@@ -112,7 +117,8 @@ static void meshrun_netns_delete(const char *name)
     meshrun_netns_path(name, path, sizeof(path));
     if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
         meshrun_err("warning: cannot unmount %s: %m", path);
-    if (unlink(path) < 0 && errno != ENOENT) meshrun_err("warning: cannot remove %s: %m", path);
+    if (unlink(path) < 0 && errno != ENOENT)
+        meshrun_err("warning: cannot remove %s: %m", path);
 }
 
 void meshrun_netns_reap_stale(void)
@@ -120,11 +126,14 @@ void meshrun_netns_reap_stale(void)
     for (int i = 0; i < MESHRUN_NETNS_NDIRS; i++) {
         DIR *d = opendir(meshrun_netns_dirs[i]);
         struct dirent *e;
-        if (!d) continue;
+        if (!d)
+            continue;
         while ((e = readdir(d)) != NULL) {
             int pid, used = 0;
-            if (sscanf(e->d_name, "mesh-%d-%*[ns]%n", &pid, &used) != 1 || used == 0) continue;
-            if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;
+            if (sscanf(e->d_name, "mesh-%d-%*[ns]%n", &pid, &used) != 1 || used == 0)
+                continue;
+            if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH)
+                continue;
             meshrun_netns_delete(e->d_name);
         }
         closedir(d);
@@ -156,11 +165,13 @@ int meshrun_netns_setup(meshrun_netns_t *ns, int nnodes)
         ns->fd[k] = -1;
 
     meshrun_netns_name(ns, -1, sw, sizeof(sw));
-    if (meshrun_ip("netns", "add", sw, NULL)) return -1;
+    if (meshrun_ip("netns", "add", sw, NULL))
+        return -1;
     ns->ncreated = 1;
     for (int k = 0; k < nnodes; k++) {
         meshrun_netns_name(ns, k, name, sizeof(name));
-        if (meshrun_ip("netns", "add", name, NULL)) return -1;
+        if (meshrun_ip("netns", "add", name, NULL))
+            return -1;
         ns->ncreated++;
     }
     if (meshrun_ip("-n", sw, "link", "add", "br0", "type", "bridge", NULL) ||
@@ -195,7 +206,8 @@ int meshrun_netns_setup(meshrun_netns_t *ns, int nnodes)
 
 int meshrun_netns_enter(const meshrun_netns_t *ns, int node)
 {
-    if (!ns->active) return 0;
+    if (!ns->active)
+        return 0;
     if (setns(ns->fd[node], CLONE_NEWNET) < 0) {
         fprintf(stderr, "meshrun: cannot enter the namespace of node%d: %m\n", node);
         return -1;
@@ -208,7 +220,8 @@ void meshrun_netns_cleanup(meshrun_netns_t *ns)
     char name[64];
     if (ns->fd) {
         for (int k = 0; k < ns->nnodes; k++)
-            if (ns->fd[k] >= 0) close(ns->fd[k]);
+            if (ns->fd[k] >= 0)
+                close(ns->fd[k]);
         free(ns->fd);
         ns->fd = NULL;
     }

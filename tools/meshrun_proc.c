@@ -34,10 +34,10 @@ typedef struct {
     meshrun_line_t *lines; /* [nranks][2] for --tag-output */
     int alive;
     int exit_code;
-    int failed_rank;  /* first rank that failed, -1 while none */
-    int signalled;    /* signal meshrun received and forwarded, 0 if none */
+    int failed_rank; /* first rank that failed, -1 while none */
+    int signalled;   /* signal meshrun received and forwarded, 0 if none */
     int timed_out;
-    double kill_at;   /* when the SIGKILL follows the SIGTERM; 0 while none is due */
+    double kill_at; /* when the SIGKILL follows the SIGTERM; 0 while none is due */
     int killed;
 } meshrun_sup_t;
 
@@ -46,7 +46,8 @@ static void meshrun_write_all(int fd, struct iovec *iov, int n)
     while (n > 0) {
         ssize_t w = writev(fd, iov, n);
         if (w < 0) {
-            if (errno == EINTR) continue;
+            if (errno == EINTR)
+                continue;
             return; /* closed output: nothing sensible to do */
         }
         while (n > 0 && (size_t)w >= iov->iov_len) {
@@ -76,10 +77,13 @@ static int meshrun_pump(meshrun_sup_t *s, int r, int stream)
     meshrun_line_t *l = &s->lines[2 * r + stream];
     for (;;) {
         ssize_t n = read(rk->out[stream], l->buf + l->len, sizeof(l->buf) - l->len);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN) return 1;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return 1;
         if (n <= 0) {
-            if (l->len) meshrun_emit(r, stream, l->buf, l->len, 1);
+            if (l->len)
+                meshrun_emit(r, stream, l->buf, l->len, 1);
             l->len = 0;
             close(rk->out[stream]);
             rk->out[stream] = -1;
@@ -106,7 +110,8 @@ static void meshrun_signal_all(meshrun_sup_t *s, int sig)
 {
     for (int r = 0; r < s->o->nranks; r++) {
         pid_t pid = s->ranks[r].pid;
-        if (pid > 0 && kill(-pid, sig) < 0) kill(pid, sig);
+        if (pid > 0 && kill(-pid, sig) < 0)
+            kill(pid, sig);
     }
 }
 
@@ -114,7 +119,8 @@ static void meshrun_signal_all(meshrun_sup_t *s, int sig)
 static void meshrun_terminate(meshrun_sup_t *s)
 {
     meshrun_signal_all(s, SIGTERM);
-    if (s->kill_at == 0) s->kill_at = meshrun_now() + MESHRUN_GRACE_S;
+    if (s->kill_at == 0)
+        s->kill_at = meshrun_now() + MESHRUN_GRACE_S;
 }
 
 static void meshrun_child(const meshrun_opts_t *o, const meshrun_rank_t *rk,
@@ -127,17 +133,20 @@ static void meshrun_child(const meshrun_opts_t *o, const meshrun_rank_t *rk,
     setpgid(0, 0);
     /* should meshrun itself be killed (SIGKILL skips every cleanup), its ranks follow */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
+    if (getppid() != parent)
+        _exit(127);
     signal(SIGPIPE, SIG_DFL);
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    if (meshrun_netns_enter(ns, rk->node)) _exit(127);
+    if (meshrun_netns_enter(ns, rk->node))
+        _exit(127);
 
     /* Ranks in their own process groups must not read a terminal (SIGTTIN would stop them);
      * piped input goes to rank 0 only. */
     if (rk->rank != 0 || isatty(STDIN_FILENO)) {
         int devnull = open("/dev/null", O_RDONLY);
-        if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+        if (devnull >= 0)
+            dup2(devnull, STDIN_FILENO);
     }
     if (o->tag_output) {
         dup2(pipes[0][1], STDOUT_FILENO);
@@ -182,7 +191,8 @@ static int meshrun_spawn(meshrun_sup_t *s, int r, const meshrun_netns_t *ns, con
         meshrun_err("error: fork for rank %d failed: %m", r);
         return -1;
     }
-    if (pid == 0) meshrun_child(s->o, rk, ns, addr, secret, pipes, parent);
+    if (pid == 0)
+        meshrun_child(s->o, rk, ns, addr, secret, pipes, parent);
     setpgid(pid, pid); /* also here, so that signals sent right away reach the group */
     rk->pid = pid;
     s->alive++;
@@ -202,13 +212,16 @@ static void meshrun_reap(meshrun_sup_t *s)
         int r;
         for (r = 0; r < s->o->nranks && s->ranks[r].pid != pid; r++)
             ;
-        if (r == s->o->nranks) continue;
+        if (r == s->o->nranks)
+            continue;
         meshrun_rank_t *rk = &s->ranks[r];
         rk->pid = 0;
         rk->status = st;
         s->alive--;
-        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) continue;
-        if (s->failed_rank >= 0 || s->signalled || s->timed_out) continue;
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+            continue;
+        if (s->failed_rank >= 0 || s->signalled || s->timed_out)
+            continue;
 
         s->failed_rank = r;
         if (WIFEXITED(st)) {
@@ -245,7 +258,8 @@ static void meshrun_on_signal(meshrun_sup_t *s, int sig)
     meshrun_err("received SIG%s; forwarding it to %d rank%s", sigabbrev_np(sig), s->alive,
                 s->alive == 1 ? "" : "s");
     meshrun_signal_all(s, sig);
-    if (s->kill_at == 0) s->kill_at = meshrun_now() + MESHRUN_GRACE_S;
+    if (s->kill_at == 0)
+        s->kill_at = meshrun_now() + MESHRUN_GRACE_S;
 }
 
 static void meshrun_loop(meshrun_sup_t *s, int sfd)
@@ -265,8 +279,10 @@ static void meshrun_loop(meshrun_sup_t *s, int sfd)
         double now = meshrun_now(), next = INFINITY;
         int npfd = 0, timeout_ms;
 
-        if (deadline > 0 && !s->timed_out) next = deadline;
-        if (s->kill_at > 0 && !s->killed && s->kill_at < next) next = s->kill_at;
+        if (deadline > 0 && !s->timed_out)
+            next = deadline;
+        if (s->kill_at > 0 && !s->killed && s->kill_at < next)
+            next = s->kill_at;
         timeout_ms = isinf(next) ? -1 : (int)ceil(fmax(0, next - now) * 1000);
         if (pfd) {
             pfd[npfd++] = (struct pollfd){.fd = sfd, .events = POLLIN};
@@ -289,21 +305,22 @@ static void meshrun_loop(meshrun_sup_t *s, int sfd)
         while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
             meshrun_on_signal(s, (int)si.ssi_signo);
         for (int i = 1; i < npfd; i++)
-            if (pfd[i].revents) meshrun_pump(s, who[i] / 2, who[i] % 2);
+            if (pfd[i].revents)
+                meshrun_pump(s, who[i] / 2, who[i] % 2);
 
         now = meshrun_now();
         if (deadline > 0 && !s->timed_out && now >= deadline) {
             s->timed_out = 1;
             s->exit_code = 124;
-            meshrun_err("timeout after %g s; killing %d running rank%s", s->o->timeout_s,
-                        s->alive, s->alive == 1 ? "" : "s");
+            meshrun_err("timeout after %g s; killing %d running rank%s", s->o->timeout_s, s->alive,
+                        s->alive == 1 ? "" : "s");
             meshrun_terminate(s);
         }
         if (s->kill_at > 0 && !s->killed && now >= s->kill_at) {
             s->killed = 1;
             if (s->alive > 0) {
-                meshrun_err("%d rank%s still running %g s after SIGTERM; sending SIGKILL",
-                            s->alive, s->alive == 1 ? "" : "s", MESHRUN_GRACE_S);
+                meshrun_err("%d rank%s still running %g s after SIGTERM; sending SIGKILL", s->alive,
+                            s->alive == 1 ? "" : "s", MESHRUN_GRACE_S);
                 meshrun_signal_all(s, SIGKILL);
             }
         }
@@ -314,7 +331,8 @@ static void meshrun_loop(meshrun_sup_t *s, int sfd)
             if (s->ranks[r].out[i] >= 0 && meshrun_pump(s, r, i)) {
                 /* still open (a process the rank started holds it): take what is there */
                 meshrun_line_t *l = &s->lines[2 * r + i];
-                if (l->len) meshrun_emit(r, i, l->buf, l->len, 1);
+                if (l->len)
+                    meshrun_emit(r, i, l->buf, l->len, 1);
                 close(s->ranks[r].out[i]);
                 s->ranks[r].out[i] = -1;
             }

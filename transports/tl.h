@@ -32,7 +32,7 @@ typedef int (*mesh_tl_unexpected_fn)(void *arg, int peer, uint64_t tag);
  * own but for those bits, and reports the message's whole tag in op->peer_tag, so that the
  * receiver can tell a different call from its own. Point-to-point and control tags (bit 63 set)
  * match exactly. */
-#define MESH_TL_TAG_EXACT (1ull << 63) /* tags with this bit set match exactly */
+#define MESH_TL_TAG_EXACT    (1ull << 63) /* tags with this bit set match exactly */
 #define MESH_TL_TAG_SIG_BITS 24
 #define MESH_TL_TAG_SIG_MASK ((1ull << MESH_TL_TAG_SIG_BITS) - 1)
 /* The bits a receive posted with tag does not compare. */
@@ -47,10 +47,10 @@ static inline int mesh_tl_tag_match(uint64_t posted, uint64_t incoming)
 
 /* One pending operation; owned by the caller, which must keep it alive until completion. */
 typedef struct mesh_tl_op {
-    volatile int status; /* MESH_INPROGRESS, then MESH_OK or a negative mesh_status_t */
-    size_t length;       /* bytes transferred (a receive may get fewer than posted) */
-    uint64_t peer_tag;   /* a receive: the tag its message was sent with (see above) */
-    unsigned flags;      /* MESH_TL_OP_*, set by the caller before posting */
+    volatile int status;        /* MESH_INPROGRESS, then MESH_OK or a negative mesh_status_t */
+    size_t length;              /* bytes transferred (a receive may get fewer than posted) */
+    uint64_t peer_tag;          /* a receive: the tag its message was sent with (see above) */
+    unsigned flags;             /* MESH_TL_OP_*, set by the caller before posting */
     struct mesh_tl_op *tl_next; /* for the transport's own lists */
     void *tl_priv[4];           /* for the transport */
 } mesh_tl_op_t;
@@ -73,11 +73,11 @@ typedef enum {
 } mesh_tl_scope_t;
 
 enum {
-    MESH_TL_CAP_TAGGED = 1u << 0,      /* isend/irecv */
-    MESH_TL_CAP_PUT = 1u << 1,         /* put to registered memory */
-    MESH_TL_CAP_GET = 1u << 2,         /* get from registered memory */
-    MESH_TL_CAP_SINGLE_COPY = 1u << 3, /* large messages copied once (CMA, RDMA) */
-    MESH_TL_CAP_DEVICE_MEM = 1u << 4,  /* device buffers accepted */
+    MESH_TL_CAP_TAGGED = 1u << 0,       /* isend/irecv */
+    MESH_TL_CAP_PUT = 1u << 1,          /* put to registered memory */
+    MESH_TL_CAP_GET = 1u << 2,          /* get from registered memory */
+    MESH_TL_CAP_SINGLE_COPY = 1u << 3,  /* large messages copied once (CMA, RDMA) */
+    MESH_TL_CAP_DEVICE_MEM = 1u << 4,   /* device buffers accepted */
     MESH_TL_CAP_MULTI_STREAM = 1u << 5, /* stripes large messages over several connections */
     /* network transports: the path uses RDMA-class hardware here. Without it a library
      * transport (ucx, ofi) would only wrap sockets, which the tcp transport drives directly. */
@@ -89,12 +89,12 @@ enum {
 };
 
 typedef struct {
-    uint64_t flags;         /* MESH_TL_CAP_* */
+    uint64_t flags; /* MESH_TL_CAP_* */
     mesh_tl_scope_t scope;
-    double latency_us;      /* rough one-way small-message latency */
-    double bandwidth_GBps;  /* rough peak per endpoint */
-    size_t eager_limit;     /* largest message sent without a rendezvous */
-    int priority;           /* among transports of the same scope, higher wins */
+    double latency_us;     /* rough one-way small-message latency */
+    double bandwidth_GBps; /* rough peak per endpoint */
+    size_t eager_limit;    /* largest message sent without a rendezvous */
+    int priority;          /* among transports of the same scope, higher wins */
 } mesh_tl_caps_t;
 
 /* caps.priority of the network transports. Between nodes the communicator takes the first
@@ -112,18 +112,18 @@ enum {
 typedef struct {
     int rank;
     int size;
-    uint64_t comm_uid;       /* same on every rank of the communicator; unique per communicator */
-    const char *node;        /* this rank's node label */
-    double timeout_s;        /* connection deadlines */
+    uint64_t comm_uid; /* same on every rank of the communicator; unique per communicator */
+    const char *node;  /* this rank's node label */
+    double timeout_s;  /* connection deadlines */
 } mesh_tl_open_params_t;
 
 /* What a transport learns about a peer (all of it exchanged at communicator creation). */
 typedef struct {
     int rank;
-    const char *node;        /* node label */
+    const char *node; /* node label */
     int pid;
-    unsigned long long pidns;/* pid namespace id; pid checks only when equal to ours */
-    const void *addr;        /* the peer's address blob from ops.address() */
+    unsigned long long pidns; /* pid namespace id; pid checks only when equal to ours */
+    const void *addr;         /* the peer's address blob from ops.address() */
     size_t addr_len;
 } mesh_tl_peer_t;
 
@@ -137,8 +137,8 @@ typedef struct {
 #define MESH_TL_ADDR_MAX 256
 
 struct mesh_tl_ops {
-    const char *name; /* "shm", "tcp", ... */
-    const char *doc;  /* one line for mesh-info -t */
+    const char *name;                  /* "shm", "tcp", ... */
+    const char *doc;                   /* one line for mesh-info -t */
     const mesh_config_table_t *config; /* knobs of this transport, or NULL */
 
     /* Whether the transport can run here at all (device present, kernel feature, ...). When
@@ -164,8 +164,7 @@ struct mesh_tl_ops {
     /* A message longer than len fails the receive with MESH_ERR_TRUNCATED (length: the
      * message's, where the transport knows it) and writes nothing past buf + len; the sender
      * completes as usual and the next messages on the endpoint are not disturbed. */
-    mesh_status_t (*irecv)(mesh_tl_ep_t *ep, uint64_t tag, void *buf, size_t len,
-                           mesh_tl_op_t *op);
+    mesh_status_t (*irecv)(mesh_tl_ep_t *ep, uint64_t tag, void *buf, size_t len, mesh_tl_op_t *op);
     /* Makes progress on every endpoint; returns the number of completions, plus one when bytes
      * moved without completing anything (0: nothing happened, so a waiter may back off). */
     int (*progress)(mesh_tl_iface_t *iface);
@@ -229,7 +228,10 @@ static inline mesh_status_t mesh_tl_irecv(mesh_tl_ep_t *ep, uint64_t tag, void *
     return ep->iface->ops.irecv(ep, tag, buf, len, op);
 }
 
-static inline int mesh_tl_progress(mesh_tl_iface_t *iface) { return iface->ops.progress(iface); }
+static inline int mesh_tl_progress(mesh_tl_iface_t *iface)
+{
+    return iface->ops.progress(iface);
+}
 
 static inline int mesh_tl_unexpected(mesh_tl_iface_t *iface, mesh_tl_unexpected_fn fn, void *arg)
 {

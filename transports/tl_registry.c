@@ -10,9 +10,7 @@
 #include <string.h>
 
 static const mesh_tl_ops_t *const mesh_tl_table[] = {
-    &mesh_tl_self_ops,
-    &mesh_tl_shm_ops,
-    &mesh_tl_tcp_ops,
+    &mesh_tl_self_ops,  &mesh_tl_shm_ops, &mesh_tl_tcp_ops,
 #if HAVE_VERBS
     &mesh_tl_verbs_ops,
 #endif
@@ -77,9 +75,11 @@ int mesh_tl_rdma_present(void)
     int found = 0;
     for (unsigned i = 0; i < sizeof(classes) / sizeof(classes[0]) && !found; i++) {
         DIR *d = opendir(classes[i]);
-        if (d == NULL) continue;
+        if (d == NULL)
+            continue;
         struct dirent *e;
-        while (!found && (e = readdir(d)) != NULL) found = e->d_name[0] != '.';
+        while (!found && (e = readdir(d)) != NULL)
+            found = e->d_name[0] != '.';
         closedir(d);
     }
     return found;

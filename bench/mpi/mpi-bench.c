@@ -17,40 +17,58 @@ static bench_backend_t mpi_backend;
 static MPI_Datatype mpi_dtype(bench_dtype_t d)
 {
     switch (d) {
-    case BENCH_INT8: return MPI_INT8_T;
-    case BENCH_UINT8: return MPI_UINT8_T;
-    case BENCH_INT32: return MPI_INT32_T;
-    case BENCH_UINT32: return MPI_UINT32_T;
-    case BENCH_INT64: return MPI_INT64_T;
-    case BENCH_UINT64: return MPI_UINT64_T;
-    case BENCH_FP32: return MPI_FLOAT;
-    case BENCH_FP64: return MPI_DOUBLE;
-    default: return MPI_DATATYPE_NULL;
+    case BENCH_INT8:
+        return MPI_INT8_T;
+    case BENCH_UINT8:
+        return MPI_UINT8_T;
+    case BENCH_INT32:
+        return MPI_INT32_T;
+    case BENCH_UINT32:
+        return MPI_UINT32_T;
+    case BENCH_INT64:
+        return MPI_INT64_T;
+    case BENCH_UINT64:
+        return MPI_UINT64_T;
+    case BENCH_FP32:
+        return MPI_FLOAT;
+    case BENCH_FP64:
+        return MPI_DOUBLE;
+    default:
+        return MPI_DATATYPE_NULL;
     }
 }
 
 static MPI_Op mpi_op(bench_redop_t r)
 {
     switch (r) {
-    case BENCH_SUM: return MPI_SUM;
-    case BENCH_PROD: return MPI_PROD;
-    case BENCH_MIN: return MPI_MIN;
-    case BENCH_MAX: return MPI_MAX;
-    default: return MPI_OP_NULL;
+    case BENCH_SUM:
+        return MPI_SUM;
+    case BENCH_PROD:
+        return MPI_PROD;
+    case BENCH_MIN:
+        return MPI_MIN;
+    case BENCH_MAX:
+        return MPI_MAX;
+    default:
+        return MPI_OP_NULL;
     }
 }
 
 static int mpi_supports(bench_op_t op, bench_dtype_t d, bench_redop_t r, int in_place)
 {
-    if (mpi_dtype(d) == MPI_DATATYPE_NULL || op == BENCH_DISPATCH_COMBINE) return 0;
-    if (bench_op_is_reduction(op) && mpi_op(r) == MPI_OP_NULL) return 0;
-    if (in_place && (op == BENCH_REDUCE_SCATTER || op == BENCH_SENDRECV)) return 0;
+    if (mpi_dtype(d) == MPI_DATATYPE_NULL || op == BENCH_DISPATCH_COMBINE)
+        return 0;
+    if (bench_op_is_reduction(op) && mpi_op(r) == MPI_OP_NULL)
+        return 0;
+    if (in_place && (op == BENCH_REDUCE_SCATTER || op == BENCH_SENDRECV))
+        return 0;
     return 1;
 }
 
 static int mpi_check(int rc, const bench_call_t *c)
 {
-    if (rc == MPI_SUCCESS) return 0;
+    if (rc == MPI_SUCCESS)
+        return 0;
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(rc, msg, &len);
@@ -98,8 +116,8 @@ static int mpi_run(const bench_call_t *c)
                         t, c->root, MPI_COMM_WORLD);
         break;
     case BENCH_SCATTER:
-        rc = MPI_Scatter(c->sbuf, n, t, c->in_place && rank == c->root ? MPI_IN_PLACE : c->rbuf,
-                         n, t, c->root, MPI_COMM_WORLD);
+        rc = MPI_Scatter(c->sbuf, n, t, c->in_place && rank == c->root ? MPI_IN_PLACE : c->rbuf, n,
+                         t, c->root, MPI_COMM_WORLD);
         break;
     case BENCH_SENDRECV:
         rc = MPI_Sendrecv(c->sbuf, n, t, (rank + 1) % size, 0, c->rbuf, n, t,
@@ -111,8 +129,14 @@ static int mpi_run(const bench_call_t *c)
     return mpi_check(rc, c);
 }
 
-static const char *mpi_algo(bench_op_t op) { return "mpi"; }
-static int mpi_barrier(void) { return MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1; }
+static const char *mpi_algo(bench_op_t op)
+{
+    return "mpi";
+}
+static int mpi_barrier(void)
+{
+    return MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+}
 
 static int mpi_max_double(double *v)
 {
@@ -128,7 +152,10 @@ static int mpi_sum_u64(uint64_t *v)
                : -1;
 }
 
-static void mpi_abort(void) { MPI_Abort(MPI_COMM_WORLD, 1); }
+static void mpi_abort(void)
+{
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
 
 /* Host names of every rank, gathered once: they give the node count and the description. */
 static char *mpi_hosts;
@@ -139,7 +166,8 @@ static void mpi_describe(FILE *out)
     int len = 0;
     MPI_Get_library_version(version, &len);
     char *nl = strchr(version, '\n');
-    if (nl) *nl = 0;
+    if (nl)
+        *nl = 0;
     fprintf(out, "# mpi-bench: %d rank%s on %d host%s; %s\n", mpi_backend.size,
             mpi_backend.size == 1 ? "" : "s", mpi_backend.nnodes,
             mpi_backend.nnodes == 1 ? "" : "s", version);
@@ -154,7 +182,8 @@ int main(int argc, char **argv)
     bench_opts_t o;
     char name[MPI_MAX_PROCESSOR_NAME] = "";
     int len, rc = bench_parse(argc, argv, "mpi-bench", &o);
-    if (rc) return rc == 1 ? 0 : 2;
+    if (rc)
+        return rc == 1 ? 0 : 2;
     if (o.memcpy_mode)
         return bench_memcpy(&o, MPI_Wtime);
     if (o.algo) {

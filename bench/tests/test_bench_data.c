@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAXN 8
+#define MAXN     8
 #define MAXCOUNT 40
 
 static char sbufs[MAXN][MAXN * MAXCOUNT * 8 + 64], rbufs[MAXN][MAXN * MAXCOUNT * 8 + 64];
@@ -37,11 +37,16 @@ static double fold(const bench_call_t *c, int n, size_t idx, int reverse)
         int q = reverse ? n - 1 - k : k;
         double v = bench_decode(c->dtype, input[q] + idx * dsize);
         CHECK_MSG(representable(c->dtype, v), "input %g of %s", v, bench_dtype_name(c->dtype));
-        if (k == 0) acc = v;
-        else if (c->redop == BENCH_PROD) acc *= v;
-        else if (c->redop == BENCH_MIN) acc = fmin(acc, v);
-        else if (c->redop == BENCH_MAX) acc = fmax(acc, v);
-        else acc += v;
+        if (k == 0)
+            acc = v;
+        else if (c->redop == BENCH_PROD)
+            acc *= v;
+        else if (c->redop == BENCH_MIN)
+            acc = fmin(acc, v);
+        else if (c->redop == BENCH_MAX)
+            acc = fmax(acc, v);
+        else
+            acc += v;
         CHECK_MSG(representable(c->dtype, acc), "partial %g of %s %s over %d ranks", acc,
                   bench_redop_name(c->redop), bench_dtype_name(c->dtype), n);
     }
@@ -65,7 +70,8 @@ static void run_collective(bench_op_t op, int n, size_t cnt, size_t dsize)
         switch (op) {
         case BENCH_ALLREDUCE:
         case BENCH_REDUCE:
-            if (op == BENCH_REDUCE && r != c->root) break;
+            if (op == BENCH_REDUCE && r != c->root)
+                break;
             for (size_t j = 0; j < cnt; j++)
                 reduced(c, n, j, out + j * dsize);
             break;
@@ -78,7 +84,8 @@ static void run_collective(bench_op_t op, int n, size_t cnt, size_t dsize)
             break;
         case BENCH_ALLGATHER:
         case BENCH_GATHER:
-            if (op == BENCH_GATHER && r != c->root) break;
+            if (op == BENCH_GATHER && r != c->root)
+                break;
             for (int q = 0; q < n; q++)
                 memcpy(out + (size_t)q * blk, input[q], blk);
             break;
@@ -106,8 +113,8 @@ static void victim(bench_op_t op, int n, int root, size_t cnt, int *rank, size_t
 {
     int rooted = op == BENCH_REDUCE || op == BENCH_GATHER;
     *rank = rooted ? root : n - 1;
-    *elem = op == BENCH_ALLGATHER || op == BENCH_GATHER || op == BENCH_ALLTOALL ? n * cnt - 1
-                                                                                 : cnt - 1;
+    *elem =
+        op == BENCH_ALLGATHER || op == BENCH_GATHER || op == BENCH_ALLTOALL ? n * cnt - 1 : cnt - 1;
 }
 
 static void one(bench_op_t op, bench_dtype_t d, bench_redop_t redop, int n, size_t cnt, int ip)
@@ -119,8 +126,8 @@ static void one(bench_op_t op, bench_dtype_t d, bench_redop_t redop, int n, size
     bench_sizes(op, d, cnt * dsize * (size_t)(blocks ? n : 1), n, &sz);
     CHECK_MSG(sz.count == cnt, "%s count %zu, expected %zu", bench_op_name(op), sz.count, cnt);
     for (int r = 0; r < n; r++) {
-        calls[r] = (bench_call_t){.op = op, .dtype = d, .redop = redop, .root = n - 1,
-                                  .in_place = ip, .count = cnt};
+        calls[r] = (bench_call_t){
+            .op = op, .dtype = d, .redop = redop, .root = n - 1, .in_place = ip, .count = cnt};
         bench_layout(&calls[r], sbufs[r], rbufs[r], r);
         bench_fill(&calls[r], &sz, r, n);
         /* the input as the collective sees it */
@@ -130,10 +137,12 @@ static void one(bench_op_t op, bench_dtype_t d, bench_redop_t redop, int n, size
     }
     run_collective(op, n, cnt, dsize);
     for (int r = 0; r < n; r++)
-        CHECK_MSG(bench_check(&calls[r], &sz, r, n) == 0, "%s %s %s n=%d count=%zu in_place=%d "
-                  "rank %d", bench_op_name(op), bench_dtype_name(d), bench_redop_name(redop), n,
-                  cnt, ip, r);
-    if (cnt == 0) return;
+        CHECK_MSG(bench_check(&calls[r], &sz, r, n) == 0,
+                  "%s %s %s n=%d count=%zu in_place=%d "
+                  "rank %d",
+                  bench_op_name(op), bench_dtype_name(d), bench_redop_name(redop), n, cnt, ip, r);
+    if (cnt == 0)
+        return;
     int vr;
     size_t ve;
     victim(op, n, n - 1, cnt, &vr, &ve);
@@ -160,7 +169,10 @@ static int parse_with(const char *args, int nextra, char **extra)
     return bench_parse(argc, argv, "mesh-bench", &opts);
 }
 
-static int parse(const char *args) { return parse_with(args, 0, NULL); }
+static int parse(const char *args)
+{
+    return parse_with(args, 0, NULL);
+}
 
 /* --mesh, --axes and the ops of each axis. */
 static void test_mesh_options(void)
@@ -190,25 +202,29 @@ static char *slurp(const char *path)
     static char text[8192];
     FILE *f = fopen(path, "r");
     size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
-    if (f) fclose(f);
+    if (f)
+        fclose(f);
     text[n] = 0;
     return text;
 }
 
-static void no_describe(FILE *out) { (void)out; }
+static void no_describe(FILE *out)
+{
+    (void)out;
+}
 
 /* The CSV and JSON rows of two axes, exactly. */
 static void test_out_files(void)
 {
     static char dir[4096], csv[4200], json[4200];
-    bench_backend_t b = {.name = "mesh", .rank = 0, .size = 8, .nnodes = 2,
-                         .describe = no_describe};
+    bench_backend_t b = {
+        .name = "mesh", .rank = 0, .size = 8, .nnodes = 2, .describe = no_describe};
     bench_axis_t tp = {.name = "tp", .rank = 1, .size = 2, .groups = 4, .nnodes = 1};
     bench_axis_t pp = {.name = "pp", .rank = 0, .size = 2, .groups = 4, .nnodes = 2};
     bench_call_t c = {.op = BENCH_ALLREDUCE, .dtype = BENCH_FP32, .redop = BENCH_SUM};
     bench_sizes_t sz = {.count = 256, .bytes = 1024};
-    bench_result_t r = {.time_us = 10, .algbw = 0.1024, .busbw = 0.1024, .wrong = 0,
-                        .algo = "ring"};
+    bench_result_t r = {
+        .time_us = 10, .algbw = 0.1024, .busbw = 0.1024, .wrong = 0, .algo = "ring"};
     int err;
 
     th_tmpdir(dir, sizeof(dir), "bench_out");
@@ -227,11 +243,12 @@ static void test_out_files(void)
     snprintf(r.algo, sizeof(r.algo), "p2p");
     bench_out_row(out, &pp, &c, &sz, &r);
     CHECK(bench_out_close(out, &opts, &b) == 0);
-    CHECK_MSG(strcmp(slurp(csv), "op,nranks,nodes,bytes,dtype,algo,time_us,algbw_GBps,"
-                                 "busbw_GBps,wrong,in_place,redop,axis\n"
-                                 "allreduce,2,1,1024,fp32,ring,10.000,0.1024,0.1024,0,0,sum,tp\n"
-                                 "sendrecv,2,2,1024,fp32,p2p,20.000,0.1024,0.1024,-1,0,none,pp\n")
-                  == 0, "csv: %s", slurp(csv));
+    CHECK_MSG(strcmp(slurp(csv),
+                     "op,nranks,nodes,bytes,dtype,algo,time_us,algbw_GBps,"
+                     "busbw_GBps,wrong,in_place,redop,axis\n"
+                     "allreduce,2,1,1024,fp32,ring,10.000,0.1024,0.1024,0,0,sum,tp\n"
+                     "sendrecv,2,2,1024,fp32,p2p,20.000,0.1024,0.1024,-1,0,none,pp\n") == 0,
+              "csv: %s", slurp(csv));
     CHECK_MSG(strcmp(slurp(json),
                      "{\n  \"bench\": \"mesh\",\n  \"nranks\": 8,\n  \"nodes\": 2,\n"
                      "  \"mesh\": \"tp=2,dp=2,pp=2\",\n  \"order\": \"tp-cp-ep-dp-pp\",\n"
@@ -290,7 +307,8 @@ int main(void)
                             one((bench_op_t)op, (bench_dtype_t)d, (bench_redop_t)r, ns[ni],
                                 counts[ci], ip);
                         }
-                if (!bench_op_is_reduction((bench_op_t)op)) break;
+                if (!bench_op_is_reduction((bench_op_t)op))
+                    break;
             }
     test_mesh_options();
     test_out_files();

@@ -51,7 +51,7 @@ typedef struct gpt_config {
     double capacity;               /* capacity factor of the one-process routing; 0: dropless */
     int capacity_groups;           /* its tokens in that many equal parts, each with its capacity */
     int ep, ep_rank;               /* this rank holds experts [ep_rank E / ep, +E / ep) */
-    const int *pos;  /* [seq / cp] this cp rank's positions in local order; NULL: those above */
+    const int *pos; /* [seq / cp] this cp rank's positions in local order; NULL: those above */
     /* each block's layers; NULL: gpt_layer_spec */
     gpt_layers_t (*spec)(const struct gpt_config *cfg, int layer);
 } gpt_config_t;

@@ -23,10 +23,10 @@
 /* A device buffer (or several overlapping ones, merged) and where it stands in staging. */
 #define MESH_DEV_MAX_REGIONS 4
 typedef struct {
-    char *dev;      /* the caller's memory */
+    char *dev; /* the caller's memory */
     size_t bytes;
-    size_t offset;  /* in the op's staging buffer */
-    int in, out;    /* copied in before the schedule runs, out after it completed */
+    size_t offset; /* in the op's staging buffer */
+    int in, out;   /* copied in before the schedule runs, out after it completed */
 } mesh_dev_region_t;
 
 typedef struct mesh_dev_stage mesh_dev_stage_t; /* a pooled pinned buffer */
@@ -39,14 +39,14 @@ typedef struct mesh_dev_op {
     mesh_dev_region_t reg[MESH_DEV_MAX_REGIONS];
     int nreg;
     mesh_dev_stage_t *stage;
-    char *base;          /* the staging buffer's memory */
+    char *base; /* the staging buffer's memory */
     /* a pre-multiplied sum scales the staged input once it arrived */
     void *scale_buf;
     size_t scale_count;
     mesh_dtype_t scale_dtype;
     unsigned char scalar[16];
     mesh_request_h req;
-    atomic_int refs;     /* the engine's, and the user's request handle's */
+    atomic_int refs; /* the engine's, and the user's request handle's */
 } mesh_dev_op_t;
 
 /* dev_stage.c: the op and its staging */

@@ -27,7 +27,7 @@
 enum { BATCH_WAIT_READY, BATCH_STAGE_IN, BATCH_RUN, BATCH_STAGE_OUT, BATCH_DONE };
 
 #define SLOTS_PER_SLAB 64
-#define SLOT_WORDS 16 /* a slot per 64-byte line: ready in word 0, done in word 1 */
+#define SLOT_WORDS     16 /* a slot per 64-byte line: ready in word 0, done in word 1 */
 
 struct dev_slot {
     const mesh_mem_ops_t *ops;
@@ -65,8 +65,8 @@ struct dev_batch {
 static pthread_mutex_t eng_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t eng_cond = PTHREAD_COND_INITIALIZER;
 static struct dev_batch *eng_incoming, *eng_incoming_tail; /* posted, under eng_lock */
-static struct dev_slot *eng_free_slots;                     /* under eng_lock */
-static struct dev_lane *eng_lanes;                          /* under eng_lock */
+static struct dev_slot *eng_free_slots;                    /* under eng_lock */
+static struct dev_lane *eng_lanes;                         /* under eng_lock */
 static pthread_once_t eng_once = PTHREAD_ONCE_INIT;
 static int eng_started;
 
@@ -74,7 +74,8 @@ static int eng_started;
 static mesh_status_t slot_get(const mesh_mem_ops_t *ops, struct dev_slot **out)
 {
     for (struct dev_slot **s = &eng_free_slots; *s != NULL; s = &(*s)->next) {
-        if ((*s)->ops != ops) continue;
+        if ((*s)->ops != ops)
+            continue;
         struct dev_slot *f = *s;
         *s = f->next;
         *out = f;
@@ -82,9 +83,9 @@ static mesh_status_t slot_get(const mesh_mem_ops_t *ops, struct dev_slot **out)
     }
     uint32_t *words;
     struct dev_slot *slab = calloc(SLOTS_PER_SLAB, sizeof(*slab));
-    mesh_status_t st = slab == NULL ? MESH_ERR_NO_MEMORY
-                                    : ops->host_alloc((void **)&words, SLOTS_PER_SLAB *
-                                                                          SLOT_WORDS * 4);
+    mesh_status_t st = slab == NULL
+                           ? MESH_ERR_NO_MEMORY
+                           : ops->host_alloc((void **)&words, SLOTS_PER_SLAB * SLOT_WORDS * 4);
     if (st < 0) {
         free(slab);
         return mesh_error(st, "cannot allocate the flags of calls on device buffers");
@@ -103,9 +104,11 @@ static mesh_status_t slot_get(const mesh_mem_ops_t *ops, struct dev_slot **out)
 static struct dev_lane *lane_get(const mesh_mem_ops_t *ops, int device)
 {
     for (struct dev_lane *l = eng_lanes; l != NULL; l = l->next)
-        if (l->ops == ops && l->device == device) return l;
+        if (l->ops == ops && l->device == device)
+            return l;
     struct dev_lane *l = calloc(1, sizeof(*l));
-    if (l == NULL) return NULL;
+    if (l == NULL)
+        return NULL;
     if (ops->stream_create(&l->stream) != MESH_OK) {
         free(l);
         return NULL;
@@ -124,14 +127,17 @@ static mesh_status_t batch_copies(struct dev_batch *b, int out)
 {
     for (int i = 0; i < b->n; i++) {
         mesh_dev_op_t *d = b->reqs[i]->dev;
-        if (b->status[i] < 0) continue;
+        if (b->status[i] < 0)
+            continue;
         for (int k = 0; k < d->nreg; k++) {
             mesh_dev_region_t *r = &d->reg[k];
-            if (!(out ? r->out : r->in)) continue;
+            if (!(out ? r->out : r->in))
+                continue;
             char *stage = d->base + r->offset;
             mesh_status_t st = out ? b->ops->copy_async(r->dev, stage, r->bytes, b->lane->stream)
                                    : b->ops->copy_async(stage, r->dev, r->bytes, b->lane->stream);
-            if (st < 0) return st;
+            if (st < 0)
+                return st;
         }
     }
     return b->ops->event_record(b->event, b->lane->stream);
@@ -151,7 +157,8 @@ static void batch_finish(struct dev_batch *b, mesh_status_t st)
     for (int i = 0; i < b->n; i++) {
         mesh_request_h r = b->reqs[i];
         mesh_status_t s = b->status[i] < 0 ? b->status[i] : st;
-        if (s < 0 && b->status[i] >= 0) mesh_comm_fail(r->comm, s);
+        if (s < 0 && b->status[i] >= 0)
+            mesh_comm_fail(r->comm, s);
         if (s < 0 && r->internal) {
             /* nobody waits for this call: the communicator's next call reports it */
             mesh_comm_lock(r->comm);
@@ -170,17 +177,21 @@ static void batch_finish(struct dev_batch *b, mesh_status_t st)
 static int batch_ready(struct dev_batch *b)
 {
     for (int i = 0; i < b->nst; i++)
-        if (!flag_reached(&b->st[i].slot->flags[0], b->st[i].gen)) return 0;
+        if (!flag_reached(&b->st[i].slot->flags[0], b->st[i].gen))
+            return 0;
     mesh_status_t st = batch_copies(b, 0);
-    if (st < 0) batch_finish(b, st);
-    else b->state = BATCH_STAGE_IN;
+    if (st < 0)
+        batch_finish(b, st);
+    else
+        b->state = BATCH_STAGE_IN;
     return 1;
 }
 
 static int batch_start(struct dev_batch *b)
 {
     mesh_status_t st = b->ops->event_query(b->event);
-    if (st == MESH_INPROGRESS) return 0;
+    if (st == MESH_INPROGRESS)
+        return 0;
     if (st < 0) {
         batch_finish(b, st);
         return 1;
@@ -201,42 +212,54 @@ static int batch_run(struct dev_batch *b)
     int events = 0, pending = 0;
     for (int i = 0; i < b->n; i++) {
         mesh_request_h r = b->reqs[i];
-        if (b->status[i] != MESH_OK) continue;
+        if (b->status[i] != MESH_OK)
+            continue;
         mesh_status_t st = mesh_sched_run_status(r->sched);
         if (st == MESH_INPROGRESS && mesh_comm_trylock(r->comm)) {
             events += mesh_comm_progress(r->comm);
             mesh_comm_unlock(r->comm);
             st = mesh_sched_run_status(r->sched);
         }
-        if (st == MESH_INPROGRESS) pending = 1;
-        else if (st < 0) b->status[i] = st;
+        if (st == MESH_INPROGRESS)
+            pending = 1;
+        else if (st < 0)
+            b->status[i] = st;
     }
-    if (pending) return events;
+    if (pending)
+        return events;
     mesh_status_t st = batch_copies(b, 1);
-    if (st < 0) batch_finish(b, st);
-    else b->state = BATCH_STAGE_OUT;
+    if (st < 0)
+        batch_finish(b, st);
+    else
+        b->state = BATCH_STAGE_OUT;
     return 1;
 }
 
 static int batch_advance(struct dev_batch *b)
 {
     switch (b->state) {
-    case BATCH_WAIT_READY: return batch_ready(b);
-    case BATCH_STAGE_IN: return batch_start(b);
-    case BATCH_RUN: return batch_run(b);
+    case BATCH_WAIT_READY:
+        return batch_ready(b);
+    case BATCH_STAGE_IN:
+        return batch_start(b);
+    case BATCH_RUN:
+        return batch_run(b);
     case BATCH_STAGE_OUT: {
         mesh_status_t st = b->ops->event_query(b->event);
-        if (st == MESH_INPROGRESS) return 0;
+        if (st == MESH_INPROGRESS)
+            return 0;
         batch_finish(b, st < 0 ? st : MESH_OK);
         return 1;
     }
-    default: return 0;
+    default:
+        return 0;
     }
 }
 
 static void batch_free(struct dev_batch *b)
 {
-    if (b->event != NULL) b->ops->event_destroy(b->event);
+    if (b->event != NULL)
+        b->ops->event_destroy(b->event);
     free(b);
 }
 
@@ -247,10 +270,13 @@ static void *eng_main(void *arg)
     unsigned idle = 0;
     for (;;) {
         pthread_mutex_lock(&eng_lock);
-        while (head == NULL && eng_incoming == NULL) pthread_cond_wait(&eng_cond, &eng_lock);
+        while (head == NULL && eng_incoming == NULL)
+            pthread_cond_wait(&eng_cond, &eng_lock);
         if (eng_incoming != NULL) {
-            if (tail) tail->next = eng_incoming;
-            else head = eng_incoming;
+            if (tail)
+                tail->next = eng_incoming;
+            else
+                head = eng_incoming;
             tail = eng_incoming_tail;
             eng_incoming = eng_incoming_tail = NULL;
             idle = 0;
@@ -270,8 +296,10 @@ static void *eng_main(void *arg)
             }
         }
         tail = last;
-        if (events > 0) idle = 0;
-        else mesh_backoff(&idle);
+        if (events > 0)
+            idle = 0;
+        else
+            mesh_backoff(&idle);
     }
     return NULL;
 }
@@ -309,8 +337,10 @@ static mesh_status_t post_slots(struct dev_batch *b, int device)
     for (int i = 0; i < b->n; i++) {
         void *s = b->reqs[i]->dev->stream;
         int seen = 0;
-        for (int k = 0; k < b->nst && !seen; k++) seen = b->st[k].stream == s;
-        if (seen) continue;
+        for (int k = 0; k < b->nst && !seen; k++)
+            seen = b->st[k].stream == s;
+        if (seen)
+            continue;
         struct dev_batch_stream *e = &b->st[b->nst];
         MESH_CHECK(slot_get(b->ops, &e->slot));
         e->stream = s;
@@ -326,17 +356,19 @@ mesh_status_t mesh_dev_post(mesh_request_h *reqs, int n)
     int device = reqs[0]->dev->device;
     for (int i = 1; i < n; i++)
         if (reqs[i]->dev->ops != ops || reqs[i]->dev->device != device)
-            return mesh_error(MESH_ERR_UNSUPPORTED, "a group's calls on device buffers use "
+            return mesh_error(MESH_ERR_UNSUPPORTED,
+                              "a group's calls on device buffers use "
                               "device %d of table %s and device %d of table %s: one device "
-                              "per group", device, ops->name, reqs[i]->dev->device,
-                              reqs[i]->dev->ops->name);
+                              "per group",
+                              device, ops->name, reqs[i]->dev->device, reqs[i]->dev->ops->name);
     pthread_once(&eng_once, eng_start);
     if (!eng_started)
         return mesh_error(MESH_ERR_NO_MEMORY, "cannot start the device engine's thread");
-    struct dev_batch *b = calloc(1, sizeof(*b) + (size_t)n * (sizeof(mesh_request_h) +
-                                                              sizeof(mesh_status_t) +
-                                                              sizeof(struct dev_batch_stream)));
-    if (b == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a device batch");
+    struct dev_batch *b =
+        calloc(1, sizeof(*b) + (size_t)n * (sizeof(mesh_request_h) + sizeof(mesh_status_t) +
+                                            sizeof(struct dev_batch_stream)));
+    if (b == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a device batch");
     b->n = n;
     b->ops = ops;
     b->reqs = (mesh_request_h *)(b + 1);
@@ -346,7 +378,8 @@ mesh_status_t mesh_dev_post(mesh_request_h *reqs, int n)
     pthread_mutex_lock(&eng_lock);
     mesh_status_t st = post_slots(b, device);
     pthread_mutex_unlock(&eng_lock);
-    if (st == MESH_OK) st = ops->event_create(&b->event);
+    if (st == MESH_OK)
+        st = ops->event_create(&b->event);
     /* each stream tells the engine it reached the call, then waits for the results */
     for (int i = 0; i < b->nst && st == MESH_OK; i++) {
         st = ops->stream_write(b->st[i].stream, &b->st[i].slot->flags[0], b->st[i].gen);
@@ -358,8 +391,10 @@ mesh_status_t mesh_dev_post(mesh_request_h *reqs, int n)
         return st;
     }
     pthread_mutex_lock(&eng_lock);
-    if (eng_incoming_tail) eng_incoming_tail->next = b;
-    else eng_incoming = b;
+    if (eng_incoming_tail)
+        eng_incoming_tail->next = b;
+    else
+        eng_incoming = b;
     eng_incoming_tail = b;
     pthread_cond_signal(&eng_cond);
     pthread_mutex_unlock(&eng_lock);
@@ -369,12 +404,15 @@ mesh_status_t mesh_dev_post(mesh_request_h *reqs, int n)
 int mesh_dev_done(mesh_request_h req)
 {
     mesh_status_t st = __atomic_load_n(&req->status, __ATOMIC_ACQUIRE);
-    if (st == MESH_INPROGRESS) return 0;
-    if (st < 0) mesh_error_restore(req->comm->last_error);
+    if (st == MESH_INPROGRESS)
+        return 0;
+    if (st < 0)
+        mesh_error_restore(req->comm->last_error);
     return 1;
 }
 
 void mesh_dev_put(mesh_request_h req)
 {
-    if (atomic_fetch_sub(&req->dev->refs, 1) == 1) mesh_request_release(req);
+    if (atomic_fetch_sub(&req->dev->refs, 1) == 1)
+        mesh_request_release(req);
 }

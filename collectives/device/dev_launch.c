@@ -12,7 +12,8 @@ static size_t blocks_extent(const mesh_comm_t *comm, const size_t *counts, const
 {
     size_t end = 0;
     for (int i = 0; i < comm->size; i++)
-        if (counts[i] > 0 && displs[i] + counts[i] > end) end = displs[i] + counts[i];
+        if (counts[i] > 0 && displs[i] + counts[i] > end)
+            end = displs[i] + counts[i];
     return end;
 }
 
@@ -25,7 +26,9 @@ static void call_extents(const mesh_comm_t *comm, const mesh_coll_args_t *a, siz
     switch (a->type) {
     case MESH_COLL_ALLREDUCE:
     case MESH_COLL_REDUCE:
-    case MESH_COLL_BROADCAST: *sbytes = *rbytes = n * ds; break;
+    case MESH_COLL_BROADCAST:
+        *sbytes = *rbytes = n * ds;
+        break;
     case MESH_COLL_REDUCE_SCATTER:
         *sbytes = a->bytes;
         *rbytes = n * ds;
@@ -46,7 +49,8 @@ static void call_extents(const mesh_comm_t *comm, const mesh_coll_args_t *a, siz
         *sbytes = all * ds;
         *rbytes = n * ds;
         break;
-    default: break;
+    default:
+        break;
     }
 }
 
@@ -59,9 +63,12 @@ mesh_status_t mesh_dev_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
     call_extents(comm, args, &sbytes, &rbytes);
     mesh_status_t st = mesh_dev_op_create(comm, args, &d);
     /* a layout with gaps leaves bytes of rbuf unwritten: they go in so that they come back */
-    if (st == MESH_OK) st = mesh_dev_op_add(d, args->sbuf, sbytes, 1, 0);
-    if (st == MESH_OK) st = mesh_dev_op_add(d, args->rbuf, rbytes, !args->uniform, 1);
-    if (st == MESH_OK) st = mesh_dev_op_stage(d);
+    if (st == MESH_OK)
+        st = mesh_dev_op_add(d, args->sbuf, sbytes, 1, 0);
+    if (st == MESH_OK)
+        st = mesh_dev_op_add(d, args->rbuf, rbytes, !args->uniform, 1);
+    if (st == MESH_OK)
+        st = mesh_dev_op_stage(d);
     if (st < 0) {
         mesh_dev_op_free(d);
         free(owned0);

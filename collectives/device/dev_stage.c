@@ -24,7 +24,10 @@ static const mesh_config_entry_t dev_entries[] = {
 
 static const mesh_config_table_t dev_config = {"device", dev_entries};
 
-mesh_status_t mesh_dev_config_register(void) { return mesh_config_register(&dev_config); }
+mesh_status_t mesh_dev_config_register(void)
+{
+    return mesh_config_register(&dev_config);
+}
 
 struct mesh_dev_stage {
     const mesh_mem_ops_t *ops;
@@ -47,7 +50,8 @@ static pthread_mutex_t dev_pool_create_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mesh_dev_pool *dev_pool(mesh_comm_t *comm)
 {
     struct mesh_dev_pool *p = atomic_load_explicit(&comm->dev_pool, memory_order_acquire);
-    if (p != NULL) return p;
+    if (p != NULL)
+        return p;
     pthread_mutex_lock(&dev_pool_create_lock);
     p = atomic_load(&comm->dev_pool);
     if (p == NULL && (p = calloc(1, sizeof(*p))) != NULL) {
@@ -76,7 +80,8 @@ static mesh_dev_stage_t *stage_take(struct mesh_dev_pool *p, const mesh_mem_ops_
     for (mesh_dev_stage_t **s = &p->free_list; *s != NULL; s = &(*s)->next)
         if ((*s)->ops == ops && (*s)->cap >= bytes && (best == NULL || (*s)->cap < (*best)->cap))
             best = s;
-    if (best == NULL) return NULL;
+    if (best == NULL)
+        return NULL;
     mesh_dev_stage_t *s = *best;
     *best = s->next;
     return s;
@@ -86,7 +91,8 @@ static mesh_status_t stage_get(mesh_comm_t *comm, const mesh_mem_ops_t *ops, siz
                                mesh_dev_stage_t **out)
 {
     struct mesh_dev_pool *p = dev_pool(comm);
-    if (p == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a staging pool");
+    if (p == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a staging pool");
     size_t cap = (bytes + 65535) & ~(size_t)65535;
     double deadline = mesh_time() + comm->timeout_s;
     /* a group's calls start at its end: one waiting for another's staging would wait forever */
@@ -97,7 +103,8 @@ static mesh_status_t stage_get(mesh_comm_t *comm, const mesh_mem_ops_t *ops, siz
            p->inuse + cap > p->max) {
         if (mesh_time() > deadline) {
             pthread_mutex_unlock(&p->lock);
-            return mesh_error(MESH_ERR_TIMEOUT, "staging device buffers: %zu bytes did not come "
+            return mesh_error(MESH_ERR_TIMEOUT,
+                              "staging device buffers: %zu bytes did not come "
                               "free within %.0f s (MESH_DEVICE_STAGING_MAX %zu, in use %zu)",
                               cap, comm->timeout_s, p->max, p->inuse);
         }
@@ -122,8 +129,10 @@ static mesh_status_t stage_get(mesh_comm_t *comm, const mesh_mem_ops_t *ops, siz
         if (st < 0) {
             free(s);
             pthread_mutex_unlock(&p->lock);
-            return mesh_error(st, "cannot allocate %zu bytes of pinned memory to stage device "
-                              "buffers", cap);
+            return mesh_error(st,
+                              "cannot allocate %zu bytes of pinned memory to stage device "
+                              "buffers",
+                              cap);
         }
         s->ops = ops;
         s->cap = cap;
@@ -153,7 +162,8 @@ static void stage_put(mesh_comm_t *comm, mesh_dev_stage_t *s)
 void mesh_dev_pool_free(mesh_comm_t *comm)
 {
     struct mesh_dev_pool *p = atomic_load(&comm->dev_pool);
-    if (p == NULL) return;
+    if (p == NULL)
+        return;
     while (p->free_list != NULL) {
         mesh_dev_stage_t *f = p->free_list;
         p->free_list = f->next;
@@ -169,7 +179,8 @@ mesh_status_t mesh_dev_op_create(mesh_comm_t *comm, const mesh_coll_args_t *args
                                  mesh_dev_op_t **out)
 {
     mesh_dev_op_t *d = calloc(1, sizeof(*d));
-    if (d == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a device operation");
+    if (d == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a device operation");
     d->ops = args->mem;
     d->device = args->device;
     d->stream = args->stream;
@@ -181,7 +192,8 @@ mesh_status_t mesh_dev_op_create(mesh_comm_t *comm, const mesh_coll_args_t *args
 
 mesh_status_t mesh_dev_op_add(mesh_dev_op_t *d, const void *p, size_t bytes, int in, int out)
 {
-    if (p == NULL || bytes == 0) return MESH_OK;
+    if (p == NULL || bytes == 0)
+        return MESH_OK;
     mesh_dev_region_t r = {(char *)p, bytes, 0, in, out};
     /* merge every region r overlaps (in place: one range, copied both ways) */
     for (int i = 0; i < d->nreg;) {
@@ -209,7 +221,8 @@ mesh_status_t mesh_dev_op_stage(mesh_dev_op_t *d)
         d->reg[i].offset = total;
         total += (d->reg[i].bytes + 63) & ~(size_t)63;
     }
-    if (total == 0) return MESH_OK;
+    if (total == 0)
+        return MESH_OK;
     MESH_CHECK(stage_get(d->comm, d->ops, total, &d->stage));
     d->base = d->stage->ptr;
     return MESH_OK;
@@ -235,7 +248,9 @@ void mesh_dev_op_scale(mesh_dev_op_t *d, void *staged, size_t count, mesh_dtype_
 
 void mesh_dev_op_free(mesh_dev_op_t *d)
 {
-    if (d == NULL) return;
-    if (d->stage != NULL) stage_put(d->comm, d->stage);
+    if (d == NULL)
+        return;
+    if (d->stage != NULL)
+        stage_put(d->comm, d->stage);
     free(d);
 }

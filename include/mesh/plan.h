@@ -34,31 +34,31 @@ extern "C" {
 /* A decoder-only transformer, dense or mixture of experts. Zero fields take the default given. */
 typedef struct {
     char name[48];
-    double params;      /* total parameters; 0: counted from the dimensions (else they are
-                           scaled to it) */
+    double params; /* total parameters; 0: counted from the dimensions (else they are
+                      scaled to it) */
     int layers;
     int hidden;
     int heads;
-    int kv_heads;       /* key/value heads (GQA); 0: heads */
-    int head_dim;       /* 0: hidden / heads */
-    int ffn;            /* MLP hidden size of a dense layer; 0: 4 x hidden */
-    int gated;          /* 1: gated MLP (SwiGLU, three matrices); 0: two matrices (GELU) */
+    int kv_heads; /* key/value heads (GQA); 0: heads */
+    int head_dim; /* 0: hidden / heads */
+    int ffn;      /* MLP hidden size of a dense layer; 0: 4 x hidden */
+    int gated;    /* 1: gated MLP (SwiGLU, three matrices); 0: two matrices (GELU) */
     int vocab;
     int seq;            /* training sequence length */
     int tied;           /* input embedding and output layer share their weights */
     int dropout;        /* dropout masks are stored (GPT-3 style); 0: no dropout */
     double attn_params; /* attention weights of one layer; 0: from heads, kv_heads, head_dim */
     /* mixture of experts: experts == 0 means dense */
-    int experts;        /* routed experts per MoE layer */
-    int top_k;          /* experts each token goes to */
-    int expert_ffn;     /* MLP hidden size of one expert */
-    int shared_experts; /* experts every token goes through (DeepSeek), of expert_ffn each */
-    int dense_layers;   /* the first layers that keep a dense MLP */
-    int moe_interval;   /* after them, every moe_interval-th layer is MoE (layer i when
-                           (i - dense_layers) % moe_interval == moe_interval - 1; GShard and
-                           Switch: 2); 0: 1, every one */
-    int route_nodes;    /* node-limited routing: the experts of a token lie on at most this many
-                           nodes when ep spans nodes (DeepSeek-V3: 4); 0: no limit */
+    int experts;         /* routed experts per MoE layer */
+    int top_k;           /* experts each token goes to */
+    int expert_ffn;      /* MLP hidden size of one expert */
+    int shared_experts;  /* experts every token goes through (DeepSeek), of expert_ffn each */
+    int dense_layers;    /* the first layers that keep a dense MLP */
+    int moe_interval;    /* after them, every moe_interval-th layer is MoE (layer i when
+                            (i - dense_layers) % moe_interval == moe_interval - 1; GShard and
+                            Switch: 2); 0: 1, every one */
+    int route_nodes;     /* node-limited routing: the experts of a token lie on at most this many
+                            nodes when ep spans nodes (DeepSeek-V3: 4); 0: no limit */
     double batch_tokens; /* the published global batch in tokens (presets); 0: none */
     const char *source;  /* where the numbers come from (presets) */
 } mesh_plan_model_t;
@@ -79,25 +79,25 @@ typedef struct mesh_plan_calib mesh_plan_calib_t;
 
 typedef struct {
     char name[48];
-    int gpus;             /* ranks in all (the world size) */
+    int gpus; /* ranks in all (the world size) */
     int gpus_per_node;
-    double gpu_mem;       /* bytes per rank */
-    double flops;         /* peak dense bf16 FLOP/s per rank */
-    double efficiency;    /* fraction of that peak the layers' matmuls reach; 0: 0.6 */
-    double mem_bw;        /* device memory bytes/s: matmuls whose weights outweigh their work
-                             (experts with few tokens) and the optimizer step; 0: not counted */
-    double intra_bw;      /* bus bandwidth (nccl-tests busbw) per rank inside a node, bytes/s */
-    double inter_bw;      /* the same between nodes, per rank */
-    double intra_lat;     /* seconds per step of a collective inside a node; 0: 2 us (CPU 5) */
-    double inter_lat;     /* the same between nodes; 0: 6 us (CPU 30) */
-    double reserve;       /* bytes per rank kept aside: context, workspaces, fragmentation;
-                             0: 2 GiB (CPU ranks 0.25) */
-    double overlap_cost;  /* compute a collective hidden under it still costs, per second hidden
-                             (the SMs or cores it takes); 0: 0.15 on GPUs, 1 on CPU ranks (they
-                             drive communication on the cores that compute); < 0: none */
-    int cpu;              /* the ranks are CPU processes */
+    double gpu_mem;      /* bytes per rank */
+    double flops;        /* peak dense bf16 FLOP/s per rank */
+    double efficiency;   /* fraction of that peak the layers' matmuls reach; 0: 0.6 */
+    double mem_bw;       /* device memory bytes/s: matmuls whose weights outweigh their work
+                            (experts with few tokens) and the optimizer step; 0: not counted */
+    double intra_bw;     /* bus bandwidth (nccl-tests busbw) per rank inside a node, bytes/s */
+    double inter_bw;     /* the same between nodes, per rank */
+    double intra_lat;    /* seconds per step of a collective inside a node; 0: 2 us (CPU 5) */
+    double inter_lat;    /* the same between nodes; 0: 6 us (CPU 30) */
+    double reserve;      /* bytes per rank kept aside: context, workspaces, fragmentation;
+                            0: 2 GiB (CPU ranks 0.25) */
+    double overlap_cost; /* compute a collective hidden under it still costs, per second hidden
+                            (the SMs or cores it takes); 0: 0.15 on GPUs, 1 on CPU ranks (they
+                            drive communication on the cores that compute); < 0: none */
+    int cpu;             /* the ranks are CPU processes */
     const mesh_plan_calib_t *calib; /* measured per-axis figures that replace the nominal ones */
-    const char *source;   /* where the nominal figures come from (presets) */
+    const char *source;             /* where the nominal figures come from (presets) */
 } mesh_plan_cluster_t;
 
 /* Presets by GPU kind ("a100-80g", "h100", "h800", "cpu", ...) with gpus ranks; gpus <= 0
@@ -125,14 +125,14 @@ typedef enum {
 /* What one (axis, op, group size, nodes) of a mesh-bench CSV became: its measured points and an
  * alpha-beta fit, t = alpha + S x factor / busbw (factor: nccl-tests' busbw factor). */
 typedef struct {
-    char axis[32];        /* mesh-bench's axis name: "tp", "dp-cp", "world" */
+    char axis[32]; /* mesh-bench's axis name: "tp", "dp-cp", "world" */
     mesh_plan_op_t op;
     int nranks, nodes;
     int npoints;
     double min_bytes, max_bytes;
-    double alpha;         /* seconds */
-    double busbw;         /* bytes/s */
-    double fit_err;       /* largest relative error of the fit at the measured points */
+    double alpha;   /* seconds */
+    double busbw;   /* bytes/s */
+    double fit_err; /* largest relative error of the fit at the measured points */
 } mesh_plan_calib_entry_t;
 
 /* Reads `mesh-bench --mesh ... --axes all --csv FILE` output (columns op, nranks, nodes, bytes,
@@ -173,13 +173,13 @@ typedef enum {
 typedef struct {
     int tp, cp, ep, etp, dp, pp;
     int edp;
-    int zero;           /* ZeRO stage 0..3 */
-    int mbs;            /* sequences per micro-batch */
-    int micro_batches;  /* per pipeline per step */
+    int zero;                /* ZeRO stage 0..3 */
+    int mbs;                 /* sequences per micro-batch */
+    int micro_batches;       /* per pipeline per step */
     mesh_pp_kind_t schedule; /* afab, 1f1b, interleaved or zb1 (mesh/pipeline.h); none: pp = 1 */
-    int vpp;            /* model chunks per stage (interleaved); 1 otherwise */
+    int vpp;                 /* model chunks per stage (interleaved); 1 otherwise */
     mesh_plan_recompute_t recompute;
-    int sp;             /* sequence parallelism: derived, on with tp > 1 unless params->no_sp */
+    int sp; /* sequence parallelism: derived, on with tp > 1 unless params->no_sp */
 } mesh_plan_layout_t;
 
 /* Which fields of a layout a spec named (mesh_plan_layout_parse). */
@@ -209,14 +209,13 @@ MESH_API const char *mesh_plan_recompute_name(mesh_plan_recompute_t r);
 /* ---------------------------------------------------------------- the formulas */
 
 /* Model-state bytes per parameter with ZeRO stage zero (0: DDP) sharded over d ranks. */
-MESH_API void mesh_plan_state_bytes(int zero, int d, double *params, double *grads,
-                                    double *optim);
+MESH_API void mesh_plan_state_bytes(int zero, int d, double *params, double *grads, double *optim);
 /* Activation bytes one layer keeps for the backward pass, per micro-batch of mbs sequences,
  * per rank of tp (with sp: sequence parallel) and cp; moe selects an MoE layer's MLP with
  * etp. Dense GPT with dropout: sbh(34 + 5as/h) at tp = 1, sbh(10 + 24/t + 5as/(ht)) with TP,
  * sbh(34 + 5as/h)/t with TP and SP, sbh 34/t selective, 2sbh/t full (Korthikanti et al.). */
-MESH_API double mesh_plan_act_layer(const mesh_plan_model_t *model, int mbs, int tp, int cp,
-                                    int sp, mesh_plan_recompute_t recompute, int moe, int etp);
+MESH_API double mesh_plan_act_layer(const mesh_plan_model_t *model, int mbs, int tp, int cp, int sp,
+                                    mesh_plan_recompute_t recompute, int moe, int etp);
 /* Micro-batches whose activations pipeline stage `stage` of p holds at its peak (in units of
  * the activations of all its layers): 1F1B min(p - stage, m), ZB-H1 min(p, m) (until their
  * deferred W), AFAB m, interleaved with v chunks (2(p - stage - 1) + (v - 1)p + 1)/v, at most
@@ -249,31 +248,31 @@ typedef enum {
 
 typedef struct {
     mesh_plan_layout_t layout;
-    mesh_plan_reject_t reject;  /* MESH_PLAN_OK: it can run and fits */
-    char why[256];              /* the reason when rejected */
+    mesh_plan_reject_t reject;       /* MESH_PLAN_OK: it can run and fits */
+    char why[256];                   /* the reason when rejected */
     double mem[MESH_PLAN_MEM_COUNT]; /* bytes per rank on its fullest pipeline stage */
     double mem_total, mem_limit;
     int stage_layers_max, stage_layers_min;
     int stage_layers_first, stage_layers_last; /* the first stage also holds the embedding, the
                                                   last the output layer and the loss */
-    double head_layers;         /* the output layer's work in layers (the last stage's extra) */
-    double stage_imbalance;     /* the slowest stage's work over the average stage's, - 1 */
-    int ep_hier;                /* ep spans nodes and its tokens cross them once per node
-                                   (hierarchical dispatch), not once per expert */
-    double step;                /* predicted seconds per optimizer step */
-    double compute;             /* seconds of compute on the slowest stage (recomputation
-                                   included) */
-    double bubble;              /* seconds idle in the pipeline's fill and drain */
-    double bubble_fraction;     /* bubble / step */
-    double optimizer;           /* seconds of the optimizer step */
+    double head_layers;     /* the output layer's work in layers (the last stage's extra) */
+    double stage_imbalance; /* the slowest stage's work over the average stage's, - 1 */
+    int ep_hier;            /* ep spans nodes and its tokens cross them once per node
+                               (hierarchical dispatch), not once per expert */
+    double step;            /* predicted seconds per optimizer step */
+    double compute;         /* seconds of compute on the slowest stage (recomputation
+                               included) */
+    double bubble;          /* seconds idle in the pipeline's fill and drain */
+    double bubble_fraction; /* bubble / step */
+    double optimizer;       /* seconds of the optimizer step */
     double comm_bytes[MESH_AXIS_COUNT];   /* bytes a rank sends per step, per axis */
     double comm_time[MESH_AXIS_COUNT];    /* seconds per step per axis, all of it */
     double comm_exposed[MESH_AXIS_COUNT]; /* the part not hidden under compute */
     int axis_nodes[MESH_AXIS_COUNT];      /* nodes one group of the axis spans (ep: etp x ep) */
-    unsigned calibrated;        /* (1u << axis) of axes timed from calibration */
+    unsigned calibrated;                  /* (1u << axis) of axes timed from calibration */
     double tokens_per_s;
-    double mfu;                 /* model flops (6 x active params x tokens + causal attention)
-                                   over the peak of all ranks */
+    double mfu; /* model flops (6 x active params x tokens + causal attention)
+                   over the peak of all ranks */
 } mesh_plan_eval_t;
 
 enum {
@@ -288,17 +287,17 @@ enum {
 
 typedef struct {
     uint64_t field_mask;
-    double batch_tokens;        /* BATCH: global batch in tokens; default the model's */
-    mesh_plan_layout_t fix;     /* FIX: fields named in fix_set are fixed */
-    unsigned fix_set;           /* MESH_PLAN_SET_* */
+    double batch_tokens;    /* BATCH: global batch in tokens; default the model's */
+    mesh_plan_layout_t fix; /* FIX: fields named in fix_set are fixed */
+    unsigned fix_set;       /* MESH_PLAN_SET_* */
     int max_tp, max_cp, max_ep, max_pp, max_mbs; /* LIMITS: 0 = no limit (mbs: 16) */
-    unsigned zero_mask;         /* CHOICES: (1u << stage) allowed; 0: all */
-    unsigned schedule_mask;     /* (1u << mesh_pp_kind_t) of afab, 1f1b, interleaved, zb1; 0: all */
-    unsigned recompute_mask;    /* (1u << mesh_plan_recompute_t); 0: all */
-    int no_sp;                  /* no sequence parallelism */
-    int top;                    /* TOP: distinct axis layouts kept; default 10 */
-    int allow_span;             /* SPAN: tp (and etp x ep in part of a node) may span nodes
-                                   even when nothing forces it; ep spans whole nodes freely */
+    unsigned zero_mask;                          /* CHOICES: (1u << stage) allowed; 0: all */
+    unsigned schedule_mask;  /* (1u << mesh_pp_kind_t) of afab, 1f1b, interleaved, zb1; 0: all */
+    unsigned recompute_mask; /* (1u << mesh_plan_recompute_t); 0: all */
+    int no_sp;               /* no sequence parallelism */
+    int top;                 /* TOP: distinct axis layouts kept; default 10 */
+    int allow_span;          /* SPAN: tp (and etp x ep in part of a node) may span nodes
+                                even when nothing forces it; ep spans whole nodes freely */
     const mesh_plan_cluster_t *cluster; /* CLUSTER: mesh_plan_best's machine (else CPU ranks) */
 } mesh_plan_params_t;
 
@@ -308,8 +307,7 @@ typedef struct {
 MESH_API mesh_status_t mesh_plan_evaluate(const mesh_plan_model_t *model,
                                           const mesh_plan_cluster_t *cluster,
                                           const mesh_plan_params_t *params,
-                                          const mesh_plan_layout_t *layout,
-                                          mesh_plan_eval_t *out);
+                                          const mesh_plan_layout_t *layout, mesh_plan_eval_t *out);
 
 typedef struct mesh_plan_result *mesh_plan_result_h;
 
@@ -320,8 +318,7 @@ typedef struct mesh_plan_result *mesh_plan_result_h;
  * fits): mesh_plan_result_count() is then 0 and the rejected ones say why. */
 MESH_API mesh_status_t mesh_plan_search(const mesh_plan_model_t *model,
                                         const mesh_plan_cluster_t *cluster,
-                                        const mesh_plan_params_t *params,
-                                        mesh_plan_result_h *out);
+                                        const mesh_plan_params_t *params, mesh_plan_result_h *out);
 MESH_API int mesh_plan_result_count(mesh_plan_result_h r);
 MESH_API const mesh_plan_eval_t *mesh_plan_result_layout(mesh_plan_result_h r, int i);
 /* Distinct axis layouts turned down, the most promising first (fastest predicted, ignoring
@@ -346,9 +343,8 @@ MESH_API void mesh_plan_result_free(mesh_plan_result_h r);
  * else the model's, else one sequence per rank. MESH_ERR_NOT_FOUND with the reason when
  * nothing fits.
  */
-MESH_API mesh_status_t mesh_plan_best(const mesh_plan_model_t *model, int world,
-                                      int ranks_per_node, const mesh_plan_params_t *params,
-                                      mesh_plan_layout_t *out);
+MESH_API mesh_status_t mesh_plan_best(const mesh_plan_model_t *model, int world, int ranks_per_node,
+                                      const mesh_plan_params_t *params, mesh_plan_layout_t *out);
 
 #ifdef __cplusplus
 }

@@ -27,22 +27,36 @@ static CUcontext mesh_cu_default_ctx;
 static int mesh_cu_default_dev;
 
 static const mesh_config_entry_t mesh_cu_entries[] = {
-    {.name = "CUDA_DRIVER", .dflt = "libcuda.so.1", .type = MESH_CFG_STRING,
+    {.name = "CUDA_DRIVER",
+     .dflt = "libcuda.so.1",
+     .type = MESH_CFG_STRING,
      .doc = "The CUDA driver library that libmesh opens at run time for device memory."},
-    {.name = "CUDA_MEMOPS", .dflt = "auto", .type = MESH_CFG_ENUM, .choices = "auto|yes|no",
+    {.name = "CUDA_MEMOPS",
+     .dflt = "auto",
+     .type = MESH_CFG_ENUM,
+     .choices = "auto|yes|no",
      .doc = "Order streams on host flags with stream memory operations (cuStreamWriteValue32, "
             "cuStreamWaitValue32); no: host functions on the stream instead; auto: memory "
             "operations, falling back to host functions where the device refuses them."},
-    {.name = "CUDA_THREADS", .dflt = "512", .type = MESH_CFG_INT, .range = "32..1024",
+    {.name = "CUDA_THREADS",
+     .dflt = "512",
+     .type = MESH_CFG_INT,
+     .range = "32..1024",
      .doc = "Threads per block of the device reduction kernels (a multiple of 32)."},
-    {.name = "CUDA_BLOCKS_PER_SM", .dflt = "4", .type = MESH_CFG_INT, .range = "1..64",
+    {.name = "CUDA_BLOCKS_PER_SM",
+     .dflt = "4",
+     .type = MESH_CFG_INT,
+     .range = "1..64",
      .doc = "Blocks per multiprocessor at most for a device reduction kernel's grid."},
     {.name = NULL},
 };
 
 static const mesh_config_table_t mesh_cu_config = {"cuda", mesh_cu_entries};
 
-mesh_status_t mesh_mem_cuda_config_register(void) { return mesh_config_register(&mesh_cu_config); }
+mesh_status_t mesh_mem_cuda_config_register(void)
+{
+    return mesh_config_register(&mesh_cu_config);
+}
 
 static mesh_status_t mesh_cu_read_knobs(void)
 {
@@ -87,13 +101,13 @@ static mesh_status_t mesh_cu_resolve(PFN_cuGetProcAddress_v12000 gpa)
 {
     void *fn;
     CUdriverProcAddressQueryResult found;
-#define MESH_CU_RESOLVE_(name, ver)                                                            \
-    fn = NULL;                                                                                \
-    if (gpa(#name, &fn, MESH_CU_ABI_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) !=    \
-            CUDA_SUCCESS ||                                                                   \
-        fn == NULL || found != CU_GET_PROC_ADDRESS_SUCCESS)                                   \
-        return mesh_cu_absent("the CUDA driver has no %s (for CUDA %d)", #name,              \
-                              MESH_CU_ABI_VERSION);                                           \
+#define MESH_CU_RESOLVE_(name, ver)                                                                \
+    fn = NULL;                                                                                     \
+    if (gpa(#name, &fn, MESH_CU_ABI_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) !=         \
+            CUDA_SUCCESS ||                                                                        \
+        fn == NULL || found != CU_GET_PROC_ADDRESS_SUCCESS)                                        \
+        return mesh_cu_absent("the CUDA driver has no %s (for CUDA %d)", #name,                    \
+                              MESH_CU_ABI_VERSION);                                                \
     mesh_cu.name = (PFN_##name##_v##ver)fn;
     MESH_CU_ENTRY_POINTS(MESH_CU_RESOLVE_)
 #undef MESH_CU_RESOLVE_
@@ -194,7 +208,10 @@ int mesh_cu_ready(void)
     return mesh_cu_status == MESH_OK;
 }
 
-int mesh_cu_default_device(void) { return mesh_cu_default_dev; }
+int mesh_cu_default_device(void)
+{
+    return mesh_cu_default_dev;
+}
 
 mesh_status_t mesh_cu_enter(CUstream stream, CUcontext *ctx, int *pushed)
 {

@@ -20,58 +20,58 @@
 #include <stddef.h>
 
 /* X(name, pfn version) for every entry point the library uses. */
-#define MESH_CU_ENTRY_POINTS(X)                                                                \
-    X(cuInit, 2000)                                                                           \
-    X(cuDriverGetVersion, 2020)                                                               \
-    X(cuGetErrorName, 6000)                                                                   \
-    X(cuGetErrorString, 6000)                                                                 \
-    X(cuDeviceGet, 2000)                                                                      \
-    X(cuDeviceGetCount, 2000)                                                                 \
-    X(cuDeviceGetAttribute, 2000)                                                             \
-    X(cuDevicePrimaryCtxRetain, 7000)                                                         \
-    X(cuCtxGetCurrent, 4000)                                                                  \
-    X(cuCtxGetDevice, 2000)                                                                   \
-    X(cuCtxPushCurrent, 4000)                                                                 \
-    X(cuCtxPopCurrent, 4000)                                                                  \
-    X(cuCtxSynchronize, 2000)                                                                 \
-    X(cuPointerGetAttributes, 7000)                                                           \
-    X(cuMemGetAddressRange, 3020)                                                             \
-    X(cuStreamCreate, 2000)                                                                   \
-    X(cuStreamDestroy, 4000)                                                                  \
-    X(cuStreamGetCtx, 9020)                                                                   \
-    X(cuStreamSynchronize, 2000)                                                              \
-    X(cuStreamWaitEvent, 3020)                                                                \
-    X(cuStreamWriteValue32, 11070)                                                            \
-    X(cuStreamWaitValue32, 11070)                                                             \
-    X(cuLaunchHostFunc, 10000)                                                                \
-    X(cuEventCreate, 2000)                                                                    \
-    X(cuEventDestroy, 4000)                                                                   \
-    X(cuEventRecord, 2000)                                                                    \
-    X(cuEventQuery, 2000)                                                                     \
-    X(cuMemcpyAsync, 4000)                                                                    \
-    X(cuMemAlloc, 3020)                                                                       \
-    X(cuMemFree, 3020)                                                                        \
-    X(cuMemHostAlloc, 2020)                                                                   \
-    X(cuMemFreeHost, 2000)                                                                    \
-    X(cuMemHostGetDevicePointer, 3020)                                                        \
-    X(cuModuleLoadData, 2000)                                                                 \
-    X(cuModuleUnload, 2000)                                                                   \
-    X(cuModuleGetFunction, 2000)                                                              \
-    X(cuLaunchKernel, 4000)                                                                   \
-    X(cuIpcGetMemHandle, 4010)                                                                \
-    X(cuIpcOpenMemHandle, 11000)                                                              \
-    X(cuIpcCloseMemHandle, 4010)                                                              \
-    X(cuMemCreate, 10020)                                                                     \
-    X(cuMemRelease, 10020)                                                                    \
-    X(cuMemRetainAllocationHandle, 11000)                                                     \
-    X(cuMemGetAllocationPropertiesFromHandle, 10020)                                          \
-    X(cuMemGetAllocationGranularity, 10020)                                                   \
-    X(cuMemExportToShareableHandle, 10020)                                                    \
-    X(cuMemImportFromShareableHandle, 10020)                                                  \
-    X(cuMemAddressReserve, 10020)                                                             \
-    X(cuMemAddressFree, 10020)                                                                \
-    X(cuMemMap, 10020)                                                                        \
-    X(cuMemUnmap, 10020)                                                                      \
+#define MESH_CU_ENTRY_POINTS(X)                                                                    \
+    X(cuInit, 2000)                                                                                \
+    X(cuDriverGetVersion, 2020)                                                                    \
+    X(cuGetErrorName, 6000)                                                                        \
+    X(cuGetErrorString, 6000)                                                                      \
+    X(cuDeviceGet, 2000)                                                                           \
+    X(cuDeviceGetCount, 2000)                                                                      \
+    X(cuDeviceGetAttribute, 2000)                                                                  \
+    X(cuDevicePrimaryCtxRetain, 7000)                                                              \
+    X(cuCtxGetCurrent, 4000)                                                                       \
+    X(cuCtxGetDevice, 2000)                                                                        \
+    X(cuCtxPushCurrent, 4000)                                                                      \
+    X(cuCtxPopCurrent, 4000)                                                                       \
+    X(cuCtxSynchronize, 2000)                                                                      \
+    X(cuPointerGetAttributes, 7000)                                                                \
+    X(cuMemGetAddressRange, 3020)                                                                  \
+    X(cuStreamCreate, 2000)                                                                        \
+    X(cuStreamDestroy, 4000)                                                                       \
+    X(cuStreamGetCtx, 9020)                                                                        \
+    X(cuStreamSynchronize, 2000)                                                                   \
+    X(cuStreamWaitEvent, 3020)                                                                     \
+    X(cuStreamWriteValue32, 11070)                                                                 \
+    X(cuStreamWaitValue32, 11070)                                                                  \
+    X(cuLaunchHostFunc, 10000)                                                                     \
+    X(cuEventCreate, 2000)                                                                         \
+    X(cuEventDestroy, 4000)                                                                        \
+    X(cuEventRecord, 2000)                                                                         \
+    X(cuEventQuery, 2000)                                                                          \
+    X(cuMemcpyAsync, 4000)                                                                         \
+    X(cuMemAlloc, 3020)                                                                            \
+    X(cuMemFree, 3020)                                                                             \
+    X(cuMemHostAlloc, 2020)                                                                        \
+    X(cuMemFreeHost, 2000)                                                                         \
+    X(cuMemHostGetDevicePointer, 3020)                                                             \
+    X(cuModuleLoadData, 2000)                                                                      \
+    X(cuModuleUnload, 2000)                                                                        \
+    X(cuModuleGetFunction, 2000)                                                                   \
+    X(cuLaunchKernel, 4000)                                                                        \
+    X(cuIpcGetMemHandle, 4010)                                                                     \
+    X(cuIpcOpenMemHandle, 11000)                                                                   \
+    X(cuIpcCloseMemHandle, 4010)                                                                   \
+    X(cuMemCreate, 10020)                                                                          \
+    X(cuMemRelease, 10020)                                                                         \
+    X(cuMemRetainAllocationHandle, 11000)                                                          \
+    X(cuMemGetAllocationPropertiesFromHandle, 10020)                                               \
+    X(cuMemGetAllocationGranularity, 10020)                                                        \
+    X(cuMemExportToShareableHandle, 10020)                                                         \
+    X(cuMemImportFromShareableHandle, 10020)                                                       \
+    X(cuMemAddressReserve, 10020)                                                                  \
+    X(cuMemAddressFree, 10020)                                                                     \
+    X(cuMemMap, 10020)                                                                             \
+    X(cuMemUnmap, 10020)                                                                           \
     X(cuMemSetAccess, 10020)
 
 /* cuda.h renames some entry points (cuMemAlloc to cuMemAlloc_v2...): the pointer type and the
@@ -99,10 +99,11 @@ int mesh_cu_ready(void);
  * MESH_ERR_NO_MEMORY, invalid value -> MESH_ERR_INVALID_ARG, not supported ->
  * MESH_ERR_UNSUPPORTED, otherwise MESH_ERR_INTERNAL. */
 mesh_status_t mesh_cu_error(CUresult r, const char *call);
-#define MESH_CU_CALL(call)                                                                     \
-    do {                                                                                      \
-        CUresult _r = mesh_cu.call;                                                           \
-        if (_r != CUDA_SUCCESS) return mesh_cu_error(_r, #call);                              \
+#define MESH_CU_CALL(call)                                                                         \
+    do {                                                                                           \
+        CUresult _r = mesh_cu.call;                                                                \
+        if (_r != CUDA_SUCCESS)                                                                    \
+            return mesh_cu_error(_r, #call);                                                       \
     } while (0)
 
 /* Makes the context of stream (NULL: the current context, else the default one) current on
@@ -128,8 +129,7 @@ mesh_status_t mesh_cu_reduce(void *dst, const void *a, const void *b, size_t cou
                              mesh_dtype_t dtype, mesh_op_t op, CUstream stream);
 mesh_status_t mesh_cu_scale(void *dst, const void *src, size_t count, mesh_dtype_t dtype,
                             const void *scalar, CUstream stream);
-mesh_status_t mesh_cu_divide(void *buf, size_t count, mesh_dtype_t dtype, int n,
-                             CUstream stream);
+mesh_status_t mesh_cu_divide(void *buf, size_t count, mesh_dtype_t dtype, int n, CUstream stream);
 
 /* IPC (cu_ipc.c), as mesh_mem_ops_t's members. */
 mesh_status_t mesh_cu_ipc_export(const void *ptr, mesh_mem_ipc_t *handle);

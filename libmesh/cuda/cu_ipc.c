@@ -66,12 +66,15 @@ static mesh_status_t mesh_cu_export_fd(CUmemGenericAllocationHandle alloc, const
     if (!(prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
         return mesh_error(MESH_ERR_UNSUPPORTED,
                           "device memory %p (cuMemCreate) was made without POSIX file "
-                          "descriptor handles: it cannot be shared with another process", ptr);
+                          "descriptor handles: it cannot be shared with another process",
+                          ptr);
     int fd = -1;
-    MESH_CU_CALL(cuMemExportToShareableHandle(&fd, alloc, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                              0));
-    mesh_cu_fd_key_t key = {.pid = (uint64_t)getpid(), .base = (uint64_t)(uintptr_t)info->base,
-                            .size = info->size, .device = info->device};
+    MESH_CU_CALL(
+        cuMemExportToShareableHandle(&fd, alloc, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    mesh_cu_fd_key_t key = {.pid = (uint64_t)getpid(),
+                            .base = (uint64_t)(uintptr_t)info->base,
+                            .size = info->size,
+                            .device = info->device};
     memset(h, 0, sizeof(*h));
     h->kind = MESH_CU_IPC_FD;
     h->fd = fd;
@@ -198,8 +201,8 @@ static mesh_status_t mesh_cu_import_new(const mesh_mem_ipc_t *h, mesh_cu_import_
     memcpy(e.key, h->handle, MESH_MEM_IPC_BYTES);
     int pushed;
     MESH_CHECK(mesh_cu_enter(NULL, NULL, &pushed));
-    mesh_status_t st = h->kind == MESH_CU_IPC_FD ? mesh_cu_import_fd(h, &e)
-                                                 : mesh_cu_import_legacy(h, &e);
+    mesh_status_t st =
+        h->kind == MESH_CU_IPC_FD ? mesh_cu_import_fd(h, &e) : mesh_cu_import_legacy(h, &e);
     mesh_cu_leave(pushed);
     if (st != MESH_OK)
         return st;
@@ -214,17 +217,20 @@ mesh_status_t mesh_cu_ipc_import(const mesh_mem_ipc_t *h, void **ptr)
         return mesh_error(MESH_ERR_INVALID_ARG, "IPC import: handle kind %d is not CUDA's",
                           h->kind);
     if (h->offset >= h->size)
-        return mesh_error(MESH_ERR_INVALID_ARG, "IPC import: offset %zu outside the %zu bytes "
-                          "exported", h->offset, h->size);
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "IPC import: offset %zu outside the %zu bytes "
+                          "exported",
+                          h->offset, h->size);
     if (h->kind == MESH_CU_IPC_FD) {
         mesh_cu_fd_key_t key;
         memcpy(&key, h->handle, sizeof(key));
         if (key.pid == (uint64_t)getpid())
-            return mesh_error(MESH_ERR_UNSUPPORTED, "IPC import: the handle comes from this "
+            return mesh_error(MESH_ERR_UNSUPPORTED,
+                              "IPC import: the handle comes from this "
                               "process (peers in one process share pointers)");
         if (h->fd < 0)
             return mesh_error(MESH_ERR_INVALID_ARG, "IPC import: no file descriptor in the "
-                              "handle");
+                                                    "handle");
     }
     pthread_mutex_lock(&mesh_cu_ipc_lock);
     mesh_status_t st = MESH_OK;

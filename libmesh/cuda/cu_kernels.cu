@@ -91,12 +91,12 @@ MESH_CU_HD double mesh_cu_nan(double r, double x, double y)
 /* ---------------------------------------------------------------- loads and stores per type */
 
 /* T: the stored type; C: the type computed in; ld/st convert (reduce.c's LD and ST). */
-#define MESH_CU_CONV(name, T_, C_, LD, ST)                                                     \
-    struct name {                                                                             \
-        typedef T_ T;                                                                         \
-        typedef C_ C;                                                                         \
-        static MESH_CU_HD C ld(T v) { return LD(v); }                                         \
-        static MESH_CU_HD T st(C v) { return ST(v); }                                         \
+#define MESH_CU_CONV(name, T_, C_, LD, ST)                                                         \
+    struct name {                                                                                  \
+        typedef T_ T;                                                                              \
+        typedef C_ C;                                                                              \
+        static MESH_CU_HD C ld(T v) { return LD(v); }                                              \
+        static MESH_CU_HD T st(C v) { return ST(v); }                                              \
     };
 #define MESH_CU_ID(v) (v)
 MESH_CU_CONV(cv_u8, uint8_t, uint8_t, MESH_CU_ID, (uint8_t))
@@ -122,18 +122,9 @@ template <typename C> struct mesh_cu_arith {
     static MESH_CU_HD C div(C x, C y) { return x / y; }
 };
 template <> struct mesh_cu_arith<float> {
-    static MESH_CU_HD float sum(float x, float y)
-    {
-        return mesh_cu_nan(MESH_CU_FADD(x, y), x, y);
-    }
-    static MESH_CU_HD float prod(float x, float y)
-    {
-        return mesh_cu_nan(MESH_CU_FMUL(x, y), x, y);
-    }
-    static MESH_CU_HD float div(float x, float y)
-    {
-        return mesh_cu_nan(MESH_CU_FDIV(x, y), x, y);
-    }
+    static MESH_CU_HD float sum(float x, float y) { return mesh_cu_nan(MESH_CU_FADD(x, y), x, y); }
+    static MESH_CU_HD float prod(float x, float y) { return mesh_cu_nan(MESH_CU_FMUL(x, y), x, y); }
+    static MESH_CU_HD float div(float x, float y) { return mesh_cu_nan(MESH_CU_FDIV(x, y), x, y); }
 };
 template <> struct mesh_cu_arith<double> {
     static MESH_CU_HD double sum(double x, double y)
@@ -227,8 +218,8 @@ template <typename T> __device__ __forceinline__ void mesh_cu_st_bytes(unsigned 
 /* d[i] = f(a[i], b[i]) for i < n; b == NULL for unary operations (f ignores its y). dst may
  * equal a or b exactly: each element is read before it is written, by the same thread. */
 template <typename T, class F>
-__device__ __forceinline__ void mesh_cu_map(void *dv, const void *av, const void *bv,
-                                            mesh_cu_n_t n, F f)
+__device__ __forceinline__ void mesh_cu_map(void *dv, const void *av, const void *bv, mesh_cu_n_t n,
+                                            F f)
 {
     const bool unary = bv == NULL;
     const mesh_cu_n_t tid = blockIdx.x * (mesh_cu_n_t)blockDim.x + threadIdx.x;
@@ -273,15 +264,15 @@ __device__ __forceinline__ void mesh_cu_map(void *dv, const void *av, const void
 
 /* ---------------------------------------------------------------- the kernels */
 
-#define MESH_CU_REDUCE(tag, op)                                                                \
-    extern "C" __global__ void mesh_cu_reduce_##tag##_##op(void *d, const void *a,            \
-                                                           const void *b, mesh_cu_n_t n)      \
-    {                                                                                         \
-        mesh_cu_map<cv_##tag::T>(d, a, b, n, op_##op<cv_##tag>());                            \
+#define MESH_CU_REDUCE(tag, op)                                                                    \
+    extern "C" __global__ void mesh_cu_reduce_##tag##_##op(void *d, const void *a, const void *b,  \
+                                                           mesh_cu_n_t n)                          \
+    {                                                                                              \
+        mesh_cu_map<cv_##tag::T>(d, a, b, n, op_##op<cv_##tag>());                                 \
     }
 /* Types whose signed sums and products run on the unsigned kernels have min/max only. */
 #define MESH_CU_REDUCE_MINMAX(tag) MESH_CU_REDUCE(tag, min) MESH_CU_REDUCE(tag, max)
-#define MESH_CU_REDUCE_ALL(tag)                                                                \
+#define MESH_CU_REDUCE_ALL(tag)                                                                    \
     MESH_CU_REDUCE(tag, sum) MESH_CU_REDUCE(tag, prod) MESH_CU_REDUCE_MINMAX(tag)
 
 MESH_CU_REDUCE_ALL(u8)
@@ -299,15 +290,15 @@ MESH_CU_REDUCE_ALL(e5m2)
 
 /* scale: reduce.c scales signed integers on the unsigned kernels too; divide keeps the sign.
  * C is the scalar's type there (MESH_SCALE_DEFINE's CT). */
-#define MESH_CU_SCALE(tag, C)                                                                  \
-    extern "C" __global__ void mesh_cu_scale_##tag(void *d, const void *s, mesh_cu_n_t n, C c) \
-    {                                                                                         \
-        mesh_cu_map<cv_##tag::T>(d, s, NULL, n, op_scale<cv_##tag, C>{c});                    \
+#define MESH_CU_SCALE(tag, C)                                                                      \
+    extern "C" __global__ void mesh_cu_scale_##tag(void *d, const void *s, mesh_cu_n_t n, C c)     \
+    {                                                                                              \
+        mesh_cu_map<cv_##tag::T>(d, s, NULL, n, op_scale<cv_##tag, C>{c});                         \
     }
-#define MESH_CU_DIVIDE(tag, C)                                                                 \
-    extern "C" __global__ void mesh_cu_divide_##tag(void *b, mesh_cu_n_t n, C c)              \
-    {                                                                                         \
-        mesh_cu_map<cv_##tag::T>(b, b, NULL, n, op_divide<cv_##tag, C>{c});                   \
+#define MESH_CU_DIVIDE(tag, C)                                                                     \
+    extern "C" __global__ void mesh_cu_divide_##tag(void *b, mesh_cu_n_t n, C c)                   \
+    {                                                                                              \
+        mesh_cu_map<cv_##tag::T>(b, b, NULL, n, op_divide<cv_##tag, C>{c});                        \
     }
 
 MESH_CU_SCALE(u8, uint32_t)

@@ -33,13 +33,13 @@ static mesh_cu_module_t mesh_cu_modules[MESH_CU_MODULES];
 /* Kernel name tags per dtype, as reduce.c dispatches: signed sums, products and scales run on
  * the unsigned kernels. */
 static const char *const mesh_cu_tag_minmax[MESH_DTYPE_COUNT] = {
-    [MESH_INT8] = "i8",   [MESH_UINT8] = "u8",   [MESH_INT32] = "i32",    [MESH_UINT32] = "u32",
-    [MESH_INT64] = "i64", [MESH_UINT64] = "u64", [MESH_FP16] = "f16",     [MESH_BF16] = "bf16",
+    [MESH_INT8] = "i8",   [MESH_UINT8] = "u8",   [MESH_INT32] = "i32",     [MESH_UINT32] = "u32",
+    [MESH_INT64] = "i64", [MESH_UINT64] = "u64", [MESH_FP16] = "f16",      [MESH_BF16] = "bf16",
     [MESH_FP32] = "f32",  [MESH_FP64] = "f64",   [MESH_FP8_E4M3] = "e4m3", [MESH_FP8_E5M2] = "e5m2",
 };
 static const char *const mesh_cu_tag_arith[MESH_DTYPE_COUNT] = {
-    [MESH_INT8] = "u8",   [MESH_UINT8] = "u8",   [MESH_INT32] = "u32",    [MESH_UINT32] = "u32",
-    [MESH_INT64] = "u64", [MESH_UINT64] = "u64", [MESH_FP16] = "f16",     [MESH_BF16] = "bf16",
+    [MESH_INT8] = "u8",   [MESH_UINT8] = "u8",   [MESH_INT32] = "u32",     [MESH_UINT32] = "u32",
+    [MESH_INT64] = "u64", [MESH_UINT64] = "u64", [MESH_FP16] = "f16",      [MESH_BF16] = "bf16",
     [MESH_FP32] = "f32",  [MESH_FP64] = "f64",   [MESH_FP8_E4M3] = "e4m3", [MESH_FP8_E5M2] = "e5m2",
 };
 static const char *const mesh_cu_op_names[MESH_MAX + 1] = {"sum", "prod", "min", "max"};
@@ -69,8 +69,8 @@ static mesh_status_t mesh_cu_function(CUcontext ctx, int slot, const char *name,
     for (int i = 0; i < MESH_CU_MODULES; i++) {
         CUcontext c = __atomic_load_n(&mesh_cu_modules[i].ctx, __ATOMIC_ACQUIRE);
         if (c == NULL || c == ctx) {
-            CUfunction f = c ? __atomic_load_n(&mesh_cu_modules[i].fn[slot], __ATOMIC_ACQUIRE)
-                             : NULL;
+            CUfunction f =
+                c ? __atomic_load_n(&mesh_cu_modules[i].fn[slot], __ATOMIC_ACQUIRE) : NULL;
             if (f != NULL) {
                 *fn = f;
                 *sms = mesh_cu_modules[i].sms;
@@ -120,8 +120,8 @@ static mesh_status_t mesh_cu_launch(int slot, const char *name, size_t bytes, vo
         size_t blocks = (units + threads - 1) / threads;
         size_t most = (size_t)sms * (size_t)mesh_cu_knobs.blocks_per_sm;
         blocks = blocks > most ? most : blocks < 1 ? 1 : blocks;
-        CUresult r = mesh_cu.cuLaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)threads, 1, 1,
-                                            0, stream, args, NULL);
+        CUresult r = mesh_cu.cuLaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)threads, 1, 1, 0,
+                                            stream, args, NULL);
         if (r != CUDA_SUCCESS)
             st = mesh_cu_error(r, name);
     }
@@ -141,19 +141,23 @@ mesh_status_t mesh_cu_reduce(void *dst, const void *a, const void *b, size_t cou
     if (!mesh_dtype_valid(dtype))
         return mesh_error(MESH_ERR_INVALID_ARG, "device reduction: unknown dtype %d", (int)dtype);
     if ((unsigned)op > MESH_MAX)
-        return mesh_error(MESH_ERR_INVALID_ARG, "device reduction: op %d is not one of sum, "
-                          "prod, min, max", (int)op);
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "device reduction: op %d is not one of sum, "
+                          "prod, min, max",
+                          (int)op);
     size_t bytes = count * mesh_dtype_size(dtype);
     if (count == 0)
         return MESH_OK;
     /* Threads of a kernel run in no order: dst may be a or b, but not overlap them otherwise. */
     if ((dst != a && mesh_cu_overlap(dst, a, bytes)) ||
         (dst != b && mesh_cu_overlap(dst, b, bytes)))
-        return mesh_error(MESH_ERR_INVALID_ARG, "device reduction: dst %p overlaps a %p or b %p "
-                          "without being equal to it", dst, a, b);
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "device reduction: dst %p overlaps a %p or b %p "
+                          "without being equal to it",
+                          dst, a, b);
     char name[64];
-    const char *tag = op == MESH_SUM || op == MESH_PROD ? mesh_cu_tag_arith[dtype]
-                                                        : mesh_cu_tag_minmax[dtype];
+    const char *tag =
+        op == MESH_SUM || op == MESH_PROD ? mesh_cu_tag_arith[dtype] : mesh_cu_tag_minmax[dtype];
     snprintf(name, sizeof(name), "mesh_cu_reduce_%s_%s", tag, mesh_cu_op_names[op]);
     unsigned long long n = count;
     void *args[] = {&dst, &a, &b, &n};
@@ -183,18 +187,37 @@ static mesh_cu_scalar_t mesh_cu_scale_arg(mesh_dtype_t dtype, const void *scalar
     memcpy(&u16, b, 2);
     switch (dtype) {
     case MESH_INT8:
-    case MESH_UINT8: c.u32 = u8; break;
+    case MESH_UINT8:
+        c.u32 = u8;
+        break;
     case MESH_INT32:
-    case MESH_UINT32: memcpy(&c.u32, b, 4); break;
+    case MESH_UINT32:
+        memcpy(&c.u32, b, 4);
+        break;
     case MESH_INT64:
-    case MESH_UINT64: memcpy(&c.u64, b, 8); break;
-    case MESH_FP16: c.f32 = mesh_fp16_to_float(u16); break;
-    case MESH_BF16: c.f32 = mesh_bf16_to_float(u16); break;
-    case MESH_FP32: memcpy(&c.f32, b, 4); break;
-    case MESH_FP64: memcpy(&c.f64, b, 8); break;
-    case MESH_FP8_E4M3: c.f32 = mesh_e4m3_to_float(u8); break;
-    case MESH_FP8_E5M2: c.f32 = mesh_e5m2_to_float(u8); break;
-    default: break;
+    case MESH_UINT64:
+        memcpy(&c.u64, b, 8);
+        break;
+    case MESH_FP16:
+        c.f32 = mesh_fp16_to_float(u16);
+        break;
+    case MESH_BF16:
+        c.f32 = mesh_bf16_to_float(u16);
+        break;
+    case MESH_FP32:
+        memcpy(&c.f32, b, 4);
+        break;
+    case MESH_FP64:
+        memcpy(&c.f64, b, 8);
+        break;
+    case MESH_FP8_E4M3:
+        c.f32 = mesh_e4m3_to_float(u8);
+        break;
+    case MESH_FP8_E5M2:
+        c.f32 = mesh_e5m2_to_float(u8);
+        break;
+    default:
+        break;
     }
     return c;
 }
@@ -206,13 +229,25 @@ static mesh_cu_scalar_t mesh_cu_divide_arg(mesh_dtype_t dtype, int n)
     mesh_cu_scalar_t c = {0};
     switch (dtype) {
     case MESH_INT8:
-    case MESH_INT32: c.i32 = n; break;
+    case MESH_INT32:
+        c.i32 = n;
+        break;
     case MESH_UINT8:
-    case MESH_UINT32: c.u32 = (uint32_t)n; break;
-    case MESH_INT64: c.i64 = n; break;
-    case MESH_UINT64: c.u64 = (uint64_t)n; break;
-    case MESH_FP64: c.f64 = (double)n; break;
-    default: c.f32 = (float)n; break;
+    case MESH_UINT32:
+        c.u32 = (uint32_t)n;
+        break;
+    case MESH_INT64:
+        c.i64 = n;
+        break;
+    case MESH_UINT64:
+        c.u64 = (uint64_t)n;
+        break;
+    case MESH_FP64:
+        c.f64 = (double)n;
+        break;
+    default:
+        c.f32 = (float)n;
+        break;
     }
     return c;
 }
@@ -233,8 +268,10 @@ mesh_status_t mesh_cu_scale(void *dst, const void *src, size_t count, mesh_dtype
     if (count == 0)
         return MESH_OK;
     if (mesh_cu_overlap_partly(dst, src, bytes))
-        return mesh_error(MESH_ERR_INVALID_ARG, "device scale: dst %p overlaps src %p without "
-                          "being equal to it", dst, src);
+        return mesh_error(MESH_ERR_INVALID_ARG,
+                          "device scale: dst %p overlaps src %p without "
+                          "being equal to it",
+                          dst, src);
     char name[64];
     snprintf(name, sizeof(name), "mesh_cu_scale_%s", mesh_cu_tag_arith[dtype]);
     mesh_cu_scalar_t c = mesh_cu_scale_arg(dtype, scalar);

@@ -15,7 +15,10 @@
 #include <string.h>
 #include <time.h>
 
-static mesh_status_t mesh_cu_init(void) { return mesh_cu_load(); }
+static mesh_status_t mesh_cu_init(void)
+{
+    return mesh_cu_load();
+}
 
 /* ---------------------------------------------------------------- memory kinds */
 
@@ -28,11 +31,10 @@ static mesh_status_t mesh_cu_query(const void *ptr, mesh_mem_info_t *info)
     }
     /* Each attribute lands in a zeroed 8-byte word: the driver writes 1 to 8 bytes. */
     uint64_t type = 0, ordinal = 0, managed = 0, start = 0, size = 0;
-    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                   CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    CUpointer_attribute attrs[] = {
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE};
     void *data[] = {&type, &ordinal, &managed, &start, &size};
     CUresult res = mesh_cu.cuPointerGetAttributes(5, attrs, data, (CUdeviceptr)ptr);
     if (res == CUDA_ERROR_INVALID_CONTEXT) {
@@ -78,24 +80,24 @@ static mesh_status_t mesh_cu_current_device(int *device)
 /* ---------------------------------------------------------------- streams and events */
 
 /* Runs expr (a CUresult) with stream's context current; st gets the status. */
-#define MESH_CU_IN_CTX(stream, expr, name)                                                     \
-    ({                                                                                         \
-        int _cpushed;                                                                          \
-        mesh_status_t _cst = mesh_cu_enter((CUstream)(stream), NULL, &_cpushed);               \
-        if (_cst == MESH_OK) {                                                                 \
-            CUresult _cr = (expr);                                                             \
-            if (_cr != CUDA_SUCCESS)                                                           \
-                _cst = mesh_cu_error(_cr, name);                                               \
-            mesh_cu_leave(_cpushed);                                                           \
-        }                                                                                      \
-        _cst;                                                                                  \
+#define MESH_CU_IN_CTX(stream, expr, name)                                                         \
+    ({                                                                                             \
+        int _cpushed;                                                                              \
+        mesh_status_t _cst = mesh_cu_enter((CUstream)(stream), NULL, &_cpushed);                   \
+        if (_cst == MESH_OK) {                                                                     \
+            CUresult _cr = (expr);                                                                 \
+            if (_cr != CUDA_SUCCESS)                                                               \
+                _cst = mesh_cu_error(_cr, name);                                                   \
+            mesh_cu_leave(_cpushed);                                                               \
+        }                                                                                          \
+        _cst;                                                                                      \
     })
 
 static mesh_status_t mesh_cu_stream_create(void **stream)
 {
     CUstream s;
-    MESH_CHECK(MESH_CU_IN_CTX(NULL, mesh_cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING),
-                              "cuStreamCreate"));
+    MESH_CHECK(
+        MESH_CU_IN_CTX(NULL, mesh_cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
     *stream = s;
     return MESH_OK;
 }
@@ -103,15 +105,14 @@ static mesh_status_t mesh_cu_stream_create(void **stream)
 static void mesh_cu_stream_destroy(void *stream)
 {
     if (stream != NULL)
-        (void)MESH_CU_IN_CTX(stream, mesh_cu.cuStreamDestroy((CUstream)stream),
-                             "cuStreamDestroy");
+        (void)MESH_CU_IN_CTX(stream, mesh_cu.cuStreamDestroy((CUstream)stream), "cuStreamDestroy");
 }
 
 static mesh_status_t mesh_cu_event_create(void **event)
 {
     CUevent e;
-    MESH_CHECK(MESH_CU_IN_CTX(NULL, mesh_cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING),
-                              "cuEventCreate"));
+    MESH_CHECK(
+        MESH_CU_IN_CTX(NULL, mesh_cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
     *event = e;
     return MESH_OK;
 }
@@ -157,10 +158,9 @@ static mesh_status_t mesh_cu_copy_async(void *dst, const void *src, size_t bytes
     if (bytes == 0)
         return MESH_OK;
     /* unified addressing: the driver finds each end's kind */
-    return MESH_CU_IN_CTX(stream,
-                          mesh_cu.cuMemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, bytes,
-                                                (CUstream)stream),
-                          "cuMemcpyAsync");
+    return MESH_CU_IN_CTX(
+        stream, mesh_cu.cuMemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, bytes, (CUstream)stream),
+        "cuMemcpyAsync");
 }
 
 static mesh_status_t mesh_cu_reduce_async(void *dst, const void *a, const void *b, size_t count,
@@ -232,8 +232,8 @@ static void CUDA_CB mesh_cu_host_wait(void *arg)
     while ((int32_t)(atomic_load_explicit((_Atomic uint32_t *)op->flag, memory_order_acquire) -
                      op->value) < 0) {
         clock_gettime(CLOCK_MONOTONIC, &t);
-        uint64_t ns = (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull +
-                      (uint64_t)(t.tv_nsec - t0.tv_nsec);
+        uint64_t ns =
+            (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)(t.tv_nsec - t0.tv_nsec);
         if (ns > MESH_CU_HOST_WAIT_NS) {
             mesh_log_error("stream wait on flag %p for %u gave up after %llu s (it holds %u)",
                            (void *)op->flag, op->value, MESH_CU_HOST_WAIT_NS / 1000000000ull,
@@ -252,9 +252,8 @@ static mesh_status_t mesh_cu_host_func(void *stream, CUhostFn fn, uint32_t *flag
         return mesh_error(MESH_ERR_NO_MEMORY, "no memory for a stream flag operation");
     op->flag = flag;
     op->value = value;
-    mesh_status_t st =
-        MESH_CU_IN_CTX(stream, mesh_cu.cuLaunchHostFunc((CUstream)stream, fn, op),
-                       "cuLaunchHostFunc");
+    mesh_status_t st = MESH_CU_IN_CTX(stream, mesh_cu.cuLaunchHostFunc((CUstream)stream, fn, op),
+                                      "cuLaunchHostFunc");
     if (st != MESH_OK)
         free(op);
     return st;
@@ -310,8 +309,10 @@ static mesh_status_t mesh_cu_host_alloc(void **ptr, size_t bytes)
     if (st == MESH_OK && (r = mesh_cu.cuMemHostGetDevicePointer(&d, p, 0)) != CUDA_SUCCESS)
         st = mesh_cu_error(r, "cuMemHostGetDevicePointer");
     else if (st == MESH_OK && d != (CUdeviceptr)p)
-        st = mesh_error(MESH_ERR_UNSUPPORTED, "pinned host memory %p has device address %p: "
-                        "the device lacks unified addressing", p, (void *)(uintptr_t)d);
+        st = mesh_error(MESH_ERR_UNSUPPORTED,
+                        "pinned host memory %p has device address %p: "
+                        "the device lacks unified addressing",
+                        p, (void *)(uintptr_t)d);
     if (st != MESH_OK && p != NULL)
         (void)mesh_cu.cuMemFreeHost(p);
     mesh_cu_leave(pushed);

@@ -48,8 +48,8 @@ mesh_status_t mesh_ep_create(mesh_comm_h comm, const mesh_ep_params_t *params, m
                               (int)path);
     double ratio = params->field_mask & MESH_EP_PARAM_FIELD_LINK_RATIO ? params->link_ratio : 0;
     if ((params->field_mask & MESH_EP_PARAM_FIELD_LINK_RATIO) && !(ratio > 0 && !isinf(ratio)))
-        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: link_ratio=%g must be finite and > 0",
-                              fn, ratio);
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: link_ratio=%g must be finite and > 0", fn,
+                              ratio);
     mesh_ep_h e = calloc(1, sizeof(*e));
     if (e == NULL)
         return mesh_par_error(MESH_ERR_NO_MEMORY, "%s: out of memory", fn);

@@ -4,7 +4,7 @@
 #include "ep.h"
 #include <stdlib.h>
 
-#define PROBE_BYTES (1u << 20)
+#define PROBE_BYTES  (1u << 20)
 #define PROBE_ROUNDS 5
 
 /* The median seconds of PROBE_ROUNDS exchanges of PROBE_BYTES (both ways at once) with each of
@@ -64,4 +64,7 @@ mesh_status_t mesh_ep_measure_link(mesh_ep_h ep, double *ratio)
     return MESH_OK;
 }
 
-double mesh_ep_link_ratio(mesh_ep_h ep) { return ep ? ep->link_ratio : 0; }
+double mesh_ep_link_ratio(mesh_ep_h ep)
+{
+    return ep ? ep->link_ratio : 0;
+}

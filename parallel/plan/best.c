@@ -13,11 +13,13 @@ mesh_status_t mesh_plan_best(const mesh_plan_model_t *model, int world, int rank
         return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_plan_best: %s is NULL",
                               model ? "out" : "model");
     if (world < 1 || ranks_per_node < 1 || world % ranks_per_node)
-        return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_plan_best: world %d and ranks_per_node "
+        return mesh_par_error(MESH_ERR_INVALID_ARG,
+                              "mesh_plan_best: world %d and ranks_per_node "
                               "%d: the world must be a positive multiple of the node size",
                               world, ranks_per_node);
     memset(&p, 0, sizeof(p));
-    if (params) p = *params;
+    if (params)
+        p = *params;
     if ((p.field_mask & MESH_PLAN_PARAM_FIELD_CLUSTER) && p.cluster) {
         cl = *p.cluster;
     } else {
@@ -37,9 +39,10 @@ mesh_status_t mesh_plan_best(const mesh_plan_model_t *model, int world, int rank
     const mesh_plan_eval_t *e = mesh_plan_result_layout(r, 0);
     if (!e) {
         const mesh_plan_eval_t *why = mesh_plan_result_rejected(r, 0);
-        mesh_status_t st = mesh_par_error(MESH_ERR_NOT_FOUND, "mesh_plan_best: no layout of %d "
-                                          "ranks fits model %s%s%s", world, model->name,
-                                          why ? ": " : "", why ? why->why : "");
+        mesh_status_t st = mesh_par_error(MESH_ERR_NOT_FOUND,
+                                          "mesh_plan_best: no layout of %d "
+                                          "ranks fits model %s%s%s",
+                                          world, model->name, why ? ": " : "", why ? why->why : "");
         mesh_plan_result_free(r);
         return st;
     }

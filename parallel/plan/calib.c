@@ -40,14 +40,15 @@ const char *mesh_plan_op_name(mesh_plan_op_t op)
 static int plan_op_of(const char *s, size_t len)
 {
     for (int i = 0; i < MESH_PLAN_OP_COUNT; i++)
-        if (strlen(plan_op_names[i]) == len && strncmp(plan_op_names[i], s, len) == 0) return i;
+        if (strlen(plan_op_names[i]) == len && strncmp(plan_op_names[i], s, len) == 0)
+            return i;
     return -1;
 }
 
 /* Column indexes of the header line; -1 for a missing one. */
 enum { C_OP, C_NRANKS, C_NODES, C_BYTES, C_TIME, C_INPLACE, C_AXIS, C_COUNT };
-static const char *const plan_cols[C_COUNT] = {"op", "nranks", "nodes", "bytes", "time_us",
-                                               "in_place", "axis"};
+static const char *const plan_cols[C_COUNT] = {"op",      "nranks",   "nodes", "bytes",
+                                               "time_us", "in_place", "axis"};
 
 static int plan_header(const char *line, size_t len, int *col)
 {
@@ -56,13 +57,16 @@ static int plan_header(const char *line, size_t len, int *col)
         col[i] = -1;
     for (size_t pos = 0; pos <= len; k++) {
         size_t w = strcspn(line + pos, ",\r\n");
-        if (pos + w > len) w = len - pos;
+        if (pos + w > len)
+            w = len - pos;
         for (int i = 0; i < C_COUNT; i++)
-            if (strlen(plan_cols[i]) == w && strncmp(line + pos, plan_cols[i], w) == 0) col[i] = k;
+            if (strlen(plan_cols[i]) == w && strncmp(line + pos, plan_cols[i], w) == 0)
+                col[i] = k;
         pos += w + 1;
     }
     for (int i = 0; i < C_COUNT; i++)
-        if (col[i] < 0 && i != C_AXIS && i != C_INPLACE && i != C_NODES) return -1;
+        if (col[i] < 0 && i != C_AXIS && i != C_INPLACE && i != C_NODES)
+            return -1;
     return 0;
 }
 
@@ -83,7 +87,8 @@ static void plan_fit(const double *S, const double *t, int n, double *alpha, dou
         a = 0; /* through the origin: beta = sum(w S t) / sum(w S^2) */
         b = sxx > 0 ? sxy / sxx : 0;
     }
-    if (b <= 0) b = t[n - 1] / (S[n - 1] > 0 ? S[n - 1] : 1);
+    if (b <= 0)
+        b = t[n - 1] / (S[n - 1] > 0 ? S[n - 1] : 1);
     *alpha = a;
     *beta = b;
 }
@@ -94,8 +99,10 @@ static double plan_entry_eval(const plan_centry_t *c, double bytes)
     int n = e->npoints;
     double beta = plan_busbw_factor(e->op, e->nranks) / e->busbw;
 #define FIT(S) (e->alpha + beta * (S))
-    if (bytes <= c->bytes[0] || n == 1) return c->t[0] * FIT(bytes) / FIT(c->bytes[0]);
-    if (bytes >= c->bytes[n - 1]) return c->t[n - 1] * FIT(bytes) / FIT(c->bytes[n - 1]);
+    if (bytes <= c->bytes[0] || n == 1)
+        return c->t[0] * FIT(bytes) / FIT(c->bytes[0]);
+    if (bytes >= c->bytes[n - 1])
+        return c->t[n - 1] * FIT(bytes) / FIT(c->bytes[n - 1]);
 #undef FIT
     int i = 1;
     while (c->bytes[i] < bytes)
@@ -122,13 +129,16 @@ static int plan_entry_build(plan_centry_t *c, const plan_row_t *rows, const int 
         double next = INFINITY;
         for (int i = 0; i < n; i++) {
             const plan_row_t *r = &rows[idx[i]];
-            if ((!oop || !r->in_place) && r->bytes > last && r->bytes < next) next = r->bytes;
+            if ((!oop || !r->in_place) && r->bytes > last && r->bytes < next)
+                next = r->bytes;
         }
-        if (next == INFINITY) break;
+        if (next == INFINITY)
+            break;
         int m = 0;
         for (int i = 0; i < n; i++) {
             const plan_row_t *r = &rows[idx[i]];
-            if ((!oop || !r->in_place) && r->bytes == next) tmp[m++] = r->t;
+            if ((!oop || !r->in_place) && r->bytes == next)
+                tmp[m++] = r->t;
         }
         qsort(tmp, m, sizeof(double), mesh_par_cmp_double);
         S[k] = next;
@@ -151,7 +161,8 @@ static int plan_entry_build(plan_centry_t *c, const plan_row_t *rows, const int 
     e->busbw = plan_busbw_factor(e->op, e->nranks) / beta;
     for (int i = 0; i < k; i++) {
         double err = fabs(e->alpha + beta * S[i] - T[i]) / T[i];
-        if (err > e->fit_err) e->fit_err = err;
+        if (err > e->fit_err)
+            e->fit_err = err;
     }
     c->bytes = S;
     c->t = T;
@@ -164,7 +175,8 @@ static int plan_fields(const char *line, size_t len, const char **f, size_t *fle
     int k = 0;
     for (size_t pos = 0; pos <= len && k < max; k++) {
         size_t w = strcspn(line + pos, ",\r\n");
-        if (pos + w > len) w = len - pos;
+        if (pos + w > len)
+            w = len - pos;
         f[k] = line + pos;
         flen[k] = w;
         pos += w + 1;
@@ -175,7 +187,8 @@ static int plan_fields(const char *line, size_t len, const char **f, size_t *fle
 static int plan_num(const char *s, size_t len, double *v)
 {
     char buf[64], *end;
-    if (len == 0 || len >= sizeof(buf)) return -1;
+    if (len == 0 || len >= sizeof(buf))
+        return -1;
     memcpy(buf, s, len);
     buf[len] = 0;
     errno = 0;
@@ -192,13 +205,16 @@ static mesh_status_t plan_parse_rows(const char *csv, plan_row_t **rows_out, int
         lineno++;
         const char *line = p;
         p += len + (p[len] == '\n');
-        if (len == 0 || line[0] == '#' || (len == 1 && line[0] == '\r')) continue;
+        if (len == 0 || line[0] == '#' || (len == 1 && line[0] == '\r'))
+            continue;
         if (!have_header) {
             if (plan_header(line, len, col) != 0) {
                 free(rows);
-                return mesh_par_error(MESH_ERR_INVALID_ARG, "calibration: line %d is not "
+                return mesh_par_error(MESH_ERR_INVALID_ARG,
+                                      "calibration: line %d is not "
                                       "mesh-bench's CSV header (op, nranks, bytes, time_us, ... "
-                                      "axis)", lineno);
+                                      "axis)",
+                                      lineno);
             }
             have_header = 1;
             continue;
@@ -214,29 +230,37 @@ static mesh_status_t plan_parse_rows(const char *csv, plan_row_t **rows_out, int
                 bad = 1;
         if (!bad) {
             int op = plan_op_of(f[col[C_OP]], fl[col[C_OP]]);
-            if (plan_num(f[col[C_NRANKS]], fl[col[C_NRANKS]], &v) || v < 1) bad = 1;
+            if (plan_num(f[col[C_NRANKS]], fl[col[C_NRANKS]], &v) || v < 1)
+                bad = 1;
             r.nranks = (int)v;
-            if (plan_num(f[col[C_BYTES]], fl[col[C_BYTES]], &r.bytes) || r.bytes < 0) bad = 1;
-            if (plan_num(f[col[C_TIME]], fl[col[C_TIME]], &v)) bad = 1;
+            if (plan_num(f[col[C_BYTES]], fl[col[C_BYTES]], &r.bytes) || r.bytes < 0)
+                bad = 1;
+            if (plan_num(f[col[C_TIME]], fl[col[C_TIME]], &v))
+                bad = 1;
             r.t = v * 1e-6;
             if (col[C_NODES] >= 0 && col[C_NODES] < nf) {
-                if (plan_num(f[col[C_NODES]], fl[col[C_NODES]], &v) || v < 1) bad = 1;
+                if (plan_num(f[col[C_NODES]], fl[col[C_NODES]], &v) || v < 1)
+                    bad = 1;
                 r.nodes = (int)v;
             }
             if (col[C_INPLACE] >= 0 && col[C_INPLACE] < nf) {
-                if (plan_num(f[col[C_INPLACE]], fl[col[C_INPLACE]], &v)) bad = 1;
+                if (plan_num(f[col[C_INPLACE]], fl[col[C_INPLACE]], &v))
+                    bad = 1;
                 r.in_place = v != 0;
             }
             snprintf(r.axis, sizeof(r.axis), "world");
             if (col[C_AXIS] >= 0 && col[C_AXIS] < nf && fl[col[C_AXIS]] > 0)
                 snprintf(r.axis, sizeof(r.axis), "%.*s", (int)fl[col[C_AXIS]], f[col[C_AXIS]]);
             r.op = (mesh_plan_op_t)op;
-            if (!bad && (op < 0 || r.bytes <= 0 || r.t <= 0)) continue; /* not the planner's */
+            if (!bad && (op < 0 || r.bytes <= 0 || r.t <= 0))
+                continue; /* not the planner's */
         }
         if (bad) {
             free(rows);
-            return mesh_par_error(MESH_ERR_INVALID_ARG, "calibration: line %d: a field is "
-                                  "missing or not a number", lineno);
+            return mesh_par_error(MESH_ERR_INVALID_ARG,
+                                  "calibration: line %d: a field is "
+                                  "missing or not a number",
+                                  lineno);
         }
         if (n == cap) {
             cap = cap ? 2 * cap : 256;
@@ -269,7 +293,8 @@ mesh_status_t mesh_plan_calib_parse(const char *csv, mesh_plan_calib_t **out)
         return mesh_par_error(MESH_ERR_NO_MEMORY, "calibration: out of memory");
     }
     for (int i = 0; i < n; i++) {
-        if (done[i]) continue;
+        if (done[i])
+            continue;
         int m = 0;
         for (int j = i; j < n; j++)
             if (!done[j] && rows[j].op == rows[i].op && rows[j].nranks == rows[i].nranks &&
@@ -287,7 +312,8 @@ mesh_status_t mesh_plan_calib_parse(const char *csv, mesh_plan_calib_t **out)
     free(rows), free(idx), free(done);
     if (c->n == 0) {
         mesh_plan_calib_free(c);
-        return mesh_par_error(MESH_ERR_NOT_FOUND, "calibration: no row of allreduce, allgather, "
+        return mesh_par_error(MESH_ERR_NOT_FOUND,
+                              "calibration: no row of allreduce, allgather, "
                               "reduce_scatter, alltoall or sendrecv with a size and a time");
     }
     *out = c;
@@ -300,22 +326,25 @@ mesh_status_t mesh_plan_calib_load(const char *path, mesh_plan_calib_t **out)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_plan_calib_load: %s is NULL",
                               path ? "out" : "path");
     FILE *f = fopen(path, "r");
-    if (!f) return mesh_par_error(MESH_ERR_IO, "calibration: cannot read %s: %s", path,
-                                  strerror(errno));
+    if (!f)
+        return mesh_par_error(MESH_ERR_IO, "calibration: cannot read %s: %s", path,
+                              strerror(errno));
     size_t cap = 1 << 16, len = 0, got;
     char *buf = malloc(cap);
     while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
         len += got;
         if (len + 1 == cap) {
             char *nb = cap < (1u << 30) ? realloc(buf, cap * 2) : NULL;
-            if (!nb) free(buf);
+            if (!nb)
+                free(buf);
             buf = nb;
             cap *= 2;
         }
     }
     int err = ferror(f);
     fclose(f);
-    if (!buf) return mesh_par_error(MESH_ERR_NO_MEMORY, "calibration: %s is too large", path);
+    if (!buf)
+        return mesh_par_error(MESH_ERR_NO_MEMORY, "calibration: %s is too large", path);
     if (err) {
         free(buf);
         return mesh_par_error(MESH_ERR_IO, "calibration: error reading %s", path);
@@ -330,7 +359,8 @@ mesh_status_t mesh_plan_calib_load(const char *path, mesh_plan_calib_t **out)
 
 void mesh_plan_calib_free(mesh_plan_calib_t *c)
 {
-    if (!c) return;
+    if (!c)
+        return;
     for (int i = 0; i < c->n; i++) {
         free(c->ent[i].bytes);
         free(c->ent[i].t);
@@ -344,8 +374,7 @@ int mesh_plan_calib_count(const mesh_plan_calib_t *c)
     return c ? c->n : 0;
 }
 
-mesh_status_t mesh_plan_calib_entry(const mesh_plan_calib_t *c, int i,
-                                    mesh_plan_calib_entry_t *out)
+mesh_status_t mesh_plan_calib_entry(const mesh_plan_calib_t *c, int i, mesh_plan_calib_entry_t *out)
 {
     if (!c || !out || i < 0 || i >= c->n)
         return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_plan_calib_entry: %s",
@@ -357,11 +386,14 @@ mesh_status_t mesh_plan_calib_entry(const mesh_plan_calib_t *c, int i,
 int mesh_plan_calib_points(const mesh_plan_calib_t *c, int i, double *bytes, double *seconds,
                            int max)
 {
-    if (!c || i < 0 || i >= c->n) return -1;
+    if (!c || i < 0 || i >= c->n)
+        return -1;
     const plan_centry_t *e = &c->ent[i];
     for (int k = 0; k < e->e.npoints && k < max; k++) {
-        if (bytes) bytes[k] = e->bytes[k];
-        if (seconds) seconds[k] = e->t[k];
+        if (bytes)
+            bytes[k] = e->bytes[k];
+        if (seconds)
+            seconds[k] = e->t[k];
     }
     return e->e.npoints;
 }
@@ -385,9 +417,10 @@ mesh_status_t mesh_plan_calib_predict(const mesh_plan_calib_t *c, const char *ax
         return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_plan_calib_predict: bad argument");
     const plan_centry_t *e = plan_calib_exact(c, axis, op, nranks, nodes);
     if (!e)
-        return mesh_par_error(MESH_ERR_NOT_FOUND, "calibration: no %s on axis %s with %d ranks "
-                              "on %d node%s", mesh_plan_op_name(op), axis, nranks, nodes,
-                              nodes == 1 ? "" : "s");
+        return mesh_par_error(MESH_ERR_NOT_FOUND,
+                              "calibration: no %s on axis %s with %d ranks "
+                              "on %d node%s",
+                              mesh_plan_op_name(op), axis, nranks, nodes, nodes == 1 ? "" : "s");
     *seconds = plan_entry_eval(e, bytes);
     return MESH_OK;
 }
@@ -405,7 +438,8 @@ int plan_calib_time(const mesh_plan_calib_t *c, const char *axis, mesh_plan_op_t
                     int nodes, double bytes, double *seconds)
 {
     const plan_centry_t *best = NULL;
-    if (!c) return 0;
+    if (!c)
+        return 0;
     const plan_centry_t *e = plan_calib_exact(c, axis, op, n, nodes);
     if (e) {
         *seconds = plan_entry_eval(e, bytes);
@@ -415,17 +449,20 @@ int plan_calib_time(const mesh_plan_calib_t *c, const char *axis, mesh_plan_op_t
      * group measured (its fit is the least dominated by a single link) */
     for (int pass = 0; pass < 2 && !best; pass++) {
         mesh_plan_op_t want = pass == 0 ? op : MESH_PLAN_OP_ALLGATHER;
-        if (pass == 1 && op != MESH_PLAN_OP_ALLTOALL) break;
+        if (pass == 1 && op != MESH_PLAN_OP_ALLTOALL)
+            break;
         for (int i = 0; i < c->n; i++) {
             const mesh_plan_calib_entry_t *x = &c->ent[i].e;
-            if (x->op != want || (x->nodes > 1) != (nodes > 1)) continue;
+            if (x->op != want || (x->nodes > 1) != (nodes > 1))
+                continue;
             int same = strcmp(x->axis, axis) == 0;
             if (!best || (same && strcmp(best->e.axis, axis) != 0) ||
                 (same == (strcmp(best->e.axis, axis) == 0) && x->nranks > best->e.nranks))
                 best = &c->ent[i];
         }
     }
-    if (!best) return 0;
+    if (!best)
+        return 0;
     *seconds = plan_entry_scaled(best, op, n, bytes);
     return 1;
 }

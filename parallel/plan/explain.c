@@ -22,12 +22,14 @@ void plan_lines_add(plan_lines_t *ls, const char *fmt, ...)
     if (ls->n == ls->cap) {
         int nc = ls->cap ? 2 * ls->cap : 16;
         char **nl = realloc(ls->line, sizeof(char *) * nc);
-        if (!nl) return;
+        if (!nl)
+            return;
         ls->line = nl;
         ls->cap = nc;
     }
     char *copy = strdup(buf);
-    if (copy) ls->line[ls->n++] = copy;
+    if (copy)
+        ls->line[ls->n++] = copy;
 }
 
 void plan_lines_free(plan_lines_t *ls)
@@ -46,8 +48,8 @@ static void plan_cmp(const mesh_plan_eval_t *alt, const mesh_plan_eval_t *best, 
         snprintf(buf, len, "%s", alt->why);
         return;
     }
-    static const char *const names[] = {"compute", "bubble", "tp", "cp", "ep", "dp", "pp",
-                                        "optimizer"};
+    static const char *const names[] = {"compute", "bubble", "tp", "cp",
+                                        "ep",      "dp",     "pp", "optimizer"};
     double d[8];
     d[0] = alt->compute - best->compute;
     d[1] = alt->bubble - best->bubble;
@@ -56,9 +58,12 @@ static void plan_cmp(const mesh_plan_eval_t *alt, const mesh_plan_eval_t *best, 
     d[7] = alt->optimizer - best->optimizer;
     int i1 = -1, i2 = -1;
     for (int i = 0; i < 8; i++) {
-        if (fabs(d[i]) < 0.005 * best->step) continue;
-        if (i1 < 0 || fabs(d[i]) > fabs(d[i1])) i2 = i1, i1 = i;
-        else if (i2 < 0 || fabs(d[i]) > fabs(d[i2])) i2 = i;
+        if (fabs(d[i]) < 0.005 * best->step)
+            continue;
+        if (i1 < 0 || fabs(d[i]) > fabs(d[i1]))
+            i2 = i1, i1 = i;
+        else if (i2 < 0 || fabs(d[i]) > fabs(d[i2]))
+            i2 = i;
     }
     int n = snprintf(buf, len, "%+.1f%% step time", 100.0 * (alt->step / best->step - 1));
     if (i1 >= 0 && n > 0 && (size_t)n < len)
@@ -70,12 +75,18 @@ static void plan_cmp(const mesh_plan_eval_t *alt, const mesh_plan_eval_t *best, 
 static int plan_axis_of(const mesh_plan_layout_t *l, int axis)
 {
     switch (axis) {
-    case MESH_AXIS_TP: return l->tp;
-    case MESH_AXIS_CP: return l->cp;
-    case MESH_AXIS_EP: return l->ep;
-    case MESH_AXIS_DP: return l->dp;
-    case MESH_AXIS_PP: return l->pp;
-    default: return l->etp; /* MESH_AXIS_COUNT: etp */
+    case MESH_AXIS_TP:
+        return l->tp;
+    case MESH_AXIS_CP:
+        return l->cp;
+    case MESH_AXIS_EP:
+        return l->ep;
+    case MESH_AXIS_DP:
+        return l->dp;
+    case MESH_AXIS_PP:
+        return l->pp;
+    default:
+        return l->etp; /* MESH_AXIS_COUNT: etp */
     }
 }
 
@@ -84,7 +95,8 @@ static const mesh_plan_eval_t *plan_next(const struct plan_search_view *v, int a
 {
     int want = plan_axis_of(&v->fit[0].layout, axis);
     for (int i = 1; i < v->nfit; i++)
-        if (plan_axis_of(&v->fit[i].layout, axis) != want) return &v->fit[i];
+        if (plan_axis_of(&v->fit[i].layout, axis) != want)
+            return &v->fit[i];
     return NULL;
 }
 
@@ -154,7 +166,8 @@ static void plan_knob_line(const struct plan_search_view *v, plan_lines_t *out, 
             vals[n++] = z;
     else
         for (int z = 0; z < MESH_PP_KIND_COUNT; z++)
-            if (PLAN_SCHEDULES >> z & 1) vals[n++] = z;
+            if (PLAN_SCHEDULES >> z & 1)
+                vals[n++] = z;
     for (int i = 0; i < n; i++) {
         mesh_plan_layout_t l = b->layout;
         int cur;
@@ -169,11 +182,13 @@ static void plan_knob_line(const struct plan_search_view *v, plan_lines_t *out, 
             cur = l.mbs, l.mbs = vals[i];
             snprintf(label, sizeof(label), "mbs=%d", vals[i]);
         } else {
-            if (l.pp == 1) return;
+            if (l.pp == 1)
+                return;
             cur = l.schedule, l.schedule = (mesh_pp_kind_t)vals[i];
             snprintf(label, sizeof(label), "%s", mesh_pp_kind_name(l.schedule));
         }
-        if (vals[i] == cur) continue;
+        if (vals[i] == cur)
+            continue;
         /* a value the request excludes is still shown, marked, for what it would change */
         unsigned mask = bit == MESH_PLAN_SET_ZERO        ? v->x->p.zero_mask
                         : bit == MESH_PLAN_SET_RECOMPUTE ? v->x->p.recompute_mask
@@ -186,7 +201,8 @@ static void plan_knob_line(const struct plan_search_view *v, plan_lines_t *out, 
         mesh_plan_eval_t e;
         memset(&e, 0, sizeof(e));
         plan_best_variant(v->x, &l, bit, &e);
-        if (e.reject == MESH_PLAN_REJ_INVALID && !e.why[0]) continue;
+        if (e.reject == MESH_PLAN_REJ_INVALID && !e.why[0])
+            continue;
         char cmp[256];
         plan_cmp(&e, b, cmp, sizeof(cmp));
         if (k < sizeof(tail))
@@ -201,15 +217,18 @@ void plan_explain(const struct plan_search_view *v, plan_lines_t *out)
     const mesh_plan_model_t *m = &x->m;
     int gpn = x->cl.gpus_per_node;
     char rule[640], what[64];
-    if (v->nfit == 0) return;
+    if (v->nfit == 0)
+        return;
     const mesh_plan_eval_t *b = &v->fit[0];
     const mesh_plan_layout_t *l = &b->layout;
     if (v->forced_span)
-        plan_lines_add(out, "forced: no layout fits with tp and etp x ep inside a node of %d "
-                       "%s, so these span nodes", gpn, PLAN_UNIT(x));
+        plan_lines_add(out,
+                       "forced: no layout fits with tp and etp x ep inside a node of %d "
+                       "%s, so these span nodes",
+                       gpn, PLAN_UNIT(x));
 
-    snprintf(rule, sizeof(rule), "%s", l->tp > gpn
-             ? "TP beyond the node, forced: no layout fits with less"
+    snprintf(rule, sizeof(rule), "%s",
+             l->tp > gpn ? "TP beyond the node, forced: no layout fits with less"
              : l->tp > 1 ? "TP inside the node, where its collectives of every layer, on the "
                            "critical path, run over the fastest links"
                          : "no TP: the layers fit whole, and TP's collectives would sit on the "
@@ -229,26 +248,32 @@ void plan_explain(const struct plan_search_view *v, plan_lines_t *out)
         for (int i = 0; i < v->nfit; i++)
             fits1 |= v->fit[i].layout.pp == 1;
         if (!fits1 && one)
-            snprintf(rule, sizeof(rule), "PP across nodes because the model does not fit "
-                     "otherwise (pp=1 at best %s); bubble %.1f%% of the step", one->why,
-                     100 * b->bubble_fraction);
+            snprintf(rule, sizeof(rule),
+                     "PP across nodes because the model does not fit "
+                     "otherwise (pp=1 at best %s); bubble %.1f%% of the step",
+                     one->why, 100 * b->bubble_fraction);
         else
-            snprintf(rule, sizeof(rule), "PP across nodes: fewer parameters per rank shorten the "
+            snprintf(rule, sizeof(rule),
+                     "PP across nodes: fewer parameters per rank shorten the "
                      "data-parallel reduction more than the bubble (%.1f%% of the step) costs",
                      100 * b->bubble_fraction);
         size_t k = strlen(rule);
-        snprintf(rule + k, sizeof(rule) - k, "; first stage %d layers + the embedding, last %d + "
+        snprintf(rule + k, sizeof(rule) - k,
+                 "; first stage %d layers + the embedding, last %d + "
                  "the output layer (%.2f layers of work), the slowest stage %.1f%% over the "
-                 "average", b->stage_layers_first, b->stage_layers_last, b->head_layers,
+                 "average",
+                 b->stage_layers_first, b->stage_layers_last, b->head_layers,
                  100 * b->stage_imbalance);
     } else {
-        snprintf(rule, sizeof(rule), "no pipeline: the model fits without one, and a pipeline "
+        snprintf(rule, sizeof(rule),
+                 "no pipeline: the model fits without one, and a pipeline "
                  "adds a bubble");
     }
     plan_axis_line(v, out, MESH_AXIS_PP, "pp", rule);
 
     if (l->cp > 1)
-        snprintf(rule, sizeof(rule), "CP for the long sequence: %d tokens split %d ways, "
+        snprintf(rule, sizeof(rule),
+                 "CP for the long sequence: %d tokens split %d ways, "
                  "activations per rank divided as much (%.2f s of K/V exchange exposed)",
                  m->seq, l->cp, b->comm_exposed[MESH_AXIS_CP]);
     else
@@ -264,16 +289,20 @@ void plan_explain(const struct plan_search_view *v, plan_lines_t *out)
                                 : "");
         else
             snprintf(where, sizeof(where), "inside the node");
-        snprintf(rule, sizeof(rule), "EP for the %d experts: %d per rank, all-to-all %s "
-                 "(%.2f s exposed)", m->experts, m->experts / l->ep, where,
-                 b->comm_exposed[MESH_AXIS_EP]);
+        snprintf(rule, sizeof(rule),
+                 "EP for the %d experts: %d per rank, all-to-all %s "
+                 "(%.2f s exposed)",
+                 m->experts, m->experts / l->ep, where, b->comm_exposed[MESH_AXIS_EP]);
         plan_axis_line(v, out, MESH_AXIS_EP, "ep", rule);
-        snprintf(rule, sizeof(rule), "experts split %d ways along their hidden size; expert "
-                 "data parallel edp=%d", l->etp, l->edp);
+        snprintf(rule, sizeof(rule),
+                 "experts split %d ways along their hidden size; expert "
+                 "data parallel edp=%d",
+                 l->etp, l->edp);
         plan_axis_line(v, out, MESH_AXIS_COUNT, "etp", rule);
     }
 
-    snprintf(rule, sizeof(rule), "DP for the rest: %d %s / (tp x cp x ep x pp = %d); each "
+    snprintf(rule, sizeof(rule),
+             "DP for the rest: %d %s / (tp x cp x ep x pp = %d); each "
              "replica runs %d micro-batch%s of %d sequence%s (%.2f s of reduction exposed)",
              x->cl.gpus, PLAN_UNIT(x), l->tp * l->cp * l->ep * l->pp, l->micro_batches,
              l->micro_batches == 1 ? "" : "es", l->mbs, l->mbs == 1 ? "" : "s",
@@ -301,8 +330,10 @@ void plan_explain(const struct plan_search_view *v, plan_lines_t *out)
         snprintf(what, sizeof(what), "schedule=%s", mesh_pp_kind_name(l->schedule));
         if (l->schedule == MESH_PP_INTERLEAVED)
             snprintf(what + strlen(what), sizeof(what) - strlen(what), " vpp=%d", l->vpp);
-        snprintf(rule, sizeof(rule), "bubble %.1f%% of the step, %.1f micro-batches in flight on "
-                 "the first stage", 100 * b->bubble_fraction,
+        snprintf(rule, sizeof(rule),
+                 "bubble %.1f%% of the step, %.1f micro-batches in flight on "
+                 "the first stage",
+                 100 * b->bubble_fraction,
                  mesh_plan_inflight(l->schedule, l->pp, l->micro_batches, l->vpp, 0));
         plan_knob_line(v, out, MESH_PLAN_SET_SCHEDULE, what, rule);
     }

@@ -8,8 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-static const char *const plan_rc_names[MESH_PLAN_RECOMPUTE_COUNT] = {"none", "selective",
-                                                                      "full"};
+static const char *const plan_rc_names[MESH_PLAN_RECOMPUTE_COUNT] = {"none", "selective", "full"};
 
 const char *mesh_plan_recompute_name(mesh_plan_recompute_t r)
 {
@@ -28,7 +27,8 @@ static int plan_sched_of(const char *s, size_t len)
         if ((PLAN_SCHEDULES | 1u << MESH_PP_NONE) >> k & 1 &&
             plan_word(s, len, mesh_pp_kind_name((mesh_pp_kind_t)k)))
             return k;
-    if (plan_word(s, len, "gpipe")) return MESH_PP_AFAB;
+    if (plan_word(s, len, "gpipe"))
+        return MESH_PP_AFAB;
     if (plan_word(s, len, "zbh1") || plan_word(s, len, "zb-h1") || plan_word(s, len, "zb"))
         return MESH_PP_ZB1;
     return -1;
@@ -37,12 +37,12 @@ static int plan_sched_of(const char *s, size_t len)
 static int plan_rc_of(const char *s, size_t len)
 {
     for (int i = 0; i < MESH_PLAN_RECOMPUTE_COUNT; i++)
-        if (plan_word(s, len, plan_rc_names[i])) return i;
+        if (plan_word(s, len, plan_rc_names[i]))
+            return i;
     return -1;
 }
 
-mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout_t *layout,
-                                     unsigned *set)
+mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout_t *layout, unsigned *set)
 {
     static const struct {
         const char *key;
@@ -67,8 +67,7 @@ mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout_t *layou
         int (*of)(const char *s, size_t len);
         const char *choices;
     } names[] = {
-        {"schedule", MESH_PLAN_SET_SCHEDULE, plan_sched_of,
-         "afab, 1f1b, interleaved, zb1 or none"},
+        {"schedule", MESH_PLAN_SET_SCHEDULE, plan_sched_of, "afab, 1f1b, interleaved, zb1 or none"},
         {"recompute", MESH_PLAN_SET_RECOMPUTE, plan_rc_of, "none, selective or full"},
     };
     if (!spec || !layout || !set)
@@ -85,7 +84,8 @@ mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout_t *layou
                                   (int)item, s);
         int done = 0;
         for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
-            if (!plan_word(s, klen, names[k].key)) continue;
+            if (!plan_word(s, klen, names[k].key))
+                continue;
             int v = names[k].of(val, vlen);
             if (v < 0)
                 return mesh_par_error(MESH_ERR_INVALID_ARG, "layout: %s '%.*s' is not %s",
@@ -98,7 +98,8 @@ mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout_t *layou
             done = 1;
         }
         for (size_t k = 0; !done && k < sizeof(keys) / sizeof(keys[0]); k++) {
-            if (!plan_word(s, klen, keys[k].key)) continue;
+            if (!plan_word(s, klen, keys[k].key))
+                continue;
             char buf[32], *end;
             if (vlen >= sizeof(buf))
                 return mesh_par_error(MESH_ERR_INVALID_ARG, "layout: %s value is too long",
@@ -108,14 +109,17 @@ mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout_t *layou
             errno = 0;
             long v = strtol(buf, &end, 10);
             if (*end || errno || v < keys[k].lo || v > keys[k].hi)
-                return mesh_par_error(MESH_ERR_INVALID_ARG, "layout: %s=%s is not a number in "
-                                      "%d..%d", keys[k].key, buf, keys[k].lo, keys[k].hi);
+                return mesh_par_error(MESH_ERR_INVALID_ARG,
+                                      "layout: %s=%s is not a number in "
+                                      "%d..%d",
+                                      keys[k].key, buf, keys[k].lo, keys[k].hi);
             *(int *)((char *)&l + keys[k].off) = (int)v;
             got |= keys[k].bit;
             done = 1;
         }
         if (!done)
-            return mesh_par_error(MESH_ERR_INVALID_ARG, "layout: unknown key '%.*s' (tp, cp, ep, "
+            return mesh_par_error(MESH_ERR_INVALID_ARG,
+                                  "layout: unknown key '%.*s' (tp, cp, ep, "
                                   "etp, dp, pp, zero, mbs, schedule, vpp, recompute, sp)",
                                   (int)klen, s);
         s += item + (s[item] == ',');
@@ -127,20 +131,22 @@ mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout_t *layou
 
 int mesh_plan_layout_format(const mesh_plan_layout_t *l, char *buf, size_t len)
 {
-    if (!l || (!buf && len)) return -1;
+    if (!l || (!buf && len))
+        return -1;
     char tmp[256];
     int n = 0;
     /* sizes left 0 (to be derived) are left out, so the text parses back */
     const struct {
         const char *key;
         int v;
-    } sizes[] = {{"tp", l->tp}, {"cp", l->cp}, {"ep", l->ep}, {"etp", l->etp}, {"dp", l->dp},
-                 {"pp", l->pp}};
+    } sizes[] = {{"tp", l->tp},   {"cp", l->cp}, {"ep", l->ep},
+                 {"etp", l->etp}, {"dp", l->dp}, {"pp", l->pp}};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
         if (sizes[i].v > 0)
             n += snprintf(tmp + n, sizeof(tmp) - n, "%s=%d,", sizes[i].key, sizes[i].v);
     n += snprintf(tmp + n, sizeof(tmp) - n, "zero=%d,", l->zero);
-    if (l->mbs > 0) n += snprintf(tmp + n, sizeof(tmp) - n, "mbs=%d,", l->mbs);
+    if (l->mbs > 0)
+        n += snprintf(tmp + n, sizeof(tmp) - n, "mbs=%d,", l->mbs);
     n += snprintf(tmp + n, sizeof(tmp) - n, "schedule=%s,", mesh_pp_kind_name(l->schedule));
     if (l->schedule == MESH_PP_INTERLEAVED && l->vpp > 0)
         n += snprintf(tmp + n, sizeof(tmp) - n, "vpp=%d,", l->vpp);

@@ -13,12 +13,18 @@ void mesh_plan_state_bytes(int zero, int d, double *params, double *grads, doubl
     double dd = d > 1 ? d : 1;
     /* bf16 parameters and gradients (2 + 2), fp32 master weights and Adam m and v (4 + 4 + 4) */
     double p = 2, g = 2, o = 12;
-    if (zero >= 1) o /= dd;
-    if (zero >= 2) g /= dd;
-    if (zero >= 3) p /= dd;
-    if (params) *params = p;
-    if (grads) *grads = g;
-    if (optim) *optim = o;
+    if (zero >= 1)
+        o /= dd;
+    if (zero >= 2)
+        g /= dd;
+    if (zero >= 3)
+        p /= dd;
+    if (params)
+        *params = p;
+    if (grads)
+        *grads = g;
+    if (optim)
+        *optim = o;
 }
 
 /* Bytes one layer keeps per micro-batch, per rank, for a normalised model. In units of sbh
@@ -33,7 +39,8 @@ static double plan_act(const mesh_plan_model_t *m, int mbs, int tp, int cp, int 
     double b = mbs, s = (double)m->seq / cp, h = m->hidden, t = tp;
     double tsp = sp && tp > 1 ? t : 1;
     double sb = s * b;
-    if (rc == MESH_PLAN_RECOMPUTE_FULL) return 2.0 * sb * h / tsp;
+    if (rc == MESH_PLAN_RECOMPUTE_FULL)
+        return 2.0 * sb * h / tsp;
 
     double q = (double)m->heads * m->head_dim / t;
     double kv = (m->kv_heads >= tp ? (double)m->kv_heads / t : 1.0) * m->head_dim;
@@ -67,42 +74,58 @@ double mesh_plan_act_layer(const mesh_plan_model_t *model, int mbs, int tp, int 
     if (!model || mbs < 1 || tp < 1 || cp < 1 || etp < 1 || recompute < 0 ||
         recompute >= MESH_PLAN_RECOMPUTE_COUNT)
         return 0;
-    if (plan_model_norm(model, &m) != MESH_OK) return 0;
-    if (moe && m.experts == 0) return 0;
+    if (plan_model_norm(model, &m) != MESH_OK)
+        return 0;
+    if (moe && m.experts == 0)
+        return 0;
     return plan_act(&m, mbs, tp, cp, sp, recompute, moe, etp);
 }
 
 double mesh_plan_inflight(mesh_pp_kind_t s, int p, int m, int v, int stage)
 {
-    if (p < 1 || m < 1 || stage < 0 || stage >= p) return 0;
-    if (v < 1) v = 1;
+    if (p < 1 || m < 1 || stage < 0 || stage >= p)
+        return 0;
+    if (v < 1)
+        v = 1;
     switch (s) {
-    case MESH_PP_NONE: return 1;
-    case MESH_PP_AFAB: return m;
-    case MESH_PP_1F1B: return p - stage < m ? p - stage : m;
+    case MESH_PP_NONE:
+        return 1;
+    case MESH_PP_AFAB:
+        return m;
+    case MESH_PP_1F1B:
+        return p - stage < m ? p - stage : m;
     /* ZB-H1 defers the W of stage i's first i micro-batches: every stage holds 1F1B's first
      * stage's p until their W (the zero-bubble paper's pM_B on every worker) */
-    case MESH_PP_ZB1: return p < m ? p : m;
+    case MESH_PP_ZB1:
+        return p < m ? p : m;
     case MESH_PP_INTERLEAVED: {
         /* Megatron's warm-up: 2(p - stage - 1) + (v - 1)p chunks, one more in steady state */
         double chunks = 2.0 * (p - stage - 1) + (double)(v - 1) * p + 1;
-        if (chunks > (double)m * v) chunks = (double)m * v;
+        if (chunks > (double)m * v)
+            chunks = (double)m * v;
         return chunks / v;
     }
-    default: return 0;
+    default:
+        return 0;
     }
 }
 
 double mesh_plan_bubble(mesh_pp_kind_t s, int p, int m, int v)
 {
-    if (p <= 1 || m < 1) return 0;
-    if (v < 1) v = 1;
+    if (p <= 1 || m < 1)
+        return 0;
+    if (v < 1)
+        v = 1;
     switch (s) {
     case MESH_PP_AFAB:
-    case MESH_PP_1F1B: return (double)(p - 1) / m;
-    case MESH_PP_INTERLEAVED: return (double)(p - 1) / ((double)v * m);
-    case MESH_PP_ZB1: return (double)(p - 1) / (3.0 * m);
-    default: return 0;
+    case MESH_PP_1F1B:
+        return (double)(p - 1) / m;
+    case MESH_PP_INTERLEAVED:
+        return (double)(p - 1) / ((double)v * m);
+    case MESH_PP_ZB1:
+        return (double)(p - 1) / (3.0 * m);
+    default:
+        return 0;
     }
 }
 
@@ -150,16 +173,21 @@ void plan_stage_split(int layers, int p, double w_last, int *counts)
             cap0 = (int)floor(T + eps);
             capl = (int)floor(T - w_last + eps);
             capm = p > 2 ? cap0 : 0;
-            if (cap0 < 1 || capl < 1) continue;
+            if (cap0 < 1 || capl < 1)
+                continue;
             found = (long)cap0 + capl + (long)(p - 2) * capm >= layers;
         }
-        if (found) break;
+        if (found)
+            break;
     }
     int first = layers - capl - (p - 2) * capm;
-    if (first < 1) first = 1;
+    if (first < 1)
+        first = 1;
     int last = layers - first - (p - 2) * capm;
-    if (last < 1) last = 1;
-    if (last > capl) last = capl;
+    if (last < 1)
+        last = 1;
+    if (last > capl)
+        last = capl;
     counts[0] = first;
     counts[p - 1] = last;
     if (p > 2) {
@@ -188,9 +216,11 @@ void plan_stage_params(const plan_ctx_t *x, const mesh_plan_layout_t *l, const i
             d += (c->attn + c->norms + c->mlp) / l->tp;
         }
     }
-    if (stage == 0) d += c->embed / l->tp;
+    if (stage == 0)
+        d += c->embed / l->tp;
     /* the last stage holds the output layer, a copy of the embedding when tied and p > 1 */
-    if (stage == l->pp - 1 && !(m->tied && l->pp == 1)) d += c->output / l->tp;
+    if (stage == l->pp - 1 && !(m->tied && l->pp == 1))
+        d += c->output / l->tp;
     *dense = d;
     *expert = e;
 }
@@ -206,10 +236,14 @@ static double plan_buffers(const plan_ctx_t *x, const mesh_plan_layout_t *l, dou
     double buf = x->cl.reserve;
     if (l->zero <= 2 && (long)l->dp * l->ep * l->cp > 1)
         buf += 2.0 * 2.0 * fmin(dense, 40e6); /* two 40M-parameter bf16 buckets in flight */
-    if (l->zero == 3) buf += 2.0 * 2.0 * 2.0 * layer_max; /* params and grads, 2 layers */
-    if (l->pp > 1) buf += 4.0 * 2.0 * b * s * h / tsp;
-    if (l->tp > 1 && l->sp) buf += 2.0 * b * s * h;
-    if (l->ep > 1) buf += 2.0 * 2.0 * (b * s / tsp) * m->top_k * h;
+    if (l->zero == 3)
+        buf += 2.0 * 2.0 * 2.0 * layer_max; /* params and grads, 2 layers */
+    if (l->pp > 1)
+        buf += 4.0 * 2.0 * b * s * h / tsp;
+    if (l->tp > 1 && l->sp)
+        buf += 2.0 * b * s * h;
+    if (l->ep > 1)
+        buf += 2.0 * 2.0 * (b * s / tsp) * m->top_k * h;
     if (l->cp > 1) {
         double kv = (m->kv_heads >= l->tp ? (double)m->kv_heads / l->tp : 1.0) * m->head_dim;
         buf += 2.0 * 2.0 * 2.0 * b * s * kv;
@@ -227,12 +261,12 @@ void plan_memory(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *st
     mesh_plan_state_bytes(l->zero, dd, &pb, &gb, &ob);
     mesh_plan_state_bytes(l->zero, l->edp, &peb, &geb, &oeb);
     double act_d = plan_act(m, l->mbs, l->tp, l->cp, l->sp, l->recompute, 0, l->etp);
-    double act_m = m->experts ? plan_act(m, l->mbs, l->tp, l->cp, l->sp, l->recompute, 1, l->etp)
-                              : 0;
+    double act_m =
+        m->experts ? plan_act(m, l->mbs, l->tp, l->cp, l->sp, l->recompute, 1, l->etp) : 0;
     double transient = 0;
     if (l->recompute == MESH_PLAN_RECOMPUTE_FULL) { /* one layer rebuilt during its backward */
-        transient = plan_act(m, l->mbs, l->tp, l->cp, l->sp, MESH_PLAN_RECOMPUTE_SELECTIVE, 0,
-                             l->etp);
+        transient =
+            plan_act(m, l->mbs, l->tp, l->cp, l->sp, MESH_PLAN_RECOMPUTE_SELECTIVE, 0, l->etp);
         if (m->experts)
             transient = fmax(transient, plan_act(m, l->mbs, l->tp, l->cp, l->sp,
                                                  MESH_PLAN_RECOMPUTE_SELECTIVE, 1, l->etp));
@@ -253,8 +287,10 @@ void plan_memory(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *st
         for (int k = start; k < start + n; k++)
             nmoe += plan_is_moe_layer(m, c, k);
         start += n;
-        if (n > out->stage_layers_max) out->stage_layers_max = n;
-        if (n < out->stage_layers_min) out->stage_layers_min = n;
+        if (n > out->stage_layers_max)
+            out->stage_layers_max = n;
+        if (n < out->stage_layers_min)
+            out->stage_layers_min = n;
         double dense, expert;
         plan_stage_params(x, l, stage_layers, i, &dense, &expert);
         double inflight = mesh_plan_inflight(l->schedule, p, l->micro_batches, l->vpp, i);

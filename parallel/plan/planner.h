@@ -18,15 +18,15 @@
 /* Parameters of one model, by part; from layer moe_from on, every moe_interval-th layer is MoE
  * when experts > 0. */
 typedef struct {
-    double attn;    /* attention weights of one layer */
-    double norms;   /* the norms of one layer */
-    double mlp;     /* dense MLP of one layer */
-    double expert;  /* one routed expert */
-    double shared;  /* the shared experts of one MoE layer */
-    double router;  /* one MoE layer's router */
-    double embed;   /* input embedding */
-    double output;  /* output layer (a copy of the embedding when tied) */
-    int moe_from;   /* first MoE layer; layers when dense */
+    double attn;   /* attention weights of one layer */
+    double norms;  /* the norms of one layer */
+    double mlp;    /* dense MLP of one layer */
+    double expert; /* one routed expert */
+    double shared; /* the shared experts of one MoE layer */
+    double router; /* one MoE layer's router */
+    double embed;  /* input embedding */
+    double output; /* output layer (a copy of the embedding when tied) */
+    int moe_from;  /* first MoE layer; layers when dense */
     double total, active;
 } plan_counts_t;
 
@@ -63,8 +63,8 @@ int plan_group_nodes(const plan_ctx_t *x, int stride, int n);
  * sizes divide the model, the world and the batch, that the layout keeps to the constraints
  * (fixed fields, limits, allowed choices), and with span == 0 that tp stays inside a node and
  * etp x ep inside one or over whole nodes. Returns the reject code and writes the reason to why. */
-mesh_plan_reject_t plan_structure(const plan_ctx_t *x, mesh_plan_layout_t *l, int span,
-                                  char *why, size_t len);
+mesh_plan_reject_t plan_structure(const plan_ctx_t *x, mesh_plan_layout_t *l, int span, char *why,
+                                  size_t len);
 /* Memory and time of a structurally valid layout; sets reject to MEMORY when it does not fit. */
 void plan_eval(const plan_ctx_t *x, const mesh_plan_layout_t *l, mesh_plan_eval_t *out);
 
@@ -126,9 +126,9 @@ void plan_lines_add(plan_lines_t *ls, const char *fmt, ...)
 void plan_lines_free(plan_lines_t *ls);
 struct plan_search_view {
     const plan_ctx_t *x;
-    const mesh_plan_eval_t *fit;  /* best variant of each fitting axis layout, ranked */
+    const mesh_plan_eval_t *fit; /* best variant of each fitting axis layout, ranked */
     int nfit;
-    const mesh_plan_eval_t *rej;  /* rejected axis layouts, closest variant */
+    const mesh_plan_eval_t *rej; /* rejected axis layouts, closest variant */
     int nrej;
     int forced_span;
 };

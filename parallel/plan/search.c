@@ -27,8 +27,10 @@ typedef struct {
 
 static int plan_better(const mesh_plan_eval_t *a, const mesh_plan_eval_t *b)
 {
-    if (a->step < b->step * (1 - 1e-9)) return 1;
-    if (a->step > b->step * (1 + 1e-9)) return 0;
+    if (a->step < b->step * (1 - 1e-9))
+        return 1;
+    if (a->step > b->step * (1 + 1e-9))
+        return 0;
     return a->mem_total < b->mem_total;
 }
 
@@ -46,7 +48,8 @@ static int plan_choices(const plan_ctx_t *x, unsigned pin, unsigned bit, int pin
     }
     int n = 0;
     for (int i = 0; i < nall; i++)
-        if (!mask || (mask & (1u << all[i]))) out[n++] = all[i];
+        if (!mask || (mask & (1u << all[i])))
+            out[n++] = all[i];
     return n;
 }
 
@@ -56,11 +59,10 @@ static void plan_variants(const plan_ctx_t *x, const mesh_plan_layout_t *axes, u
     const mesh_plan_params_t *p = &x->p;
     const mesh_plan_layout_t *fx = &p->fix;
     static const int zall[] = {0, 1, 2, 3}, rall[] = {0, 1, 2}, vall[] = {2, 4},
-                     sall[] = {MESH_PP_AFAB, MESH_PP_1F1B,
-                               MESH_PP_INTERLEAVED, MESH_PP_ZB1};
+                     sall[] = {MESH_PP_AFAB, MESH_PP_1F1B, MESH_PP_INTERLEAVED, MESH_PP_ZB1};
     int zs[4], rs[3], ss[4], vs[2], ms[32], nm = 0, mall[32], nmall = 0;
-    int nz = plan_choices(x, pin, MESH_PLAN_SET_ZERO, axes->zero, fx->zero, zall, 4, p->zero_mask,
-                          zs);
+    int nz =
+        plan_choices(x, pin, MESH_PLAN_SET_ZERO, axes->zero, fx->zero, zall, 4, p->zero_mask, zs);
     int nr = plan_choices(x, pin, MESH_PLAN_SET_RECOMPUTE, axes->recompute, fx->recompute, rall, 3,
                           p->recompute_mask, rs);
     int ns = axes->pp == 1 ? (ss[0] = MESH_PP_NONE, 1)
@@ -91,13 +93,15 @@ static void plan_variants(const plan_ctx_t *x, const mesh_plan_layout_t *axes, u
                         r->count++;
                         e.reject = plan_structure(x, &e.layout, 1, e.why, sizeof(e.why));
                         if (e.reject != MESH_PLAN_OK) {
-                            if (!r->has_invalid) r->invalid = e;
+                            if (!r->has_invalid)
+                                r->invalid = e;
                             r->has_invalid = 1;
                             continue;
                         }
                         plan_eval(x, &e.layout, &e);
                         if (e.reject == MESH_PLAN_OK) {
-                            if (!r->has_best || plan_better(&e, &r->best)) r->best = e;
+                            if (!r->has_best || plan_better(&e, &r->best))
+                                r->best = e;
                             r->has_best = 1;
                         } else if (!r->has_closest || e.mem_total < r->closest.mem_total) {
                             r->closest = e;
@@ -112,9 +116,12 @@ int plan_best_variant(const plan_ctx_t *x, const mesh_plan_layout_t *l, unsigned
 {
     plan_vres_t r;
     plan_variants(x, l, pin, &r);
-    if (r.has_best) *out = r.best;
-    else if (r.has_closest) *out = r.closest;
-    else if (r.has_invalid) *out = r.invalid;
+    if (r.has_best)
+        *out = r.best;
+    else if (r.has_closest)
+        *out = r.closest;
+    else if (r.has_invalid)
+        *out = r.invalid;
     return r.has_best;
 }
 
@@ -123,7 +130,8 @@ static int plan_push(mesh_plan_eval_t **arr, int *n, int *cap, const mesh_plan_e
     if (*n == *cap) {
         int nc = *cap ? *cap * 2 : 64;
         mesh_plan_eval_t *na = realloc(*arr, sizeof(**arr) * nc);
-        if (!na) return -1;
+        if (!na)
+            return -1;
         *arr = na;
         *cap = nc;
     }
@@ -136,7 +144,8 @@ static int plan_divisors(long n, long limit, int *out, int max)
 {
     int k = 0;
     for (long d = 1; d <= n && d <= limit && k < max; d++)
-        if (n % d == 0) out[k++] = (int)d;
+        if (n % d == 0)
+            out[k++] = (int)d;
     return k;
 }
 
@@ -204,7 +213,8 @@ static int plan_combo(struct mesh_plan_result *r, mesh_plan_layout_t *axes)
     }
     e = v.has_invalid ? v.invalid : e;
     if (!v.has_invalid)
-        snprintf(e.why, sizeof(e.why), "no allowed ZeRO stage, micro-batch size, schedule and "
+        snprintf(e.why, sizeof(e.why),
+                 "no allowed ZeRO stage, micro-batch size, schedule and "
                  "recomputation");
     e.reject = MESH_PLAN_REJ_INVALID;
     r->rejected[MESH_PLAN_REJ_INVALID]++;
@@ -220,54 +230,66 @@ static int plan_enumerate(struct mesh_plan_result *r)
     unsigned fs = p->fix_set;
     int tps[64], cps[64], pps[256], eps[256], etps[2];
     long tlim = p->max_tp > 0 ? p->max_tp : p->allow_span ? world : 2L * gpn;
-    int ntp = (fs & MESH_PLAN_SET_TP) ? (tps[0] = p->fix.tp, 1)
-                                       : plan_divisors(world, tlim < m->heads ? tlim : m->heads,
-                                                       tps, 64);
+    int ntp = (fs & MESH_PLAN_SET_TP)
+                  ? (tps[0] = p->fix.tp, 1)
+                  : plan_divisors(world, tlim < m->heads ? tlim : m->heads, tps, 64);
     for (int a = 0; a < ntp; a++) {
         int tp = tps[a];
-        if (tp < 1 || world % tp) continue;
+        if (tp < 1 || world % tp)
+            continue;
         int ncp = 0;
-        if (fs & MESH_PLAN_SET_CP) cps[ncp++] = p->fix.cp;
+        if (fs & MESH_PLAN_SET_CP)
+            cps[ncp++] = p->fix.cp;
         else
             for (int c = 1; c <= world / tp && c <= (p->max_cp > 0 ? p->max_cp : 64) && ncp < 64;
                  c++)
-                if ((world / tp) % c == 0 && (c == 1 || m->seq % (2 * c) == 0)) cps[ncp++] = c;
+                if ((world / tp) % c == 0 && (c == 1 || m->seq % (2 * c) == 0))
+                    cps[ncp++] = c;
         for (int b = 0; b < ncp; b++) {
             int cp = cps[b];
-            if (cp < 1 || (world / tp) % cp) continue;
+            if (cp < 1 || (world / tp) % cp)
+                continue;
             long rest = world / tp / cp;
             long plim = p->max_pp > 0 && p->max_pp < m->layers ? p->max_pp : m->layers;
             int npp = (fs & MESH_PLAN_SET_PP) ? (pps[0] = p->fix.pp, 1)
-                                               : plan_divisors(rest, plim, pps, 256);
+                                              : plan_divisors(rest, plim, pps, 256);
             for (int c = 0; c < npp; c++) {
                 int pp = pps[c];
-                if (pp < 1 || rest % pp) continue;
+                if (pp < 1 || rest % pp)
+                    continue;
                 long rest2 = rest / pp;
                 int nep = 0;
-                if (fs & MESH_PLAN_SET_EP) eps[nep++] = p->fix.ep;
-                else if (!m->experts) eps[nep++] = 1;
+                if (fs & MESH_PLAN_SET_EP)
+                    eps[nep++] = p->fix.ep;
+                else if (!m->experts)
+                    eps[nep++] = 1;
                 else {
                     long elim = p->max_ep > 0 ? p->max_ep : m->experts; /* whole nodes */
                     for (long e = 1; e <= rest2 && e <= elim && nep < 256; e++)
-                        if (rest2 % e == 0 && m->experts % e == 0) eps[nep++] = (int)e;
+                        if (rest2 % e == 0 && m->experts % e == 0)
+                            eps[nep++] = (int)e;
                 }
                 int netp = 0;
-                if (!m->experts) etps[netp++] = tp;
-                else if (fs & MESH_PLAN_SET_ETP) etps[netp++] = p->fix.etp;
+                if (!m->experts)
+                    etps[netp++] = tp;
+                else if (fs & MESH_PLAN_SET_ETP)
+                    etps[netp++] = p->fix.etp;
                 else {
                     etps[netp++] = 1;
-                    if (tp > 1) etps[netp++] = tp;
+                    if (tp > 1)
+                        etps[netp++] = tp;
                 }
                 for (int d = 0; d < nep; d++)
                     for (int t = 0; t < netp; t++) {
-                        mesh_plan_layout_t l = {.tp = tp, .cp = cp, .ep = eps[d], .pp = pp,
-                                                .etp = etps[t]};
+                        mesh_plan_layout_t l = {
+                            .tp = tp, .cp = cp, .ep = eps[d], .pp = pp, .etp = etps[t]};
                         if (fs & MESH_PLAN_SET_DP) {
                             if (eps[d] < 1 || rest2 % eps[d] || rest2 / eps[d] != p->fix.dp)
                                 continue;
                             l.dp = p->fix.dp;
                         }
-                        if (plan_combo(r, &l) != 0) return -1;
+                        if (plan_combo(r, &l) != 0)
+                            return -1;
                     }
             }
         }
@@ -278,8 +300,10 @@ static int plan_enumerate(struct mesh_plan_result *r)
 static int plan_cmp_fit(const void *a, const void *b)
 {
     const mesh_plan_eval_t *x = a, *y = b;
-    if (plan_better(x, y)) return -1;
-    if (plan_better(y, x)) return 1;
+    if (plan_better(x, y))
+        return -1;
+    if (plan_better(y, x))
+        return 1;
     return 0;
 }
 
@@ -297,9 +321,11 @@ static int plan_cmp_rej(const void *a, const void *b)
 mesh_status_t mesh_plan_search(const mesh_plan_model_t *model, const mesh_plan_cluster_t *cluster,
                                const mesh_plan_params_t *params, mesh_plan_result_h *out)
 {
-    if (!out) return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_plan_search: out is NULL");
+    if (!out)
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "mesh_plan_search: out is NULL");
     struct mesh_plan_result *r = calloc(1, sizeof(*r));
-    if (!r) return mesh_par_error(MESH_ERR_NO_MEMORY, "mesh_plan_search: out of memory");
+    if (!r)
+        return mesh_par_error(MESH_ERR_NO_MEMORY, "mesh_plan_search: out of memory");
     mesh_status_t st = plan_ctx_init(&r->x, model, cluster, params);
     if (st != MESH_OK) {
         free(r);
@@ -331,8 +357,10 @@ mesh_status_t mesh_plan_search(const mesh_plan_model_t *model, const mesh_plan_c
         }
         r->nrej = k;
     }
-    if (r->nfit > 1) qsort(r->fit, r->nfit, sizeof(*r->fit), plan_cmp_fit);
-    if (r->nrej > 1) qsort(r->rej, r->nrej, sizeof(*r->rej), plan_cmp_rej);
+    if (r->nfit > 1)
+        qsort(r->fit, r->nfit, sizeof(*r->fit), plan_cmp_fit);
+    if (r->nrej > 1)
+        qsort(r->rej, r->nrej, sizeof(*r->rej), plan_cmp_rej);
     struct plan_search_view v = {&r->x, r->fit, r->nfit, r->rej, r->nrej, r->forced_span};
     plan_explain(&v, &r->reasons);
     *out = r;
@@ -341,7 +369,8 @@ mesh_status_t mesh_plan_search(const mesh_plan_model_t *model, const mesh_plan_c
 
 int mesh_plan_result_count(mesh_plan_result_h r)
 {
-    if (!r) return 0;
+    if (!r)
+        return 0;
     return r->nfit < r->x.p.top ? r->nfit : r->x.p.top;
 }
 
@@ -363,9 +392,12 @@ const mesh_plan_eval_t *mesh_plan_result_rejected(mesh_plan_result_h r, int i)
 void mesh_plan_result_stats(mesh_plan_result_h r, long *axis_layouts, long *variants,
                             long rejected[MESH_PLAN_REJ_COUNT])
 {
-    if (!r) return;
-    if (axis_layouts) *axis_layouts = r->combos;
-    if (variants) *variants = r->variants;
+    if (!r)
+        return;
+    if (axis_layouts)
+        *axis_layouts = r->combos;
+    if (variants)
+        *variants = r->variants;
     if (rejected)
         for (int i = 0; i < MESH_PLAN_REJ_COUNT; i++)
             rejected[i] = r->rejected[i];
@@ -383,7 +415,8 @@ int mesh_plan_result_forced_span(mesh_plan_result_h r)
 
 void mesh_plan_result_free(mesh_plan_result_h r)
 {
-    if (!r) return;
+    if (!r)
+        return;
     free(r->fit);
     free(r->rej);
     plan_lines_free(&r->reasons);

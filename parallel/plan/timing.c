@@ -16,9 +16,9 @@
 #include <string.h>
 
 typedef struct {
-    double f, b, r;        /* seconds of forward, backward, recomputation per micro-batch */
+    double f, b, r; /* seconds of forward, backward, recomputation per micro-batch */
     double comm[MESH_AXIS_COUNT], exposed[MESH_AXIS_COUNT], bytes[MESH_AXIS_COUNT];
-    double mb;             /* critical path of one micro-batch */
+    double mb; /* critical path of one micro-batch */
 } plan_stage_time_t;
 
 /* Per layer and micro-batch, one direction: time and bytes sent of the TP collectives. */
@@ -31,7 +31,8 @@ static void plan_tp_layer(const plan_ctx_t *x, const mesh_plan_layout_t *l, int 
      * are not tensor-parallel leaves it once */
     double k = moe && l->etp == 1 ? 1.0 : 2.0;
     *t = *bytes = 0;
-    if (n <= 1) return;
+    if (n <= 1)
+        return;
     if (l->sp) {
         *t = k * (plan_coll_time(x, "tp", MESH_PLAN_OP_ALLGATHER, n, nodes, S, &c) +
                   plan_coll_time(x, "tp", MESH_PLAN_OP_REDUCE_SCATTER, n, nodes, S, &c));
@@ -40,7 +41,8 @@ static void plan_tp_layer(const plan_ctx_t *x, const mesh_plan_layout_t *l, int 
         *t = k * plan_coll_time(x, "tp", MESH_PLAN_OP_ALLREDUCE, n, nodes, S, &c);
         *bytes = k * 2.0 * S * (n - 1) / n;
     }
-    if (c) *cal |= 1u << MESH_AXIS_TP;
+    if (c)
+        *cal |= 1u << MESH_AXIS_TP;
 }
 
 /* Seconds of a matmul: its flops at the efficient peak, unless reading its weights from memory
@@ -48,7 +50,8 @@ static void plan_tp_layer(const plan_ctx_t *x, const mesh_plan_layout_t *l, int 
 static double plan_mm(const plan_ctx_t *x, double flops, double params)
 {
     double t = flops / (x->cl.flops * x->cl.efficiency);
-    if (x->cl.mem_bw > 0) t = fmax(t, 2.0 * params / (0.8 * x->cl.mem_bw));
+    if (x->cl.mem_bw > 0)
+        t = fmax(t, 2.0 * params / (0.8 * x->cl.mem_bw));
     return t;
 }
 
@@ -63,7 +66,8 @@ static double plan_layer_fwd(const plan_ctx_t *x, const mesh_plan_layout_t *l, i
     /* causal attention: each query against half the sequence on average, QK^T and AV */
     *core_s = 2.0 * m->heads * m->head_dim * (double)m->seq * tok / l->tp / F;
     double t = plan_mm(x, 2.0 * c->attn * tok / l->tp, c->attn / l->tp) + *core_s;
-    if (!moe) return t + plan_mm(x, 2.0 * c->mlp * tok / l->tp, c->mlp / l->tp);
+    if (!moe)
+        return t + plan_mm(x, 2.0 * c->mlp * tok / l->tp, c->mlp / l->tp);
     double tok_in = tok / tsp, local = (double)m->experts / l->ep;
     t += plan_mm(x, 2.0 * c->shared * tok / l->tp, c->shared / l->tp);
     t += 2.0 * c->router * tok_in / F;
@@ -98,16 +102,16 @@ double plan_ep_nodes_hit(int experts, int top_k, int nodes, int route_nodes)
  * (MESH_EP_PATH_AUTO). Returns 1 when hierarchical; *t_s and *bytes: one all-to-all's time and
  * the bytes this rank sends.
  */
-int plan_ep_span(const plan_ctx_t *x, const mesh_plan_layout_t *l, int N, double t,
-                 double *t_s, double *bytes, int *cal)
+int plan_ep_span(const plan_ctx_t *x, const mesh_plan_layout_t *l, int N, double t, double *t_s,
+                 double *bytes, int *cal)
 {
     const mesh_plan_model_t *m = &x->m;
     double row = 2.0 * t * m->hidden, k = m->top_k;
     int g = l->ep / N > 1 ? l->ep / N : 1;
     /* an all-to-all that sends b bytes from each rank of n moves S = b n / (n - 1) */
-#define PLAN_A2A(n, nodes, b)                                                                  \
-    ((n) > 1 && (b) > 0 ? plan_coll_time(x, "ep", MESH_PLAN_OP_ALLTOALL, (n), (nodes),         \
-                                         (b) * (n) / ((n)-1.0), cal)                          \
+#define PLAN_A2A(n, nodes, b)                                                                      \
+    ((n) > 1 && (b) > 0 ? plan_coll_time(x, "ep", MESH_PLAN_OP_ALLTOALL, (n), (nodes),             \
+                                         (b) * (n) / ((n)-1.0), cal)                               \
                         : 0)
     double f_inter = row * k * (N - 1) / N, f_intra = row * k * (g - 1) / ((double)g * N);
     double flat = fmax(PLAN_A2A(N, N, f_inter), PLAN_A2A(g, 1, f_intra));
@@ -166,7 +170,8 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
         double S = 2.0 * 2.0 * tok * kv;
         cf = 0;
         double t = plan_coll_time(x, "cp", MESH_PLAN_OP_SENDRECV, l->cp, n_cp, S, &cf);
-        if (cf) cal |= 1u << MESH_AXIS_CP;
+        if (cf)
+            cal |= 1u << MESH_AXIS_CP;
         double hide = core_s / l->cp;
         cp_t = (l->cp - 1) * t;
         cp_b = (l->cp - 1) * S;
@@ -186,7 +191,8 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
             ep_t = 2 * plan_coll_time(x, "ep", MESH_PLAN_OP_ALLTOALL, l->ep, n_ep, S, &cf);
             ep_b = 2 * S * (l->ep - 1) / l->ep;
         }
-        if (cf) cal |= 1u << MESH_AXIS_EP;
+        if (cf)
+            cal |= 1u << MESH_AXIS_EP;
     }
     /* PP: one activation forward and one gradient backward per stage boundary, v of them per
      * micro-batch when interleaved */
@@ -195,7 +201,8 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
         double S = 2.0 * tok * h / tsp;
         cf = 0;
         pp_t = 2.0 * v * plan_coll_time(x, "pp", MESH_PLAN_OP_SENDRECV, p, n_pp, S, &cf);
-        if (cf) cal |= 1u << MESH_AXIS_PP;
+        if (cf)
+            cal |= 1u << MESH_AXIS_PP;
         pp_b = 2.0 * v * S;
     }
     int dd = l->dp * l->ep * l->cp;
@@ -213,9 +220,9 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
         memset(&st, 0, sizeof(st));
         st.f = nd * dense_s + nmoe * moe_s + (last ? out_s : 0);
         st.b = 2 * st.f;
-        st.r = full ? nd * dense_s + nmoe * moe_s
+        st.r = full                                            ? nd * dense_s + nmoe * moe_s
                : l->recompute == MESH_PLAN_RECOMPUTE_SELECTIVE ? n * core_s
-                                                                : 0;
+                                                               : 0;
         double dirs = full ? 3.0 : 2.0; /* forward, backward, forward again */
         double tp_dir = nd * tp_d + nmoe * tp_m, tp_dirb = nd * tp_db + nmoe * tp_mb;
         if (last && l->tp > 1 && l->sp) { /* the output layer's gather and its reverse */
@@ -255,7 +262,8 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
             t_ag += plan_coll_time(x, "dp", MESH_PLAN_OP_ALLGATHER, l->edp, n_edp, Ge, &cf);
             b += Ge * (l->edp - 1) / l->edp;
         }
-        if (cf) cal |= 1u << MESH_AXIS_DP;
+        if (cf)
+            cal |= 1u << MESH_AXIS_DP;
         double s_time = 0, s_exp = 0, s_bytes = 0;
 /* what compute does not hide of t under `under`, and what the hidden part costs it */
 #define PLAN_EXPOSE(t, under) (fmax(0, (t) - (under)) + ov * fmin((t), (under)))
@@ -276,13 +284,16 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
         if (cl->mem_bw > 0) { /* Adam reads and writes about 28 bytes per parameter it owns */
             double own = l->zero >= 1 ? dense / dd + expert / l->edp : dense + expert;
             double o = 28.0 * own / cl->mem_bw;
-            if (o > opt) opt = o;
+            if (o > opt)
+                opt = o;
         }
         for (int a = 0; a < MESH_AXIS_COUNT; a++)
             st.mb += st.exposed[a];
         st.mb += st.f + st.b + st.r;
-        if (st.mb > worst.mb) worst = st;
-        if (s_exp > dp_exposed) dp_exposed = s_exp;
+        if (st.mb > worst.mb)
+            worst = st;
+        if (s_exp > dp_exposed)
+            dp_exposed = s_exp;
         if (s_time > dp_time) {
             dp_time = s_time;
             dp_bytes = s_bytes;
@@ -305,7 +316,7 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
     out->calibrated = cal;
     out->tokens_per_s = x->batch_tokens / out->step;
     double matmul = c->active - (m->tied ? 0 : c->embed);
-    double model = x->batch_tokens * (6.0 * matmul + 6.0 * m->layers * m->heads * m->head_dim *
-                                                         (double)m->seq);
+    double model = x->batch_tokens *
+                   (6.0 * matmul + 6.0 * m->layers * m->heads * m->head_dim * (double)m->seq);
     out->mfu = model / (out->step * cl->gpus * cl->flops);
 }

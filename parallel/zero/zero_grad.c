@@ -205,7 +205,8 @@ mesh_status_t mesh_zero_wait_grads(mesh_zero_h z)
     if (!z->mb_ended && !z->mb_last && z->stage < 2)
         return mesh_par_error(MESH_ERR_INVALID_ARG,
                               "%s: stages 0-1 reduce at the last micro-batch only, and this one "
-                              "was begun with last = 0", fn);
+                              "was begun with last = 0",
+                              fn);
     z->mb_open = 1;
     MESH_PAR_CHECK(mesh_zero__end_micro(z, fn));
     return mesh_zero__wait_reductions(z, fn);

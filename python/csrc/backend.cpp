@@ -1,7 +1,8 @@
 #include "backend.hpp"
 #include "tensors.hpp"
 
-namespace mesh_torch {
+namespace mesh_torch
+{
 
 ProcessGroupMesh::ProcessGroupMesh(const CommSpec &spec)
     : BackendBase(spec.rank, spec.size), comm_(std::make_shared<Comm>(spec))
@@ -25,7 +26,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::launch(const c10::intrusive_ptr
                                                         const Comm::PostFn &fn,
                                                         std::chrono::milliseconds timeout)
 {
-    if (timeout.count() > 0) w->timeout = timeout;
+    if (timeout.count() > 0)
+        w->timeout = timeout;
     comm_->post(w, fn);
     seq_++;
     return w;

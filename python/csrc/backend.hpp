@@ -14,9 +14,11 @@
 #include <atomic>
 #include <memory>
 
-namespace mesh_torch {
+namespace mesh_torch
+{
 
-class ProcessGroupMesh : public BackendBase {
+class ProcessGroupMesh : public BackendBase
+{
   public:
     /* Collective over the group (creates its communicator through spec.store). */
     explicit ProcessGroupMesh(const CommSpec &spec);
@@ -83,15 +85,33 @@ class ProcessGroupMesh : public BackendBase {
 
     /* Every rank counts the collectives it issues on the group, so the numbers agree. */
     void setSequenceNumberForGroup() override {}
-    uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
+    uint64_t getSequenceNumberForGroup() override
+    {
+        return seq_.load();
+    }
 
     /* Fails the communicator and every operation in flight (after a timeout elsewhere). */
-    void abort(const std::string &why) { comm_->abort(why); }
+    void abort(const std::string &why)
+    {
+        comm_->abort(why);
+    }
     /* Finishes what is in flight and releases the communicator (destruction does too). */
-    void shutdown() { comm_->shutdown(); }
-    std::string peer_transport(int peer) { return comm_->peer_transport(peer); }
-    std::string last_algorithm() { return comm_->last_algorithm(); }
-    double timeout_s() const { return comm_->timeout_s(); }
+    void shutdown()
+    {
+        comm_->shutdown();
+    }
+    std::string peer_transport(int peer)
+    {
+        return comm_->peer_transport(peer);
+    }
+    std::string last_algorithm()
+    {
+        return comm_->last_algorithm();
+    }
+    double timeout_s() const
+    {
+        return comm_->timeout_s();
+    }
 
   private:
     c10::intrusive_ptr<WorkMesh> work(c10d::OpType type, const char *name,

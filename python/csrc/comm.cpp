@@ -7,8 +7,10 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace mesh_torch {
-namespace {
+namespace mesh_torch
+{
+namespace
+{
 
 /*
  * mesh's out-of-band allgather over the group's store: in each round a rank sets its blob under
@@ -40,15 +42,16 @@ int store_allgather(const void *in, void *out, size_t len, void *ctx)
         for (int r = 0; r < o->size; r++) {
             std::vector<uint8_t> v = r == o->rank ? mine : o->store->get(o->key(round, r));
             if (v.size() != len) {
-                o->error = "rank " + std::to_string(r) + " published " +
-                           std::to_string(v.size()) + " bytes in bootstrap round " +
-                           std::to_string(round) + ", expected " + std::to_string(len);
+                o->error = "rank " + std::to_string(r) + " published " + std::to_string(v.size()) +
+                           " bytes in bootstrap round " + std::to_string(round) + ", expected " +
+                           std::to_string(len);
                 return -1;
             }
             memcpy(static_cast<uint8_t *>(out) + (size_t)r * len, v.data(), len);
         }
         /* every rank has set its key of this round, so every rank is done with the last one */
-        if (round > 0) o->store->deleteKey(o->key(round - 1, o->rank));
+        if (round > 0)
+            o->store->deleteKey(o->key(round - 1, o->rank));
         return 0;
     } catch (const std::exception &e) {
         o->error = e.what();
@@ -61,8 +64,10 @@ int store_allgather(const void *in, void *out, size_t len, void *ctx)
 void store_cleanup(StoreOob &o) noexcept
 {
     try {
-        if (o.rounds == 0) return;
-        if (o.store->add(o.prefix + "done", 1) < o.size) return;
+        if (o.rounds == 0)
+            return;
+        if (o.store->add(o.prefix + "done", 1) < o.size)
+            return;
         for (int r = 0; r < o.size; r++)
             o.store->deleteKey(o.key(o.rounds - 1, r));
         o.store->deleteKey(o.prefix + "done");
@@ -81,7 +86,8 @@ Comm::Comm(const CommSpec &s)
     : rank_(s.rank), size_(s.size), timeout_s_(s.timeout_s), group_(s.group),
       global_(s.global_ranks)
 {
-    if (!s.store) throw std::runtime_error("mesh: process group " + group_ + " has no store");
+    if (!s.store)
+        throw std::runtime_error("mesh: process group " + group_ + " has no store");
     const int64_t gen = (s.store->add("mesh/generation", 1) - 1) / size_;
     StoreOob oob{s.store.get(), "mesh/" + std::to_string(gen) + "/", rank_, size_};
     mesh_comm_params_t p = {};
@@ -94,8 +100,7 @@ Comm::Comm(const CommSpec &s)
     p.timeout_s = timeout_s_;
     if (mesh_comm_init(&comm_, &p) != MESH_OK) {
         std::string why = oob.error.empty() ? mesh_comm_last_error(nullptr) : oob.error;
-        throw std::runtime_error("mesh: cannot create the communicator of " + where() + ": " +
-                                 why);
+        throw std::runtime_error("mesh: cannot create the communicator of " + where() + ": " + why);
     }
     store_cleanup(oob);
     engine_ = Engine::acquire();
@@ -111,7 +116,8 @@ void Comm::track(const std::shared_ptr<Comm> &comm)
     std::lock_guard<std::mutex> lk(live_mu);
     size_t kept = 0;
     for (auto &w : live)
-        if (!w.expired()) live[kept++] = std::move(w);
+        if (!w.expired())
+            live[kept++] = std::move(w);
     live.resize(kept);
     live.push_back(comm);
 }
@@ -122,7 +128,8 @@ void Comm::shutdown_all()
     {
         std::lock_guard<std::mutex> lk(live_mu);
         for (auto &w : live)
-            if (auto c = w.lock()) all.push_back(c);
+            if (auto c = w.lock())
+                all.push_back(c);
         live.clear();
     }
     /* what is in flight now would keep the exit waiting for peers: it fails at once; idle
@@ -131,7 +138,8 @@ void Comm::shutdown_all()
         std::unique_lock<std::mutex> lk(c->mu_);
         std::shared_ptr<Engine> e = c->engine_;
         lk.unlock();
-        if (e && e->busy(c.get())) c->abort("the process is exiting with the operation in flight");
+        if (e && e->busy(c.get()))
+            c->abort("the process is exiting with the operation in flight");
     }
     for (auto &c : all)
         c->shutdown();
@@ -175,8 +183,7 @@ void Comm::post(const c10::intrusive_ptr<WorkMesh> &w, const PostFn &fn)
     mesh_request_h req = nullptr;
     if (fn(comm_, &req) != MESH_OK) {
         std::string why = annotate(mesh_comm_last_error(nullptr));
-        throw std::runtime_error(std::string("mesh: ") + w->name() + " on " + where() + ": " +
-                                 why);
+        throw std::runtime_error(std::string("mesh: ") + w->name() + " on " + where() + ": " + why);
     }
     w->req_ = req;
     engine_->add(w);
@@ -187,13 +194,15 @@ void Comm::wait(WorkMesh *w, std::chrono::milliseconds timeout)
     std::unique_lock<std::mutex> lk(mu_);
     std::shared_ptr<Engine> e = engine_;
     lk.unlock();
-    if (e) e->wait(w, timeout);
+    if (e)
+        e->wait(w, timeout);
 }
 
 void Comm::note_failure(const std::string &message)
 {
     std::lock_guard<std::mutex> lk(mu_);
-    if (failure_.empty()) failure_ = message;
+    if (failure_.empty())
+        failure_ = message;
 }
 
 std::string Comm::failure()
@@ -205,8 +214,10 @@ std::string Comm::failure()
 void Comm::abort(const std::string &why)
 {
     std::lock_guard<std::mutex> lk(mu_);
-    if (comm_ == nullptr) return;
-    if (failure_.empty()) failure_ = why;
+    if (comm_ == nullptr)
+        return;
+    if (failure_.empty())
+        failure_ = why;
     /* never blocks; the operations in flight complete with MESH_ERR_ABORTED */
     mesh_comm_abort(comm_);
 }
@@ -214,13 +225,15 @@ void Comm::abort(const std::string &why)
 void Comm::shutdown()
 {
     std::unique_lock<std::mutex> lk(mu_);
-    if (shut_) return;
+    if (shut_)
+        return;
     shut_ = true;
     std::shared_ptr<Engine> e = engine_;
     lk.unlock();
     /* what is in flight finishes first, like any wait bounded by the communicator's timeout;
      * no post can add to it any more */
-    if (e) e->drain(this);
+    if (e)
+        e->drain(this);
     lk.lock();
     mesh_comm_destroy(comm_);
     comm_ = nullptr;
@@ -230,7 +243,8 @@ void Comm::shutdown()
 std::string Comm::peer_transport(int peer)
 {
     std::lock_guard<std::mutex> lk(mu_);
-    if (comm_ == nullptr || peer < 0 || peer >= size_) return "";
+    if (comm_ == nullptr || peer < 0 || peer >= size_)
+        return "";
     const char *t = mesh_comm_peer_transport(comm_, peer);
     return t ? t : "";
 }

@@ -18,7 +18,8 @@
 #include <string>
 #include <vector>
 
-namespace mesh_torch {
+namespace mesh_torch
+{
 
 class Engine;
 class WorkMesh;
@@ -27,12 +28,13 @@ struct CommSpec {
     c10::intrusive_ptr<c10d::Store> store; /* the group's own (prefixed) store */
     int rank = 0;
     int size = 1;
-    double timeout_s = 1800; /* bounds every wait of the communicator */
-    std::string group;       /* torch's group name, for messages */
+    double timeout_s = 1800;           /* bounds every wait of the communicator */
+    std::string group;                 /* torch's group name, for messages */
     std::vector<int64_t> global_ranks; /* global rank of each group rank; empty: the same */
 };
 
-class Comm {
+class Comm
+{
   public:
     using PostFn = std::function<mesh_status_t(mesh_comm_h, mesh_request_h *)>;
 

@@ -12,13 +12,15 @@
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #define MESH_TORCH_BACKEND_BASE 1
-namespace mesh_torch {
+namespace mesh_torch
+{
 using BackendBase = c10d::Backend;
 }
 #else
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #define MESH_TORCH_BACKEND_BASE 0
-namespace mesh_torch {
+namespace mesh_torch
+{
 using BackendBase = c10d::ProcessGroup;
 }
 #endif

@@ -4,9 +4,10 @@
 
 #include <algorithm>
 
-
-namespace mesh_torch {
-namespace {
+namespace mesh_torch
+{
+namespace
+{
 
 std::mutex engine_mu;
 std::weak_ptr<Engine> engine_current;
@@ -59,13 +60,16 @@ void Engine::add(const c10::intrusive_ptr<WorkMesh> &w)
     /* the completion thread sees the count before it sleeps, or is seen sleeping here; an
      * operation already in flight that no thread waits on (asynchronous work) ends its nap */
     const Rest rest = rest_.load();
-    if (drivers_.load() == 0 && (rest == SLEEPING || (rest == NAPPING && before > 0))) wake();
+    if (drivers_.load() == 0 && (rest == SLEEPING || (rest == NAPPING && before > 0)))
+        wake();
 }
 
 void Engine::wake()
 {
     /* taking the lock orders the notification after the sleeper's last look */
-    { std::lock_guard<std::mutex> lk(rest_mu_); }
+    {
+        std::lock_guard<std::mutex> lk(rest_mu_);
+    }
     cv_.notify_all();
 }
 
@@ -80,8 +84,10 @@ int Engine::poll_locked(std::vector<Done> &done, bool &moved)
         /* one round of progress over every communicator, then the first completed request */
         const mesh_status_t st =
             mesh_testany_events((int)reqs_.size(), reqs_.data(), &idx, &events);
-        if (events > 0) moved = true;
-        if (idx < 0) break;
+        if (events > 0)
+            moved = true;
+        if (idx < 0)
+            break;
         c10::intrusive_ptr<WorkMesh> w = std::move(inflight_[idx]);
         inflight_.erase(inflight_.begin() + idx);
         std::string msg = st != MESH_OK ? mesh_comm_last_error(nullptr) : "";
@@ -114,7 +120,8 @@ void Engine::step(std::unique_lock<std::mutex> &lk, std::vector<Done> &done, mes
 {
     bool moved = false;
     if (poll_locked(done, moved) > 0) {
-        if (mark) drivers_finish_.store(*mark, std::memory_order_relaxed);
+        if (mark)
+            drivers_finish_.store(*mark, std::memory_order_relaxed);
         lk.unlock();
         complete(done);
         mesh_idle_reset(&idle);
@@ -141,7 +148,8 @@ template <class More> void Engine::drive(std::optional<bool> mark, More more)
     /* hand the polling back to the completion thread */
     const bool left = drivers_.fetch_sub(1) == 1 && !inflight_.empty();
     lk.unlock();
-    if (left) wake();
+    if (left)
+        wake();
 }
 
 void Engine::wait(WorkMesh *w, std::chrono::milliseconds timeout)
@@ -171,7 +179,8 @@ bool Engine::busy(const Comm *c)
 bool Engine::busy_locked(const Comm *c) const
 {
     for (auto &w : inflight_)
-        if (&w->comm() == c) return true;
+        if (&w->comm() == c)
+            return true;
     return false;
 }
 
@@ -204,7 +213,8 @@ void Engine::run()
     std::unique_lock<std::mutex> rl(rest_mu_);
     for (;;) {
         const bool idle = ninflight_.load() == 0 || drivers_.load() > 0;
-        if (idle && stop_) break;
+        if (idle && stop_)
+            break;
         const int64_t age = now_ns() - last_post_ns_.load();
         if (!idle && age >= grace) {
             rest_.store(RUNNING);
@@ -226,7 +236,8 @@ void Engine::run()
         } else {
             rest_.store(SLEEPING);
             /* a post after this look sees SLEEPING and wakes this thread */
-            if (ninflight_.load() == 0 || drivers_.load() > 0) cv_.wait(rl);
+            if (ninflight_.load() == 0 || drivers_.load() > 0)
+                cv_.wait(rl);
             nap = nap_min;
         }
         rest_.store(RUNNING);

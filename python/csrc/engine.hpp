@@ -23,12 +23,14 @@
 #include <thread>
 #include <vector>
 
-namespace mesh_torch {
+namespace mesh_torch
+{
 
 class Comm;
 class WorkMesh;
 
-class Engine {
+class Engine
+{
   public:
     /* The process's engine, started with the first communicator and stopped when the last
      * one holding it goes. */

@@ -7,7 +7,8 @@
 
 namespace py = pybind11;
 
-namespace mesh_torch {
+namespace mesh_torch
+{
 
 /*
  * The holder of the Python objects: dropping the last reference releases the GIL first, since
@@ -15,7 +16,8 @@ namespace mesh_torch {
  * callbacks on the completion thread. Laid out as c10::intrusive_ptr, as torch's casters of
  * the base class expect.
  */
-template <typename T> class GilFreePtr {
+template <typename T> class GilFreePtr
+{
   public:
     GilFreePtr() = default;
     GilFreePtr(const GilFreePtr &) = default;
@@ -43,8 +45,10 @@ template <typename T> class GilFreePtr {
 
 PYBIND11_DECLARE_HOLDER_TYPE(T, mesh_torch::GilFreePtr<T>, true);
 
-namespace mesh_torch {
-namespace {
+namespace mesh_torch
+{
+namespace
+{
 
 GilFreePtr<ProcessGroupMesh> create(const c10::intrusive_ptr<c10d::Store> &store, int rank,
                                     int size, double timeout_s, const std::string &group,
@@ -83,8 +87,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
         .def("_last_algorithm", &ProcessGroupMesh::last_algorithm,
              "Algorithm the group's last collective ran.")
         .def(
-            "_abort",
-            [](ProcessGroupMesh &pg, const std::string &why) { pg.abort(why); },
+            "_abort", [](ProcessGroupMesh &pg, const std::string &why) { pg.abort(why); },
             py::arg("why") = "aborted from Python", py::call_guard<py::gil_scoped_release>(),
             "Fails the group's communicator and every operation in flight, at once.")
         .def("_shutdown", &ProcessGroupMesh::shutdown, py::call_guard<py::gil_scoped_release>(),

@@ -2,8 +2,10 @@
 #include "backend.hpp"
 #include "tensors.hpp"
 
-namespace mesh_torch {
-namespace {
+namespace mesh_torch
+{
+namespace
+{
 
 /* Bytes of one row (the slice along dimension 0) of t; a 0-d tensor is one row. */
 size_t row_bytes(const at::Tensor &t)
@@ -32,7 +34,8 @@ void split_bytes(const at::Tensor &t, const std::vector<int64_t> &splits, int si
                " splits for a group of " + std::to_string(size));
     int64_t sum = 0;
     for (int64_t v : s) {
-        if (v < 0) refuse(std::string(op) + ": a negative " + what + " split");
+        if (v < 0)
+            refuse(std::string(op) + ": a negative " + what + " split");
         sum += v;
     }
     if (sum != rows)
@@ -49,7 +52,8 @@ void split_bytes(const at::Tensor &t, const std::vector<int64_t> &splits, int si
 
 } // namespace
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::alltoall_base(at::Tensor &output, at::Tensor &input,
+c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::alltoall_base(at::Tensor &output,
+                                                               at::Tensor &input,
                                                                std::vector<int64_t> &output_splits,
                                                                std::vector<int64_t> &input_splits,
                                                                const c10d::AllToAllOptions &opts)
@@ -63,7 +67,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::alltoall_base(at::Tensor &outpu
     at::Tensor sbuf = dense(input), rbuf = dense(output);
     auto w = work(c10d::OpType::ALLTOALL_BASE, op, {output});
     w->keep = {sbuf, rbuf};
-    if (!rbuf.is_same(output)) w->unpack = [output, rbuf]() mutable { output.copy_(rbuf); };
+    if (!rbuf.is_same(output))
+        w->unpack = [output, rbuf]() mutable { output.copy_(rbuf); };
     const void *s = sbuf.data_ptr();
     void *d = rbuf.data_ptr();
     bool uniform = true;
@@ -81,8 +86,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::alltoall_base(at::Tensor &outpu
     return launch(
         w,
         [=](mesh_comm_h c, mesh_request_h *q) {
-            return mesh_alltoallv(c, s, sc.data(), sd.data(), d, rc.data(), rd.data(),
-                                  MESH_UINT8, nullptr, q);
+            return mesh_alltoallv(c, s, sc.data(), sd.data(), d, rc.data(), rd.data(), MESH_UINT8,
+                                  nullptr, q);
         },
         opts.timeout);
 }
@@ -140,7 +145,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::point_to_point(std::vector<at::
     w->keep = {buf};
     if (!send) {
         w->source_rank = peer;
-        if (!buf.is_same(t)) w->unpack = [t, buf]() mutable { t.copy_(buf); };
+        if (!buf.is_same(t))
+            w->unpack = [t, buf]() mutable { t.copy_(buf); };
     }
     void *p = buf.data_ptr();
     const size_t n = nbytes(buf);

@@ -1,12 +1,15 @@
 /*
  * The operations that move blocks without reducing them: broadcast, all_gather (list, tensor,
- * coalesced lists and, on torch 2.x, coalesced tensors), gather, scatter. They move bytes, so every element type is served.
+ * coalesced lists and, on torch 2.x, coalesced tensors), gather, scatter. They move bytes, so every
+ * element type is served.
  */
 #include "backend.hpp"
 #include "tensors.hpp"
 
-namespace mesh_torch {
-namespace {
+namespace mesh_torch
+{
+namespace
+{
 
 void check_list(const std::vector<at::Tensor> &list, const at::Tensor &ref, int size,
                 const char *op, const char *what)
@@ -25,12 +28,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::broadcast(std::vector<at::Tenso
     static const char op[] = "broadcast";
     at::Tensor &t = single(tensors, op, "");
     check_root(opts.rootRank, op);
-    if (opts.rootTensor != 0) refuse(std::string(op) + ": root tensor must be 0");
+    if (opts.rootTensor != 0)
+        refuse(std::string(op) + ": root tensor must be 0");
     const int root = (int)opts.rootRank;
     at::Tensor buf = dense(t);
     auto w = work(c10d::OpType::BROADCAST, op, tensors);
     w->keep = {buf};
-    if (!buf.is_same(t) && root != getRank()) w->unpack = [t, buf]() mutable { t.copy_(buf); };
+    if (!buf.is_same(t) && root != getRank())
+        w->unpack = [t, buf]() mutable { t.copy_(buf); };
     void *p = buf.data_ptr();
     const size_t n = nbytes(buf);
     return launch(
@@ -98,7 +103,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::_allgather_base(at::Tensor &out
     at::Tensor sbuf = dense(input), rbuf = dense(output);
     auto w = work(c10d::OpType::_ALLGATHER_BASE, op, {output});
     w->keep = {sbuf, rbuf};
-    if (!rbuf.is_same(output)) w->unpack = [output, rbuf]() mutable { output.copy_(rbuf); };
+    if (!rbuf.is_same(output))
+        w->unpack = [output, rbuf]() mutable { output.copy_(rbuf); };
     const void *s = sbuf.data_ptr();
     void *d = rbuf.data_ptr();
     const size_t n = nbytes(sbuf);
@@ -132,9 +138,8 @@ ProcessGroupMesh::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outp
             check_tensor(outputs[r][i], op);
             if (outputs[r][i].scalar_type() != inputs[i].scalar_type() ||
                 outputs[r][i].numel() != inputs[i].numel())
-                refuse(std::string(op) + ": output " + std::to_string(r) + "/" +
-                       std::to_string(i) + " differs from input " + std::to_string(i) +
-                       " in element type or count");
+                refuse(std::string(op) + ": output " + std::to_string(r) + "/" + std::to_string(i) +
+                       " differs from input " + std::to_string(i) + " in element type or count");
         }
     }
     std::vector<at::Tensor> all;
@@ -142,8 +147,8 @@ ProcessGroupMesh::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outp
         all.insert(all.end(), list.begin(), list.end());
     auto w = work(c10d::OpType::ALLGATHER_COALESCED, op, all);
     at::Tensor sbuf = pack(inputs, mine);
-    at::Tensor rbuf = at::empty({(int64_t)(mine.total * getSize())},
-                                at::TensorOptions().dtype(at::kByte));
+    at::Tensor rbuf =
+        at::empty({(int64_t)(mine.total * getSize())}, at::TensorOptions().dtype(at::kByte));
     w->keep = {sbuf, rbuf};
     const size_t block = mine.total;
     w->unpack = [outputs, mine, rbuf, block]() mutable {
@@ -187,21 +192,23 @@ ProcessGroupMesh::allgather_into_tensor_coalesced(std::vector<at::Tensor> &outpu
     const Packing mine = packing(inputs, 16);
     auto w = work(c10d::OpType::ALLGATHER_COALESCED, op, outputs);
     at::Tensor sbuf = pack(inputs, mine);
-    at::Tensor rbuf = at::empty({(int64_t)(mine.total * getSize())},
-                                at::TensorOptions().dtype(at::kByte));
+    at::Tensor rbuf =
+        at::empty({(int64_t)(mine.total * getSize())}, at::TensorOptions().dtype(at::kByte));
     w->keep = {sbuf, rbuf};
     const size_t block = mine.total;
     const int size = getSize();
     w->unpack = [outputs, counts, mine, rbuf, block, size]() mutable {
         const auto *base = static_cast<uint8_t *>(rbuf.data_ptr());
         for (size_t i = 0; i < outputs.size(); i++) {
-            if (counts[i] == 0) continue;
+            if (counts[i] == 0)
+                continue;
             at::Tensor dst = dense(outputs[i]), flat = dst.view({-1});
             for (int r = 0; r < size; r++)
                 flat.narrow(0, r * counts[i], counts[i])
                     .copy_(at::from_blob(const_cast<uint8_t *>(base) + r * block + mine.offset[i],
                                          {counts[i]}, dst.options()));
-            if (!dst.is_same(outputs[i])) outputs[i].copy_(dst);
+            if (!dst.is_same(outputs[i]))
+                outputs[i].copy_(dst);
         }
     };
     const void *s = sbuf.data_ptr();
@@ -215,9 +222,9 @@ ProcessGroupMesh::allgather_into_tensor_coalesced(std::vector<at::Tensor> &outpu
 }
 #endif
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::gather(std::vector<std::vector<at::Tensor>> &outputs,
-                                                        std::vector<at::Tensor> &inputs,
-                                                        const c10d::GatherOptions &opts)
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupMesh::gather(std::vector<std::vector<at::Tensor>> &outputs,
+                         std::vector<at::Tensor> &inputs, const c10d::GatherOptions &opts)
 {
     static const char op[] = "gather";
     at::Tensor &in = single(inputs, op, "input");
@@ -251,9 +258,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::gather(std::vector<std::vector<
         opts.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::scatter(std::vector<at::Tensor> &outputs,
-                                                         std::vector<std::vector<at::Tensor>> &inputs,
-                                                         const c10d::ScatterOptions &opts)
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupMesh::scatter(std::vector<at::Tensor> &outputs,
+                          std::vector<std::vector<at::Tensor>> &inputs,
+                          const c10d::ScatterOptions &opts)
 {
     static const char op[] = "scatter";
     at::Tensor &out = single(outputs, op, "output");
@@ -277,7 +285,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::scatter(std::vector<at::Tensor>
     }
     at::Tensor rbuf = dense(out);
     w->keep.push_back(rbuf);
-    if (!rbuf.is_same(out)) w->unpack = [out, rbuf]() mutable { out.copy_(rbuf); };
+    if (!rbuf.is_same(out))
+        w->unpack = [out, rbuf]() mutable { out.copy_(rbuf); };
     void *d = rbuf.data_ptr();
     return launch(
         w,

@@ -3,7 +3,8 @@
 #include "backend.hpp"
 #include "tensors.hpp"
 
-namespace mesh_torch {
+namespace mesh_torch
+{
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::allreduce(std::vector<at::Tensor> &tensors,
                                                            const c10d::AllreduceOptions &opts)
@@ -14,7 +15,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::allreduce(std::vector<at::Tenso
     at::Tensor buf = dense(t);
     auto w = work(c10d::OpType::ALLREDUCE, op, tensors);
     w->keep = {buf};
-    if (!buf.is_same(t)) w->unpack = [t, buf]() mutable { t.copy_(buf); };
+    if (!buf.is_same(t))
+        w->unpack = [t, buf]() mutable { t.copy_(buf); };
     void *p = buf.data_ptr();
     const size_t n = (size_t)buf.numel() * r.factor;
     return launch(
@@ -30,7 +32,8 @@ ProcessGroupMesh::allreduce_coalesced(std::vector<at::Tensor> &tensors,
                                       const c10d::AllreduceCoalescedOptions &opts)
 {
     static const char op[] = "all_reduce_coalesced";
-    if (tensors.empty()) refuse(std::string(op) + ": no tensors");
+    if (tensors.empty())
+        refuse(std::string(op) + ": no tensors");
     check_dtypes(tensors, tensors[0], op);
     const Reduction r = reduction(tensors[0].scalar_type(), opts.reduceOp, op);
     auto w = work(c10d::OpType::ALLREDUCE_COALESCED, op, tensors);
@@ -74,7 +77,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMesh::reduce(std::vector<at::Tensor> 
     at::Tensor buf = dense(t);
     auto w = work(c10d::OpType::REDUCE, op, tensors);
     w->keep = {buf};
-    if (!buf.is_same(t) && root == getRank()) w->unpack = [t, buf]() mutable { t.copy_(buf); };
+    if (!buf.is_same(t) && root == getRank())
+        w->unpack = [t, buf]() mutable { t.copy_(buf); };
     void *p = buf.data_ptr();
     const size_t n = (size_t)buf.numel() * r.factor;
     return launch(
@@ -122,7 +126,8 @@ ProcessGroupMesh::reduce_scatter(std::vector<at::Tensor> &outputs,
     }
     at::Tensor rbuf = dense(out);
     w->keep.push_back(rbuf);
-    if (!rbuf.is_same(out)) w->unpack = [out, rbuf]() mutable { out.copy_(rbuf); };
+    if (!rbuf.is_same(out))
+        w->unpack = [out, rbuf]() mutable { out.copy_(rbuf); };
     void *d = rbuf.data_ptr();
     if (uniform) {
         const size_t n = counts[0];
@@ -156,7 +161,8 @@ ProcessGroupMesh::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
     at::Tensor sbuf = dense(input), rbuf = dense(output);
     auto w = work(c10d::OpType::_REDUCE_SCATTER_BASE, op, {output});
     w->keep = {sbuf, rbuf};
-    if (!rbuf.is_same(output)) w->unpack = [output, rbuf]() mutable { output.copy_(rbuf); };
+    if (!rbuf.is_same(output))
+        w->unpack = [output, rbuf]() mutable { output.copy_(rbuf); };
     const void *s = sbuf.data_ptr();
     void *d = rbuf.data_ptr();
     const size_t n = (size_t)output.numel() * r.factor;
@@ -178,7 +184,8 @@ ProcessGroupMesh::reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outpu
     if (outputs.size() != inputs.size())
         refuse(std::string(op) + ": " + std::to_string(outputs.size()) + " outputs for " +
                std::to_string(inputs.size()) + " inputs");
-    if (outputs.empty()) refuse(std::string(op) + ": no tensors");
+    if (outputs.empty())
+        refuse(std::string(op) + ": no tensors");
     /* one reduction over one element type: rank r's block holds chunk r of every input */
     std::vector<int64_t> counts, offsets;
     int64_t total = 0;
@@ -200,7 +207,8 @@ ProcessGroupMesh::reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outpu
     at::Tensor sbuf = at::empty({total * getSize()}, options);
     at::Tensor rbuf = at::empty({total}, options);
     for (size_t i = 0; i < inputs.size(); i++) {
-        if (counts[i] == 0) continue;
+        if (counts[i] == 0)
+            continue;
         at::Tensor in = dense(inputs[i]).view({-1});
         for (int k = 0; k < getSize(); k++)
             sbuf.narrow(0, k * total + offsets[i], counts[i])

@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-namespace mesh_torch {
+namespace mesh_torch
+{
 
 class WorkMesh;
 

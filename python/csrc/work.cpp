@@ -5,8 +5,10 @@
 
 #include <stdexcept>
 
-namespace mesh_torch {
-namespace {
+namespace mesh_torch
+{
+namespace
+{
 
 /* The type of every future's value, a list of tensors, made once. */
 const c10::TypePtr &tensor_list_type()
@@ -35,7 +37,8 @@ void WorkMesh::complete(mesh_status_t status, const std::string &message)
          * an abort repeats why the communicator was aborted */
         std::string why = comm_->annotate(message);
         comm_->note_failure(why.empty() ? mesh_status_string(status) : why);
-        if (status == MESH_ERR_ABORTED || why.empty()) why = comm_->failure();
+        if (status == MESH_ERR_ABORTED || why.empty())
+            why = comm_->failure();
         error = std::make_exception_ptr(std::runtime_error(
             std::string("mesh: ") + name_ + " failed on " + comm_->where() + ": " + why));
     } else if (unpack) {
@@ -90,11 +93,13 @@ std::vector<at::Tensor> WorkMesh::result()
 
 bool WorkMesh::wait(std::chrono::milliseconds timeout)
 {
-    if (!isCompleted()) comm_->wait(this, timeout.count() > 0 ? timeout : this->timeout);
+    if (!isCompleted())
+        comm_->wait(this, timeout.count() > 0 ? timeout : this->timeout);
     std::unique_lock<std::mutex> lk(mutex_);
     /* another thread saw it complete and may still be copying results out */
     cv_.wait(lk, [this] { return completed_; });
-    if (exception_) std::rethrow_exception(exception_);
+    if (exception_)
+        std::rethrow_exception(exception_);
     return true;
 }
 

@@ -17,11 +17,13 @@
 #include <string>
 #include <vector>
 
-namespace mesh_torch {
+namespace mesh_torch
+{
 
 class Comm;
 
-class WorkMesh : public c10d::Work {
+class WorkMesh : public c10d::Work
+{
   public:
     /* outputs: the future's value (the tensors the operation writes, or its inputs). */
     WorkMesh(std::shared_ptr<Comm> comm, c10d::OpType type, const char *name,

@@ -49,8 +49,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (ops->open(&p, &iface[r]) != MESH_OK || ops->address(iface[r], addr[r], &alen[r]))
             goto out;
     }
-    mesh_tl_peer_t peer = {.rank = 0, .node = "fuzz", .pid = getpid(),
-                           .pidns = mesh_context_pidns(), .addr = addr[0],
+    mesh_tl_peer_t peer = {.rank = 0,
+                           .node = "fuzz",
+                           .pid = getpid(),
+                           .pidns = mesh_context_pidns(),
+                           .addr = addr[0],
                            .addr_len = alen[0]};
     if (ops->ep_create(iface[1], &peer, &ep) != MESH_OK)
         goto out;

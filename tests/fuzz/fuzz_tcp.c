@@ -65,8 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ops->address(iface, &addr, &alen) != MESH_OK)
         goto out;
     /* rank 0's endpoint: rank 0 connects to us, as the lower rank does */
-    mesh_tl_peer_t peer = {.rank = 0, .node = "fuzz", .pid = getpid(), .addr = &addr,
-                           .addr_len = alen};
+    mesh_tl_peer_t peer = {
+        .rank = 0, .node = "fuzz", .pid = getpid(), .addr = &addr, .addr_len = alen};
     if (ops->ep_create(iface, &peer, &ep) != MESH_OK)
         goto out;
     fuzz_recv_t r[FUZZ_RECVS];

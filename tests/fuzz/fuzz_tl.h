@@ -49,11 +49,10 @@ static inline void fuzz_recvs_check(fuzz_recv_t *r)
                 (unsigned char)r[k].raw[FUZZ_GUARD + r[k].len + i] != 0x5a)
                 abort(); /* written outside the receive buffer */
         if (r[k].posted && r[k].op.status == MESH_OK && r[k].op.length > r[k].len)
-            abort(); /* a successful receive longer than its buffer */
+            abort();                             /* a successful receive longer than its buffer */
         if (getenv("MESH_FUZZ_VERBOSE") != NULL) /* what a corpus file does, when writing one */
-            fprintf(stderr, "receive tag %d (%zu bytes): %s, status %d, length %zu\n", k,
-                    r[k].len, r[k].posted ? "posted" : "not posted", r[k].op.status,
-                    r[k].op.length);
+            fprintf(stderr, "receive tag %d (%zu bytes): %s, status %d, length %zu\n", k, r[k].len,
+                    r[k].posted ? "posted" : "not posted", r[k].op.status, r[k].op.length);
         free(r[k].raw);
     }
 }

@@ -28,15 +28,15 @@ static const mesh_mem_ops_t *emu;
 #define CHECK(cond, ...) MESH_MP_CHECK(rank, failures, cond, __VA_ARGS__)
 
 /* The call must fail with status and a message that names every word given. */
-#define EXPECT_FAIL(status, call, ...)                                                         \
-    do {                                                                                      \
-        mesh_status_t st_ = (call);                                                           \
-        const char *msg_ = mesh_comm_last_error(comm);                                        \
-        const char *words_[] = {__VA_ARGS__};                                                 \
-        CHECK(st_ == (status), "%s returned %s (%s)", #call, mesh_status_string(st_), msg_);  \
-        for (size_t w_ = 0; w_ < sizeof(words_) / sizeof(words_[0]); w_++)                    \
-            CHECK(strstr(msg_, words_[w_]) != NULL, "message '%s' does not name '%s'", msg_,  \
-                  words_[w_]);                                                                \
+#define EXPECT_FAIL(status, call, ...)                                                             \
+    do {                                                                                           \
+        mesh_status_t st_ = (call);                                                                \
+        const char *msg_ = mesh_comm_last_error(comm);                                             \
+        const char *words_[] = {__VA_ARGS__};                                                      \
+        CHECK(st_ == (status), "%s returned %s (%s)", #call, mesh_status_string(st_), msg_);       \
+        for (size_t w_ = 0; w_ < sizeof(words_) / sizeof(words_[0]); w_++)                         \
+            CHECK(strstr(msg_, words_[w_]) != NULL, "message '%s' does not name '%s'", msg_,       \
+                  words_[w_]);                                                                     \
     } while (0)
 
 static int32_t *dev_alloc(size_t n, int device)
@@ -52,16 +52,21 @@ static int32_t *dev_alloc(size_t n, int device)
 static void *new_stream(void)
 {
     void *s;
-    if (emu->stream_create(&s) != MESH_OK) exit(2);
+    if (emu->stream_create(&s) != MESH_OK)
+        exit(2);
     return s;
 }
 
 /* Rank r's input element i, and the sum over the ranks. */
-static int32_t input(int r, size_t i) { return (int32_t)(r * 1000 + (int)(i % 977)); }
+static int32_t input(int r, size_t i)
+{
+    return (int32_t)(r * 1000 + (int)(i % 977));
+}
 static int32_t sum(size_t i)
 {
     int32_t s = 0;
-    for (int r = 0; r < size; r++) s += input(r, i);
+    for (int r = 0; r < size; r++)
+        s += input(r, i);
     return s;
 }
 
@@ -80,8 +85,8 @@ static void order_allreduce(int with_req)
     }
     mesh_mem_emu_hold(1);
     CHECK(emu->copy_async(d_in, host_in, n * 4, s) == MESH_OK, "copy in");
-    mesh_status_t st = mesh_allreduce(comm, d_in, d_out, n, MESH_INT32, MESH_SUM, s,
-                                      with_req ? &req : NULL);
+    mesh_status_t st =
+        mesh_allreduce(comm, d_in, d_out, n, MESH_INT32, MESH_SUM, s, with_req ? &req : NULL);
     CHECK(st == MESH_OK, "allreduce: %s", mesh_comm_last_error(comm));
     CHECK(emu->copy_async(host_out, d_out, n * 4, s) == MESH_OK, "copy out");
     CHECK(emu->event_record(ev, s) == MESH_OK, "record");
@@ -94,7 +99,8 @@ static void order_allreduce(int with_req)
         CHECK(mesh_test(req, &done) == MESH_OK && !done, "request done before its input");
     }
     mesh_mem_emu_hold(0);
-    if (with_req) CHECK(mesh_wait(req) == MESH_OK, "wait: %s", mesh_comm_last_error(comm));
+    if (with_req)
+        CHECK(mesh_wait(req) == MESH_OK, "wait: %s", mesh_comm_last_error(comm));
     if (with_req) {
         /* complete means the results are in device memory */
         for (size_t i = 0; i < n; i += 997)
@@ -123,13 +129,15 @@ static void order_chain(void)
     const size_t n = 4099;
     int32_t *d = dev_alloc(n, 0);
     void *s = new_stream();
-    for (size_t i = 0; i < n; i++) d[i] = 1;
+    for (size_t i = 0; i < n; i++)
+        d[i] = 1;
     for (int k = 0; k < 5; k++)
         CHECK(mesh_allreduce(comm, d, d, n, MESH_INT32, MESH_SUM, s, NULL) == MESH_OK,
               "allreduce %d: %s", k, mesh_comm_last_error(comm));
     CHECK(mesh_mem_emu_stream_sync(s) == MESH_OK, "sync");
     int32_t want = 1;
-    for (int k = 0; k < 5; k++) want *= size;
+    for (int k = 0; k < 5; k++)
+        want *= size;
     for (size_t i = 0; i < n; i++)
         if (d[i] != want) {
             CHECK(0, "element %zu is %d after 5 in-place sums, expected %d", i, d[i], want);
@@ -162,8 +170,7 @@ static void order_group(int recv_first)
     CHECK(mesh_mem_emu_stream_sync(s) == MESH_OK, "sync");
     for (size_t i = 0; i < n; i++)
         if (dr[i] != input(from, i)) {
-            CHECK(0, "element %zu from rank %d is %d, expected %d", i, from, dr[i],
-                  input(from, i));
+            CHECK(0, "element %zu from rank %d is %d, expected %d", i, from, dr[i], input(from, i));
             break;
         }
     /* a sendrecv with a request, the other way round */
@@ -187,44 +194,46 @@ static void test_errors(void)
     int32_t host[64] = {0}, host2[64];
     int32_t *d0 = dev_alloc(64, 0), *d1 = dev_alloc(64, 1), *d0b = dev_alloc(64, 0);
     void *s = new_stream();
-    EXPECT_FAIL(MESH_ERR_INVALID_ARG, mesh_allreduce(comm, host, d0, 64, MESH_INT32, MESH_SUM, s,
-                                                     NULL),
-                "mesh_allreduce", "rbuf is device memory but sbuf is host memory");
-    EXPECT_FAIL(MESH_ERR_INVALID_ARG, mesh_allreduce(comm, d0, host, 64, MESH_INT32, MESH_SUM, s,
-                                                     NULL),
+    EXPECT_FAIL(MESH_ERR_INVALID_ARG,
+                mesh_allreduce(comm, host, d0, 64, MESH_INT32, MESH_SUM, s, NULL), "mesh_allreduce",
+                "rbuf is device memory but sbuf is host memory");
+    EXPECT_FAIL(MESH_ERR_INVALID_ARG,
+                mesh_allreduce(comm, d0, host, 64, MESH_INT32, MESH_SUM, s, NULL),
                 "sbuf is device memory but rbuf is host memory");
     EXPECT_FAIL(MESH_ERR_INVALID_ARG, mesh_allgather(comm, d0, host, 1, MESH_INT32, NULL, NULL),
                 "mesh_allgather", "rbuf is host memory");
-    EXPECT_FAIL(MESH_ERR_INVALID_ARG, mesh_sendrecv(comm, host, 4, 0, d0, 4, 0, MESH_INT32, 0, s,
-                                                    NULL),
-                "mesh_sendrecv", "sbuf is host memory");
+    EXPECT_FAIL(MESH_ERR_INVALID_ARG,
+                mesh_sendrecv(comm, host, 4, 0, d0, 4, 0, MESH_INT32, 0, s, NULL), "mesh_sendrecv",
+                "sbuf is host memory");
     /* this rank uses device 0 */
-    EXPECT_FAIL(MESH_ERR_INVALID_ARG, mesh_allreduce(comm, d1, d1, 64, MESH_INT32, MESH_SUM, s,
-                                                     NULL),
+    EXPECT_FAIL(MESH_ERR_INVALID_ARG,
+                mesh_allreduce(comm, d1, d1, 64, MESH_INT32, MESH_SUM, s, NULL),
                 "sbuf is memory of device 1", "uses device 0");
-    EXPECT_FAIL(MESH_ERR_INVALID_ARG, mesh_allreduce(comm, d0, d1, 64, MESH_INT32, MESH_SUM, s,
-                                                     NULL),
+    EXPECT_FAIL(MESH_ERR_INVALID_ARG,
+                mesh_allreduce(comm, d0, d1, 64, MESH_INT32, MESH_SUM, s, NULL),
                 "sbuf is memory of device 0 but rbuf is memory of device 1");
-    EXPECT_FAIL(MESH_ERR_INVALID_ARG, mesh_send(comm, d1, 4, MESH_INT32, 0, s, NULL),
-                "mesh_send", "buf is memory of device 1");
-    EXPECT_FAIL(MESH_ERR_INVALID_ARG, mesh_broadcast(comm, host, host2, 64, MESH_INT32, 0, s,
-                                                     NULL),
+    EXPECT_FAIL(MESH_ERR_INVALID_ARG, mesh_send(comm, d1, 4, MESH_INT32, 0, s, NULL), "mesh_send",
+                "buf is memory of device 1");
+    EXPECT_FAIL(MESH_ERR_INVALID_ARG, mesh_broadcast(comm, host, host2, 64, MESH_INT32, 0, s, NULL),
                 "stream must be NULL for host buffers");
     /* a rank whose current device is 1 takes device 1's memory and refuses device 0's */
     mesh_mem_emu_set_device(1);
-    EXPECT_FAIL(MESH_ERR_INVALID_ARG, mesh_reduce(comm, d0, d0b, 64, MESH_INT32, MESH_SUM, 0, s,
-                                                  NULL),
+    EXPECT_FAIL(MESH_ERR_INVALID_ARG,
+                mesh_reduce(comm, d0, d0b, 64, MESH_INT32, MESH_SUM, 0, s, NULL),
                 "sbuf is memory of device 0", "uses device 1");
-    for (int i = 0; i < 64; i++) d1[i] = rank + i;
+    for (int i = 0; i < 64; i++)
+        d1[i] = rank + i;
     CHECK(mesh_allreduce(comm, d1, d1, 64, MESH_INT32, MESH_MAX, s, NULL) == MESH_OK,
           "allreduce on device 1: %s", mesh_comm_last_error(comm));
     CHECK(mesh_mem_emu_stream_sync(s) == MESH_OK, "sync");
-    for (int i = 0; i < 64; i++) CHECK(d1[i] == size - 1 + i, "d1[%d] = %d", i, d1[i]);
+    for (int i = 0; i < 64; i++)
+        CHECK(d1[i] == size - 1 + i, "d1[%d] = %d", i, d1[i]);
     mesh_mem_emu_set_device(-1);
     /* after every refusal the communicator still works, on host and device buffers */
     int32_t one = 1, all = 0;
     CHECK(mesh_allreduce(comm, &one, &all, 1, MESH_INT32, MESH_SUM, NULL, NULL) == MESH_OK &&
-              all == size, "host allreduce after the refusals: %d", all);
+              all == size,
+          "host allreduce after the refusals: %d", all);
     d0[0] = 2;
     CHECK(mesh_allreduce(comm, d0, d0b, 1, MESH_INT32, MESH_PROD, s, NULL) == MESH_OK,
           "device allreduce after the refusals: %s", mesh_comm_last_error(comm));
@@ -240,13 +249,14 @@ static void test_unsupported(const char *word)
 {
     int32_t *d = dev_alloc(64, 0);
     int32_t one = 1, all = 0;
-    EXPECT_FAIL(MESH_ERR_UNSUPPORTED, mesh_allreduce(comm, d, d, 64, MESH_INT32, MESH_SUM, NULL,
-                                                     NULL),
-                "mesh_allreduce", word);
+    EXPECT_FAIL(MESH_ERR_UNSUPPORTED,
+                mesh_allreduce(comm, d, d, 64, MESH_INT32, MESH_SUM, NULL, NULL), "mesh_allreduce",
+                word);
     EXPECT_FAIL(MESH_ERR_UNSUPPORTED, mesh_recv(comm, d, 64, MESH_INT32, 0, NULL, NULL),
                 "mesh_recv", word);
     CHECK(mesh_allreduce(comm, &one, &all, 1, MESH_INT32, MESH_SUM, NULL, NULL) == MESH_OK &&
-              all == size, "host allreduce after the refusals: %d", all);
+              all == size,
+          "host allreduce after the refusals: %d", all);
     mesh_mem_emu_free(d);
 }
 
@@ -285,6 +295,7 @@ int main(int argc, char **argv)
     }
     mesh_barrier(comm, NULL);
     mesh_comm_destroy(comm);
-    if (rank == 0) printf("emu_stream %s ranks=%d: %s\n", mode, size, failures ? "FAIL" : "ok");
+    if (rank == 0)
+        printf("emu_stream %s ranks=%d: %s\n", mode, size, failures ? "FAIL" : "ok");
     return failures ? 1 : 0;
 }

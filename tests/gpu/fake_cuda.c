@@ -11,7 +11,10 @@
 
 #define FAKE_API __attribute__((visibility("default")))
 
-static CUresult fake_fail(void) { return CUDA_ERROR_NOT_SUPPORTED; }
+static CUresult fake_fail(void)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
 
 static CUresult fake_version(int *v)
 {
@@ -39,8 +42,8 @@ static CUresult fake_error_text(CUresult r, const char **s)
     return CUDA_SUCCESS;
 }
 
-FAKE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
-                                      cuuint64_t flags, CUdriverProcAddressQueryResult *found)
+FAKE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                      CUdriverProcAddressQueryResult *found)
 {
     const char *log = getenv("FAKE_CUDA_LOG"), *missing = getenv("FAKE_CUDA_MISSING");
     if (log != NULL) {

@@ -55,12 +55,16 @@ static void compare(mesh_dtype_t dt, const void *got, const void *want, const ch
 
 /* The kernels' name tags as cu_launch.c picks them: sums and products of signed integers on
  * the unsigned types. */
-#define MESH_T_REDUCE(dt, arith, mm)                                                           \
-    case dt:                                                                                  \
-        if (op == MESH_SUM) run<cv_##arith::T>(op_sum<cv_##arith>(), a, b, d);                \
-        if (op == MESH_PROD) run<cv_##arith::T>(op_prod<cv_##arith>(), a, b, d);              \
-        if (op == MESH_MIN) run<cv_##mm::T>(op_min<cv_##mm>(), a, b, d);                      \
-        if (op == MESH_MAX) run<cv_##mm::T>(op_max<cv_##mm>(), a, b, d);                      \
+#define MESH_T_REDUCE(dt, arith, mm)                                                               \
+    case dt:                                                                                       \
+        if (op == MESH_SUM)                                                                        \
+            run<cv_##arith::T>(op_sum<cv_##arith>(), a, b, d);                                     \
+        if (op == MESH_PROD)                                                                       \
+            run<cv_##arith::T>(op_prod<cv_##arith>(), a, b, d);                                    \
+        if (op == MESH_MIN)                                                                        \
+            run<cv_##mm::T>(op_min<cv_##mm>(), a, b, d);                                           \
+        if (op == MESH_MAX)                                                                        \
+            run<cv_##mm::T>(op_max<cv_##mm>(), a, b, d);                                           \
         break;
 
 static void kernel_reduce(mesh_dtype_t dt, mesh_op_t op, const void *a, const void *b, void *d)
@@ -78,7 +82,8 @@ static void kernel_reduce(mesh_dtype_t dt, mesh_op_t op, const void *a, const vo
         MESH_T_REDUCE(MESH_FP64, f64, f64)
         MESH_T_REDUCE(MESH_FP8_E4M3, e4m3, e4m3)
         MESH_T_REDUCE(MESH_FP8_E5M2, e5m2, e5m2)
-    default: CHECK(0);
+    default:
+        CHECK(0);
     }
 }
 
@@ -95,45 +100,81 @@ static void kernel_scale(mesh_dtype_t dt, const void *a, const unsigned char *s,
     memcpy(&f32, s, 4), memcpy(&f64, s, 8);
     switch (dt) {
     case MESH_INT8:
-    case MESH_UINT8: run<uint8_t>(op_scale<cv_u8, uint32_t>{u8}, a, NULL, d); break;
+    case MESH_UINT8:
+        run<uint8_t>(op_scale<cv_u8, uint32_t>{u8}, a, NULL, d);
+        break;
     case MESH_INT32:
-    case MESH_UINT32: run<uint32_t>(op_scale<cv_u32, uint32_t>{u32}, a, NULL, d); break;
+    case MESH_UINT32:
+        run<uint32_t>(op_scale<cv_u32, uint32_t>{u32}, a, NULL, d);
+        break;
     case MESH_INT64:
-    case MESH_UINT64: run<uint64_t>(op_scale<cv_u64, uint64_t>{u64}, a, NULL, d); break;
+    case MESH_UINT64:
+        run<uint64_t>(op_scale<cv_u64, uint64_t>{u64}, a, NULL, d);
+        break;
     case MESH_FP16:
         run<uint16_t>(op_scale<cv_f16, float>{mesh_fp16_to_float(u16)}, a, NULL, d);
         break;
     case MESH_BF16:
         run<uint16_t>(op_scale<cv_bf16, float>{mesh_bf16_to_float(u16)}, a, NULL, d);
         break;
-    case MESH_FP32: run<float>(op_scale<cv_f32, float>{f32}, a, NULL, d); break;
-    case MESH_FP64: run<double>(op_scale<cv_f64, double>{f64}, a, NULL, d); break;
+    case MESH_FP32:
+        run<float>(op_scale<cv_f32, float>{f32}, a, NULL, d);
+        break;
+    case MESH_FP64:
+        run<double>(op_scale<cv_f64, double>{f64}, a, NULL, d);
+        break;
     case MESH_FP8_E4M3:
         run<uint8_t>(op_scale<cv_e4m3, float>{mesh_e4m3_to_float(u8)}, a, NULL, d);
         break;
     case MESH_FP8_E5M2:
         run<uint8_t>(op_scale<cv_e5m2, float>{mesh_e5m2_to_float(u8)}, a, NULL, d);
         break;
-    default: CHECK(0);
+    default:
+        CHECK(0);
     }
 }
 
 static void kernel_divide(mesh_dtype_t dt, const void *a, int n, void *d)
 {
     switch (dt) {
-    case MESH_INT8: run<int8_t>(op_divide<cv_i8, int32_t>{n}, a, NULL, d); break;
-    case MESH_UINT8: run<uint8_t>(op_divide<cv_u8, uint32_t>{(uint32_t)n}, a, NULL, d); break;
-    case MESH_INT32: run<int32_t>(op_divide<cv_i32, int32_t>{n}, a, NULL, d); break;
-    case MESH_UINT32: run<uint32_t>(op_divide<cv_u32, uint32_t>{(uint32_t)n}, a, NULL, d); break;
-    case MESH_INT64: run<int64_t>(op_divide<cv_i64, int64_t>{n}, a, NULL, d); break;
-    case MESH_UINT64: run<uint64_t>(op_divide<cv_u64, uint64_t>{(uint64_t)n}, a, NULL, d); break;
-    case MESH_FP16: run<uint16_t>(op_divide<cv_f16, float>{(float)n}, a, NULL, d); break;
-    case MESH_BF16: run<uint16_t>(op_divide<cv_bf16, float>{(float)n}, a, NULL, d); break;
-    case MESH_FP32: run<float>(op_divide<cv_f32, float>{(float)n}, a, NULL, d); break;
-    case MESH_FP64: run<double>(op_divide<cv_f64, double>{(double)n}, a, NULL, d); break;
-    case MESH_FP8_E4M3: run<uint8_t>(op_divide<cv_e4m3, float>{(float)n}, a, NULL, d); break;
-    case MESH_FP8_E5M2: run<uint8_t>(op_divide<cv_e5m2, float>{(float)n}, a, NULL, d); break;
-    default: CHECK(0);
+    case MESH_INT8:
+        run<int8_t>(op_divide<cv_i8, int32_t>{n}, a, NULL, d);
+        break;
+    case MESH_UINT8:
+        run<uint8_t>(op_divide<cv_u8, uint32_t>{(uint32_t)n}, a, NULL, d);
+        break;
+    case MESH_INT32:
+        run<int32_t>(op_divide<cv_i32, int32_t>{n}, a, NULL, d);
+        break;
+    case MESH_UINT32:
+        run<uint32_t>(op_divide<cv_u32, uint32_t>{(uint32_t)n}, a, NULL, d);
+        break;
+    case MESH_INT64:
+        run<int64_t>(op_divide<cv_i64, int64_t>{n}, a, NULL, d);
+        break;
+    case MESH_UINT64:
+        run<uint64_t>(op_divide<cv_u64, uint64_t>{(uint64_t)n}, a, NULL, d);
+        break;
+    case MESH_FP16:
+        run<uint16_t>(op_divide<cv_f16, float>{(float)n}, a, NULL, d);
+        break;
+    case MESH_BF16:
+        run<uint16_t>(op_divide<cv_bf16, float>{(float)n}, a, NULL, d);
+        break;
+    case MESH_FP32:
+        run<float>(op_divide<cv_f32, float>{(float)n}, a, NULL, d);
+        break;
+    case MESH_FP64:
+        run<double>(op_divide<cv_f64, double>{(double)n}, a, NULL, d);
+        break;
+    case MESH_FP8_E4M3:
+        run<uint8_t>(op_divide<cv_e4m3, float>{(float)n}, a, NULL, d);
+        break;
+    case MESH_FP8_E5M2:
+        run<uint8_t>(op_divide<cv_e5m2, float>{(float)n}, a, NULL, d);
+        break;
+    default:
+        CHECK(0);
     }
 }
 

@@ -27,8 +27,8 @@ int main(void)
 #include <unistd.h>
 
 #define BYTES (1u << 20)
-#define OFF1 4096 /* offset of the exported pointer in the legacy allocation */
-#define OFF2 512  /* and in the cuMemCreate one */
+#define OFF1  4096 /* offset of the exported pointer in the legacy allocation */
+#define OFF2  512  /* and in the cuMemCreate one */
 
 static const mesh_mem_ops_t *ops = &mesh_mem_cuda_ops;
 
@@ -64,8 +64,8 @@ static void recv_msg(int s, msg_t *m)
         char buf[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
     } c;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
-                        .msg_controllen = sizeof(c.buf)};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf)};
     CHECK(recvmsg(s, &mh, MSG_WAITALL) == (ssize_t)sizeof(*m));
     struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
     if (m->have_fd) {
@@ -81,7 +81,10 @@ static char recv_byte(int s)
     return c;
 }
 
-static void send_byte(int s, char c) { CHECK(write(s, &c, 1) == 1); }
+static void send_byte(int s, char c)
+{
+    CHECK(write(s, &c, 1) == 1);
+}
 
 static unsigned char pattern(size_t i, int k)
 {

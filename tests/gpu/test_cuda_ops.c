@@ -32,7 +32,7 @@ int main(void)
 #include <stdatomic.h>
 #include <time.h>
 
-#define GUARD 64 /* bytes before and after each buffer; a multiple of 16 */
+#define GUARD  64 /* bytes before and after each buffer; a multiple of 16 */
 #define POISON 0xa5
 
 static const mesh_mem_ops_t *ops = &mesh_mem_cuda_ops;
@@ -73,8 +73,9 @@ static void *dev_alloc(size_t bytes)
 static void fill(mesh_dtype_t d, void *buf, size_t n)
 {
     size_t ds = mesh_dtype_size(d);
-    static const double specials[] = {0.0, -0.0, 1.0 / 0.0, -1.0 / 0.0, 0.0 / 0.0, 1e-40, -3e-39,
-                                      65504.0, 70000.0, 1e-7, 3.0e38, 448.0, 57344.0};
+    static const double specials[] = {0.0,    -0.0,   1.0 / 0.0, -1.0 / 0.0, 0.0 / 0.0,
+                                      1e-40,  -3e-39, 65504.0,   70000.0,    1e-7,
+                                      3.0e38, 448.0,  57344.0};
     for (size_t i = 0; i < n; i++) {
         uint64_t x = next();
         if (!mesh_dtype_is_float(d) || ds == 1) {
@@ -100,8 +101,8 @@ static void compare(mesh_dtype_t d, const void *dev, const void *ref, size_t n, 
             nan_payload_diffs++;
             continue;
         }
-        CHECK_MSG(0, "%s %s: element %zu of %zu: device %.17g host %.17g", what,
-                  mesh_dtype_name(d), i, n, g, h);
+        CHECK_MSG(0, "%s %s: element %zu of %zu: device %.17g host %.17g", what, mesh_dtype_name(d),
+                  i, n, g, h);
     }
 }
 
@@ -162,8 +163,8 @@ static void test_reduce_one(mesh_dtype_t d, size_t n, size_t shift)
         fill(d, a, n);
         fill(d, b, n);
         mesh_reduce_local3(ref, a, b, n, d, op);
-        snprintf(what, sizeof(what), "reduce %s n=%zu shift=%zu out of place", mesh_op_name(op),
-                 n, shift);
+        snprintf(what, sizeof(what), "reduce %s n=%zu shift=%zu out of place", mesh_op_name(op), n,
+                 shift);
         gbuf_put(&ga, a, shift, bytes);
         gbuf_put(&gb, b, shift, bytes);
         gbuf_put(&gd, ref, shift, 0); /* guards only */
@@ -200,8 +201,8 @@ static void test_scale_divide_one(mesh_dtype_t d, size_t n, size_t shift)
     snprintf(what, sizeof(what), "scale n=%zu shift=%zu", n, shift);
     gbuf_put(&ga, a, shift, bytes);
     gbuf_put(&gd, a, shift, 0);
-    CHECK(ops->scale_async(gd.dev + GUARD + shift, ga.dev + GUARD + shift, n, d, scalar,
-                           stream) == MESH_OK);
+    CHECK(ops->scale_async(gd.dev + GUARD + shift, ga.dev + GUARD + shift, n, d, scalar, stream) ==
+          MESH_OK);
     gbuf_get(&gd, out, shift, bytes, what);
     compare(d, out, ref, n, what);
     for (int k = 1; k <= 8; k += 3) { /* divide by 1, 4 and 7, in place */
@@ -294,10 +295,9 @@ static void test_copies(void)
                                   stream) == MESH_OK);
             CHECK(ops->copy_async(out, kinds[t][1], n, stream) == MESH_OK);
             sync_stream();
-            CHECK_MSG(out[0] == 0 && out[n - 4] == 0 && out[n - 1] == 0, "%s to %s: ends",
-                      names[s], names[t]);
-            CHECK_MSG(memcmp(out + 1, src + 3, n - 5) == 0, "%s to %s: data", names[s],
+            CHECK_MSG(out[0] == 0 && out[n - 4] == 0 && out[n - 1] == 0, "%s to %s: ends", names[s],
                       names[t]);
+            CHECK_MSG(memcmp(out + 1, src + 3, n - 5) == 0, "%s to %s: data", names[s], names[t]);
         }
     CHECK(ops->copy_async(dev[0], dev[1], 0, stream) == MESH_OK);
     for (int i = 0; i < 2; i++) {
@@ -355,8 +355,10 @@ static void test_ordering(uint32_t start, uint32_t wait_for, uint32_t release)
     CHECK(ops->stream_write(other, &flags[16] + 1, 9) == MESH_OK);
     double t0 = now();
     while (now() - t0 < 0.2) {
-        CHECK_MSG(ops->event_query(ev) == MESH_INPROGRESS, "the held stream went on (flag %u, "
-                  "waiting for %u)", start, wait_for);
+        CHECK_MSG(ops->event_query(ev) == MESH_INPROGRESS,
+                  "the held stream went on (flag %u, "
+                  "waiting for %u)",
+                  start, wait_for);
         CHECK(load_flag(&flags[16]) == 0 && load_flag(&flags[17]) == 0);
     }
     CHECK(pinned[0] == 0 && pinned[n - 1] == 0);

@@ -21,7 +21,8 @@ static inline int mesh_test_port_rand(void *seed, unsigned *out)
 static inline int mesh_test_free_port(int want_next)
 {
     static unsigned seed;
-    if (seed == 0) seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+    if (seed == 0)
+        seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
     return mesh_listen_port_pick(want_next ? 2 : 1, mesh_test_port_rand, &seed);
 }
 

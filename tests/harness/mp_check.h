@@ -7,14 +7,14 @@
 
 #include <stdio.h>
 
-#define MESH_MP_CHECK(rank, failures, cond, ...)                                               \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "[rank %d] %s:%d: %s: ", (rank), __FILE__, __LINE__, #cond);      \
-            fprintf(stderr, __VA_ARGS__);                                                     \
-            fputc('\n', stderr);                                                              \
-            (failures)++;                                                                     \
-        }                                                                                     \
+#define MESH_MP_CHECK(rank, failures, cond, ...)                                                   \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "[rank %d] %s:%d: %s: ", (rank), __FILE__, __LINE__, #cond);           \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            (failures)++;                                                                          \
+        }                                                                                          \
     } while (0)
 
 #endif

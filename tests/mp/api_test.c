@@ -18,12 +18,12 @@ static mesh_comm_h comm;
 #define CHECK(cond, ...) MESH_MP_CHECK(rank, failures, cond, __VA_ARGS__)
 
 /* The call must fail with MESH_ERR_INVALID_ARG and a message that names `word`. */
-#define EXPECT_INVALID(call, word)                                                             \
-    do {                                                                                      \
-        mesh_status_t st_ = (call);                                                           \
-        const char *msg_ = mesh_comm_last_error(comm);                                        \
-        CHECK(st_ == MESH_ERR_INVALID_ARG, "%s returned %s", #call, mesh_status_string(st_)); \
-        CHECK(strstr(msg_, word) != NULL, "message '%s' does not name '%s'", msg_, word);     \
+#define EXPECT_INVALID(call, word)                                                                 \
+    do {                                                                                           \
+        mesh_status_t st_ = (call);                                                                \
+        const char *msg_ = mesh_comm_last_error(comm);                                             \
+        CHECK(st_ == MESH_ERR_INVALID_ARG, "%s returned %s", #call, mesh_status_string(st_));      \
+        CHECK(strstr(msg_, word) != NULL, "message '%s' does not name '%s'", msg_, word);          \
     } while (0)
 
 /* Counts and displacements whose sums wrap around size_t, impossible sizes and overlapping
@@ -41,7 +41,8 @@ static void test_layouts(void)
         wrap[i] = i % 2 ? SIZE_MAX / 2 + 2 : SIZE_MAX / 2;
         far[i] = SIZE_MAX - 1; /* a displacement whose end wraps */
     }
-    if (n == 1) wrap[0] = SIZE_MAX; /* one rank: one count beyond any buffer */
+    if (n == 1)
+        wrap[0] = SIZE_MAX; /* one rank: one count beyond any buffer */
     EXPECT_INVALID(mesh_allgatherv(comm, x, y, wrap, NULL, MESH_INT32, NULL, NULL), "recvcounts");
     EXPECT_INVALID(mesh_allgatherv(comm, x, y, ones, far, MESH_INT32, NULL, NULL), "displs");
     EXPECT_INVALID(mesh_reduce_scatterv(comm, x, y, wrap, MESH_INT32, MESH_SUM, NULL, NULL),
@@ -60,12 +61,14 @@ static void test_layouts(void)
     EXPECT_INVALID(mesh_allgather(comm, x, y, (size_t)1 << 50, MESH_INT32, NULL, NULL),
                    "sendcount");
     EXPECT_INVALID(mesh_alltoall(comm, x, y, (size_t)1 << 47, MESH_FP64, NULL, NULL), "count");
-    EXPECT_INVALID(mesh_reduce_scatter(comm, x, y, (size_t)1 << 62, MESH_INT32, MESH_SUM, NULL,
-                                       NULL), "recvcount");
+    EXPECT_INVALID(
+        mesh_reduce_scatter(comm, x, y, (size_t)1 << 62, MESH_INT32, MESH_SUM, NULL, NULL),
+        "recvcount");
     if (n >= 2) {
         /* two ranks' blocks written over each other */
         size_t *same = calloc(n, sizeof(size_t));
-        for (size_t i = 0; i < n; i++) same[i] = i < 2 ? 0 : 2 * i;
+        for (size_t i = 0; i < n; i++)
+            same[i] = i < 2 ? 0 : 2 * i;
         EXPECT_INVALID(mesh_allgatherv(comm, x, y, ones, same, MESH_INT32, NULL, NULL), "overlap");
         EXPECT_INVALID(mesh_alltoallv(comm, x, ones, NULL, y, ones, same, MESH_INT32, NULL, NULL),
                        "overlap");
@@ -96,8 +99,8 @@ static void test_lifetime(void)
           mesh_comm_last_error(dup));
     CHECK(mesh_wait(done) == MESH_OK && sum == size, "small all-reduce on the copy");
     /* a receive nobody answers stays pending on every rank until the destroy */
-    CHECK(mesh_recv_tagged(dup, x, n, MESH_FP32, (rank + 1) % size, 99, NULL, &r) == MESH_OK,
-          "%s", mesh_comm_last_error(dup));
+    CHECK(mesh_recv_tagged(dup, x, n, MESH_FP32, (rank + 1) % size, 99, NULL, &r) == MESH_OK, "%s",
+          mesh_comm_last_error(dup));
     CHECK(mesh_barrier(comm, NULL) == MESH_OK, "barrier");
     mesh_comm_destroy(dup);
     /* aborted by the destroy, or failed first because the peer destroyed its copy earlier (the
@@ -125,7 +128,8 @@ static void test_invalid_args(void)
 {
     int x[16] = {0}, y[16 * 64];
     size_t counts[64];
-    for (int i = 0; i < 64; i++) counts[i] = 1;
+    for (int i = 0; i < 64; i++)
+        counts[i] = 1;
     mesh_request_h req;
     EXPECT_INVALID(mesh_allreduce(comm, NULL, y, 4, MESH_INT32, MESH_SUM, NULL, NULL), "sbuf");
     EXPECT_INVALID(mesh_allreduce(comm, x, NULL, 4, MESH_INT32, MESH_SUM, NULL, NULL), "rbuf");
@@ -183,7 +187,8 @@ static void test_group_p2p(size_t n)
 {
     int *sbuf = malloc(sizeof(int) * n * size), *rbuf = malloc(sizeof(int) * n * size);
     for (int p = 0; p < size; p++)
-        for (size_t i = 0; i < n; i++) sbuf[p * n + i] = (int)(rank * 1000003 + p * 101 + i);
+        for (size_t i = 0; i < n; i++)
+            sbuf[p * n + i] = (int)(rank * 1000003 + p * 101 + i);
     memset(rbuf, 0, sizeof(int) * n * size);
     mesh_group_start();
     for (int k = 0; k < size; k++) {
@@ -213,7 +218,8 @@ static void test_nonblocking(void)
     static float in[K][N], out[K][N];
     mesh_request_h req[K];
     for (int k = 0; k < K; k++) {
-        for (int i = 0; i < N; i++) in[k][i] = (float)(rank + k + i % 7);
+        for (int i = 0; i < N; i++)
+            in[k][i] = (float)(rank + k + i % 7);
         CHECK(mesh_allreduce(comm, in[k], out[k], N, MESH_FP32, MESH_SUM, NULL, &req[k]) == MESH_OK,
               "start %d", k);
     }
@@ -227,7 +233,8 @@ static void test_nonblocking(void)
     int done = 0, v = rank, w = 0;
     mesh_request_h r;
     CHECK(mesh_allreduce(comm, &v, &w, 1, MESH_INT32, MESH_MAX, NULL, &r) == MESH_OK, "max");
-    while (!done) CHECK(mesh_test(r, &done) == MESH_OK, "test");
+    while (!done)
+        CHECK(mesh_test(r, &done) == MESH_OK, "test");
     mesh_request_free(r);
     CHECK(w == size - 1, "max %d", w);
 }
@@ -246,16 +253,18 @@ static void test_replay(void)
             mesh_op_t op = c == 5 ? MESH_MAX : MESH_SUM;
             for (int i = 0; i < N; i++) {
                 src[i] = base + rank + i;
-                if (dst != src) dst[i] = -1;
+                if (dst != src)
+                    dst[i] = -1;
             }
-            mesh_status_t st = mesh_allreduce(comm, src, dst, (size_t)n, MESH_INT32, op, NULL,
-                                              NULL);
+            mesh_status_t st =
+                mesh_allreduce(comm, src, dst, (size_t)n, MESH_INT32, op, NULL, NULL);
             CHECK(st == MESH_OK, "replay round %d call %d: %s", round, c,
                   mesh_comm_last_error(comm));
             for (int i = 0; i < N; i++) {
                 int want = op == MESH_MAX ? base + size - 1 + i
                                           : size * (base + i) + size * (size - 1) / 2;
-                if (i >= n) want = dst == src ? base + rank + i : -1;
+                if (i >= n)
+                    want = dst == src ? base + rank + i : -1;
                 CHECK(dst[i] == want, "replay round %d call %d: element %d is %d, expected %d",
                       round, c, i, dst[i], want);
             }
@@ -274,7 +283,8 @@ static void test_split(void)
     /* key -rank reverses the order */
     CHECK(mesh_comm_rank(half) == expect - 1 - rank / 2, "split rank %d", mesh_comm_rank(half));
     int v = rank, sum = 0, want = 0;
-    for (int r = color; r < size; r += 2) want += r;
+    for (int r = color; r < size; r += 2)
+        want += r;
     CHECK(mesh_allreduce(half, &v, &sum, 1, MESH_INT32, MESH_SUM, NULL, NULL) == MESH_OK, "%s",
           mesh_comm_last_error(half));
     CHECK(sum == want, "split sum %d != %d", sum, want);
@@ -284,7 +294,8 @@ static void test_split(void)
     CHECK(sum == size * (size - 1) / 2, "dup sum %d", sum);
     CHECK(mesh_comm_split(comm, rank == 0 ? 0 : MESH_COLOR_NONE, 0, &none) == MESH_OK, "none");
     CHECK((rank == 0) == (none != NULL), "MESH_COLOR_NONE gives NULL");
-    if (none) mesh_comm_destroy(none);
+    if (none)
+        mesh_comm_destroy(none);
     mesh_comm_destroy(half);
     mesh_comm_destroy(dup);
 }
@@ -292,9 +303,11 @@ static void test_split(void)
 static void test_node_map(int expect_nodes)
 {
     int nodes = mesh_comm_node_count(comm);
-    if (expect_nodes > 0) CHECK(nodes == expect_nodes, "nodes %d != %d", nodes, expect_nodes);
+    if (expect_nodes > 0)
+        CHECK(nodes == expect_nodes, "nodes %d != %d", nodes, expect_nodes);
     int total = 0;
-    for (int n = 0; n < nodes; n++) total += mesh_comm_local_size(comm, n);
+    for (int n = 0; n < nodes; n++)
+        total += mesh_comm_local_size(comm, n);
     CHECK(total == size, "node sizes sum to %d", total);
     /* traffic to every peer, then check where the bytes went */
     uint64_t shm0, tcp0, shm1, tcp1;
@@ -305,7 +318,8 @@ static void test_node_map(int expect_nodes)
     mesh_comm_tl_bytes(comm, "tcp", &tcp1, NULL);
     int local_peers = 0, remote_peers = 0;
     for (int p = 0; p < size; p++) {
-        if (p == rank) continue;
+        if (p == rank)
+            continue;
         int same = mesh_comm_node(comm, p) == mesh_comm_node(comm, rank);
         const char *tl = mesh_comm_peer_transport(comm, p);
         CHECK(strcmp(tl, same ? "shm" : "tcp") == 0, "peer %d (same node %d) over %s", p, same, tl);
@@ -322,7 +336,8 @@ int main(int argc, char **argv)
 {
     int expect_nodes = 0;
     for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--expect-nodes") == 0 && i + 1 < argc) expect_nodes = atoi(argv[++i]);
+        if (strcmp(argv[i], "--expect-nodes") == 0 && i + 1 < argc)
+            expect_nodes = atoi(argv[++i]);
     mesh_status_t st = mesh_comm_init_env(&comm);
     if (st != MESH_OK) {
         fprintf(stderr, "init: %s: %s\n", mesh_status_string(st), mesh_comm_last_error(NULL));
@@ -357,6 +372,7 @@ int main(int argc, char **argv)
         }
     }
     mesh_comm_destroy(comm);
-    if (failures == 0 && rank == 0) printf("api_test: %d ranks ok\n", size);
+    if (failures == 0 && rank == 0)
+        printf("api_test: %d ranks ok\n", size);
     return failures ? 1 : 0;
 }

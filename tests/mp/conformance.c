@@ -34,13 +34,15 @@ static int small_only;          /* -s: no large sizes */
 
 int dtype_selected(mesh_dtype_t d)
 {
-    if (only_dtypes == NULL) return 1;
+    if (only_dtypes == NULL)
+        return 1;
     const char *name = mesh_dtype_name(d);
     size_t n = strlen(name);
     for (const char *p = only_dtypes; *p;) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0) return 1;
+        if (len == n && strncmp(p, name, n) == 0)
+            return 1;
         p += len + (e != NULL);
     }
     return 0;
@@ -52,13 +54,20 @@ mesh_comm_h comm;
 double exact_range(mesh_dtype_t d)
 {
     switch (d) {
-    case MESH_INT8: return 127;
-    case MESH_UINT8: return 255;
-    case MESH_FP8_E4M3: return 16;
-    case MESH_FP8_E5M2: return 8;
-    case MESH_FP16: return 2048;
-    case MESH_BF16: return 256;
-    default: return 1 << 20;
+    case MESH_INT8:
+        return 127;
+    case MESH_UINT8:
+        return 255;
+    case MESH_FP8_E4M3:
+        return 16;
+    case MESH_FP8_E5M2:
+        return 8;
+    case MESH_FP16:
+        return 2048;
+    case MESH_BF16:
+        return 256;
+    default:
+        return 1 << 20;
     }
 }
 
@@ -70,15 +79,20 @@ size_t sum_mod = 3;
 double red_input(mesh_op_t op, int r, size_t i)
 {
     switch (op) {
-    case MESH_SUM: return (double)((r + i + (size_t)rep) % sum_mod);
-    case MESH_PROD: return (r == (int)((i + (size_t)rep) % (size_t)size)) ? 2.0 : 1.0;
+    case MESH_SUM:
+        return (double)((r + i + (size_t)rep) % sum_mod);
+    case MESH_PROD:
+        return (r == (int)((i + (size_t)rep) % (size_t)size)) ? 2.0 : 1.0;
     case MESH_MIN:
-    case MESH_MAX: return (double)(((size_t)r * 7 + i + (size_t)rep) % 5);
+    case MESH_MAX:
+        return (double)(((size_t)r * 7 + i + (size_t)rep) % 5);
     case MESH_AVG:
         /* fp8: every partial sum must stay within the exact integers, so no extra term */
-        if (sum_mod == 2) return (double)((i + (size_t)rep) % 2);
+        if (sum_mod == 2)
+            return (double)((i + (size_t)rep) % 2);
         return (double)((i + (size_t)rep) % sum_mod) + (r == (int)(i % (size_t)size) ? size : 0);
-    default: return (double)((r + i + (size_t)rep) % sum_mod); /* pre-multiplied sum */
+    default:
+        return (double)((r + i + (size_t)rep) % sum_mod); /* pre-multiplied sum */
     }
 }
 
@@ -88,16 +102,26 @@ double red_expect(mesh_op_t op, size_t i, double premul)
     for (int r = 1; r < size; r++) {
         double v = red_input(op, r, i);
         switch (op) {
-        case MESH_PROD: acc *= v; break;
-        case MESH_MIN: acc = v < acc ? v : acc; break;
-        case MESH_MAX: acc = v > acc ? v : acc; break;
-        default: acc += v; break;
+        case MESH_PROD:
+            acc *= v;
+            break;
+        case MESH_MIN:
+            acc = v < acc ? v : acc;
+            break;
+        case MESH_MAX:
+            acc = v > acc ? v : acc;
+            break;
+        default:
+            acc += v;
+            break;
         }
     }
-    if (op == MESH_AVG) acc /= size;
+    if (op == MESH_AVG)
+        acc /= size;
     if ((int)op >= MESH_OP_COUNT) {
         acc = 0;
-        for (int r = 0; r < size; r++) acc += premul * red_input(op, r, i);
+        for (int r = 0; r < size; r++)
+            acc += premul * red_input(op, r, i);
     }
     return acc;
 }
@@ -111,7 +135,8 @@ double move_value(mesh_dtype_t d, int r, size_t i)
 void fill(mesh_dtype_t d, void *buf, size_t off, size_t n, double (*f)(mesh_dtype_t, int, size_t),
           int r)
 {
-    for (size_t i = 0; i < n; i++) mesh_dtype_set(d, buf, off + i, f(d, r, i));
+    for (size_t i = 0; i < n; i++)
+        mesh_dtype_set(d, buf, off + i, f(d, r, i));
 }
 
 int device_mode, use_requests;
@@ -148,7 +173,8 @@ static void stream_sync(void)
     mesh_status_t st = dev_ops->event_record(sync_event, test_stream);
     for (long k = 0; st == MESH_OK; k++) {
         st = dev_ops->event_query(sync_event);
-        if (st != MESH_INPROGRESS) break;
+        if (st != MESH_INPROGRESS)
+            break;
         st = MESH_OK;
         if (k > 60L * 1000 * 10) {
             fprintf(stderr, "[rank %d] the test stream did not drain in 60 s\n", rank);
@@ -166,13 +192,14 @@ static void copy_all(int to_device)
 {
     for (int k = 0; k < MAX_SHADOWS; k++) {
         struct shadow *sh = &shadows[k];
-        if (sh->host == NULL) continue;
+        if (sh->host == NULL)
+            continue;
         mesh_status_t st = to_device
                                ? dev_ops->copy_async(sh->dev, sh->host, sh->bytes, test_stream)
                                : dev_ops->copy_async(sh->host, sh->dev, sh->bytes, test_stream);
         if (st != MESH_OK) {
-            fprintf(stderr, "[rank %d] copy %s the device: %s\n", rank,
-                    to_device ? "to" : "from", mesh_status_string(st));
+            fprintf(stderr, "[rank %d] copy %s the device: %s\n", rank, to_device ? "to" : "from",
+                    mesh_status_string(st));
             exit(2);
         }
     }
@@ -181,11 +208,13 @@ static void copy_all(int to_device)
 
 void *dev_ptr(void *p)
 {
-    if (!device_mode || p == NULL) return p;
+    if (!device_mode || p == NULL)
+        return p;
     for (int k = 0; k < MAX_SHADOWS; k++) {
         struct shadow *sh = &shadows[k];
         if (sh->host != NULL && (char *)p >= sh->host && (char *)p <= sh->host + sh->bytes) {
-            if (!staged) copy_all(1);
+            if (!staged)
+                copy_all(1);
             staged = 1;
             return sh->dev + ((char *)p - sh->host);
         }
@@ -201,7 +230,8 @@ void *xalloc(size_t bytes)
         p = host_alloc(bytes);
     } else {
         int k = 0;
-        while (k < MAX_SHADOWS && shadows[k].host != NULL) k++;
+        while (k < MAX_SHADOWS && shadows[k].host != NULL)
+            k++;
         struct shadow *sh = &shadows[k];
         if (k == MAX_SHADOWS ||
             dev_ops->host_alloc((void **)&sh->host, ALLOC_BYTES(bytes)) != MESH_OK ||
@@ -241,8 +271,10 @@ mesh_status_t done_call(mesh_status_t st)
     /* what the caller enqueues after the call sees its results: the stream's end is the
      * check's point of view */
     if (device_mode) {
-        if (staged) copy_all(0);
-        else stream_sync();
+        if (staged)
+            copy_all(0);
+        else
+            stream_sync();
         staged = 0;
     }
     return st;
@@ -270,9 +302,11 @@ void check_same(const void *p, const unsigned char *copy, size_t bytes, const ch
                 const char *name)
 {
     const unsigned char *b = p;
-    if (memcmp(b, copy, ALLOC_BYTES(bytes)) == 0) return;
+    if (memcmp(b, copy, ALLOC_BYTES(bytes)) == 0)
+        return;
     size_t k = 0;
-    while (b[k] == copy[k]) k++;
+    while (b[k] == copy[k])
+        k++;
     char at[64];
     where(bytes, k, at, sizeof(at));
     FAIL("%s: %s changed at %s (0x%02x, was 0x%02x)", what, name, at, b[k], copy[k]);
@@ -293,7 +327,8 @@ void check_outside(const void *p, size_t bytes, int n, const size_t *off, const 
                 in = 1;
             }
         }
-        if (in) continue;
+        if (in)
+            continue;
         if (b[k] != POISON_BYTE) {
             char at[64];
             where(bytes, k, at, sizeof(at));
@@ -307,19 +342,21 @@ void check_outside(const void *p, size_t bytes, int n, const size_t *off, const 
 void note_call(void)
 {
     calls++;
-    if (strcmp(mesh_comm_last_algorithm(comm), algo) == 0) used++;
+    if (strcmp(mesh_comm_last_algorithm(comm), algo) == 0)
+        used++;
 }
 
 int check_status(mesh_status_t st, const char *what, mesh_dtype_t d, size_t n, int inplace)
 {
-    if (st == MESH_OK) return 0;
+    if (st == MESH_OK)
+        return 0;
     FAIL("%s %s count=%zu %s: %s (%s)", what, mesh_dtype_name(d), n, inplace ? "in-place" : "",
          mesh_status_string(st), mesh_comm_last_error(comm));
     return 1;
 }
 
-void compare(const char *what, mesh_dtype_t d, mesh_op_t op, size_t n, int inplace,
-             const void *buf, size_t off, size_t i, double want)
+void compare(const char *what, mesh_dtype_t d, mesh_op_t op, size_t n, int inplace, const void *buf,
+             size_t off, size_t i, double want)
 {
     double got = mesh_dtype_get(d, buf, off + i);
     if (got != want && !(got != got && want != want))
@@ -329,16 +366,19 @@ void compare(const char *what, mesh_dtype_t d, mesh_op_t op, size_t n, int inpla
 }
 
 static mesh_op_t cur_op;
-static double red_input_d(mesh_dtype_t d, int r, size_t i) { (void)d; return red_input(cur_op, r, i); }
+static double red_input_d(mesh_dtype_t d, int r, size_t i)
+{
+    (void)d;
+    return red_input(cur_op, r, i);
+}
 
 /* What a check reports: the call, its dtype, count and op, in place or not. */
-static const char *call_name(const char *coll, mesh_dtype_t d, mesh_op_t op, size_t n,
-                             int inplace)
+static const char *call_name(const char *coll, mesh_dtype_t d, mesh_op_t op, size_t n, int inplace)
 {
     static char buf[160];
     snprintf(buf, sizeof(buf), "%s %s op=%s count=%zu%s (algo %s)", coll, mesh_dtype_name(d),
-             (int)op >= MESH_OP_COUNT ? "premul" : mesh_op_name(op), n,
-             inplace ? " in-place" : "", mesh_comm_last_algorithm(comm));
+             (int)op >= MESH_OP_COUNT ? "premul" : mesh_op_name(op), n, inplace ? " in-place" : "",
+             mesh_comm_last_algorithm(comm));
     return buf;
 }
 
@@ -356,8 +396,8 @@ static void run_reduction(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_t user_
         unsigned char *orig = inplace ? NULL : snapshot(s, total * ds);
         mesh_status_t st;
         if (type == MESH_COLL_ALLREDUCE) {
-            st = mesh_allreduce(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d, op,
-                                STREAM, REQ);
+            st = mesh_allreduce(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d, op, STREAM,
+                                REQ);
         } else if (type == MESH_COLL_REDUCE) {
             st = mesh_reduce(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d, op, root,
                              STREAM, REQ);
@@ -383,12 +423,14 @@ static void run_reduction(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_t user_
         }
         /* the send buffer is read only; a receive buffer is written within its count only, and
          * not at all by a rank that receives nothing */
-        if (orig) check_same(s, orig, total * ds, call, "sbuf");
-        else CHECK_GUARDS(s, total * ds, call, "sbuf (in place)");
+        if (orig)
+            check_same(s, orig, total * ds, call, "sbuf");
+        else
+            CHECK_GUARDS(s, total * ds, call, "sbuf (in place)");
         if (!inplace) {
-            size_t rbytes = type == MESH_COLL_REDUCE_SCATTER ? n * ds
+            size_t rbytes = type == MESH_COLL_REDUCE_SCATTER           ? n * ds
                             : type == MESH_COLL_REDUCE && rank != root ? 0
-                                                                        : n * ds;
+                                                                       : n * ds;
             size_t zero = 0;
             check_outside(r, total * ds, 1, &zero, &rbytes, call, "rbuf");
         }
@@ -405,7 +447,8 @@ static void run_bcast(mesh_dtype_t d, size_t n, int inplace, int root)
     for (rep = 0; rep < reps; rep++) {
         POISON(r, n * ds);
         POISON(s, n * ds);
-        if (rank == root) fill(d, BUF(s), 0, n, move_value, root);
+        if (rank == root)
+            fill(d, BUF(s), 0, n, move_value, root);
         unsigned char *orig = snapshot(s, n * ds);
         mesh_status_t st = mesh_broadcast(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d,
                                           root, STREAM, REQ);
@@ -469,8 +512,8 @@ static void run_alltoall(mesh_dtype_t d, size_t n, int inplace)
             for (size_t i = 0; i < n; i++)
                 mesh_dtype_set(d, BUF(s), (size_t)p * n + i, a2a_value(d, rank, p, i));
         unsigned char *orig = inplace ? NULL : snapshot(s, tot * ds);
-        mesh_status_t st = mesh_alltoall(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d,
-                                         STREAM, REQ);
+        mesh_status_t st =
+            mesh_alltoall(comm, DEV(BUF(s)), DEV(inplace ? BUF(s) : BUF(r)), n, d, STREAM, REQ);
         st = done_call(st);
         note_call();
         const char *call = call_name("alltoall", d, MESH_SUM, n, inplace);
@@ -480,7 +523,8 @@ static void run_alltoall(mesh_dtype_t d, size_t n, int inplace)
                 for (size_t i = 0; i < n; i++)
                     compare("alltoall", d, MESH_SUM, n, inplace, out, (size_t)p * n, i,
                             a2a_value(d, p, rank, i));
-        if (orig) check_same(s, orig, tot * ds, call, "sbuf");
+        if (orig)
+            check_same(s, orig, tot * ds, call, "sbuf");
         CHECK_GUARDS(inplace ? s : r, tot * ds, call, "rbuf");
         free(orig);
     }
@@ -506,7 +550,7 @@ static void run_gather_scatter(mesh_coll_type_t type, mesh_dtype_t d, size_t n, 
             orig = snapshot(small, n * ds);
             st = mesh_gather(comm, DEV(own), DEV(BUF(big)), n, d, root, STREAM, REQ);
             st = done_call(st);
-        note_call();
+            note_call();
             if (!check_status(st, "gather", d, n, inplace) && rank == root)
                 for (int p = 0; p < size; p++)
                     for (size_t i = 0; i < n; i++)
@@ -521,11 +565,12 @@ static void run_gather_scatter(mesh_coll_type_t type, mesh_dtype_t d, size_t n, 
             POISON(small, n * ds);
             POISON(big, all * ds);
             if (rank == root)
-                for (int p = 0; p < size; p++) fill(d, BUF(big), (size_t)p * n, n, move_value, p);
+                for (int p = 0; p < size; p++)
+                    fill(d, BUF(big), (size_t)p * n, n, move_value, p);
             orig = snapshot(big, all * ds);
             st = mesh_scatter(comm, DEV(BUF(big)), DEV(own), n, d, root, STREAM, REQ);
             st = done_call(st);
-        note_call();
+            note_call();
             if (!check_status(st, "scatter", d, n, inplace))
                 for (size_t i = 0; i < n; i++)
                     compare("scatter", d, MESH_SUM, n, inplace, own, 0, i, move_value(d, rank, i));
@@ -555,19 +600,23 @@ static void run_barriers(void)
     double *in = calloc((size_t)reps, sizeof(double)), *out = calloc((size_t)reps, sizeof(double));
     double *all = calloc((size_t)reps * (size_t)size, sizeof(double));
     int ok = 1;
-    if (in == NULL || out == NULL || all == NULL) exit(2);
+    if (in == NULL || out == NULL || all == NULL)
+        exit(2);
     for (rep = 0; rep < reps; rep++) {
-        if (size > 1 && rank == size - 1) usleep(50000);
+        if (size > 1 && rank == size - 1)
+            usleep(50000);
         in[rep] = now_s();
         mesh_status_t st = mesh_barrier(comm, NULL);
         out[rep] = now_s();
         st = done_call(st);
         note_call();
-        if (check_status(st, "barrier", MESH_UINT8, 0, 0)) ok = 0;
+        if (check_status(st, "barrier", MESH_UINT8, 0, 0))
+            ok = 0;
     }
-    mesh_status_t st = ok ? mesh_allgather(comm, in, all, (size_t)reps, MESH_FP64, NULL, NULL)
-                          : MESH_ERR_INTERNAL;
-    if (ok && st != MESH_OK) FAIL("allgather of the entry times: %s", mesh_comm_last_error(comm));
+    mesh_status_t st =
+        ok ? mesh_allgather(comm, in, all, (size_t)reps, MESH_FP64, NULL, NULL) : MESH_ERR_INTERNAL;
+    if (ok && st != MESH_OK)
+        FAIL("allgather of the entry times: %s", mesh_comm_last_error(comm));
     for (int p = 0; p < size && st == MESH_OK; p++)
         for (int k = 0; k < reps; k++)
             if (out[k] < all[(size_t)p * (size_t)reps + (size_t)k])
@@ -623,15 +672,25 @@ static void run_type(mesh_coll_type_t type, mesh_dtype_t d, size_t n)
             for_each_op(type, d, reduction_case, &c);
             break;
         }
-        case MESH_COLL_BROADCAST: run_bcast(d, n, inplace, root); break;
-        case MESH_COLL_ALLGATHER: run_allgather(d, n, inplace); break;
-        case MESH_COLL_ALLTOALL: run_alltoall(d, n, inplace); break;
-        case MESH_COLL_GATHER:
-        case MESH_COLL_SCATTER: run_gather_scatter(type, d, n, inplace, root); break;
-        case MESH_COLL_BARRIER:
-            if (inplace == 0 && n == 0) run_barriers();
+        case MESH_COLL_BROADCAST:
+            run_bcast(d, n, inplace, root);
             break;
-        default: break;
+        case MESH_COLL_ALLGATHER:
+            run_allgather(d, n, inplace);
+            break;
+        case MESH_COLL_ALLTOALL:
+            run_alltoall(d, n, inplace);
+            break;
+        case MESH_COLL_GATHER:
+        case MESH_COLL_SCATTER:
+            run_gather_scatter(type, d, n, inplace, root);
+            break;
+        case MESH_COLL_BARRIER:
+            if (inplace == 0 && n == 0)
+                run_barriers();
+            break;
+        default:
+            break;
         }
     }
     run_v(type, d, n);
@@ -673,7 +732,8 @@ int main(int argc, char **argv)
     }
     mesh_status_t st = mesh_comm_init_env(&comm);
     if (st != MESH_OK) {
-        fprintf(stderr, "init failed: %s: %s\n", mesh_status_string(st), mesh_comm_last_error(NULL));
+        fprintf(stderr, "init failed: %s: %s\n", mesh_status_string(st),
+                mesh_comm_last_error(NULL));
         return 1;
     }
     rank = mesh_comm_rank(comm);
@@ -714,9 +774,11 @@ int main(int argc, char **argv)
     if (rank == 0 && verbose)
         printf("%s algo=%s ranks=%d: %d calls, %d used %s, %d failures\n", coll, algo, size, calls,
                used, algo, failures);
-    if (rank == 0) printf("USED %d\n", used);
+    if (rank == 0)
+        printf("USED %d\n", used);
     /* calls that ran a schedule built for an earlier identical call (collectives/comm.h) */
-    if (rank == 0) printf("REPLAYS %llu\n", (unsigned long long)comm->replays);
+    if (rank == 0)
+        printf("REPLAYS %llu\n", (unsigned long long)comm->replays);
     mesh_comm_destroy(comm);
     return failures ? 1 : 0;
 }

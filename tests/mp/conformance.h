@@ -14,12 +14,13 @@ extern const char *algo;
 extern mesh_comm_h comm;
 extern size_t sum_mod;
 
-#define FAIL(...)                                                                              \
-    do {                                                                                      \
-        fprintf(stderr, "[rank %d] FAIL: ", rank);                                            \
-        fprintf(stderr, __VA_ARGS__);                                                         \
-        fputc('\n', stderr);                                                                  \
-        if (++failures > 20) exit(1);                                                         \
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "[rank %d] FAIL: ", rank);                                                 \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        if (++failures > 20)                                                                       \
+            exit(1);                                                                               \
     } while (0)
 
 int dtype_selected(mesh_dtype_t d);
@@ -31,8 +32,8 @@ void fill(mesh_dtype_t d, void *buf, size_t off, size_t n, double (*f)(mesh_dtyp
           int r);
 void note_call(void);
 int check_status(mesh_status_t st, const char *what, mesh_dtype_t d, size_t n, int inplace);
-void compare(const char *what, mesh_dtype_t d, mesh_op_t op, size_t n, int inplace,
-             const void *buf, size_t off, size_t i, double want);
+void compare(const char *what, mesh_dtype_t d, mesh_op_t op, size_t n, int inplace, const void *buf,
+             size_t off, size_t i, double want);
 /* Runs fn(type, dtype, user op, op to pass, premul scalar) for every op, the pre-multiplied sum
  * (scalar 2, user op MESH_OP_COUNT) included. */
 void for_each_op(mesh_coll_type_t type, mesh_dtype_t d,
@@ -43,9 +44,9 @@ void for_each_op(mesh_coll_type_t type, mesh_dtype_t d,
  * assume alignment), the data, GUARD poison bytes. Nothing but the data may change, and of the
  * data only what the call writes. Every rank has a poison of its own, so that bytes another rank
  * sent from outside its blocks (the gaps of a v-layout) do not pass for untouched ones. */
-#define GUARD       64
-#define POISON_BYTE ((unsigned char)(0xa5 + 6 * rank))
-#define BUF(p)      ((void *)((char *)(p) + GUARD + 1))
+#define GUARD              64
+#define POISON_BYTE        ((unsigned char)(0xa5 + 6 * rank))
+#define BUF(p)             ((void *)((char *)(p) + GUARD + 1))
 #define ALLOC_BYTES(bytes) ((bytes) + 2 * GUARD + 1)
 #define POISON(p, bytes)   memset((p), POISON_BYTE, ALLOC_BYTES(bytes))
 void *xalloc(size_t bytes);
@@ -74,10 +75,10 @@ void check_same(const void *p, const unsigned char *copy, size_t bytes, const ch
  * still holds poison: the guards, and the gaps between the blocks a call writes. */
 void check_outside(const void *p, size_t bytes, int n, const size_t *off, const size_t *len,
                    const char *what, const char *name);
-#define CHECK_GUARDS(p, bytes, what, name)                                                     \
-    do {                                                                                      \
-        size_t o_ = 0, l_ = (bytes);                                                          \
-        check_outside((p), (bytes), 1, &o_, &l_, (what), (name));                            \
+#define CHECK_GUARDS(p, bytes, what, name)                                                         \
+    do {                                                                                           \
+        size_t o_ = 0, l_ = (bytes);                                                               \
+        check_outside((p), (bytes), 1, &o_, &l_, (what), (name));                                  \
     } while (0)
 
 /* conformance_v.c: the v-collectives with caller-chosen layouts */

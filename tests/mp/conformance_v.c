@@ -20,9 +20,12 @@ static const char *const lay_names[LAY_COUNT] = {"packed",   "gaps",  "reversed"
 static size_t block_count(int k, size_t n, int p)
 {
     switch (k) {
-    case LAY_ZEROS: return p % 3 == 1 || p == size - 1 ? 0 : n + (size_t)p;
-    case LAY_MOVED: return n;
-    default: return n + (size_t)(p % 3);
+    case LAY_ZEROS:
+        return p % 3 == 1 || p == size - 1 ? 0 : n + (size_t)p;
+    case LAY_MOVED:
+        return n;
+    default:
+        return n + (size_t)(p % 3);
     }
 }
 
@@ -31,9 +34,12 @@ static size_t pair_count(int k, size_t n, int a, int b, int sym)
 {
     int m = sym ? a + b : 2 * a + b;
     switch (k) {
-    case LAY_ZEROS: return m % 3 == 1 ? 0 : n + (size_t)((sym ? m : a) % 2);
-    case LAY_MOVED: return n;
-    default: return n + (size_t)(m % 3);
+    case LAY_ZEROS:
+        return m % 3 == 1 ? 0 : n + (size_t)((sym ? m : a) % 2);
+    case LAY_MOVED:
+        return n;
+    default:
+        return n + (size_t)(m % 3);
     }
 }
 
@@ -43,11 +49,14 @@ static size_t place(int k, int nb, const size_t *c, size_t *d, unsigned salt)
 {
     int ord[256];
     unsigned key[256];
-    for (int j = 0; j < nb; j++) ord[j] = j;
+    for (int j = 0; j < nb; j++)
+        ord[j] = j;
     if (k == LAY_REVERSED || k == LAY_MOVED) {
-        for (int j = 0; j < nb; j++) ord[j] = nb - 1 - j;
+        for (int j = 0; j < nb; j++)
+            ord[j] = nb - 1 - j;
     } else if (k == LAY_SHUFFLED || k == LAY_ZEROS) {
-        for (int j = 0; j < nb; j++) key[j] = ((unsigned)j * 2654435761u + salt * 40503u) >> 7;
+        for (int j = 0; j < nb; j++)
+            key[j] = ((unsigned)j * 2654435761u + salt * 40503u) >> 7;
         for (int i = 1; i < nb; i++) /* insertion sort by key: a permutation whatever the keys */
             for (int j = i; j > 0 && key[ord[j - 1]] > key[ord[j]]; j--) {
                 int t = ord[j];
@@ -59,12 +68,20 @@ static size_t place(int k, int nb, const size_t *c, size_t *d, unsigned salt)
     for (int j = 0; j <= nb; j++) {
         switch (k) {
         case LAY_PACKED:
-        case LAY_MOVED: break;
-        case LAY_GAPS: at += 1 + (size_t)(j % 2); break;
-        case LAY_REVERSED: at += (size_t)((j + salt) % 3); break;
-        default: at += 2; break;
+        case LAY_MOVED:
+            break;
+        case LAY_GAPS:
+            at += 1 + (size_t)(j % 2);
+            break;
+        case LAY_REVERSED:
+            at += (size_t)((j + salt) % 3);
+            break;
+        default:
+            at += 2;
+            break;
         }
-        if (j == nb) break;
+        if (j == nb)
+            break;
         d[ord[j]] = at;
         at += c[ord[j]];
     }
@@ -88,8 +105,7 @@ static void check_block(const char *call, mesh_dtype_t d, const void *buf, size_
     for (size_t i = 0; i < cnt; i++) {
         double got = mesh_dtype_get(d, buf, off + i), w = want(d, a, b, i);
         if (got != w) {
-            FAIL("%s: element %zu of the block of rank %d is %g, expected %g", call, i,
-                 a, got, w);
+            FAIL("%s: element %zu of the block of rank %d is %g, expected %g", call, i, a, got, w);
             return;
         }
     }
@@ -109,7 +125,8 @@ static double pair_value(mesh_dtype_t d, int from, int to, size_t i)
 static void allgatherv_case(mesh_dtype_t d, size_t n, int k, int inplace)
 {
     size_t ds = mesh_dtype_size(d), c[256], dsp[256], off[256], len[256];
-    for (int p = 0; p < size; p++) c[p] = block_count(k, n, p);
+    for (int p = 0; p < size; p++)
+        c[p] = block_count(k, n, p);
     size_t ext = place(k, size, c, dsp, 1);
     for (int p = 0; p < size; p++) {
         off[p] = dsp[p] * ds;
@@ -155,7 +172,8 @@ static void alltoallv_case(mesh_dtype_t d, size_t n, int k, int inplace)
     int packed = k == LAY_PACKED;
     for (rep = 0; rep < reps; rep++) {
         POISON(s, sext * ds);
-        if (!inplace) POISON(r, rext * ds);
+        if (!inplace)
+            POISON(r, rext * ds);
         for (int p = 0; p < size; p++)
             for (size_t i = 0; i < sc[p]; i++)
                 mesh_dtype_set(d, BUF(s), sd[p] + i, pair_value(d, rank, p, i));
@@ -169,12 +187,14 @@ static void alltoallv_case(mesh_dtype_t d, size_t n, int k, int inplace)
             for (int p = 0; p < size; p++)
                 check_block(call, d, BUF(r), rd[p], rc[p], pair_value, p, rank);
             check_outside(r, rext * ds, size, off, len, call, "rbuf");
-            if (orig) check_same(s, orig, sext * ds, call, "sbuf");
+            if (orig)
+                check_same(s, orig, sext * ds, call, "sbuf");
         }
         free(orig);
     }
     xfree(s);
-    if (!inplace) xfree(r);
+    if (!inplace)
+        xfree(r);
 }
 
 struct rs_case {
@@ -196,7 +216,8 @@ static void reduce_scatterv_case(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_
     const struct rs_case *rc = arg;
     /* every op with uneven counts; the sum and the average (which divides each rank's own
      * count) with the other layouts */
-    if (rc->k != LAY_PACKED && user_op != MESH_SUM && user_op != MESH_AVG) return;
+    if (rc->k != LAY_PACKED && user_op != MESH_SUM && user_op != MESH_AVG)
+        return;
     size_t ds = mesh_dtype_size(d), c[256], dsp[256], total = 0;
     for (int p = 0; p < size; p++) {
         c[p] = block_count(rc->k, rc->n, p);
@@ -245,28 +266,38 @@ static void reduce_scatterv_case(mesh_coll_type_t type, mesh_dtype_t d, mesh_op_
  * float for reduce-scatter-v (reductions widen the latter); at large sizes fp32 alone, once. */
 static int v_selected(mesh_coll_type_t type, mesh_dtype_t d, size_t n)
 {
-    if (n > 4096) return d == MESH_FP32 && n < ((size_t)1 << 19) / (size_t)size;
-    if (n != 0 && n != 1 && n != 7 && n != 1025) return 0;
-    if (type == MESH_COLL_REDUCE_SCATTER) return d == MESH_INT32 || d == MESH_FP16;
+    if (n > 4096)
+        return d == MESH_FP32 && n < ((size_t)1 << 19) / (size_t)size;
+    if (n != 0 && n != 1 && n != 7 && n != 1025)
+        return 0;
+    if (type == MESH_COLL_REDUCE_SCATTER)
+        return d == MESH_INT32 || d == MESH_FP16;
     return d == MESH_INT8 || d == MESH_FP64;
 }
 
 void run_v(mesh_coll_type_t type, mesh_dtype_t d, size_t n)
 {
-    if (!v_selected(type, d, n) || size > 256) return;
+    if (!v_selected(type, d, n) || size > 256)
+        return;
     for (int k = 0; k < LAY_COUNT; k++) {
         for (int inplace = 0; inplace < 2; inplace++) {
             switch (type) {
-            case MESH_COLL_ALLGATHER: allgatherv_case(d, n, k, inplace); break;
-            case MESH_COLL_ALLTOALL: alltoallv_case(d, n, k, inplace); break;
+            case MESH_COLL_ALLGATHER:
+                allgatherv_case(d, n, k, inplace);
+                break;
+            case MESH_COLL_ALLTOALL:
+                alltoallv_case(d, n, k, inplace);
+                break;
             case MESH_COLL_REDUCE_SCATTER: {
                 /* no displacements: the layouts that differ in counts only */
-                if (k != LAY_PACKED && k != LAY_ZEROS && k != LAY_MOVED) break;
+                if (k != LAY_PACKED && k != LAY_ZEROS && k != LAY_MOVED)
+                    break;
                 struct rs_case c = {n, k, inplace};
                 for_each_op(type, d, reduce_scatterv_case, &c);
                 break;
             }
-            default: return;
+            default:
+                return;
             }
         }
     }

@@ -47,7 +47,8 @@ static int rank_main(void)
         if (st == MESH_OK) {
             if (rank == victim && it == 3) {
                 /* die (or stop) with the collective half done */
-                for (int k = 0; k < 50; k++) mesh_progress();
+                for (int k = 0; k < 50; k++)
+                    mesh_progress();
                 raise(stop_mode ? SIGSTOP : SIGKILL);
             }
             double t0 = now();
@@ -66,14 +67,16 @@ static int rank_main(void)
                          waited < atof(getenv("MESH_TIMEOUT")) + 3;
                 /* every later call fails fast too */
                 int x = 0;
-                mesh_status_t again = mesh_allreduce(comm, &x, &x, 1, MESH_INT32, MESH_SUM, NULL, NULL);
+                mesh_status_t again =
+                    mesh_allreduce(comm, &x, &x, 1, MESH_INT32, MESH_SUM, NULL, NULL);
                 ok = ok && again != MESH_OK;
                 mesh_comm_abort(comm);
                 mesh_comm_destroy(comm);
                 return ok ? 0 : 4;
             }
         }
-        if (st != MESH_OK) break;
+        if (st != MESH_OK)
+            break;
     }
     fprintf(stderr, "rank %d: no failure seen\n", rank);
     return 5;
@@ -82,9 +85,11 @@ static int rank_main(void)
 int main(int argc, char **argv)
 {
     stop_mode = argc > 3 && strcmp(argv[3], "stop") == 0;
-    if (getenv("MESH_RANK")) return rank_main();
+    if (getenv("MESH_RANK"))
+        return rank_main();
     int n = argc > 1 ? atoi(argv[1]) : 3;
-    if (argc > 2 && argv[2][0]) setenv("MESH_TLS", argv[2], 1);
+    if (argc > 2 && argv[2][0])
+        setenv("MESH_TLS", argv[2], 1);
     int port = mesh_test_free_port(0); /* rank 0's listener */
     if (port < 0) {
         fprintf(stderr, "fault: no free loopback port found\n");
@@ -95,7 +100,8 @@ int main(int argc, char **argv)
     snprintf(size_s, sizeof(size_s), "%d", n);
     setenv("MESH_ADDR", addr, 1);
     setenv("MESH_SIZE", size_s, 1);
-    if (!getenv("MESH_TIMEOUT")) setenv("MESH_TIMEOUT", "10", 1);
+    if (!getenv("MESH_TIMEOUT"))
+        setenv("MESH_TIMEOUT", "10", 1);
     double timeout = atof(getenv("MESH_TIMEOUT"));
     pid_t pids[64];
     double t0 = now();
@@ -112,7 +118,8 @@ int main(int argc, char **argv)
     int bad = 0;
     for (int r = 0; r < n; r++) {
         int status;
-        if (stop_mode && r == n - 1) kill(pids[r], SIGKILL); /* the survivors are done */
+        if (stop_mode && r == n - 1)
+            kill(pids[r], SIGKILL); /* the survivors are done */
         waitpid(pids[r], &status, 0);
         if (r == n - 1) {
             if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
@@ -120,8 +127,7 @@ int main(int argc, char **argv)
                 bad = 1;
             }
         } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(stderr, "survivor rank %d: %s %d\n", r,
-                    WIFEXITED(status) ? "exit" : "signal",
+            fprintf(stderr, "survivor rank %d: %s %d\n", r, WIFEXITED(status) ? "exit" : "signal",
                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
             bad = 1;
         }

@@ -32,7 +32,8 @@ typedef struct {
 static int ref_coord(const ref_t *r, int grank, int id)
 {
     for (int i = 0; i < r->n; i++) {
-        if (r->axes[i] == id) return grank % r->size[id];
+        if (r->axes[i] == id)
+            return grank % r->size[id];
         grank /= r->size[r->axes[i]];
     }
     return 0; /* an axis the grid lacks has one position */
@@ -42,14 +43,16 @@ static int ref_coord(const ref_t *r, int grank, int id)
 static int same_group(const ref_t *r, unsigned mask, int a, int b)
 {
     for (int id = 0; id < NIDS; id++)
-        if (!(mask & (1u << id)) && ref_coord(r, a, id) != ref_coord(r, b, id)) return 0;
+        if (!(mask & (1u << id)) && ref_coord(r, a, id) != ref_coord(r, b, id))
+            return 0;
     return 1;
 }
 
 static int name_id(const char *s, size_t len)
 {
     for (int id = 0; id < NIDS; id++)
-        if (strlen(names[id]) == len && strncmp(names[id], s, len) == 0) return id;
+        if (strlen(names[id]) == len && strncmp(names[id], s, len) == 0)
+            return id;
     return -1;
 }
 
@@ -60,7 +63,8 @@ static void check_comm(mesh_grid_h grid, const ref_t *r, unsigned mask, const ch
     mesh_comm_h c = NULL;
     mesh_status_t st = mesh_grid_comm(grid, name, &c);
     CHECK(st == MESH_OK, "mesh_grid_comm(%s): %s", name, mesh_comm_last_error(NULL));
-    if (st != MESH_OK) return;
+    if (st != MESH_OK)
+        return;
     int64_t want[4] = {0, 0, 0, 0}, got[4], mine[4] = {1, wrank, grank, (int64_t)wrank * wrank};
     int pos = 0;
     for (int g = 0; g < wsize; g++)
@@ -69,7 +73,8 @@ static void check_comm(mesh_grid_h grid, const ref_t *r, unsigned mask, const ch
             want[1] += world_of[g];
             want[2] += g;
             want[3] += (int64_t)world_of[g] * world_of[g];
-            if (g < grank) pos++;
+            if (g < grank)
+                pos++;
         }
     CHECK(mesh_comm_size(c) == want[0], "%s: size %d, want %lld", name, mesh_comm_size(c),
           (long long)want[0]);
@@ -87,7 +92,8 @@ static void mask_name(unsigned mask, char *buf)
     buf[0] = '\0';
     for (int id = NIDS - 1; id >= 0; id--)
         if (mask & (1u << id)) {
-            if (buf[0]) strcat(buf, "-");
+            if (buf[0])
+                strcat(buf, "-");
             strcat(buf, names[id]);
         }
 }
@@ -97,7 +103,8 @@ static void check_intra(mesh_grid_h grid, const char *axis)
 {
     mesh_comm_h c;
     int all[MAXW];
-    if (mesh_grid_comm(grid, axis, &c) != MESH_OK) return;
+    if (mesh_grid_comm(grid, axis, &c) != MESH_OK)
+        return;
     int n = mesh_comm_size(c);
     CHECK(mesh_allgather(c, &wrank, all, 1, MESH_INT32, NULL, NULL) == MESH_OK, "allgather");
     for (int i = 0; i < n; i++)
@@ -116,7 +123,8 @@ static void check_intra(mesh_grid_h grid, const char *axis)
 static void check_cross(mesh_grid_h grid, const char *axis)
 {
     mesh_comm_h c;
-    if (mesh_grid_comm(grid, axis, &c) != MESH_OK) return;
+    if (mesh_grid_comm(grid, axis, &c) != MESH_OK)
+        return;
     double x[1024], y[1024];
     for (int i = 0; i < 1024; i++)
         x[i] = wrank + i;
@@ -136,8 +144,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (strcmp(a, "--sizes") == 0 && i++) {
-            sscanf(v, "%d,%d,%d,%d,%d", &p.size[0], &p.size[1], &p.size[2], &p.size[3],
-                   &p.size[4]);
+            sscanf(v, "%d,%d,%d,%d,%d", &p.size[0], &p.size[1], &p.size[2], &p.size[3], &p.size[4]);
         } else if (strcmp(a, "--order") == 0 && i++) {
             order = v;
             p.field_mask |= MESH_GRID_PARAM_FIELD_ORDER;
@@ -147,8 +154,10 @@ int main(int argc, char **argv)
             p.expert_tp = etp = atoi(v);
         } else if (strcmp(a, "--intra") == 0 && i++) {
             p.field_mask |= MESH_GRID_PARAM_FIELD_INTRA_NODE;
-            if (strstr(v, "cp")) p.intra_node |= 1u << MESH_AXIS_CP;
-            if (strstr(v, "ep")) p.intra_node |= 1u << MESH_AXIS_EP;
+            if (strstr(v, "cp"))
+                p.intra_node |= 1u << MESH_AXIS_CP;
+            if (strstr(v, "ep"))
+                p.intra_node |= 1u << MESH_AXIS_EP;
         } else if (strcmp(a, "--reorder") == 0) {
             p.field_mask |= MESH_GRID_PARAM_FIELD_FLAGS;
             p.flags |= MESH_GRID_REORDER;
@@ -174,19 +183,23 @@ int main(int argc, char **argv)
     mesh_status_t st = mesh_grid_create(world, &p, &grid);
     if (expect_fail) {
         CHECK(st == MESH_ERR_INVALID_ARG, "create returned %s", mesh_status_string(st));
-        CHECK(strstr(mesh_comm_last_error(world), expect_fail) != NULL,
-              "message '%s' lacks '%s'", mesh_comm_last_error(world), expect_fail);
-        if (st == MESH_OK) mesh_grid_destroy(grid);
+        CHECK(strstr(mesh_comm_last_error(world), expect_fail) != NULL, "message '%s' lacks '%s'",
+              mesh_comm_last_error(world), expect_fail);
+        if (st == MESH_OK)
+            mesh_grid_destroy(grid);
         /* the world communicator still works */
         int one = 1, n = 0;
         CHECK(mesh_allreduce(world, &one, &n, 1, MESH_INT32, MESH_SUM, NULL, NULL) == MESH_OK &&
-                  n == wsize, "world all-reduce after the failed creation");
+                  n == wsize,
+              "world all-reduce after the failed creation");
         mesh_comm_destroy(world);
-        if (wrank == 0 && !failures) printf("grid fails as expected: %s\n", expect_fail);
+        if (wrank == 0 && !failures)
+            printf("grid fails as expected: %s\n", expect_fail);
         return failures ? 1 : 0;
     }
     CHECK(st == MESH_OK, "mesh_grid_create: %s", mesh_comm_last_error(world));
-    if (st != MESH_OK) return 1;
+    if (st != MESH_OK)
+        return 1;
 
     /* the reference grids: dense from the order, expert with tp -> etp, dp -> edp, no cp */
     ref_t dense = {0}, expert = {0};
@@ -211,7 +224,8 @@ int main(int argc, char **argv)
     for (int w = 0; w < wsize; w++)
         world_of[w] = -1;
     for (int w = 0; w < wsize; w++)
-        if (grank_of[w] >= 0 && grank_of[w] < wsize) world_of[grank_of[w]] = w;
+        if (grank_of[w] >= 0 && grank_of[w] < wsize)
+            world_of[grank_of[w]] = w;
     int n = 0;
     for (int node = 0; node < mesh_comm_node_count(world); node++)
         for (int lr = 0; lr < mesh_comm_local_size(world, node); lr++)
@@ -237,7 +251,8 @@ int main(int argc, char **argv)
     char name[64];
     for (unsigned mask = 1; mask < 32; mask++) {
         int expert_name = !(mask & ((1u << TP) | (1u << CP) | (1u << DP))) && (mask & (1u << EP));
-        if (expert_name) continue;
+        if (expert_name)
+            continue;
         mask_name(mask, name);
         check_comm(grid, &dense, mask, name, world_of, grank);
     }
@@ -245,18 +260,23 @@ int main(int argc, char **argv)
     for (unsigned m = 1; m < 16; m++) {
         unsigned mask = 0;
         for (int i = 0; i < 4; i++)
-            if (m & (1u << i)) mask |= 1u << eids[i];
+            if (m & (1u << i))
+                mask |= 1u << eids[i];
         mask_name(mask, name);
         check_comm(grid, &expert, mask, name, world_of, grank);
     }
     check_intra(grid, "tp");
     check_intra(grid, "etp");
-    if (p.intra_node & (1u << MESH_AXIS_CP)) check_intra(grid, "cp");
-    if (p.intra_node & (1u << MESH_AXIS_EP)) check_intra(grid, "ep");
-    if (cross) check_cross(grid, cross);
+    if (p.intra_node & (1u << MESH_AXIS_CP))
+        check_intra(grid, "cp");
+    if (p.intra_node & (1u << MESH_AXIS_EP))
+        check_intra(grid, "ep");
+    if (cross)
+        check_cross(grid, cross);
 
     mesh_grid_destroy(grid);
     mesh_comm_destroy(world);
-    if (wrank == 0 && !failures) printf("grid %s over %d ranks: ok\n", order, wsize);
+    if (wrank == 0 && !failures)
+        printf("grid %s over %d ranks: ok\n", order, wsize);
     return failures ? 1 : 0;
 }

@@ -38,7 +38,8 @@ static void one_case(mesh_comm_h world, double timeout, int p2p)
     mesh_comm_h c;
     mesh_status_t st = mesh_comm_dup(world, &c);
     CHECK(st == MESH_OK, "dup: %s", mesh_comm_last_error(world));
-    if (st != MESH_OK) return;
+    if (st != MESH_OK)
+        return;
     mesh_barrier(world, NULL);
     double t0 = now();
     if (rank != silent) {
@@ -60,8 +61,7 @@ static void one_case(mesh_comm_h world, double timeout, int p2p)
         CHECK(st == MESH_ERR_TIMEOUT, "%s: %s, want %s", what, mesh_status_string(st),
               mesh_status_string(MESH_ERR_TIMEOUT));
         CHECK(took >= timeout * 0.95 && took <= timeout + 1.0,
-              "%s timed out after %.2f s, want %.1f to %.1f s", what, took, timeout,
-              timeout + 1.0);
+              "%s timed out after %.2f s, want %.1f to %.1f s", what, took, timeout, timeout + 1.0);
     }
     /* everybody stays until every waiting rank is past its bound */
     sleep_until(t0 + timeout + 1.3);

@@ -48,10 +48,12 @@ static void run_case(const char *name, int (*call)(mesh_comm_h, int odd), const 
     mesh_status_t later = mesh_allreduce(c, &x, &x, 1, MESH_INT32, MESH_SUM, NULL, NULL);
     CHECK(later == MESH_ERR_MISMATCH, "%s: a later call on the communicator returned %s", name,
           mesh_status_string(later));
-    if (st == MESH_OK) snprintf(msg, sizeof(msg), "%s", mesh_comm_last_error(c));
+    if (st == MESH_OK)
+        snprintf(msg, sizeof(msg), "%s", mesh_comm_last_error(c));
     CHECK(strstr(msg, want1) != NULL && strstr(msg, want2) != NULL,
           "%s: message '%s' does not name both calls ('%s', '%s')", name, msg, want1, want2);
-    if (rank == 0) printf("%s: %s\n", name, msg);
+    if (rank == 0)
+        printf("%s: %s\n", name, msg);
     /* the structured form: the status, a rank of the communicator that called otherwise, and
      * the call the failure ended where it ended one */
     mesh_error_info_t info;
@@ -60,10 +62,10 @@ static void run_case(const char *name, int (*call)(mesh_comm_h, int odd), const 
               info.rank < size && strstr(info.message, want1) != NULL,
           "%s: error info: %s, status %s, rank %d, '%s'", name, mesh_status_string(ist),
           mesh_status_string(info.status), info.rank, info.message);
-    CHECK(st != MESH_ERR_MISMATCH || info.operation[0] != '\0',
-          "%s: error info names no operation", name);
-    if (rank == 0) printf("%s: error info: rank %d, operation '%s'\n", name, info.rank,
-                          info.operation);
+    CHECK(st != MESH_ERR_MISMATCH || info.operation[0] != '\0', "%s: error info names no operation",
+          name);
+    if (rank == 0)
+        printf("%s: error info: rank %d, operation '%s'\n", name, info.rank, info.operation);
     mesh_comm_abort(c);
     mesh_comm_destroy(c);
     /* every rank is done with it before the next case */
@@ -152,12 +154,14 @@ static void check_dead_handles(void)
     CHECK(strstr(mesh_comm_last_error(NULL), "mesh_comm_destroy: comm was destroyed") != NULL,
           "a second destroy said '%s'", mesh_comm_last_error(NULL));
     static uint64_t foreign[64];
-    for (int i = 0; i < 64; i++) foreign[i] = 0x5555555555555555ull;
+    for (int i = 0; i < 64; i++)
+        foreign[i] = 0x5555555555555555ull;
     st = mesh_allreduce((mesh_comm_h)foreign, &x, &x, 1, MESH_INT32, MESH_SUM, NULL, NULL);
     msg = mesh_comm_last_error(NULL);
     CHECK(st == MESH_ERR_INVALID_ARG && strstr(msg, "comm is not a communicator"),
           "all-reduce on a foreign handle returned %s (%s)", mesh_status_string(st), msg);
-    if (rank == 0) printf("dead handles: refused\n");
+    if (rank == 0)
+        printf("dead handles: refused\n");
 }
 
 int main(void)
@@ -178,13 +182,15 @@ int main(void)
         fprintf(stderr, "mismatch needs 2 to 16 ranks\n");
         return 2;
     }
-    for (int i = 0; i < N; i++) buf[i] = (float)(rank + i % 5);
+    for (int i = 0; i < N; i++)
+        buf[i] = (float)(rank + i % 5);
     run_case("allreduce against broadcast", coll_vs_bcast, "broadcast", "allreduce", 1);
     run_case("sum against max", op_sum_vs_max, "max", "sum", 0);
     run_case("fp32 against int32", dtype_fp32_vs_int32, "int32", "fp32", 0);
     run_case("sum against avg", avg_vs_sum, "avg", "sum", 0);
     run_case("count 8 against 7", count_vs_count, "allgather", "count", 0);
-    if (size >= 3) run_case("root 0 against 1", root_vs_root, "gather", "root", 1);
+    if (size >= 3)
+        run_case("root 0 against 1", root_vs_root, "gather", "root", 1);
     run_case("allgather against alltoall", allgather_vs_alltoall, "alltoall", "allgather", 0);
     if (size % 2 == 0) {
         run_case("broadcast roots split", broadcast_root_split, "broadcast", "root", 1);
@@ -192,6 +198,7 @@ int main(void)
     }
     check_dead_handles();
     mesh_comm_destroy(world);
-    if (rank == 0) printf("mismatch: %d ranks %s\n", size, failures ? "FAIL" : "ok");
+    if (rank == 0)
+        printf("mismatch: %d ranks %s\n", size, failures ? "FAIL" : "ok");
     return failures ? 1 : 0;
 }

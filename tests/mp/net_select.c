@@ -13,8 +13,10 @@ int main(int argc, char **argv)
 {
     const char *expect = NULL, *fail = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--expect") == 0) expect = argv[i + 1];
-        if (strcmp(argv[i], "--fail") == 0) fail = argv[i + 1];
+        if (strcmp(argv[i], "--expect") == 0)
+            expect = argv[i + 1];
+        if (strcmp(argv[i], "--fail") == 0)
+            fail = argv[i + 1];
     }
     if (!expect == !fail) {
         fprintf(stderr, "usage: net_select --expect NAME | --fail WORD\n");
@@ -39,7 +41,8 @@ int main(int argc, char **argv)
     }
     int rank = mesh_comm_rank(comm), size = mesh_comm_size(comm), remote = 0, bad = 0;
     for (int p = 0; p < size; p++) {
-        if (mesh_comm_node(comm, p) == mesh_comm_node(comm, rank)) continue;
+        if (mesh_comm_node(comm, p) == mesh_comm_node(comm, rank))
+            continue;
         remote++;
         const char *tl = mesh_comm_peer_transport(comm, p);
         if (tl == NULL || strcmp(tl, expect) != 0) {
@@ -57,6 +60,7 @@ int main(int argc, char **argv)
         bad = 1;
     }
     mesh_comm_destroy(comm);
-    if (!bad) printf("net_select: rank %d: %d remote peers over %s\n", rank, remote, expect);
+    if (!bad)
+        printf("net_select: rank %d: %d remote peers over %s\n", rank, remote, expect);
     return bad;
 }

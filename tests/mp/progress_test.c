@@ -29,11 +29,11 @@ static int rank, size, failures;
 static mesh_comm_h world;
 
 #define CHECK(cond, ...) MESH_MP_CHECK(rank, failures, cond, __VA_ARGS__)
-#define OK(call)                                                                               \
-    do {                                                                                      \
-        mesh_status_t st_ = (call);                                                           \
-        CHECK(st_ == MESH_OK, "%s: %s (%s)", #call, mesh_status_string(st_),                  \
-              mesh_comm_last_error(NULL));                                                    \
+#define OK(call)                                                                                   \
+    do {                                                                                           \
+        mesh_status_t st_ = (call);                                                                \
+        CHECK(st_ == MESH_OK, "%s: %s (%s)", #call, mesh_status_string(st_),                       \
+              mesh_comm_last_error(NULL));                                                         \
     } while (0)
 
 /* Large enough that a ring all-reduce takes many steps: it cannot finish in the moves a call
@@ -42,14 +42,16 @@ static mesh_comm_h world;
 
 static void fill(float *x, size_t n, int r, int salt)
 {
-    for (size_t i = 0; i < n; i++) x[i] = (float)((r + 1) * (salt + 1) + (int)(i % 7));
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((r + 1) * (salt + 1) + (int)(i % 7));
 }
 
 static void check_sum(const float *x, size_t n, int salt, const char *what)
 {
     for (size_t i = 0; i < n; i++) {
         float want = 0;
-        for (int r = 0; r < size; r++) want += (float)((r + 1) * (salt + 1) + (int)(i % 7));
+        for (int r = 0; r < size; r++)
+            want += (float)((r + 1) * (salt + 1) + (int)(i % 7));
         if (x[i] != want) {
             CHECK(0, "%s: element %zu is %g, expected %g", what, i, x[i], want);
             return;
@@ -115,9 +117,10 @@ static void test_tags(void)
     /* a ring exchange in one call, with a tag, small and large */
     for (size_t n = 1; n <= BIG; n *= 1024) {
         int *s = malloc(n * sizeof(int)), *r = malloc(n * sizeof(int));
-        for (size_t i = 0; i < n; i++) s[i] = rank * 1000 + (int)(i % 1000);
-        OK(mesh_sendrecv(world, s, n, (rank + 1) % size, r, n, (rank + size - 1) % size,
-                         MESH_INT32, 3, NULL, NULL));
+        for (size_t i = 0; i < n; i++)
+            s[i] = rank * 1000 + (int)(i % 1000);
+        OK(mesh_sendrecv(world, s, n, (rank + 1) % size, r, n, (rank + size - 1) % size, MESH_INT32,
+                         3, NULL, NULL));
         int left = (rank + size - 1) % size;
         for (size_t i = 0; i < n; i++)
             if (r[i] != left * 1000 + (int)(i % 1000)) {
@@ -127,7 +130,8 @@ static void test_tags(void)
         free(s);
         free(r);
     }
-    if (size < 2 || rank > 1) return;
+    if (size < 2 || rank > 1)
+        return;
 
     /* rank 0 sends tags 5, 7, 5, 0, 7 (small and large); rank 1 receives 7 first */
     static const int tags[] = {5, 7, 5, 0, MESH_TAG_MAX};
@@ -136,14 +140,16 @@ static void test_tags(void)
     int *bufs[NMSG];
     for (int m = 0; m < NMSG; m++) {
         bufs[m] = malloc(lens[m] * sizeof(int));
-        for (size_t i = 0; i < lens[m]; i++) bufs[m][i] = rank == 0 ? m * 100000 + (int)i : -1;
+        for (size_t i = 0; i < lens[m]; i++)
+            bufs[m][i] = rank == 0 ? m * 100000 + (int)i : -1;
     }
     if (rank == 0) {
         mesh_request_h reqs[NMSG];
         for (int m = 0; m < NMSG; m++)
             OK(mesh_send_tagged(world, bufs[m], lens[m], MESH_INT32, 1, tags[m], NULL, &reqs[m]));
         OK(mesh_waitall(NMSG, reqs));
-        for (int m = 0; m < NMSG; m++) mesh_request_free(reqs[m]);
+        for (int m = 0; m < NMSG; m++)
+            mesh_request_free(reqs[m]);
     } else {
         /* receive in another order than sent: the large tag-7 message first, then the last,
          * then tag 0, then both tag-5 messages in their order */
@@ -158,7 +164,8 @@ static void test_tags(void)
                 }
         }
     }
-    for (int m = 0; m < NMSG; m++) free(bufs[m]);
+    for (int m = 0; m < NMSG; m++)
+        free(bufs[m]);
 }
 
 static void test_anyall(void)
@@ -180,8 +187,10 @@ static void test_anyall(void)
         int idx;
         mesh_status_t st = mesh_testany(N, reqs, &idx);
         CHECK(st == MESH_OK, "mesh_testany: %s", mesh_status_string(st));
-        if (st != MESH_OK) break;
-        if (idx < 0) continue;
+        if (st != MESH_OK)
+            break;
+        if (idx < 0)
+            continue;
         CHECK(!seen[idx], "request %d reported twice", idx);
         seen[idx] = 1;
         left--;
@@ -221,10 +230,12 @@ static void test_events(void)
     CHECK(idx == -1 && events == 0, "no request: index %d, events %d", idx, events);
     CHECK(mesh_testany_events(0, NULL, NULL, &events) == MESH_ERR_INVALID_ARG,
           "a NULL index is refused");
-    if (rank > 1) return;
+    if (rank > 1)
+        return;
     char *buf = malloc(LEN);
     CHECK(buf != NULL, "malloc");
-    if (buf == NULL) return;
+    if (buf == NULL)
+        return;
     memset(buf, rank ? 0 : 0x5a, LEN);
     mesh_request_h req[1];
     OK(rank == 0 ? mesh_send(world, buf, LEN, MESH_UINT8, 1, NULL, &req[0])
@@ -233,14 +244,17 @@ static void test_events(void)
     for (;;) {
         mesh_status_t st = mesh_testany_events(1, req, &idx, &events);
         CHECK(st == MESH_OK, "mesh_testany_events: %s", mesh_status_string(st));
-        if (st != MESH_OK) break;
+        if (st != MESH_OK)
+            break;
         if (idx == 0) {
             CHECK(events > 0, "the round that completed the request reported %d events", events);
             break;
         }
         CHECK(idx == -1 && events >= 0, "index %d, events %d", idx, events);
-        if (events > 0) moving++;
-        else quiet++;
+        if (events > 0)
+            moving++;
+        else
+            quiet++;
     }
     mesh_request_free(req[0]);
     /* a round moves at most 8 MiB each way on one TCP stream: 64 MiB take several */
@@ -267,9 +281,11 @@ static void test_thread(void)
     sleep(2);
     int done = 0;
     OK(mesh_test(req, &done));
-    if (on) CHECK(done, "the progress thread left a started all-reduce unfinished for 2 s");
-    else printf("rank %d: without a progress thread the all-reduce %s on its own\n", rank,
-                done ? "finished" : "did not finish");
+    if (on)
+        CHECK(done, "the progress thread left a started all-reduce unfinished for 2 s");
+    else
+        printf("rank %d: without a progress thread the all-reduce %s on its own\n", rank,
+               done ? "finished" : "did not finish");
     OK(mesh_wait(req));
     mesh_request_free(req);
     check_sum(x, BIG, 4, "all-reduce completed by the progress thread");
@@ -308,10 +324,12 @@ static void test_shared(void)
     pthread_create(&t, NULL, shared_poster, NULL);
     for (int i = 0; i < SHARED_OPS; i++) {
         pthread_mutex_lock(&shared_lock);
-        while (shared_posted <= i) pthread_cond_wait(&shared_cond, &shared_lock);
+        while (shared_posted <= i)
+            pthread_cond_wait(&shared_cond, &shared_lock);
         mesh_request_h r = shared_reqs[i];
         pthread_mutex_unlock(&shared_lock);
-        if (r == NULL) continue;
+        if (r == NULL)
+            continue;
         OK(mesh_wait(r));
         mesh_request_free(r);
         check_sum(shared_bufs[i], SHARED_N, i % 5, "all-reduce posted by another thread");
@@ -347,7 +365,8 @@ static void test_idle(void)
     static const char *how[] = {"blocking broadcast", "mesh_wait", "mesh_idle loop",
                                 "progress thread"};
     for (int mode = 0; mode < 4; mode++) {
-        if (mode == 3 && !thread) continue;
+        if (mode == 3 && !thread)
+            continue;
         int32_t x = rank == 0 ? 1000 + mode : -1;
         OK(mesh_barrier(world, NULL));
         if (rank == 0) {
@@ -368,12 +387,15 @@ static void test_idle(void)
                 int index = -1, events = 0, rounds = 0;
                 while (index < 0 && rounds++ < 10000000) {
                     OK(mesh_testany_events(1, &req, &index, &events));
-                    if (events > 0) mesh_idle_reset(&idle);
-                    else if (index < 0) mesh_idle(&idle);
+                    if (events > 0)
+                        mesh_idle_reset(&idle);
+                    else if (index < 0)
+                        mesh_idle(&idle);
                 }
                 CHECK(index == 0, "the mesh_idle loop gave up after %d rounds", rounds);
             }
-            if (mode == 3) usleep(1200000);
+            if (mode == 3)
+                usleep(1200000);
             if (req) {
                 OK(mesh_wait(req));
                 mesh_request_free(req);
@@ -383,8 +405,8 @@ static void test_idle(void)
         CHECK(x == 1000 + mode, "%s: got %d from rank 0, expected %d", how[mode], (int)x,
               1000 + mode);
         CHECK(wall > 0.5, "%s: the wait took %.3f s, but rank 0 sent after 1 s", how[mode], wall);
-        CHECK(cpu < 0.2 * wall, "%s: %.3f s of CPU over %.3f s of waiting (%.0f%%)", how[mode],
-              cpu, wall, 100 * cpu / wall);
+        CHECK(cpu < 0.2 * wall, "%s: %.3f s of CPU over %.3f s of waiting (%.0f%%)", how[mode], cpu,
+              wall, 100 * cpu / wall);
         printf("rank %d: idle in %s: %.3f s, CPU %.1f%%\n", rank, how[mode], wall,
                100 * cpu / wall);
     }
@@ -400,18 +422,26 @@ int main(int argc, char **argv)
     size = mesh_comm_size(world);
     for (int i = 1; i < argc; i++) {
         int before = failures;
-        if (strcmp(argv[i], "cross") == 0) test_cross();
-        else if (strcmp(argv[i], "tags") == 0) test_tags();
-        else if (strcmp(argv[i], "anyall") == 0) test_anyall();
-        else if (strcmp(argv[i], "events") == 0) test_events();
-        else if (strcmp(argv[i], "thread") == 0) test_thread();
-        else if (strcmp(argv[i], "shared") == 0) test_shared();
-        else if (strcmp(argv[i], "idle") == 0) test_idle();
+        if (strcmp(argv[i], "cross") == 0)
+            test_cross();
+        else if (strcmp(argv[i], "tags") == 0)
+            test_tags();
+        else if (strcmp(argv[i], "anyall") == 0)
+            test_anyall();
+        else if (strcmp(argv[i], "events") == 0)
+            test_events();
+        else if (strcmp(argv[i], "thread") == 0)
+            test_thread();
+        else if (strcmp(argv[i], "shared") == 0)
+            test_shared();
+        else if (strcmp(argv[i], "idle") == 0)
+            test_idle();
         else {
             fprintf(stderr, "unknown mode %s\n", argv[i]);
             failures++;
         }
-        if (rank == 0) printf("%s: %s\n", argv[i], failures == before ? "ok" : "FAIL");
+        if (rank == 0)
+            printf("%s: %s\n", argv[i], failures == before ? "ok" : "FAIL");
         mesh_barrier(world, NULL);
     }
     mesh_comm_destroy(world);

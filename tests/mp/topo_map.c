@@ -20,8 +20,8 @@ static const char *const fixtures[3] = {"dgx8.xml", "pcie4.xml", "cpuonly.xml"};
 static const int fixture_gpus[3] = {8, 4, 0};
 
 typedef struct {
-    int label;      /* k of node<k> */
-    int node;       /* index in the communicator: order of first appearance */
+    int label; /* k of node<k> */
+    int node;  /* index in the communicator: order of first appearance */
     int local_rank;
     int gpu;
     char nic[32];
@@ -31,7 +31,8 @@ typedef struct {
 /* meshrun's placement: block gives the first n % k nodes one rank more; cyclic is r % k */
 static int label_of(int r, int n, int k, int cyclic)
 {
-    if (cyclic) return r % k;
+    if (cyclic)
+        return r % k;
     int base = n / k, extra = n % k;
     return r < extra * (base + 1) ? r / (base + 1) : extra + (r - extra * (base + 1)) / base;
 }
@@ -40,14 +41,18 @@ static int label_of(int r, int n, int k, int cyclic)
  * the node, else local % GPUs. */
 static int gpu_of(int local, int ngpus, const char *visible)
 {
-    if (ngpus == 0) return -1;
+    if (ngpus == 0)
+        return -1;
     if (visible && *visible) {
         int n = 1;
-        for (const char *p = visible; *p; p++) n += *p == ',';
+        for (const char *p = visible; *p; p++)
+            n += *p == ',';
         const char *p = visible;
-        for (int i = 0; i < local % n; i++) p = strchr(p, ',') + 1;
+        for (int i = 0; i < local % n; i++)
+            p = strchr(p, ',') + 1;
         int v = atoi(p);
-        if (v < ngpus) return v;
+        if (v < ngpus)
+            return v;
     }
     return local % ngpus;
 }
@@ -57,8 +62,10 @@ static void expected(int n, int k, int cyclic, const char *visible, expect_t *e)
     int order[64], nseen = 0, count[64] = {0};
     for (int r = 0; r < n; r++) {
         int l = label_of(r, n, k, cyclic), idx;
-        for (idx = 0; idx < nseen && order[idx] != l; idx++) {}
-        if (idx == nseen) order[nseen++] = l;
+        for (idx = 0; idx < nseen && order[idx] != l; idx++) {
+        }
+        if (idx == nseen)
+            order[nseen++] = l;
         e[r].label = l;
         e[r].node = idx;
         e[r].local_rank = count[l]++;
@@ -91,8 +98,8 @@ static void check_rank(mesh_comm_h comm, int r, const expect_t *e, int world_ran
           "mask %llx", (unsigned long long)info.field_mask);
     CHECK(strcmp(info.node_name, name) == 0, "world rank %d on %s, expected %s", world_rank,
           info.node_name, name);
-    CHECK(info.local_rank == e->local_rank, "world rank %d local rank %d, expected %d",
-          world_rank, info.local_rank, e->local_rank);
+    CHECK(info.local_rank == e->local_rank, "world rank %d local rank %d, expected %d", world_rank,
+          info.local_rank, e->local_rank);
     CHECK(info.gpu == e->gpu, "world rank %d gpu %d, expected %d", world_rank, info.gpu, e->gpu);
     CHECK(strcmp(info.nic, e->nic) == 0, "world rank %d nic '%s', expected '%s'", world_rank,
           info.nic, e->nic);
@@ -107,9 +114,12 @@ int main(int argc, char **argv)
     int k = 1, cyclic = 0;
     const char *visible = "";
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc) k = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--cyclic") == 0) cyclic = 1;
-        else if (strcmp(argv[i], "--visible") == 0 && i + 1 < argc) visible = argv[++i];
+        if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc)
+            k = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--cyclic") == 0)
+            cyclic = 1;
+        else if (strcmp(argv[i], "--visible") == 0 && i + 1 < argc)
+            visible = argv[++i];
         else {
             fprintf(stderr, "usage: topo_map --nodes K [--cyclic] [--visible LIST]\n");
             return 2;
@@ -131,7 +141,8 @@ int main(int argc, char **argv)
     }
     rank = mesh_comm_rank(comm);
     int n = mesh_comm_size(comm);
-    if (n > 64) return 77;
+    if (n > 64)
+        return 77;
     expect_t e[64];
     expected(n, k, cyclic, visible, e);
 
@@ -140,7 +151,8 @@ int main(int argc, char **argv)
     for (int node = 0; node < mesh_comm_node_count(comm); node++) {
         int ranks[64], want[64], nw = 0;
         for (int r = 0; r < n; r++)
-            if (e[r].node == node) want[nw++] = r;
+            if (e[r].node == node)
+                want[nw++] = r;
         int got = mesh_comm_node_ranks(comm, node, ranks, 64);
         CHECK(got == nw && mesh_comm_local_size(comm, node) == nw, "node %d: %d ranks, expected %d",
               node, got, nw);
@@ -160,10 +172,12 @@ int main(int argc, char **argv)
     }
 
     /* only the fields asked for are written */
-    mesh_rank_info_t part = {.field_mask = MESH_RANK_INFO_FIELD_GPU, .nic = "untouched", .node = -7};
+    mesh_rank_info_t part = {
+        .field_mask = MESH_RANK_INFO_FIELD_GPU, .nic = "untouched", .node = -7};
     CHECK(mesh_comm_rank_info(comm, rank, &part) == MESH_OK, "partial");
     CHECK(part.field_mask == MESH_RANK_INFO_FIELD_GPU && part.gpu == e[rank].gpu &&
-              strcmp(part.nic, "untouched") == 0 && part.node == -7, "partial fill");
+              strcmp(part.nic, "untouched") == 0 && part.node == -7,
+          "partial fill");
     CHECK(mesh_comm_rank_info(comm, n, &part) == MESH_ERR_INVALID_ARG, "rank %d accepted", n);
     CHECK(strstr(mesh_comm_last_error(comm), "rank") != NULL, "%s", mesh_comm_last_error(comm));
     CHECK(mesh_comm_rank_info(comm, 0, NULL) == MESH_ERR_INVALID_ARG, "NULL info accepted");
@@ -177,9 +191,10 @@ int main(int argc, char **argv)
             int w = -1, c = 0;
             /* keys n - rank order each half by descending world rank */
             for (int r = n - 1; r >= 0; r--)
-                if (r % 2 == rank % 2 && c++ == i) w = r;
-            mesh_rank_info_t info = {.field_mask = MESH_RANK_INFO_FIELD_GPU |
-                                                   MESH_RANK_INFO_FIELD_NIC};
+                if (r % 2 == rank % 2 && c++ == i)
+                    w = r;
+            mesh_rank_info_t info = {.field_mask =
+                                         MESH_RANK_INFO_FIELD_GPU | MESH_RANK_INFO_FIELD_NIC};
             CHECK(mesh_comm_rank_info(half, i, &info) == MESH_OK, "split info");
             CHECK(w >= 0 && info.gpu == e[w].gpu && strcmp(info.nic, e[w].nic) == 0,
                   "split rank %d (world %d): gpu %d nic %s", i, w, info.gpu, info.nic);
@@ -189,6 +204,7 @@ int main(int argc, char **argv)
     }
     CHECK(mesh_barrier(comm, NULL) == MESH_OK, "barrier");
     mesh_comm_destroy(comm);
-    if (failures == 0 && rank == 0) printf("node map of %d ranks on %d nodes: ok\n", n, k);
+    if (failures == 0 && rank == 0)
+        printf("node map of %d ranks on %d nodes: ok\n", n, k);
     return failures ? 1 : 0;
 }

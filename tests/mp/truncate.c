@@ -20,7 +20,7 @@
 static int rank, size, failures;
 
 #define CHECK(cond, ...) MESH_MP_CHECK(rank, failures, cond, __VA_ARGS__)
-#define GUARD 64
+#define GUARD            64
 
 static double now(void)
 {
@@ -38,7 +38,8 @@ static void one_case(mesh_comm_h world, size_t cap, size_t len, mesh_dtype_t dt,
     size_t ds = mesh_dtype_size(dt);
     mesh_status_t st = mesh_comm_dup(world, &c);
     CHECK(st == MESH_OK, "dup: %s", mesh_comm_last_error(world));
-    if (st != MESH_OK) return;
+    if (st != MESH_OK)
+        return;
     const char *tl = mesh_comm_peer_transport(c, rank == dst ? src : dst);
     if (expect && (rank == src || rank == dst))
         CHECK(tl && strcmp(tl, expect) == 0, "rank %d talks to rank %d over %s, not %s", rank,
@@ -51,12 +52,14 @@ static void one_case(mesh_comm_h world, size_t cap, size_t len, mesh_dtype_t dt,
         st = mesh_recv(c, rbuf + GUARD, cap, dt, src, NULL, &rreq);
         CHECK(st == MESH_OK, "posting the receive: %s", mesh_comm_last_error(c));
     }
-    if (!late) mesh_barrier(world, NULL); /* the receive is posted before the send */
+    if (!late)
+        mesh_barrier(world, NULL); /* the receive is posted before the send */
     if (rank == src) {
         st = mesh_send(c, sbuf, len, dt, dst, NULL, &sreq);
         CHECK(st == MESH_OK, "send of %zu: %s", len, mesh_comm_last_error(c));
     }
-    if (late) mesh_barrier(world, NULL); /* the send is posted before the receive */
+    if (late)
+        mesh_barrier(world, NULL); /* the send is posted before the receive */
     if (late && rank == dst) {
         /* the message (or its rendezvous request) arrives before the receive is posted */
         for (double t = now() + 0.05; now() < t;)
@@ -108,8 +111,8 @@ int main(int argc, char **argv)
     size = mesh_comm_size(world);
     /* receive and message in elements: one more, and many more, at sizes below and above
      * every transport's eager limit (shm 16 KiB, verbs 8 KiB, ucx 1 MiB without RDMA) */
-    static const size_t cases[][2] = {{0, 1},         {63, 64},         {100, 5000},
-                                      {16384, 16385}, {300, 1 << 20},   {1 << 20, (1 << 20) + 1},
+    static const size_t cases[][2] = {{0, 1},           {63, 64},       {100, 5000},
+                                      {16384, 16385},   {300, 1 << 20}, {1 << 20, (1 << 20) + 1},
                                       {65536, 3u << 20}};
     for (int late = 0; late < 2; late++)
         for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
@@ -117,7 +120,8 @@ int main(int argc, char **argv)
     one_case(world, 1000, 1001, MESH_FP64, 0, expect);
     one_case(world, 1000, 1001, MESH_FP64, 1, expect);
     mesh_comm_destroy(world);
-    if (rank == 0) printf("truncate: %d ranks%s%s: %s\n", size, expect ? " over " : "",
-                          expect ? expect : "", failures ? "FAILED" : "ok");
+    if (rank == 0)
+        printf("truncate: %d ranks%s%s: %s\n", size, expect ? " over " : "", expect ? expect : "",
+               failures ? "FAILED" : "ok");
     return failures ? 1 : 0;
 }

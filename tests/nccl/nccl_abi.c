@@ -25,26 +25,26 @@ static int g_rank = -1;
 /* Host entry point of the device API (nccl_device/core.h, which is C++ only). */
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void *reqs, void *outDevComm);
 
-#define CHECK(cond)                                                                            \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", g_rank, __FILE__, __LINE__, \
-                    #cond);                                                                   \
-            exit(1);                                                                          \
-        }                                                                                     \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", g_rank, __FILE__, __LINE__,      \
+                    #cond);                                                                        \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
-#define NCCLCHECK(call)                                                                        \
-    do {                                                                                      \
-        ncclResult_t r_ = (call);                                                             \
-        if (r_ != ncclSuccess) {                                                              \
-            fprintf(stderr, "rank %d: %s:%d: %s -> %d (%s): %s\n", g_rank, __FILE__, __LINE__, \
-                    #call, (int)r_, ncclGetErrorString(r_), ncclGetLastError(NULL));          \
-            exit(1);                                                                          \
-        }                                                                                     \
+#define NCCLCHECK(call)                                                                            \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess) {                                                                   \
+            fprintf(stderr, "rank %d: %s:%d: %s -> %d (%s): %s\n", g_rank, __FILE__, __LINE__,     \
+                    #call, (int)r_, ncclGetErrorString(r_), ncclGetLastError(NULL));               \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
-#define NIDS 4
+#define NIDS  4
 #define COUNT 37
 
 static double now_s(void)
@@ -59,24 +59,48 @@ static double now_s(void)
 static size_t dsize(ncclDataType_t t)
 {
     switch (t) {
-    case ncclInt8: case ncclUint8: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    default: return 8;
+    case ncclInt8:
+    case ncclUint8:
+        return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+        return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+        return 4;
+    default:
+        return 8;
     }
 }
 
 static void put(ncclDataType_t t, void *buf, size_t i, double v)
 {
     switch (t) {
-    case ncclInt8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case ncclUint8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case ncclInt32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case ncclUint32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-    case ncclInt64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case ncclUint64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-    case ncclFloat32: ((float *)buf)[i] = (float)v; break;
-    case ncclFloat64: ((double *)buf)[i] = v; break;
+    case ncclInt8:
+        ((int8_t *)buf)[i] = (int8_t)v;
+        break;
+    case ncclUint8:
+        ((uint8_t *)buf)[i] = (uint8_t)v;
+        break;
+    case ncclInt32:
+        ((int32_t *)buf)[i] = (int32_t)v;
+        break;
+    case ncclUint32:
+        ((uint32_t *)buf)[i] = (uint32_t)v;
+        break;
+    case ncclInt64:
+        ((int64_t *)buf)[i] = (int64_t)v;
+        break;
+    case ncclUint64:
+        ((uint64_t *)buf)[i] = (uint64_t)v;
+        break;
+    case ncclFloat32:
+        ((float *)buf)[i] = (float)v;
+        break;
+    case ncclFloat64:
+        ((double *)buf)[i] = v;
+        break;
     case ncclBfloat16: { /* small integers are exact in bf16: the top half of a float */
         float f = (float)v;
         uint32_t u;
@@ -84,28 +108,38 @@ static void put(ncclDataType_t t, void *buf, size_t i, double v)
         ((uint16_t *)buf)[i] = (uint16_t)(u >> 16);
         break;
     }
-    default: CHECK(0);
+    default:
+        CHECK(0);
     }
 }
 
 static double get(ncclDataType_t t, const void *buf, size_t i)
 {
     switch (t) {
-    case ncclInt8: return ((const int8_t *)buf)[i];
-    case ncclUint8: return ((const uint8_t *)buf)[i];
-    case ncclInt32: return ((const int32_t *)buf)[i];
-    case ncclUint32: return ((const uint32_t *)buf)[i];
-    case ncclInt64: return (double)((const int64_t *)buf)[i];
-    case ncclUint64: return (double)((const uint64_t *)buf)[i];
-    case ncclFloat32: return ((const float *)buf)[i];
-    case ncclFloat64: return ((const double *)buf)[i];
+    case ncclInt8:
+        return ((const int8_t *)buf)[i];
+    case ncclUint8:
+        return ((const uint8_t *)buf)[i];
+    case ncclInt32:
+        return ((const int32_t *)buf)[i];
+    case ncclUint32:
+        return ((const uint32_t *)buf)[i];
+    case ncclInt64:
+        return (double)((const int64_t *)buf)[i];
+    case ncclUint64:
+        return (double)((const uint64_t *)buf)[i];
+    case ncclFloat32:
+        return ((const float *)buf)[i];
+    case ncclFloat64:
+        return ((const double *)buf)[i];
     case ncclBfloat16: {
         uint32_t u = (uint32_t)((const uint16_t *)buf)[i] << 16;
         float f;
         memcpy(&f, &u, 4);
         return f;
     }
-    default: CHECK(0);
+    default:
+        CHECK(0);
     }
     return 0;
 }
@@ -133,9 +167,12 @@ static void expect(const char *what, ncclDataType_t t, const void *buf, size_t i
 static double in_val(ncclRedOp_t op, int r, int n, size_t i)
 {
     switch (op) {
-    case ncclProd: return 1 + (double)((r + (int)i) % 2);
-    case ncclAvg: return n * (1 + (double)((r + (int)i) % 3));
-    default: return r + 1 + (double)(i % 5);
+    case ncclProd:
+        return 1 + (double)((r + (int)i) % 2);
+    case ncclAvg:
+        return n * (1 + (double)((r + (int)i) % 3));
+    default:
+        return r + 1 + (double)(i % 5);
     }
 }
 
@@ -144,30 +181,38 @@ static double reduced(ncclRedOp_t op, int n, size_t i)
     double acc = op == ncclProd ? 1 : op == ncclMin ? 1e9 : op == ncclMax ? -1e9 : 0;
     for (int r = 0; r < n; r++) {
         double v = in_val(op, r, n, i);
-        if (op == ncclProd) acc *= v;
-        else if (op == ncclMin) acc = v < acc ? v : acc;
-        else if (op == ncclMax) acc = v > acc ? v : acc;
-        else acc += v;
+        if (op == ncclProd)
+            acc *= v;
+        else if (op == ncclMin)
+            acc = v < acc ? v : acc;
+        else if (op == ncclMax)
+            acc = v > acc ? v : acc;
+        else
+            acc += v;
     }
     return op == ncclAvg ? acc / n : acc;
 }
 
 static void test_allreduce(ncclComm_t comm, int r, int n)
 {
-    static const ncclDataType_t types[] = {ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64,
-                                           ncclUint64, ncclFloat32, ncclFloat64, ncclBfloat16};
+    static const ncclDataType_t types[] = {ncclInt8,    ncclUint8,   ncclInt32,
+                                           ncclUint32,  ncclInt64,   ncclUint64,
+                                           ncclFloat32, ncclFloat64, ncclBfloat16};
     static const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
     for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
         for (size_t oi = 0; oi < sizeof(ops) / sizeof(ops[0]); oi++) {
             ncclDataType_t t = types[ti];
             ncclRedOp_t op = ops[oi];
             void *s = alloc(t, COUNT), *d = alloc(t, COUNT);
-            for (size_t i = 0; i < COUNT; i++) put(t, s, i, in_val(op, r, n, i));
+            for (size_t i = 0; i < COUNT; i++)
+                put(t, s, i, in_val(op, r, n, i));
             NCCLCHECK(ncclAllReduce(s, d, COUNT, t, op, comm, NULL));
-            for (size_t i = 0; i < COUNT; i++) expect("allreduce", t, d, i, reduced(op, n, i));
+            for (size_t i = 0; i < COUNT; i++)
+                expect("allreduce", t, d, i, reduced(op, n, i));
             /* in place */
             NCCLCHECK(ncclAllReduce(s, s, COUNT, t, op, comm, NULL));
-            for (size_t i = 0; i < COUNT; i++) expect("allreduce in place", t, s, i, reduced(op, n, i));
+            for (size_t i = 0; i < COUNT; i++)
+                expect("allreduce in place", t, s, i, reduced(op, n, i));
             free(s);
             free(d);
         }
@@ -182,52 +227,68 @@ static void test_rooted_and_blocks(ncclComm_t comm, int r, int n)
         ncclDataType_t t = types[ti];
         void *s = alloc(t, n * c), *d = alloc(t, n * c);
         for (int root = 0; root < n; root++) {
-            for (size_t i = 0; i < c; i++) put(t, s, i, r * 100 + i);
+            for (size_t i = 0; i < c; i++)
+                put(t, s, i, r * 100 + i);
             memset(d, 0, n * c * dsize(t));
             NCCLCHECK(ncclBroadcast(s, d, c, t, root, comm, NULL));
-            for (size_t i = 0; i < c; i++) expect("broadcast", t, d, i, root * 100 + i);
+            for (size_t i = 0; i < c; i++)
+                expect("broadcast", t, d, i, root * 100 + i);
             NCCLCHECK(ncclBcast(s, c, t, root, comm, NULL));
-            for (size_t i = 0; i < c; i++) expect("bcast", t, s, i, root * 100 + i);
+            for (size_t i = 0; i < c; i++)
+                expect("bcast", t, s, i, root * 100 + i);
         }
         /* reduce (sum) to the last rank */
-        for (size_t i = 0; i < c; i++) put(t, s, i, r + 1 + i);
+        for (size_t i = 0; i < c; i++)
+            put(t, s, i, r + 1 + i);
         memset(d, 0, c * dsize(t));
         NCCLCHECK(ncclReduce(s, d, c, t, ncclSum, n - 1, comm, NULL));
         if (r == n - 1)
-            for (size_t i = 0; i < c; i++) expect("reduce", t, d, i, n * (n + 1) / 2 + n * (double)i);
+            for (size_t i = 0; i < c; i++)
+                expect("reduce", t, d, i, n * (n + 1) / 2 + n * (double)i);
         /* all-gather, out of place and in place */
-        for (size_t i = 0; i < c; i++) put(t, s, i, r * 100 + i);
+        for (size_t i = 0; i < c; i++)
+            put(t, s, i, r * 100 + i);
         NCCLCHECK(ncclAllGather(s, d, c, t, comm, NULL));
         for (int p = 0; p < n; p++)
-            for (size_t i = 0; i < c; i++) expect("allgather", t, d, p * c + i, p * 100 + i);
+            for (size_t i = 0; i < c; i++)
+                expect("allgather", t, d, p * c + i, p * 100 + i);
         memset(d, 0, n * c * dsize(t));
-        for (size_t i = 0; i < c; i++) put(t, d, r * c + i, r * 100 + i);
+        for (size_t i = 0; i < c; i++)
+            put(t, d, r * c + i, r * 100 + i);
         NCCLCHECK(ncclAllGather((char *)d + r * c * dsize(t), d, c, t, comm, NULL));
         for (int p = 0; p < n; p++)
-            for (size_t i = 0; i < c; i++) expect("allgather in place", t, d, p * c + i, p * 100 + i);
+            for (size_t i = 0; i < c; i++)
+                expect("allgather in place", t, d, p * c + i, p * 100 + i);
         /* reduce-scatter (sum) */
-        for (size_t j = 0; j < n * c; j++) put(t, s, j, (r + 1) * (double)(j + 1));
+        for (size_t j = 0; j < n * c; j++)
+            put(t, s, j, (r + 1) * (double)(j + 1));
         NCCLCHECK(ncclReduceScatter(s, d, c, t, ncclSum, comm, NULL));
         for (size_t i = 0; i < c; i++)
             expect("reducescatter", t, d, i, n * (n + 1) / 2 * (double)(r * c + i + 1));
         /* all-to-all */
         for (int p = 0; p < n; p++)
-            for (size_t i = 0; i < c; i++) put(t, s, p * c + i, r * 1000 + p * 10 + i);
+            for (size_t i = 0; i < c; i++)
+                put(t, s, p * c + i, r * 1000 + p * 10 + i);
         NCCLCHECK(ncclAlltoAll(s, d, c, t, comm, NULL));
         for (int p = 0; p < n; p++)
-            for (size_t i = 0; i < c; i++) expect("alltoall", t, d, p * c + i, p * 1000 + r * 10 + i);
+            for (size_t i = 0; i < c; i++)
+                expect("alltoall", t, d, p * c + i, p * 1000 + r * 10 + i);
         /* gather to rank 0, scatter from the last rank */
-        for (size_t i = 0; i < c; i++) put(t, s, i, r * 100 + i);
+        for (size_t i = 0; i < c; i++)
+            put(t, s, i, r * 100 + i);
         memset(d, 0, n * c * dsize(t));
         NCCLCHECK(ncclGather(s, d, c, t, 0, comm, NULL));
         if (r == 0)
             for (int p = 0; p < n; p++)
-                for (size_t i = 0; i < c; i++) expect("gather", t, d, p * c + i, p * 100 + i);
+                for (size_t i = 0; i < c; i++)
+                    expect("gather", t, d, p * c + i, p * 100 + i);
         for (int p = 0; p < n; p++)
-            for (size_t i = 0; i < c; i++) put(t, s, p * c + i, r == n - 1 ? (double)(p * 100 + i) : -1.0);
+            for (size_t i = 0; i < c; i++)
+                put(t, s, p * c + i, r == n - 1 ? (double)(p * 100 + i) : -1.0);
         memset(d, 0, n * c * dsize(t));
         NCCLCHECK(ncclScatter(s, d, c, t, n - 1, comm, NULL));
-        for (size_t i = 0; i < c; i++) expect("scatter", t, d, i, r * 100 + i);
+        for (size_t i = 0; i < c; i++)
+            expect("scatter", t, d, i, r * 100 + i);
         free(s);
         free(d);
     }
@@ -239,7 +300,8 @@ static void test_groups(ncclComm_t comm, int r, int n)
     int32_t *s = calloc(n * c, 4), *d = calloc(n * c, 4), *ring = calloc(c, 4);
     CHECK(s && d && ring);
     /* a ring shift and an exchange with every rank (self included), all in one group */
-    for (size_t i = 0; i < c; i++) s[i] = r * 10 + (int)i;
+    for (size_t i = 0; i < c; i++)
+        s[i] = r * 10 + (int)i;
     int next = (r + 1) % n, prev = (r + n - 1) % n;
     NCCLCHECK(ncclGroupStart());
     NCCLCHECK(ncclSend(s, c, ncclInt32, next, comm, NULL));
@@ -249,9 +311,11 @@ static void test_groups(ncclComm_t comm, int r, int n)
         NCCLCHECK(ncclSend(s, c, ncclInt32, p, comm, NULL));
     }
     NCCLCHECK(ncclGroupEnd());
-    for (size_t i = 0; i < c; i++) CHECK(ring[i] == prev * 10 + (int)i);
+    for (size_t i = 0; i < c; i++)
+        CHECK(ring[i] == prev * 10 + (int)i);
     for (int p = 0; p < n; p++)
-        for (size_t i = 0; i < c; i++) CHECK(d[p * c + i] == p * 10 + (int)i);
+        for (size_t i = 0; i < c; i++)
+            CHECK(d[p * c + i] == p * 10 + (int)i);
     /* two collectives issued together, in a nested group */
     double x = r + 1, sum = 0;
     NCCLCHECK(ncclGroupStart());
@@ -263,7 +327,8 @@ static void test_groups(ncclComm_t comm, int r, int n)
     NCCLCHECK(ncclGroupEnd());
     CHECK(sum == n * (n + 1) / 2.0);
     for (int p = 0; p < n; p++)
-        for (size_t i = 0; i < c; i++) CHECK(d[p * c + i] == p * 10 + (int)i);
+        for (size_t i = 0; i < c; i++)
+            CHECK(d[p * c + i] == p * 10 + (int)i);
     /* a simulated group estimates and runs nothing */
     ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
     double y = 7;
@@ -309,12 +374,14 @@ static void test_split_shrink(ncclComm_t comm, int r, int n)
     NCCLCHECK(ncclCommSplit(comm, r % 2, n - r, &sub, NULL));
     CHECK(sub != NULL);
     int want_cnt = (n + (r % 2 ? 0 : 1)) / 2, want_me = 0;
-    for (int q = r + 2; q < n; q += 2) want_me++;
+    for (int q = r + 2; q < n; q += 2)
+        want_me++;
     NCCLCHECK(ncclCommCount(sub, &cnt));
     NCCLCHECK(ncclCommUserRank(sub, &me));
     CHECK(cnt == want_cnt && me == want_me);
     int64_t v = r, sum = 0, want = 0;
-    for (int q = r % 2; q < n; q += 2) want += q;
+    for (int q = r % 2; q < n; q += 2)
+        want += q;
     NCCLCHECK(ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, sub, NULL));
     CHECK(sum == want);
     NCCLCHECK(ncclCommFinalize(sub));
@@ -329,7 +396,8 @@ static void test_split_shrink(ncclComm_t comm, int r, int n)
         CHECK(sub == NULL);
     } else {
         ncclResult_t st;
-        do NCCLCHECK(ncclCommGetAsyncError(sub, &st));
+        do
+            NCCLCHECK(ncclCommGetAsyncError(sub, &st));
         while (st == ncclInProgress);
         CHECK(st == ncclSuccess);
         NCCLCHECK(ncclCommCount(sub, &cnt));
@@ -450,7 +518,8 @@ static void rank_main(int r, int n, ncclUniqueId *ids)
     ncclComm_t comm;
     int v;
     ncclUniqueId id0 = ids[0];
-    if (n == 1) memset(&id0, 0xab, sizeof(id0)); /* a single rank ignores the id */
+    if (n == 1)
+        memset(&id0, 0xab, sizeof(id0)); /* a single rank ignores the id */
     NCCLCHECK(ncclCommInitRank(&comm, n, id0, r));
     NCCLCHECK(ncclCommCount(comm, &v));
     CHECK(v == n);
@@ -522,7 +591,8 @@ static int wait_children(pid_t *pids, int n, double limit)
         pid_t p = waitpid(-1, &status, WNOHANG);
         if (p > 0) {
             for (int i = 0; i < n; i++) {
-                if (pids[i] != p) continue;
+                if (pids[i] != p)
+                    continue;
                 pids[i] = 0;
                 left--;
                 if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -535,7 +605,8 @@ static int wait_children(pid_t *pids, int n, double limit)
         if (now_s() - t0 > limit) {
             fprintf(stderr, "processes still running after %.0f s: killing them\n", limit);
             for (int i = 0; i < n; i++)
-                if (pids[i] > 0) kill(pids[i], SIGKILL);
+                if (pids[i] > 0)
+                    kill(pids[i], SIGKILL);
             failed = 1;
             limit = 1e9;
         }
@@ -548,22 +619,27 @@ static int run_world(int n)
 {
     int fds[8][2];
     pid_t pids[8];
-    for (int i = 1; i < n; i++) CHECK(pipe(fds[i]) == 0);
+    for (int i = 1; i < n; i++)
+        CHECK(pipe(fds[i]) == 0);
     for (int r = 0; r < n; r++) {
         pids[r] = fork();
         CHECK(pids[r] >= 0);
-        if (pids[r] > 0) continue;
+        if (pids[r] > 0)
+            continue;
         ncclUniqueId ids[NIDS];
         g_rank = r;
         if (r == 0) {
-            for (int k = 0; k < NIDS; k++) NCCLCHECK(ncclGetUniqueId(&ids[k]));
-            for (int i = 1; i < n; i++) CHECK(write(fds[i][1], ids, sizeof(ids)) == sizeof(ids));
+            for (int k = 0; k < NIDS; k++)
+                NCCLCHECK(ncclGetUniqueId(&ids[k]));
+            for (int i = 1; i < n; i++)
+                CHECK(write(fds[i][1], ids, sizeof(ids)) == sizeof(ids));
         } else {
             size_t got = 0;
             while (got < sizeof(ids)) {
                 ssize_t k = read(fds[r][0], (char *)ids + got, sizeof(ids) - got);
                 CHECK(k > 0 || (k < 0 && errno == EINTR));
-                if (k > 0) got += (size_t)k;
+                if (k > 0)
+                    got += (size_t)k;
             }
         }
         rank_main(r, n, ids);
@@ -590,14 +666,18 @@ static void init_all_main(void)
         int v;
         NCCLCHECK(ncclCommUserRank(comms[i], &v));
         CHECK(v == i);
-        for (int j = 0; j < 5; j++) s[i][j] = (i + 1) * (j + 1);
+        for (int j = 0; j < 5; j++)
+            s[i][j] = (i + 1) * (j + 1);
     }
     NCCLCHECK(ncclGroupStart());
-    for (int i = 0; i < N; i++) NCCLCHECK(ncclAllReduce(s[i], d[i], 5, ncclInt32, ncclSum, comms[i], NULL));
+    for (int i = 0; i < N; i++)
+        NCCLCHECK(ncclAllReduce(s[i], d[i], 5, ncclInt32, ncclSum, comms[i], NULL));
     NCCLCHECK(ncclGroupEnd());
     for (int i = 0; i < N; i++)
-        for (int j = 0; j < 5; j++) CHECK(d[i][j] == 6 * (j + 1));
-    for (int i = 0; i < N; i++) NCCLCHECK(ncclCommDestroy(comms[i]));
+        for (int j = 0; j < 5; j++)
+            CHECK(d[i][j] == 6 * (j + 1));
+    for (int i = 0; i < N; i++)
+        NCCLCHECK(ncclCommDestroy(comms[i]));
 
     /* aborting a creation that cannot finish (rank 1 never comes) returns at once */
     ncclUniqueId id;
@@ -642,7 +722,8 @@ int main(void)
 
     int failed = 0;
     static const int worlds[] = {1, 2, 4};
-    for (size_t w = 0; w < sizeof(worlds) / sizeof(worlds[0]); w++) failed |= run_world(worlds[w]);
+    for (size_t w = 0; w < sizeof(worlds) / sizeof(worlds[0]); w++)
+        failed |= run_world(worlds[w]);
 
     pid_t pid = fork();
     CHECK(pid >= 0);

@@ -409,8 +409,10 @@ static void auto_choice(mesh_comm_h comm, const int32_t *ids, int T, int E, int 
             CHECK(path[0] == want && path[1] == -want, "auto: link ratio 0.5: path %d..%d, want %d",
                   -path[1], path[0], want);
         else
-            CHECK(path[0] == -path[1] && path[0] > 0, "auto: measured ratio: ranks took paths "
-                  "%d..%d", -path[1], path[0]);
+            CHECK(path[0] == -path[1] && path[0] > 0,
+                  "auto: measured ratio: ranks took paths "
+                  "%d..%d",
+                  -path[1], path[0]);
         mesh_ep_layout_destroy(l);
         mesh_ep_destroy(ep);
     }

@@ -14,7 +14,7 @@
 #include <mesh/parallel.h>
 #include <string.h>
 
-#define NEAR(a, b, tol) (fabs((a) - (double)(b)) <= (tol) * fmax(1.0, fabs((double)(b))))
+#define NEAR(a, b, tol) (fabs((a) - (double)(b)) <= (tol)*fmax(1.0, fabs((double)(b))))
 
 static void test_zero_bytes(void)
 {
@@ -25,8 +25,8 @@ static void test_zero_bytes(void)
         const double want[4] = {16, 4 + 12 / d, 2 + 14 / d, 16 / d};
         for (int z = 0; z < 4; z++) {
             mesh_plan_state_bytes(z, ds[i], &p, &g, &o);
-            CHECK_MSG(NEAR(p + g + o, want[z], 1e-12), "zero=%d d=%d: %g bytes, want %g", z,
-                      ds[i], p + g + o, want[z]);
+            CHECK_MSG(NEAR(p + g + o, want[z], 1e-12), "zero=%d d=%d: %g bytes, want %g", z, ds[i],
+                      p + g + o, want[z]);
         }
         /* categories: bf16 parameters and gradients, 12 bytes of optimizer state */
         mesh_plan_state_bytes(0, ds[i], &p, &g, &o);
@@ -88,8 +88,14 @@ static void test_activations(void)
     CHECK(NEAR(mesh_plan_act_layer(&m, 4, 8, 1, 1, SEL, 0, 1), 4 * sel, 1e-12));
     CHECK(NEAR(mesh_plan_act_layer(&m, 1, 8, 2, 1, SEL, 0, 1), sel / 2, 1e-12));
     /* a gated MLP without dropout, grouped-query attention: by hand for one layer */
-    mesh_plan_model_t l = {.layers = 1, .hidden = 4096, .heads = 32, .kv_heads = 8, .ffn = 14336,
-                           .gated = 1, .vocab = 1000, .seq = 1024};
+    mesh_plan_model_t l = {.layers = 1,
+                           .hidden = 4096,
+                           .heads = 32,
+                           .kv_heads = 8,
+                           .ffn = 14336,
+                           .gated = 1,
+                           .vocab = 1000,
+                           .seq = 1024};
     double sb = 1024, hh = 4096;
     double want = sb * hh * 8 + 2 * sb * hh + 4 * sb * 8 * 128 + 2 * sb * hh + 6 * sb * 14336;
     CHECK(NEAR(mesh_plan_act_layer(&l, 1, 1, 1, 0, SEL, 0, 1), want, 1e-12));
@@ -114,8 +120,7 @@ static void test_pipeline(void)
     /* interleaved: the first stage holds p + (p - 1)/v stages' worth, the factor
      * 1 + (p - 1)/(p v) of Korthikanti et al. */
     CHECK(NEAR(mesh_plan_inflight(MESH_PP_INTERLEAVED, 8, 64, 2, 0), 8 + 7.0 / 2, 1e-12));
-    CHECK(NEAR(mesh_plan_inflight(MESH_PP_INTERLEAVED, 16, 64, 4, 0), 16 + 15.0 / 4,
-               1e-12));
+    CHECK(NEAR(mesh_plan_inflight(MESH_PP_INTERLEAVED, 16, 64, 4, 0), 16 + 15.0 / 4, 1e-12));
     /* bubble over the ideal time: (p-1)/m, i.e. (p-1)/(m+p-1) of the step */
     double bub = mesh_plan_bubble(MESH_PP_1F1B, 8, 32, 1);
     CHECK(NEAR(bub, 7.0 / 32, 1e-12) && NEAR(bub / (1 + bub), 7.0 / 39, 1e-12));
@@ -152,12 +157,12 @@ static void test_pipeline_memory(void)
     for (int i = 0; i < 3; i++) {
         mesh_plan_eval_t e = eval(&m, &c, specs[i], 1536.0 * 2048);
         CHECK_MSG(e.reject == MESH_PLAN_OK, "%s: %s", specs[i], e.why);
-        CHECK_MSG(NEAR(e.mem[MESH_PLAN_MEM_ACT], 96 * layer, 1e-9), "%s: %.3g, want %.3g",
-                  specs[i], e.mem[MESH_PLAN_MEM_ACT], 96 * layer);
+        CHECK_MSG(NEAR(e.mem[MESH_PLAN_MEM_ACT], 96 * layer, 1e-9), "%s: %.3g, want %.3g", specs[i],
+                  e.mem[MESH_PLAN_MEM_ACT], 96 * layer);
     }
     /* AFAB keeps all m micro-batches: 96 per pipeline here */
-    mesh_plan_eval_t afab = eval(&m, &c, "tp=8,pp=8,schedule=afab,recompute=full,zero=1",
-                                 1536.0 * 2048);
+    mesh_plan_eval_t afab =
+        eval(&m, &c, "tp=8,pp=8,schedule=afab,recompute=full,zero=1", 1536.0 * 2048);
     double full = mesh_plan_act_layer(&m, 1, 8, 1, 1, MESH_PLAN_RECOMPUTE_FULL, 0, 1);
     CHECK(afab.layout.micro_batches == 96);
     CHECK(afab.mem[MESH_PLAN_MEM_ACT] >= 12 * 96 * full);
@@ -172,8 +177,8 @@ static void test_pipeline_memory(void)
     CHECK(NEAR(z0.comm_bytes[MESH_AXIS_DP], z2.comm_bytes[MESH_AXIS_DP], 1e-12));
     CHECK(NEAR(z1.comm_bytes[MESH_AXIS_DP], z2.comm_bytes[MESH_AXIS_DP], 1e-12));
     CHECK_MSG(NEAR(z3.comm_bytes[MESH_AXIS_DP] / z2.comm_bytes[MESH_AXIS_DP], 1.5, 1e-12),
-              "zero-3 / zero-2 volume %.3f", z3.comm_bytes[MESH_AXIS_DP] /
-                                                 z2.comm_bytes[MESH_AXIS_DP]);
+              "zero-3 / zero-2 volume %.3f",
+              z3.comm_bytes[MESH_AXIS_DP] / z2.comm_bytes[MESH_AXIS_DP]);
     /* and the states per rank follow the bytes per parameter */
     CHECK(z3.mem[MESH_PLAN_MEM_PARAMS] < z2.mem[MESH_PLAN_MEM_PARAMS] / 8);
     CHECK(NEAR(z0.mem[MESH_PLAN_MEM_OPTIM] / z1.mem[MESH_PLAN_MEM_OPTIM], 16, 1e-9));
@@ -186,8 +191,10 @@ static void test_counts(void)
     struct {
         const char *name;
         double total, active, tol;
-    } want[] = {{"llama2-7b", 6.74e9, 6.74e9, 0.01}, {"llama3-405b", 405.9e9, 405.9e9, 0.01},
-                {"mixtral-8x7b", 46.7e9, 12.9e9, 0.01}, {"deepseek-v3", 671e9, 37.5e9, 0.02},
+    } want[] = {{"llama2-7b", 6.74e9, 6.74e9, 0.01},
+                {"llama3-405b", 405.9e9, 405.9e9, 0.01},
+                {"mixtral-8x7b", 46.7e9, 12.9e9, 0.01},
+                {"deepseek-v3", 671e9, 37.5e9, 0.02},
                 {"gpt3-175b", 175e9, 175e9, 0.01}};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         mesh_plan_model_t m;
@@ -222,8 +229,8 @@ static void test_stage_split(void)
     struct {
         int layers, pp, first, last, most;
     } want[] = {
-        {126, 16, 7, 7, 8},  /* as Meta trained it: 7, 8 x 14, 7 */
-        {128, 16, 8, 8, 8},  /* 7 on the last would put 9 on another stage */
+        {126, 16, 7, 7, 8}, /* as Meta trained it: 7, 8 x 14, 7 */
+        {128, 16, 8, 8, 8}, /* 7 on the last would put 9 on another stage */
         {126, 2, 63, 63, 63}, {126, 8, 15, 15, 16}, {126, 64, 1, 1, 2}, {127, 16, 8, 7, 8},
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
@@ -252,8 +259,8 @@ static void split_bf(int left, int p, int i, double w, double most, int first, i
     if (i == p - 1) {
         double load = fmax(most, left + (p > 1 ? w : 0));
         int f = p > 1 ? first : left;
-        if (load < *best - 1e-9 || (fabs(load - *best) <= 1e-9 &&
-                                    (f < *bfirst || (f == *bfirst && left < *blast)))) {
+        if (load < *best - 1e-9 ||
+            (fabs(load - *best) <= 1e-9 && (f < *bfirst || (f == *bfirst && left < *blast)))) {
             *best = load, *bfirst = f, *blast = left;
         }
         return;
@@ -275,8 +282,12 @@ static void test_stage_split_all(void)
         c.gpus_per_node = p;
         for (int L = p; L <= 20; L++)
             for (int v = 0; v < 3; v++) { /* output layers of 0.64, 2.6 and 10 layers' work */
-                mesh_plan_model_t m = {.name = "split", .layers = L, .hidden = 64, .heads = 4,
-                                       .vocab = (int[]){500, 2000, 8000}[v], .seq = 16,
+                mesh_plan_model_t m = {.name = "split",
+                                       .layers = L,
+                                       .hidden = 64,
+                                       .heads = 4,
+                                       .vocab = (int[]){500, 2000, 8000}[v],
+                                       .seq = 16,
                                        .tied = 1};
                 char spec[32];
                 snprintf(spec, sizeof(spec), "pp=%d,zero=1,recompute=none", p);
@@ -309,8 +320,14 @@ static void test_ep_span(void)
     mesh_plan_cluster_t c;
     CHECK(mesh_plan_cluster_preset("h100", 8, &c) == MESH_OK);
     c.gpus_per_node = 4;
-    mesh_plan_model_t m = {.name = "moe", .layers = 2, .hidden = 4096, .heads = 32,
-                           .vocab = 1000, .seq = 1024, .experts = 16, .top_k = 4};
+    mesh_plan_model_t m = {.name = "moe",
+                           .layers = 2,
+                           .hidden = 4096,
+                           .heads = 32,
+                           .vocab = 1000,
+                           .seq = 1024,
+                           .experts = 16,
+                           .top_k = 4};
     double row = 2.0 * 1024 * 4096; /* a micro-batch's tokens, bf16 */
     /* per step: 1 micro-batch, 2 MoE layers, forward and backward, dispatch and combine */
     double per = 2 * 2 * 2 * row;

@@ -36,15 +36,19 @@ static plan_top_t best(const mesh_plan_model_t *m, const mesh_plan_cluster_t *c,
         p.schedule_mask = (1u << MESH_PP_1F1B) | (1u << MESH_PP_INTERLEAVED);
         p.no_sp = 1;
         p.max_cp = 1;
-        if (strstr(choices, "full")) p.recompute_mask = 1u << MESH_PLAN_RECOMPUTE_FULL;
+        if (strstr(choices, "full"))
+            p.recompute_mask = 1u << MESH_PLAN_RECOMPUTE_FULL;
     }
     if (fix) {
         unsigned set = 0;
         mesh_plan_layout_t l = {0};
         CHECK(mesh_plan_layout_parse(fix, &l, &set) == MESH_OK);
-        if (!(set & MESH_PLAN_SET_CP)) l.cp = 1;
-        if (!(set & MESH_PLAN_SET_EP)) l.ep = 1;
-        if (!(set & MESH_PLAN_SET_ETP)) l.etp = l.tp;
+        if (!(set & MESH_PLAN_SET_CP))
+            l.cp = 1;
+        if (!(set & MESH_PLAN_SET_EP))
+            l.ep = 1;
+        if (!(set & MESH_PLAN_SET_ETP))
+            l.etp = l.tp;
         p.fix = l;
         p.fix_set = set | MESH_PLAN_SET_CP | MESH_PLAN_SET_EP | MESH_PLAN_SET_ETP;
         p.allow_span = 1;
@@ -61,10 +65,10 @@ static plan_top_t best(const mesh_plan_model_t *m, const mesh_plan_cluster_t *c,
     return t;
 }
 
-#define AXES(e, TP, CP, EP, PP)                                                                 \
-    CHECK_MSG((e).layout.tp == (TP) && (e).layout.cp == (CP) && (e).layout.ep == (EP) &&     \
-                  (e).layout.pp == (PP),                                                      \
-              "got tp=%d cp=%d ep=%d pp=%d", (e).layout.tp, (e).layout.cp, (e).layout.ep,     \
+#define AXES(e, TP, CP, EP, PP)                                                                    \
+    CHECK_MSG((e).layout.tp == (TP) && (e).layout.cp == (CP) && (e).layout.ep == (EP) &&           \
+                  (e).layout.pp == (PP),                                                           \
+              "got tp=%d cp=%d ep=%d pp=%d", (e).layout.tp, (e).layout.cp, (e).layout.ep,          \
               (e).layout.pp)
 #define WITHIN(x, lo, hi) CHECK_MSG((x) >= (lo) && (x) <= (hi), #x " = %.4f", (double)(x))
 

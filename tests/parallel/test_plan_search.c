@@ -38,8 +38,7 @@ static void check_proposals(const char *what, const mesh_plan_model_t *m,
                             const mesh_plan_cluster_t *c, const mesh_plan_params_t *p)
 {
     mesh_plan_result_h r;
-    CHECK_MSG(mesh_plan_search(m, c, p, &r) == MESH_OK, "%s: %s", what,
-              mesh_comm_last_error(NULL));
+    CHECK_MSG(mesh_plan_search(m, c, p, &r) == MESH_OK, "%s: %s", what, mesh_comm_last_error(NULL));
     int n = mesh_plan_result_count(r), g = c->gpus_per_node;
     CHECK_MSG(n > 0, "%s: nothing fits", what);
     CHECK(!mesh_plan_result_forced_span(r));
@@ -60,7 +59,8 @@ static void check_proposals(const char *what, const mesh_plan_model_t *m,
         CHECK(e->axis_nodes[MESH_AXIS_TP] == 1);
         CHECK((long)l->tp * l->cp * l->ep * l->dp * l->pp == c->gpus);
         CHECK((long)l->etp * l->ep * l->edp * l->pp == c->gpus);
-        if (i > 0) CHECK(e->step >= mesh_plan_result_layout(r, i - 1)->step);
+        if (i > 0)
+            CHECK(e->step >= mesh_plan_result_layout(r, i - 1)->step);
         /* the same layout evaluated alone gives the same numbers */
         mesh_plan_eval_t again;
         CHECK(mesh_plan_evaluate(m, c, p, l, &again) == MESH_OK);
@@ -76,7 +76,8 @@ static void check_proposals(const char *what, const mesh_plan_model_t *m,
         if (e->reject == MESH_PLAN_REJ_SPAN)
             CHECK(e->layout.tp > g || g % e->layout.tp || g % e->layout.etp ||
                   (e->layout.etp * e->layout.ep) % g || e->layout.etp * e->layout.ep > g);
-        if (e->reject == MESH_PLAN_REJ_MEMORY) CHECK(e->mem_total > e->mem_limit);
+        if (e->reject == MESH_PLAN_REJ_MEMORY)
+            CHECK(e->mem_total > e->mem_limit);
     }
     long combos, variants, rej[MESH_PLAN_REJ_COUNT];
     mesh_plan_result_stats(r, &combos, &variants, rej);
@@ -179,8 +180,14 @@ static void test_refusals(void)
  * forced to. */
 static void test_forced_span(void)
 {
-    mesh_plan_model_t m = {.name = "wide", .layers = 1, .hidden = 16384, .heads = 128,
-                           .ffn = 65536, .vocab = 1000, .seq = 1024, .batch_tokens = 4096};
+    mesh_plan_model_t m = {.name = "wide",
+                           .layers = 1,
+                           .hidden = 16384,
+                           .heads = 128,
+                           .ffn = 65536,
+                           .vocab = 1000,
+                           .seq = 1024,
+                           .batch_tokens = 4096};
     mesh_plan_cluster_t c = cluster("h100", 4);
     c.gpus_per_node = 1;
     c.gpu_mem = 16.0 * (1 << 30);
@@ -207,8 +214,8 @@ static void test_forced_span(void)
 static void test_best(void)
 {
     /* a small model on 8 CPU ranks, 4 per node, as the trainer asks */
-    mesh_plan_model_t m = {.name = "tiny", .layers = 4, .hidden = 64, .heads = 4, .ffn = 256,
-                           .vocab = 256, .seq = 32};
+    mesh_plan_model_t m = {
+        .name = "tiny", .layers = 4, .hidden = 64, .heads = 4, .ffn = 256, .vocab = 256, .seq = 32};
     mesh_plan_layout_t l;
     CHECK(mesh_plan_best(&m, 8, 4, NULL, &l) == MESH_OK);
     CHECK(l.tp * l.cp * l.ep * l.dp * l.pp == 8 && l.tp <= 4 && l.micro_batches >= 1 &&
@@ -218,9 +225,10 @@ static void test_best(void)
     /* with a cluster and choices: the search's best */
     mesh_plan_model_t g = preset("gpt3-175b");
     mesh_plan_cluster_t c = cluster("a100-80g", 16);
-    mesh_plan_params_t p = {.field_mask = MESH_PLAN_PARAM_FIELD_CLUSTER |
-                                          MESH_PLAN_PARAM_FIELD_CHOICES,
-                            .cluster = &c, .zero_mask = 1u << 1,
+    mesh_plan_params_t p = {.field_mask =
+                                MESH_PLAN_PARAM_FIELD_CLUSTER | MESH_PLAN_PARAM_FIELD_CHOICES,
+                            .cluster = &c,
+                            .zero_mask = 1u << 1,
                             .schedule_mask = 1u << MESH_PP_1F1B};
     mesh_plan_result_h r;
     CHECK(mesh_plan_best(&g, 1024, 8, &p, &l) == MESH_OK);
@@ -274,8 +282,13 @@ static void test_calibration(void)
     CHECK(mesh_plan_calib_points(c, 3, b, s, 8) == 2 && b[1] == 4194304 && s[1] == 0.04);
 
     /* the planner takes the measured figures for the axes measured */
-    mesh_plan_model_t m = {.name = "small", .layers = 8, .hidden = 1024, .heads = 8, .vocab = 1000,
-                           .seq = 1024, .batch_tokens = 64 * 1024};
+    mesh_plan_model_t m = {.name = "small",
+                           .layers = 8,
+                           .hidden = 1024,
+                           .heads = 8,
+                           .vocab = 1000,
+                           .seq = 1024,
+                           .batch_tokens = 64 * 1024};
     mesh_plan_cluster_t cl = cluster("cpu", 8);
     cl.gpus_per_node = 4;
     mesh_plan_params_t p = batch(0);

@@ -30,8 +30,7 @@ static void check_file_text(void)
     memcpy(longline + 1500, "=B\n", 3); /* read in pieces, the tail would be an entry */
     longline[sizeof(longline) - 1] = '\n';
     n = -1;
-    CHECK(mesh_config_file_parse("t.conf", longline, sizeof(longline), &n) ==
-          MESH_ERR_INVALID_ARG);
+    CHECK(mesh_config_file_parse("t.conf", longline, sizeof(longline), &n) == MESH_ERR_INVALID_ARG);
     CHECK(strstr(mesh_error_last(), "t.conf:1: line longer") != NULL);
     CHECK(n == -1);
 }
@@ -140,7 +139,10 @@ static const mesh_config_entry_t test_entries[] = {
     {.name = "T_SIZE", .dflt = "4k", .type = MESH_CFG_SIZE, .doc = "size"},
     {.name = "T_DOUBLE", .dflt = "0.25", .type = MESH_CFG_DOUBLE, .doc = "double"},
     {.name = "T_BOOL", .dflt = "no", .type = MESH_CFG_BOOL, .doc = "bool"},
-    {.name = "T_ENUM", .dflt = "slow", .type = MESH_CFG_ENUM, .choices = "slow|fast|auto",
+    {.name = "T_ENUM",
+     .dflt = "slow",
+     .type = MESH_CFG_ENUM,
+     .choices = "slow|fast|auto",
      .doc = "enum"},
     {.name = "T_STR", .dflt = "", .type = MESH_CFG_STRING, .doc = "string"},
     {.name = "T_FILE", .dflt = "3", .type = MESH_CFG_INT, .doc = "set in the file"},
@@ -174,7 +176,8 @@ static const mesh_config_table_t dup_table = {.module = "dup", .entries = dup_en
  * naming the variable, the value and what is allowed. */
 static int check_even(const char *value, char *why, size_t len)
 {
-    if (atoi(value) % 2 == 0) return 0;
+    if (atoi(value) % 2 == 0)
+        return 0;
     snprintf(why, len, "an even number");
     return -1;
 }
@@ -190,12 +193,13 @@ static void check_ranges(void)
 {
     static const struct {
         const char *var, *value, *want;
-    } bad[] = {{"MESH_T_RANGE_INT", "11", "MESH_T_RANGE_INT='11' (from env) is outside 1..10"},
-               {"MESH_T_RANGE_INT", "0", "is outside 1..10"},
-               {"MESH_T_RANGE_INT", "-4", "is outside 1..10"},
-               {"MESH_T_RANGE_SIZE", "4095", "MESH_T_RANGE_SIZE='4095' (from env) is outside 4k.."},
-               {"MESH_T_RANGE_DBL", "1.5", "is outside ..1"},
-               {"MESH_T_CHECKED", "3", "MESH_T_CHECKED='3' (from env) is not valid: an even number"}};
+    } bad[] = {
+        {"MESH_T_RANGE_INT", "11", "MESH_T_RANGE_INT='11' (from env) is outside 1..10"},
+        {"MESH_T_RANGE_INT", "0", "is outside 1..10"},
+        {"MESH_T_RANGE_INT", "-4", "is outside 1..10"},
+        {"MESH_T_RANGE_SIZE", "4095", "MESH_T_RANGE_SIZE='4095' (from env) is outside 4k.."},
+        {"MESH_T_RANGE_DBL", "1.5", "is outside ..1"},
+        {"MESH_T_CHECKED", "3", "MESH_T_CHECKED='3' (from env) is not valid: an even number"}};
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
         pid_t pid = fork();
         CHECK(pid >= 0);
@@ -204,7 +208,8 @@ static void check_ranges(void)
             int devnull = open("/dev/null", O_WRONLY);
             CHECK(devnull >= 0 && dup2(devnull, 2) == 2);
             setenv(bad[k].var, bad[k].value, 1);
-            if (mesh_config_register(&range_table) != MESH_ERR_INVALID_ARG) _exit(2);
+            if (mesh_config_register(&range_table) != MESH_ERR_INVALID_ARG)
+                _exit(2);
             _exit(strstr(mesh_error_last(), bad[k].want) != NULL ? 0 : 3);
         }
         int status;
@@ -228,7 +233,8 @@ static void visit(const char *module, const mesh_config_entry_t *e, const char *
     /* the base services' tables, one per module */
     static const char *const base[] = {"config", "log", "core", "progress", "reduce", "sock"};
     for (int i = 0; i < 6; i++)
-        if (strcmp(module, base[i]) == 0) v->core_seen++;
+        if (strcmp(module, base[i]) == 0)
+            v->core_seen++;
     if (strcmp(module, "test") != 0)
         return;
     CHECK(v->seen < 8);
@@ -294,15 +300,15 @@ int main(void)
     CHECK(mesh_config_register(&test_table) == MESH_OK);
     CHECK(mesh_config_register(&test_table) == MESH_OK); /* idempotent */
 
-    CHECK(mesh_config_int("T_INT") == 5);                    /* env over file */
-    CHECK(mesh_config_size("T_SIZE") == 2147483648ull);      /* file (MESH_ form) */
+    CHECK(mesh_config_int("T_INT") == 5);               /* env over file */
+    CHECK(mesh_config_size("T_SIZE") == 2147483648ull); /* file (MESH_ form) */
     CHECK(mesh_config_double("T_DOUBLE") == 150.0);
     CHECK(mesh_config_bool("T_BOOL") == 1);
-    CHECK(strcmp(mesh_config_str("T_ENUM"), "fast") == 0);   /* declared spelling */
-    CHECK(mesh_config_int("T_ENUM") == 1);                   /* index of the choice */
+    CHECK(strcmp(mesh_config_str("T_ENUM"), "fast") == 0); /* declared spelling */
+    CHECK(mesh_config_int("T_ENUM") == 1);                 /* index of the choice */
     CHECK(strcmp(mesh_config_str("T_STR"), "from file # not a comment") == 0);
-    CHECK(mesh_config_int("T_FILE") == 77);                  /* file over default */
-    CHECK(mesh_config_size("T_DEFAULT") == 1048576);         /* default */
+    CHECK(mesh_config_int("T_FILE") == 77);          /* file over default */
+    CHECK(mesh_config_size("T_DEFAULT") == 1048576); /* default */
     CHECK(strcmp(mesh_config_str("T_DEFAULT"), "1M") == 0);
     CHECK(strcmp(mesh_config_get("T_INT"), "5") == 0);
     CHECK(strcmp(mesh_config_get("MESH_T_FILE"), "77") == 0);
@@ -317,7 +323,7 @@ int main(void)
     mesh_config_foreach(visit, &v);
     CHECK(v.seen == 8);
     CHECK(v.core_seen == 11);
-    static const char *const sources[] = {"env", "file", "env", "env",
+    static const char *const sources[] = {"env", "file", "env",  "env",
                                           "env", "file", "file", "default"};
     for (int i = 0; i < 8; i++)
         CHECK_MSG(strcmp(v.sources[i], sources[i]) == 0, "%s: %s", test_entries[i].name,
@@ -333,8 +339,7 @@ int main(void)
 
     /* Bad values fail registration, naming the variable and the value. */
     CHECK(mesh_config_register(&bad_int_table) == MESH_ERR_INVALID_ARG);
-    CHECK_MSG(strstr(mesh_error_last(), "MESH_T_BAD_INT='12abc'") != NULL, "%s",
-              mesh_error_last());
+    CHECK_MSG(strstr(mesh_error_last(), "MESH_T_BAD_INT='12abc'") != NULL, "%s", mesh_error_last());
     CHECK(mesh_config_get("T_BAD_INT") == NULL);
     CHECK(mesh_config_register(&bad_enum_table) == MESH_ERR_INVALID_ARG);
     CHECK_MSG(strstr(mesh_error_last(), "MESH_T_BAD_ENUM='c'") != NULL &&

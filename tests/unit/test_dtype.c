@@ -19,14 +19,42 @@ typedef struct {
     unsigned (*from_float)(float f);
 } fmt_t;
 
-static float fp16_dec(uint8_t *x, unsigned b) { (void)x; return mesh_fp16_to_float((uint16_t)b); }
-static float bf16_dec(uint8_t *x, unsigned b) { (void)x; return mesh_bf16_to_float((uint16_t)b); }
-static float e4m3_dec(uint8_t *x, unsigned b) { (void)x; return mesh_e4m3_to_float((uint8_t)b); }
-static float e5m2_dec(uint8_t *x, unsigned b) { (void)x; return mesh_e5m2_to_float((uint8_t)b); }
-static unsigned fp16_enc(float f) { return mesh_float_to_fp16(f); }
-static unsigned bf16_enc(float f) { return mesh_float_to_bf16(f); }
-static unsigned e4m3_enc(float f) { return mesh_float_to_e4m3(f); }
-static unsigned e5m2_enc(float f) { return mesh_float_to_e5m2(f); }
+static float fp16_dec(uint8_t *x, unsigned b)
+{
+    (void)x;
+    return mesh_fp16_to_float((uint16_t)b);
+}
+static float bf16_dec(uint8_t *x, unsigned b)
+{
+    (void)x;
+    return mesh_bf16_to_float((uint16_t)b);
+}
+static float e4m3_dec(uint8_t *x, unsigned b)
+{
+    (void)x;
+    return mesh_e4m3_to_float((uint8_t)b);
+}
+static float e5m2_dec(uint8_t *x, unsigned b)
+{
+    (void)x;
+    return mesh_e5m2_to_float((uint8_t)b);
+}
+static unsigned fp16_enc(float f)
+{
+    return mesh_float_to_fp16(f);
+}
+static unsigned bf16_enc(float f)
+{
+    return mesh_float_to_bf16(f);
+}
+static unsigned e4m3_enc(float f)
+{
+    return mesh_float_to_e4m3(f);
+}
+static unsigned e5m2_enc(float f)
+{
+    return mesh_float_to_e5m2(f);
+}
 
 static const fmt_t fmts[] = {
     {"fp16", 5, 10, 15, 0, fp16_dec, fp16_enc},
@@ -35,7 +63,10 @@ static const fmt_t fmts[] = {
     {"e5m2", 5, 2, 15, 0, e5m2_dec, e5m2_enc},
 };
 
-static unsigned nbits(const fmt_t *f) { return 1u + (unsigned)f->ebits + (unsigned)f->mbits; }
+static unsigned nbits(const fmt_t *f)
+{
+    return 1u + (unsigned)f->ebits + (unsigned)f->mbits;
+}
 
 /* Reference decoder. */
 static double ref_decode(const fmt_t *f, unsigned bits)
@@ -235,12 +266,12 @@ static void check_chosen(void)
 
 static void check_get_set(void)
 {
-    static const mesh_dtype_t all[] = {MESH_INT8, MESH_UINT8, MESH_INT32, MESH_UINT32,
-                                       MESH_INT64, MESH_UINT64, MESH_FP16, MESH_BF16,
-                                       MESH_FP32, MESH_FP64, MESH_FP8_E4M3, MESH_FP8_E5M2};
+    static const mesh_dtype_t all[] = {MESH_INT8,  MESH_UINT8,  MESH_INT32,    MESH_UINT32,
+                                       MESH_INT64, MESH_UINT64, MESH_FP16,     MESH_BF16,
+                                       MESH_FP32,  MESH_FP64,   MESH_FP8_E4M3, MESH_FP8_E5M2};
     static const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 1, 1};
-    static const char *const names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                                        "fp16", "bf16", "fp32", "fp64", "fp8_e4m3", "fp8_e5m2"};
+    static const char *const names[] = {"int8", "uint8", "int32", "uint32", "int64",    "uint64",
+                                        "fp16", "bf16",  "fp32",  "fp64",   "fp8_e4m3", "fp8_e5m2"};
     CHECK(sizeof(all) / sizeof(all[0]) == MESH_DTYPE_COUNT);
     for (int i = 0; i < MESH_DTYPE_COUNT; i++) {
         mesh_dtype_t d = all[i];
@@ -268,7 +299,8 @@ static void check_get_set(void)
     CHECK(strcmp(mesh_op_name((mesh_op_t)(MESH_OP_USER_BASE + 3)), "premul_sum") == 0);
     CHECK(strcmp(mesh_op_name((mesh_op_t)20), "unknown") == 0);
     CHECK(strcmp(mesh_op_name((mesh_op_t)1000), "unknown") == 0);
-    CHECK(strcmp(mesh_op_name((mesh_op_t)(MESH_OP_USER_BASE + MESH_OP_PREMUL_MAX)), "unknown") == 0);
+    CHECK(strcmp(mesh_op_name((mesh_op_t)(MESH_OP_USER_BASE + MESH_OP_PREMUL_MAX)), "unknown") ==
+          0);
     CHECK(strcmp(mesh_op_name((mesh_op_t)-1), "unknown") == 0);
 
     /* set from double rounds once: just above a tie goes up, though the nearest float is the

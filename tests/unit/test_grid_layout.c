@@ -12,8 +12,15 @@
 #define MAXW 64
 #define NIDS MESH_GRID_AXIS_IDS
 
-enum { TP = MESH_AXIS_TP, CP = MESH_AXIS_CP, EP = MESH_AXIS_EP, DP = MESH_AXIS_DP,
-       PP = MESH_AXIS_PP, ETP = MESH_GRID_AXIS_ETP, EDP = MESH_GRID_AXIS_EDP };
+enum {
+    TP = MESH_AXIS_TP,
+    CP = MESH_AXIS_CP,
+    EP = MESH_AXIS_EP,
+    DP = MESH_AXIS_DP,
+    PP = MESH_AXIS_PP,
+    ETP = MESH_GRID_AXIS_ETP,
+    EDP = MESH_GRID_AXIS_EDP
+};
 
 static const char *const names[NIDS] = {"tp", "cp", "ep", "dp", "pp", "etp", "edp"};
 
@@ -53,10 +60,13 @@ static int ref_groups(const ref_grid_t *g, unsigned mask, int out[MAXW][MAXW], i
         for (int k = 0; k < ngroups && found < 0; k++) {
             int f = out[k][0], same = 1;
             for (int id = 0; id < NIDS; id++)
-                if (!(mask & (1u << id)) && g->coord[r][id] != g->coord[f][id]) same = 0;
-            if (same) found = k;
+                if (!(mask & (1u << id)) && g->coord[r][id] != g->coord[f][id])
+                    same = 0;
+            if (same)
+                found = k;
         }
-        if (found < 0) found = ngroups++;
+        if (found < 0)
+            found = ngroups++;
         out[found][count[found]++] = r;
     }
     *gsize = count[0];
@@ -131,15 +141,16 @@ static int check_all_orders(const int *size5)
         esize[ETP] = size5[TP];
         esize[EDP] = size5[DP] * size5[CP];
         for (int i = 0; i < 5; i++)
-            if (perm[i] != CP) eaxes[n++] = perm[i] == TP ? ETP : perm[i] == DP ? EDP : perm[i];
+            if (perm[i] != CP)
+                eaxes[n++] = perm[i] == TP ? ETP : perm[i] == DP ? EDP : perm[i];
         ref_build(&expert, eaxes, 4, esize);
         CHECK(expert.world == world);
         /* the expert grid exists exactly when its pp groups are the dense grid's */
         static int dpp[MAXW][MAXW], epp[MAXW][MAXW];
         memset(dpp, 0, sizeof(dpp));
         memset(epp, 0, sizeof(epp));
-        int a, b, na = ref_groups(&dense, 1u << PP, dpp, &a), nb = ref_groups(&expert, 1u << PP,
-                                                                          epp, &b);
+        int a, b, na = ref_groups(&dense, 1u << PP, dpp, &a),
+                  nb = ref_groups(&expert, 1u << PP, epp, &b);
         int same = na == nb && memcmp(dpp, epp, sizeof(dpp)) == 0;
         mesh_status_t st = mesh_grid_layout_init(&l, world, &p);
         if (!same && size5[EP] > 1) {
@@ -158,7 +169,8 @@ static int check_all_orders(const int *size5)
             for (unsigned m = 0; m < 16; m++) {
                 unsigned mask = 0;
                 for (int i = 0; i < 4; i++)
-                    if (m & (1u << i)) mask |= 1u << ids[i];
+                    if (m & (1u << i))
+                        mask |= 1u << ids[i];
                 compare(&l, MESH_GRID_EXPERT, &expert, mask, order);
             }
         } else {
@@ -189,8 +201,8 @@ static void expect_groups(const mesh_grid_layout_t *l, mesh_grid_kind_t kind, co
     for (int g = 0; g < ng; g++) {
         mesh_grid_layout_group(l, k, mask, g, got);
         for (int i = 0; i < gs; i++)
-            CHECK_MSG(got[i] == want[g * gs + i], "%s group %d member %d: %d, want %d", axes, g,
-                      i, got[i], want[g * gs + i]);
+            CHECK_MSG(got[i] == want[g * gs + i], "%s group %d member %d: %d, want %d", axes, g, i,
+                      got[i], want[g * gs + i]);
     }
 }
 
@@ -348,7 +360,8 @@ static void place(const int *size, unsigned intra, unsigned flags, int expert_tp
     } else {
         CHECK_MSG(st == MESH_OK, "%s", mesh_error_last());
         for (int g = 0; g < world; g++) {
-            if (world_of) CHECK(l.world_of[g] == world_of[g]);
+            if (world_of)
+                CHECK(l.world_of[g] == world_of[g]);
             CHECK(l.grid_of[l.world_of[g]] == g);
         }
     }
@@ -374,8 +387,10 @@ static void test_placement(void)
           "multiple of the intra-node block tp = 4", NULL);
     /* cp only when asked, and its block includes tp */
     place(tp2cp2dp2, 0, 0, 0, block2, 8, NULL, NULL, NULL);
-    place(tp2cp2dp2, 1u << CP, 0, 0, block2, 8, "cp=2 does not fit in a node: nodes have "
-          "2,2,2,2 ranks", "block tp x cp = 4", NULL);
+    place(tp2cp2dp2, 1u << CP, 0, 0, block2, 8,
+          "cp=2 does not fit in a node: nodes have "
+          "2,2,2,2 ranks",
+          "block tp x cp = 4", NULL);
     place(tp2cp2dp2, 1u << CP, R, 0, cyclic2, 8, NULL, NULL, (int[]){0, 2, 4, 6, 1, 3, 5, 7});
     place(ep4dp2, 0, 0, 0, block2, 8, NULL, NULL, NULL);
     place(ep4dp2, 1u << EP, 0, 0, block2, 8, "ep=4 does not fit in a node", "2,2,2,2", NULL);

@@ -101,12 +101,13 @@ static void test_stream(void)
     flags[0] = flags[1] = 0;
     CHECK(mesh_mem_emu_alloc((void **)&a, 64 * sizeof(int32_t), 0) == MESH_OK);
     CHECK(mesh_mem_emu_alloc((void **)&b, 64 * sizeof(int32_t), 0) == MESH_OK);
-    for (int i = 0; i < 64; i++) a[i] = i;
+    for (int i = 0; i < 64; i++)
+        a[i] = i;
     mesh_mem_emu_hold(1);
     CHECK(t->copy_async(b, a, 64 * sizeof(int32_t), s) == MESH_OK);          /* b = i */
     CHECK(t->reduce_async(b, b, a, 64, MESH_INT32, MESH_SUM, s) == MESH_OK); /* 2i */
-    CHECK(t->scale_async(b, b, 64, MESH_INT32, &two, s) == MESH_OK);          /* 4i */
-    CHECK(t->divide_async(b, 64, MESH_INT32, 4, s) == MESH_OK);               /* i */
+    CHECK(t->scale_async(b, b, 64, MESH_INT32, &two, s) == MESH_OK);         /* 4i */
+    CHECK(t->divide_async(b, 64, MESH_INT32, 4, s) == MESH_OK);              /* i */
     CHECK(t->reduce_async(b, b, a, 64, MESH_INT32, MESH_MAX, s) == MESH_OK);
     CHECK(t->event_record(ev, s) == MESH_OK);
     usleep(20000);
@@ -114,8 +115,10 @@ static void test_stream(void)
     CHECK(b[10] == 0);
     mesh_mem_emu_hold(0);
     double t0 = mesh_time();
-    while (t->event_query(ev) == MESH_INPROGRESS) CHECK(mesh_time() - t0 < 10);
-    for (int i = 0; i < 64; i++) CHECK_MSG(b[i] == i, "b[%d] = %d", i, b[i]);
+    while (t->event_query(ev) == MESH_INPROGRESS)
+        CHECK(mesh_time() - t0 < 10);
+    for (int i = 0; i < 64; i++)
+        CHECK_MSG(b[i] == i, "b[%d] = %d", i, b[i]);
 
     /* s waits for a flag the host writes; s2 waits for s's event: nothing passes before */
     CHECK(t->stream_wait(s, &flags[0], 1) == MESH_OK);
@@ -148,8 +151,8 @@ static void send_fd(int sock, const mesh_mem_ipc_t *h)
 {
     char ctl[CMSG_SPACE(sizeof(int))];
     struct iovec iov = {.iov_base = (void *)h, .iov_len = sizeof(*h)};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-                       .msg_controllen = sizeof(ctl)};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
@@ -162,8 +165,8 @@ static void recv_fd(int sock, mesh_mem_ipc_t *h)
 {
     char ctl[CMSG_SPACE(sizeof(int))];
     struct iovec iov = {.iov_base = h, .iov_len = sizeof(*h)};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-                       .msg_controllen = sizeof(ctl)};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
     CHECK(recvmsg(sock, &m, 0) == (ssize_t)sizeof(*h));
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
     CHECK(c != NULL && c->cmsg_type == SCM_RIGHTS);

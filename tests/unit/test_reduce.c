@@ -15,9 +15,9 @@
 
 #define MAXN 4200
 
-static const mesh_dtype_t dtypes[] = {MESH_INT8, MESH_UINT8, MESH_INT32, MESH_UINT32,
-                                      MESH_INT64, MESH_UINT64, MESH_FP16, MESH_BF16,
-                                      MESH_FP32, MESH_FP64, MESH_FP8_E4M3, MESH_FP8_E5M2};
+static const mesh_dtype_t dtypes[] = {MESH_INT8,  MESH_UINT8,  MESH_INT32,    MESH_UINT32,
+                                      MESH_INT64, MESH_UINT64, MESH_FP16,     MESH_BF16,
+                                      MESH_FP32,  MESH_FP64,   MESH_FP8_E4M3, MESH_FP8_E5M2};
 static const mesh_op_t ops[] = {MESH_SUM, MESH_PROD, MESH_MIN, MESH_MAX};
 static const size_t counts[] = {0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 64, 100, 1000, 4097};
 
@@ -26,7 +26,10 @@ static int is_unsigned(mesh_dtype_t d)
     return d == MESH_UINT8 || d == MESH_UINT32 || d == MESH_UINT64;
 }
 
-static int is_fp8(mesh_dtype_t d) { return d == MESH_FP8_E4M3 || d == MESH_FP8_E5M2; }
+static int is_fp8(mesh_dtype_t d)
+{
+    return d == MESH_FP8_E4M3 || d == MESH_FP8_E5M2;
+}
 
 /* Small integers whose sums and products every type holds exactly. */
 static double value(mesh_dtype_t d, size_t i, int which)
@@ -39,11 +42,16 @@ static double value(mesh_dtype_t d, size_t i, int which)
 static double apply(mesh_op_t op, double a, double b)
 {
     switch (op) {
-    case MESH_SUM: return a + b;
-    case MESH_PROD: return a * b;
-    case MESH_MIN: return a < b ? a : b;
-    case MESH_MAX: return a > b ? a : b;
-    default: abort();
+    case MESH_SUM:
+        return a + b;
+    case MESH_PROD:
+        return a * b;
+    case MESH_MIN:
+        return a < b ? a : b;
+    case MESH_MAX:
+        return a > b ? a : b;
+    default:
+        abort();
     }
 }
 
@@ -58,8 +66,8 @@ static void expect(mesh_dtype_t d, mesh_op_t op, const void *buf, size_t n, cons
     for (size_t i = 0; i < n; i++) {
         double want = apply(op, value(d, i, 0), value(d, i, 1));
         double got = mesh_dtype_get(d, buf, i);
-        CHECK_MSG(got == want, "%s %s %s n=%zu i=%zu: got %g expected %g", what,
-                  mesh_dtype_name(d), mesh_op_name(op), n, i, got, want);
+        CHECK_MSG(got == want, "%s %s %s n=%zu i=%zu: got %g expected %g", what, mesh_dtype_name(d),
+                  mesh_op_name(op), n, i, got, want);
     }
 }
 
@@ -227,8 +235,7 @@ static void check_scale_divide(void)
         mesh_reduce_divide(buf, 9, d, 2);
         for (size_t i = 0; i < 9; i++) {
             double x = x9[i];
-            double want = !mesh_dtype_is_float(d) ? (is_unsigned(d) ? fabs(iq[i]) : iq[i])
-                                                  : x / 2;
+            double want = !mesh_dtype_is_float(d) ? (is_unsigned(d) ? fabs(iq[i]) : iq[i]) : x / 2;
             CHECK_MSG(mesh_dtype_get(d, buf, i) == want, "divide %s i=%zu: %g", mesh_dtype_name(d),
                       i, mesh_dtype_get(d, buf, i));
         }

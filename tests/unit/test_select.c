@@ -18,7 +18,8 @@ static void find_range(size_t lo, size_t hi, const mesh_coll_algo_t *const *cand
                        int forced, void *arg)
 {
     probe_t *p = arg;
-    if (p->bytes < lo || p->bytes > hi) return;
+    if (p->bytes < lo || p->bytes > hi)
+        return;
     CHECK_MSG(p->first == NULL && p->forced < 0, "size %zu is in two ranges", p->bytes);
     p->first = ncand > 0 ? cand[0] : NULL;
     p->forced = forced;
@@ -32,10 +33,13 @@ static const mesh_coll_algo_t *brute(const mesh_comm_t *c, mesh_coll_type_t t, s
     int best_score = -1;
     for (int i = 0; i < mesh_coll_algo_count(); i++) {
         const mesh_coll_algo_t *a = mesh_coll_algo_get(i);
-        if (a->type != t) continue;
+        if (a->type != t)
+            continue;
         int sc = a->score(c, bytes);
-        if (sc < 0) continue;
-        if (a == forced) return a;
+        if (sc < 0)
+            continue;
+        if (a == forced)
+            return a;
         if (sc > best_score) {
             best = a;
             best_score = sc;
@@ -48,7 +52,8 @@ static void check_shape(int size, int nnodes, const char *tune,
                         const mesh_coll_algo_t *(*forced_of)(mesh_coll_type_t, size_t))
 {
     int node_size[8];
-    for (int n = 0; n < nnodes; n++) node_size[n] = size / nnodes + (n < size % nnodes);
+    for (int n = 0; n < nnodes; n++)
+        node_size[n] = size / nnodes + (n < size % nnodes);
     mesh_comm_t c = {.size = size, .nnodes = nnodes, .node_size = node_size};
     mesh_coll_map_t *map;
     CHECK_MSG(mesh_coll_map_build(&c, tune, &map) == MESH_OK, "%s", mesh_error_last());
@@ -71,10 +76,11 @@ static void check_shape(int size, int nnodes, const char *tune,
                       mesh_coll_type_name((mesh_coll_type_t)t), sizes[i]);
             const mesh_coll_algo_t *f = forced_of ? forced_of((mesh_coll_type_t)t, sizes[i]) : NULL;
             const mesh_coll_algo_t *want = brute(&c, (mesh_coll_type_t)t, sizes[i], f);
-            CHECK_MSG(p.first == want, "%d ranks on %d nodes, MESH_TUNE '%s', %s of %zu bytes: "
-                      "map picks %s, scores pick %s", size, nnodes, tune ? tune : "",
-                      mesh_coll_type_name((mesh_coll_type_t)t), sizes[i],
-                      p.first ? p.first->name : "none", want ? want->name : "none");
+            CHECK_MSG(p.first == want,
+                      "%d ranks on %d nodes, MESH_TUNE '%s', %s of %zu bytes: "
+                      "map picks %s, scores pick %s",
+                      size, nnodes, tune ? tune : "", mesh_coll_type_name((mesh_coll_type_t)t),
+                      sizes[i], p.first ? p.first->name : "none", want ? want->name : "none");
             CHECK(p.forced == (f != NULL && want == f));
         }
     }
@@ -87,7 +93,8 @@ static const mesh_coll_algo_t *tune1(mesh_coll_type_t t, size_t bytes)
     const mesh_coll_algo_t *pick = NULL;
     if (t == MESH_COLL_ALLREDUCE && bytes >= ((size_t)1 << 20))
         pick = mesh_coll_algo_find(t, "ring");
-    if (mesh_coll_algo_find(t, "bruck")) pick = mesh_coll_algo_find(t, "bruck");
+    if (mesh_coll_algo_find(t, "bruck"))
+        pick = mesh_coll_algo_find(t, "bruck");
     if (t == MESH_COLL_REDUCE_SCATTER && bytes >= 100 && bytes <= 5000)
         pick = mesh_coll_algo_find(t, "pairwise");
     return pick;

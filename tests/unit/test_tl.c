@@ -172,7 +172,9 @@ static void test_sizes(int late, unsigned flags)
                       "%s: size %zu with rank %d: sent %zu received %zu bytes", g_ops->name, size,
                       pl[i], sop[i].length, rop[i].length);
             verify(rbuf[i], pl[i], g_rank, size,
-                   late == 2 ? "receive posted mid-way" : late ? "late receive" : "early receive");
+                   late == 2 ? "receive posted mid-way"
+                   : late    ? "late receive"
+                             : "early receive");
             for (int j = 0; j < 16; j++)
                 CHECK(rbuf[i][size + j] == 0xee);
             free(sbuf[i]);
@@ -225,8 +227,8 @@ static void test_truncate_midway(void)
                   "%s: receive of %d bytes posted while a %d-byte message arrived: status %d",
                   g_ops->name, CAP, LEN, op.status);
         CHECK_MSG(op2.status == MESH_OK && op2.length == NEXT,
-                  "%s: the message after the truncated one: status %d, length %zu",
-                  g_ops->name, op2.status, op2.length);
+                  "%s: the message after the truncated one: status %d, length %zu", g_ops->name,
+                  op2.status, op2.length);
         verify(got, 0, 1, NEXT, "after a truncated receive");
     }
     free(big);
@@ -243,9 +245,14 @@ static void test_truncate_midway(void)
  * runs next, shows the endpoints still deliver what follows. */
 static void test_truncate(int late)
 {
-    static const size_t cases[][2] = {{0, 1},           {63, 64},          {40, 1000},
-                                      {16383, 16384},  {16384, 16400},    {65536, 65537},
-                                      {100, 200000},   {1 << 20, (1 << 20) + 1},
+    static const size_t cases[][2] = {{0, 1},
+                                      {63, 64},
+                                      {40, 1000},
+                                      {16383, 16384},
+                                      {16384, 16400},
+                                      {65536, 65537},
+                                      {100, 200000},
+                                      {1 << 20, (1 << 20) + 1},
                                       {(1 << 20) - 1, 3u << 20}};
     enum { NC = sizeof(cases) / sizeof(cases[0]), TAIL = 64 };
     int pl[MAX_RANKS], np = peers(pl);
@@ -336,8 +343,8 @@ static void test_tags(void)
             CHECK(rbuf[i][t]);
             /* half the receives are posted now, half after the sends */
             if (t % 2 == 0) {
-                CHECK(mesh_tl_irecv(g_ep[pl[i]], MESH_TL_TAG_EXACT + 0x7700000000ull + (uint64_t)t, rbuf[i][t], size,
-                                    &rop[i][t]) == MESH_OK);
+                CHECK(mesh_tl_irecv(g_ep[pl[i]], MESH_TL_TAG_EXACT + 0x7700000000ull + (uint64_t)t,
+                                    rbuf[i][t], size, &rop[i][t]) == MESH_OK);
                 all[n++] = &rop[i][t];
             }
         }
@@ -349,8 +356,8 @@ static void test_tags(void)
             sbuf[i][t] = malloc(size + 1);
             CHECK(sbuf[i][t]);
             fill(sbuf[i][t], g_rank, pl[i] + 100 * t, size);
-            CHECK(mesh_tl_isend(g_ep[pl[i]], MESH_TL_TAG_EXACT + 0x7700000000ull + (uint64_t)t, sbuf[i][t], size,
-                                &sop[i][t]) == MESH_OK);
+            CHECK(mesh_tl_isend(g_ep[pl[i]], MESH_TL_TAG_EXACT + 0x7700000000ull + (uint64_t)t,
+                                sbuf[i][t], size, &sop[i][t]) == MESH_OK);
             all[n++] = &sop[i][t];
         }
     }
@@ -359,8 +366,8 @@ static void test_tags(void)
             if (t % 2 == 0)
                 continue;
             size_t size = sizes[t % NSIZES] / (t >= (int)NSIZES ? 4 : 1) + (size_t)t % 3;
-            CHECK(mesh_tl_irecv(g_ep[pl[i]], MESH_TL_TAG_EXACT + 0x7700000000ull + (uint64_t)t, rbuf[i][t], size,
-                                &rop[i][t]) == MESH_OK);
+            CHECK(mesh_tl_irecv(g_ep[pl[i]], MESH_TL_TAG_EXACT + 0x7700000000ull + (uint64_t)t,
+                                rbuf[i][t], size, &rop[i][t]) == MESH_OK);
             all[n++] = &rop[i][t];
         }
     }
@@ -442,7 +449,8 @@ static void test_send_and_leave(void)
         CHECK(sa.status == MESH_OK && sb.status == MESH_OK);
         _exit(0);
     }
-    if (g_rank != 0) return;
+    if (g_rank != 0)
+        return;
     double t0 = mesh_time();
     while (!mesh_context_pid_gone(sh->pid[last], mesh_context_pidns())) {
         CHECK_MSG(mesh_time() - t0 < WAIT_S, "rank %d did not exit", last);
@@ -491,8 +499,8 @@ static void test_sig_match(void)
             }
             barrier();
             for (int i = 0; i < np; i++) {
-                CHECK(mesh_tl_isend(g_ep[pl[i]], base | (0x100u + (unsigned)g_rank), sbuf[i],
-                                    size, &sop[i]) == MESH_OK);
+                CHECK(mesh_tl_isend(g_ep[pl[i]], base | (0x100u + (unsigned)g_rank), sbuf[i], size,
+                                    &sop[i]) == MESH_OK);
                 all[n++] = &sop[i];
             }
             for (int i = 0; i < np; i++) {
@@ -523,7 +531,8 @@ static void test_sig_match(void)
                                     &sop[i]) == MESH_OK);
             }
             double t0 = mesh_time();
-            while (mesh_time() - t0 < 0.05) mesh_tl_progress(g_iface);
+            while (mesh_time() - t0 < 0.05)
+                mesh_tl_progress(g_iface);
             for (int i = 0; i < np; i++)
                 CHECK_MSG(xop[i].status == MESH_INPROGRESS,
                           "%s: an exact tag matched a message with other low bits", g_ops->name);

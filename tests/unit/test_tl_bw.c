@@ -116,9 +116,11 @@ static int child(const mesh_tl_ops_t *ops, int rank, size_t size, int iters, con
             if (i >= n)
                 continue;
             if (rank == 0)
-                CHECK(mesh_tl_isend(ep, MESH_TL_TAG_EXACT | (uint64_t)i, buf[w], size, &ops_[w]) == MESH_OK);
+                CHECK(mesh_tl_isend(ep, MESH_TL_TAG_EXACT | (uint64_t)i, buf[w], size, &ops_[w]) ==
+                      MESH_OK);
             else
-                CHECK(mesh_tl_irecv(ep, MESH_TL_TAG_EXACT | (uint64_t)i, buf[w], size, &ops_[w]) == MESH_OK);
+                CHECK(mesh_tl_irecv(ep, MESH_TL_TAG_EXACT | (uint64_t)i, buf[w], size, &ops_[w]) ==
+                      MESH_OK);
         }
         /* the receiver's acknowledgement closes the timing on the sender */
         mesh_tl_op_t ack;

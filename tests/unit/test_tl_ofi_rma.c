@@ -64,9 +64,11 @@ static int child(const mesh_tl_ops_t *ops, int rank)
     alarm(60);
     CHECK(mesh_context_init() == MESH_OK);
     CHECK(mesh_tl_global_init() == MESH_OK);
-    mesh_tl_open_params_t p = {
-        .rank = rank, .size = 2, .comm_uid = 0x5eed ^ (uint64_t)getppid(), .node = "n",
-        .timeout_s = 20};
+    mesh_tl_open_params_t p = {.rank = rank,
+                               .size = 2,
+                               .comm_uid = 0x5eed ^ (uint64_t)getppid(),
+                               .node = "n",
+                               .timeout_s = 20};
     mesh_tl_iface_t *iface;
     CHECK(ops->open(&p, &iface) == MESH_OK);
     CHECK(ops->address(iface, sh->addr[rank], &sh->addr_len[rank]) == MESH_OK);

@@ -68,8 +68,10 @@ static void test_dgx8(void)
         char nic[16];
         snprintf(nic, sizeof(nic), "mlx5_%d", i);
         /* GPU and HCA behind the same switch: up two bridges, down two */
-        if (i < 4) check_gpu(t, i, pci[i], nic, 4, "0-15", 0, 15, 16, 0);
-        else check_gpu(t, i, pci[i], nic, 4, "16-31", 16, 31, 16, 1);
+        if (i < 4)
+            check_gpu(t, i, pci[i], nic, 4, "0-15", 0, 15, 16, 0);
+        else
+            check_gpu(t, i, pci[i], nic, 4, "16-31", 16, 31, 16, 1);
         CHECK(strcmp(mesh_topo_gpu(t, i)->model, "NVIDIA H100 80GB HBM3") == 0);
         const mesh_topo_nic_t *n = mesh_topo_nic(t, i);
         char ib[16];
@@ -130,7 +132,7 @@ static void test_pcie4(void)
     CHECK(strcmp(n->pci, "0000:43:00.0") == 0);
     CHECK(mesh_topo_pick_gpu(t, 5, -1, NULL) == 1);
     CHECK(mesh_topo_pick_gpu(t, 0, -1, "7") == 0); /* beyond the node's 4: ignored */
-    CHECK(mesh_topo_gpu(t, 0)->uuid[0] == '\0'); /* no NVML osdev in this one */
+    CHECK(mesh_topo_gpu(t, 0)->uuid[0] == '\0');   /* no NVML osdev in this one */
     mesh_topo_free(t);
 }
 

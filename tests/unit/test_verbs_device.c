@@ -38,11 +38,13 @@ static unsigned char *s, *r;
 static void xfer(int from, size_t len, int recv_first)
 {
     int to = 1 - from;
-    for (size_t i = 0; i < len; i++) s[i] = (unsigned char)(i * 7 + len + from);
+    for (size_t i = 0; i < len; i++)
+        s[i] = (unsigned char)(i * 7 + len + from);
     memset(r, 0xee, len + 1);
     mesh_tl_op_t so = {0}, ro = {0};
     uint64_t tag = MESH_TL_TAG_EXACT | (1000 + len);
-    if (recv_first) CHECK(mesh_tl_irecv(ep[to], tag, r, len, &ro) == MESH_OK);
+    if (recv_first)
+        CHECK(mesh_tl_irecv(ep[to], tag, r, len, &ro) == MESH_OK);
     CHECK(mesh_tl_isend(ep[from], tag, s, len, &so) == MESH_OK);
     if (!recv_first) {
         /* let it arrive unexpected */
@@ -57,7 +59,8 @@ static void xfer(int from, size_t len, int recv_first)
     CHECK_MSG(so.status == MESH_OK && ro.status == MESH_OK, "len %zu: %d %d", len, so.status,
               ro.status);
     size_t bad = 0;
-    while (bad < len && s[bad] == r[bad]) bad++;
+    while (bad < len && s[bad] == r[bad])
+        bad++;
     CHECK_MSG(ro.length == len && bad == len && r[len] == 0xee,
               "len %zu from %d, receive %s: got %zu bytes, first wrong byte at %zu, guard %#x", len,
               from, recv_first ? "first" : "late", ro.length, bad, r[len]);
@@ -70,8 +73,8 @@ int main(void)
     ops = mesh_tl_find("verbs");
     CHECK(ops != NULL);
     CHECK(strcmp(ops->name, "verbs") == 0 && ops->config != NULL);
-    mesh_tl_open_params_t p = {.rank = 0, .size = 2, .comm_uid = 0x1234567890abcdefull,
-                               .node = "n", .timeout_s = 20};
+    mesh_tl_open_params_t p = {
+        .rank = 0, .size = 2, .comm_uid = 0x1234567890abcdefull, .node = "n", .timeout_s = 20};
     if (!ops->usable()) {
         const char *why = mesh_tl_unusable_reason();
         printf("verbs not usable here: %s\n", why);
@@ -93,8 +96,8 @@ int main(void)
         CHECK(ops->address(ifc[r], addr[r], &alen[r]) == MESH_OK);
     }
     for (int r = 0; r < 2; r++) {
-        mesh_tl_peer_t peer = {.rank = 1 - r, .node = "n", .addr = addr[1 - r],
-                               .addr_len = alen[1 - r]};
+        mesh_tl_peer_t peer = {
+            .rank = 1 - r, .node = "n", .addr = addr[1 - r], .addr_len = alen[1 - r]};
         CHECK(ops->reachable(ifc[r], &peer));
         CHECK(ops->ep_create(ifc[r], &peer, &ep[r]) == MESH_OK);
     }
@@ -115,7 +118,8 @@ int main(void)
     static const size_t sizes[] = {0, 1, 100, 8000, 8168, 8169, 65536 + 3, XFER_MAX};
     for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
         for (int from = 0; from < 2; from++)
-            for (int first = 0; first < 2; first++) xfer(from, sizes[i], first);
+            for (int first = 0; first < 2; first++)
+                xfer(from, sizes[i], first);
     /* many eager messages outrun the credits and still arrive in order per tag */
     enum { N = 200 };
     static int sv[N], rv[N];
@@ -124,7 +128,8 @@ int main(void)
         sv[i] = i * 3;
         CHECK(mesh_tl_isend(ep[0], MESH_TL_TAG_EXACT | 7, &sv[i], sizeof(int), &so[i]) == MESH_OK);
     }
-    for (int i = 0; i < N; i++) CHECK(mesh_tl_irecv(ep[1], MESH_TL_TAG_EXACT | 7, &rv[i], sizeof(int), &ro[i]) == 0);
+    for (int i = 0; i < N; i++)
+        CHECK(mesh_tl_irecv(ep[1], MESH_TL_TAG_EXACT | 7, &rv[i], sizeof(int), &ro[i]) == 0);
     for (int i = 0; i < N; i++) {
         wait_op(&so[i]);
         wait_op(&ro[i]);
@@ -140,9 +145,12 @@ int main(void)
     wait_op(&bs);
     wait_op(&br);
     CHECK(bs.status == MESH_OK && br.status == MESH_ERR_TRUNCATED);
-    for (int i = 10; i < (int)sizeof(small); i++) CHECK(small[i] == 0x5a);
-    for (int r = 0; r < 2; r++) ops->ep_destroy(ep[r]);
-    for (int r = 0; r < 2; r++) ops->close(ifc[r]);
+    for (int i = 10; i < (int)sizeof(small); i++)
+        CHECK(small[i] == 0x5a);
+    for (int r = 0; r < 2; r++)
+        ops->ep_destroy(ep[r]);
+    for (int r = 0; r < 2; r++)
+        ops->close(ifc[r]);
     free(s);
     free(r);
     printf("verbs device: ok\n");

@@ -67,21 +67,21 @@ static void test_msg(void)
     enum { PO = 0, LO, FI, ER };
     /* expected[proto eager/rndv][state][event] */
     static const int eager[8][4] = {
-        /* queued */ {P, -1, -1, F},  /* posted */ {-1, D, -1, F}, /* wait_fin */ {-1, -1, D, F},
-        /* wait_l */ {-1, D, -1, F},  /* matched */ {-1, -1, -1, F},
-        /* reading */ {-1, D, -1, F}, /* done */ {-1, -1, -1, -1}, /* failed */ {-1, -1, -1, F},
+        /* queued */ {P, -1, -1, F},   /* posted */ {-1, D, -1, F},
+        /* wait_fin */ {-1, -1, D, F},
+        /* wait_l */ {-1, D, -1, F},   /* matched */ {-1, -1, -1, F},
+        /* reading */ {-1, D, -1, F},  /* done */ {-1, -1, -1, -1},
+        /* failed */ {-1, -1, -1, F},
     };
     static const int rndv[8][4] = {
-        {P, -1, -1, F},  {-1, WF, WL, F}, {-1, -1, D, F}, {-1, D, -1, F},
+        {P, -1, -1, F},  {-1, WF, WL, F}, {-1, -1, D, F},   {-1, D, -1, F},
         {RD, -1, -1, F}, {-1, D, -1, F},  {-1, -1, -1, -1}, {-1, -1, -1, F},
     };
     for (int s = 0; s < 8; s++)
         for (int e = 0; e < 4; e++) {
-            int g1 = mesh_tl_verbs_msg_next((mesh_tl_verbs_msg_state_t)s,
-                                            MESH_TL_VERBS_PROTO_EAGER,
+            int g1 = mesh_tl_verbs_msg_next((mesh_tl_verbs_msg_state_t)s, MESH_TL_VERBS_PROTO_EAGER,
                                             (mesh_tl_verbs_msg_event_t)e);
-            int g2 = mesh_tl_verbs_msg_next((mesh_tl_verbs_msg_state_t)s,
-                                            MESH_TL_VERBS_PROTO_RNDV,
+            int g2 = mesh_tl_verbs_msg_next((mesh_tl_verbs_msg_state_t)s, MESH_TL_VERBS_PROTO_RNDV,
                                             (mesh_tl_verbs_msg_event_t)e);
             CHECK_MSG(g1 == eager[s][e], "eager state %d event %d -> %d", s, e, g1);
             CHECK_MSG(g2 == rndv[s][e], "rndv state %d event %d -> %d", s, e, g2);
@@ -92,7 +92,8 @@ static void test_credits(void)
 {
     mesh_tl_verbs_credits_t c = {.depth = 4};
     CHECK(mesh_tl_verbs_credits_avail(&c) == 4);
-    for (int i = 0; i < 4; i++) CHECK(mesh_tl_verbs_credits_take(&c) == 1);
+    for (int i = 0; i < 4; i++)
+        CHECK(mesh_tl_verbs_credits_take(&c) == 1);
     CHECK(mesh_tl_verbs_credits_take(&c) == 0 && c.sent == 4);
     mesh_tl_verbs_credits_update(&c, 3);
     CHECK(mesh_tl_verbs_credits_avail(&c) == 3);

@@ -17,7 +17,8 @@ static mesh_status_t fake_reg(void *arg, void *addr, size_t len, void **handle, 
                               uint32_t *rkey)
 {
     counters_t *c = arg;
-    if (c->fail) return MESH_ERR_NO_MEMORY;
+    if (c->fail)
+        return MESH_ERR_NO_MEMORY;
     c->regs++;
     c->live_bytes += len;
     size_t *h = malloc(sizeof(size_t));
@@ -89,10 +90,12 @@ int main(void)
     CHECK(c.deregs == 1 && rc.evictions == 1);
     /* the evicted one is the untouched region of the first two */
     int found_touched = 0;
-    for (size_t i = 0; i < rc.n; i++) found_touched |= rc.r[i] == touched;
+    for (size_t i = 0; i < rc.n; i++)
+        found_touched |= rc.r[i] == touched;
     CHECK(found_touched);
     /* sorted by start */
-    for (size_t i = 1; i < rc.n; i++) CHECK(rc.r[i - 1]->start <= rc.r[i]->start);
+    for (size_t i = 1; i < rc.n; i++)
+        CHECK(rc.r[i - 1]->start <= rc.r[i]->start);
     /* everything referenced: the cache may exceed its limit until released */
     mesh_tl_verbs_region_t *big;
     CHECK(mesh_tl_verbs_rcache_get(&rc, mem + 30 * PG, 10 * PG, &big) == MESH_OK);

@@ -24,8 +24,7 @@ static void test_hca(void)
     CHECK(mesh_tl_verbs_hca_match(l, n, "mlx5_1", 2) == 1);
     CHECK(mesh_tl_verbs_hca_match(l, n, "bnxt_re0", 2) == 2);
     CHECK(mesh_tl_verbs_hca_match(l, n, "mlx5_10", 1) == -1);
-    CHECK(mesh_tl_verbs_hca_parse("mlx5_0:", l, MESH_TL_VERBS_HCA_MAX, &n) ==
-          MESH_ERR_INVALID_ARG);
+    CHECK(mesh_tl_verbs_hca_parse("mlx5_0:", l, MESH_TL_VERBS_HCA_MAX, &n) == MESH_ERR_INVALID_ARG);
     CHECK(strstr(mesh_error_last(), "MESH_IB_HCA") && strstr(mesh_error_last(), "mlx5_0:"));
     CHECK(mesh_tl_verbs_hca_parse("mlx5_0:0", l, MESH_TL_VERBS_HCA_MAX, &n) ==
           MESH_ERR_INVALID_ARG);
@@ -61,8 +60,8 @@ static void test_gid(void)
 {
     /* the usual RoCE table: v1 and v2 link-local, then v1 and v2 IPv4-mapped */
     mesh_tl_verbs_gid_t t[] = {
-        gid(0, MESH_TL_VERBS_GID_ROCE_V1, "ll"), gid(1, MESH_TL_VERBS_GID_ROCE_V2, "ll"),
-        gid(2, MESH_TL_VERBS_GID_ROCE_V1, "v4"), gid(3, MESH_TL_VERBS_GID_ROCE_V2, "v4"),
+        gid(0, MESH_TL_VERBS_GID_ROCE_V1, "ll"),     gid(1, MESH_TL_VERBS_GID_ROCE_V2, "ll"),
+        gid(2, MESH_TL_VERBS_GID_ROCE_V1, "v4"),     gid(3, MESH_TL_VERBS_GID_ROCE_V2, "v4"),
         gid(4, MESH_TL_VERBS_GID_ROCE_V2, "global"), gid(5, MESH_TL_VERBS_GID_ROCE_V2, "v4")};
     CHECK(mesh_tl_verbs_gid_pick(t, 6) == 3);
     CHECK(mesh_tl_verbs_gid_pick(t, 3) == 1); /* no v4-mapped v2: v2 link-local beats v1 */
@@ -84,9 +83,9 @@ static void test_errors(void)
     char why[256];
     CHECK(mesh_tl_verbs_wc_status(IBV_WC_SUCCESS, 3, why, sizeof(why)) == MESH_OK);
     static const enum ibv_wc_status bad[] = {
-        IBV_WC_RETRY_EXC_ERR, IBV_WC_RNR_RETRY_EXC_ERR, IBV_WC_WR_FLUSH_ERR,
-        IBV_WC_REM_ACCESS_ERR, IBV_WC_LOC_PROT_ERR,     IBV_WC_GENERAL_ERR,
-        IBV_WC_REM_OP_ERR,    IBV_WC_RESP_TIMEOUT_ERR,  IBV_WC_FATAL_ERR};
+        IBV_WC_RETRY_EXC_ERR,  IBV_WC_RNR_RETRY_EXC_ERR, IBV_WC_WR_FLUSH_ERR,
+        IBV_WC_REM_ACCESS_ERR, IBV_WC_LOC_PROT_ERR,      IBV_WC_GENERAL_ERR,
+        IBV_WC_REM_OP_ERR,     IBV_WC_RESP_TIMEOUT_ERR,  IBV_WC_FATAL_ERR};
     for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         why[0] = 0;
         CHECK(mesh_tl_verbs_wc_status(bad[i], 7, why, sizeof(why)) == MESH_ERR_PEER_FAILED);

@@ -7,13 +7,16 @@
 static void test_eager(void)
 {
     uint8_t buf[64];
-    mesh_tl_verbs_hdr_t h = {.type = MESH_TL_VERBS_MSG_EAGER, .flags = 0, .msg_id = 0x01020304,
-                             .tag = 0x1122334455667788ull, .len = 5};
+    mesh_tl_verbs_hdr_t h = {.type = MESH_TL_VERBS_MSG_EAGER,
+                             .flags = 0,
+                             .msg_id = 0x01020304,
+                             .tag = 0x1122334455667788ull,
+                             .len = 5};
     CHECK(mesh_tl_verbs_hdr_encode(&h, buf, 23) == 0);
     CHECK(mesh_tl_verbs_hdr_encode(&h, buf, sizeof(buf)) == MESH_TL_VERBS_HDR_EAGER);
     /* little-endian on the wire whatever the host */
-    static const uint8_t want[24] = {1, 0, 0, 0, 4, 3, 2, 1, 0x88, 0x77, 0x66, 0x55,
-                                     0x44, 0x33, 0x22, 0x11, 5, 0, 0, 0, 0, 0, 0, 0};
+    static const uint8_t want[24] = {1,    0,    0,    0,    4, 3, 2, 1, 0x88, 0x77, 0x66, 0x55,
+                                     0x44, 0x33, 0x22, 0x11, 5, 0, 0, 0, 0,    0,    0,    0};
     CHECK(memcmp(buf, want, sizeof(want)) == 0);
     mesh_tl_verbs_hdr_t d;
     size_t hl = 0;
@@ -32,8 +35,11 @@ static void test_eager(void)
 static void test_rts_fin(void)
 {
     uint8_t buf[64];
-    mesh_tl_verbs_hdr_t h = {.type = MESH_TL_VERBS_MSG_RTS, .msg_id = 77, .tag = 9,
-                             .len = (1ull << 33) + 1, .raddr = 0x7fff12345678ull,
+    mesh_tl_verbs_hdr_t h = {.type = MESH_TL_VERBS_MSG_RTS,
+                             .msg_id = 77,
+                             .tag = 9,
+                             .len = (1ull << 33) + 1,
+                             .raddr = 0x7fff12345678ull,
                              .rkey = 0xdeadbeef};
     CHECK(mesh_tl_verbs_hdr_encode(&h, buf, 39) == 0);
     CHECK(mesh_tl_verbs_hdr_encode(&h, buf, sizeof(buf)) == MESH_TL_VERBS_HDR_RTS);
@@ -59,10 +65,15 @@ static void test_rts_fin(void)
 static void test_conn(void)
 {
     uint8_t buf[64];
-    mesh_tl_verbs_conn_msg_t m = {.comm_uid = 0xabcdef0123456789ull, .src = 3, .dst = 12,
-                                  .qpn = 0x123456, .psn = 0xabcdef,
-                                  .flags = MESH_TL_VERBS_CONN_ACK, .credit_rkey = 0x42,
-                                  .rx_depth = 32, .credit_addr = 0x1000};
+    mesh_tl_verbs_conn_msg_t m = {.comm_uid = 0xabcdef0123456789ull,
+                                  .src = 3,
+                                  .dst = 12,
+                                  .qpn = 0x123456,
+                                  .psn = 0xabcdef,
+                                  .flags = MESH_TL_VERBS_CONN_ACK,
+                                  .credit_rkey = 0x42,
+                                  .rx_depth = 32,
+                                  .credit_addr = 0x1000};
     CHECK(mesh_tl_verbs_conn_encode(&m, buf, 47) == 0);
     CHECK(mesh_tl_verbs_conn_encode(&m, buf, sizeof(buf)) == MESH_TL_VERBS_CONN_LEN);
     CHECK(buf[0] == 0x56 && buf[3] == 0x4d); /* "MSHV" little-endian */

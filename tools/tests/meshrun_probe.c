@@ -23,7 +23,8 @@ static int probe_connect(const char *host, int port, int *err)
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0 || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
         *err = errno;
-        if (fd >= 0) close(fd);
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
@@ -77,16 +78,19 @@ int main(void)
     }
     int rank = atoi(rank_s), size = atoi(size_s);
     const char *colon = strrchr(addr, ':');
-    if (!colon || (size_t)(colon - addr) >= sizeof(host)) return 1;
+    if (!colon || (size_t)(colon - addr) >= sizeof(host))
+        return 1;
     memcpy(host, addr, (size_t)(colon - addr));
     host[colon - addr] = 0;
     port = atoi(colon + 1);
-    if (rank == 0) return probe_root(port, size);
+    if (rank == 0)
+        return probe_root(port, size);
 
     int fd = -1;
     for (int i = 0; i < 400 && fd < 0; i++) {
         fd = probe_connect(host, port, &err);
-        if (fd < 0) usleep(25000);
+        if (fd < 0)
+            usleep(25000);
     }
     if (fd < 0) {
         fprintf(stderr, "probe: rank %d cannot reach %s: %s\n", rank, addr, strerror(err));
@@ -99,10 +103,12 @@ int main(void)
             fprintf(stderr, "probe: rank %d on %s reached rank 0 through 127.0.0.1 (%s)\n", rank,
                     node, lo >= 0 ? "connected" : strerror(err));
             verdict = 'n';
-            if (lo >= 0) close(lo);
+            if (lo >= 0)
+                close(lo);
         }
     }
-    if (write(fd, &verdict, 1) != 1) return 1;
+    if (write(fd, &verdict, 1) != 1)
+        return 1;
     close(fd);
     printf("probe: rank %d on %s reached %s%s\n", rank, node, addr,
            strcmp(node, "node0") ? ", loopback refused" : "");

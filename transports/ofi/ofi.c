@@ -288,8 +288,9 @@ static mesh_status_t ofi_open(const mesh_tl_open_params_t *params, mesh_tl_iface
     int attempt = 0;
     oi->info = ofi_find(&attempt);
     if (oi->info == NULL) {
-        st = mesh_error(MESH_ERR_NOT_FOUND, "no libfabric provider offers tagged reliable "
-                                            "datagrams here (MESH_OFI_PROVIDER=%s)",
+        st = mesh_error(MESH_ERR_NOT_FOUND,
+                        "no libfabric provider offers tagged reliable "
+                        "datagrams here (MESH_OFI_PROVIDER=%s)",
                         mesh_config_str("OFI_PROVIDER"));
         goto err;
     }
@@ -369,10 +370,12 @@ static void ofi_close(mesh_tl_iface_t *iface)
 static int ofi_hw_provider(const char *name)
 {
     static const char *const software[] = {"tcp", "sockets", "udp", "shm", "sm2", "net", NULL};
-    if (name == NULL) return 0;
+    if (name == NULL)
+        return 0;
     size_t len = strcspn(name, ";");
     for (int i = 0; software[i]; i++)
-        if (strlen(software[i]) == len && strncmp(name, software[i], len) == 0) return 0;
+        if (strlen(software[i]) == len && strncmp(name, software[i], len) == 0)
+            return 0;
     return 1;
 }
 
@@ -437,8 +440,9 @@ static mesh_status_t ofi_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
     int rc = fi_av_insert(oi->av, a->name, 1, &ep->fi_addr, 0, NULL);
     if (rc != 1) {
         free(ep);
-        return mesh_error(MESH_ERR_IO, "inserting the address of rank %d into the ofi address "
-                                       "vector failed: %s",
+        return mesh_error(MESH_ERR_IO,
+                          "inserting the address of rank %d into the ofi address "
+                          "vector failed: %s",
                           peer->rank, fi_strerror(rc < 0 ? -rc : FI_EINVAL));
     }
     oi->eps[peer->rank] = ep;
@@ -518,8 +522,7 @@ static void ofi_abort(mesh_tl_iface_t *iface)
     atomic_store_explicit(&oi->aborted, 1, memory_order_release);
 }
 
-static mesh_status_t ofi_mem_reg(mesh_tl_iface_t *iface, void *addr, size_t len,
-                                 mesh_tl_mem_t *mem)
+static mesh_status_t ofi_mem_reg(mesh_tl_iface_t *iface, void *addr, size_t len, mesh_tl_mem_t *mem)
 {
     mesh_tl_ofi_iface_t *oi = (mesh_tl_ofi_iface_t *)iface;
     if (!oi->rma)
@@ -532,8 +535,8 @@ static mesh_status_t ofi_mem_reg(mesh_tl_iface_t *iface, void *addr, size_t len,
     uint64_t want = atomic_fetch_add(&next_key, 1);
     int rc = fi_mr_reg(oi->domain, addr, len, access, 0, want, 0, &mr, NULL);
     if (rc != 0)
-        return mesh_error(MESH_ERR_IO, "registering %zu bytes at %p with libfabric failed: %s",
-                          len, addr, fi_strerror(-rc));
+        return mesh_error(MESH_ERR_IO, "registering %zu bytes at %p with libfabric failed: %s", len,
+                          addr, fi_strerror(-rc));
     if (oi->mr_mode & FI_MR_ENDPOINT) {
         rc = fi_mr_bind(mr, &oi->ep->fid, 0);
         if (rc == 0)

@@ -14,10 +14,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define MESH_TL_OFI_MAGIC   0x4d53484fu /* "MSHO" */
-#define MESH_TL_OFI_VERSION FI_VERSION(1, 9)
-#define MESH_TL_OFI_NCTRL   8   /* untagged receives kept posted for hellos */
-#define MESH_TL_OFI_CQ_BATCH 32 /* completions read per fi_cq_read */
+#define MESH_TL_OFI_MAGIC    0x4d53484fu /* "MSHO" */
+#define MESH_TL_OFI_VERSION  FI_VERSION(1, 9)
+#define MESH_TL_OFI_NCTRL    8                  /* untagged receives kept posted for hellos */
+#define MESH_TL_OFI_CQ_BATCH 32                 /* completions read per fi_cq_read */
 #define MESH_TL_OFI_SINK     ((size_t)64 << 20) /* room for the excess of a too long message */
 /* Seconds between liveness checks of peers with pending operations. */
 #define MESH_TL_OFI_CHECK_S 0.05
@@ -49,15 +49,15 @@ struct mesh_tl_ofi_ep;
 typedef struct mesh_tl_ofi_req {
     struct fi_context2 ctx; /* first: providers with FI_CONTEXT2 mode write here */
     int kind;
-    int posted;                /* handed to the provider, completion still due */
-    mesh_tl_op_t *op;          /* NULL once detached */
-    struct mesh_tl_ofi_ep *ep; /* NULL once detached */
+    int posted;                          /* handed to the provider, completion still due */
+    mesh_tl_op_t *op;                    /* NULL once detached */
+    struct mesh_tl_ofi_ep *ep;           /* NULL once detached */
     struct mesh_tl_ofi_req *prev, *next; /* the endpoint's in-flight list, or the free list */
     struct mesh_tl_ofi_req *all_next;    /* every request ever allocated, for close */
     /* receives larger than the provider's message limit arrive in pieces */
     char *buf;
-    size_t cap;   /* bytes the receive may still take */
-    size_t done;  /* bytes received so far */
+    size_t cap;  /* bytes the receive may still take */
+    size_t done; /* bytes received so far */
     uint64_t wtag;
     size_t piece;   /* receive: bytes of the buffer the posted piece may take */
     int held;       /* receive: may take pieces, so later receives of its tag wait */
@@ -69,11 +69,11 @@ typedef struct mesh_tl_ofi_ep {
     fi_addr_t fi_addr;
     int pid;
     unsigned long long pidns;
-    int hello_sent; /* 1: posted, 2: completed */
+    int hello_sent;              /* 1: posted, 2: completed */
     mesh_tl_ofi_req_t *inflight; /* requests posted for this peer */
     int npending;                /* mesh operations among them */
     int nstanding;               /* standing receives among those */
-    mesh_tl_opq_t sendq; /* sends the provider refused for now, in order */
+    mesh_tl_opq_t sendq;         /* sends the provider refused for now, in order */
     /* receives waiting behind a receive that arrives in pieces, and that receive */
     mesh_tl_opq_t deferred;
     int chunking;
@@ -95,12 +95,12 @@ typedef struct {
     struct fid_ep *ep;
     mesh_tl_ofi_addr_t addr;
     size_t addr_len;
-    int directed;      /* FI_DIRECTED_RECV: the source is matched by address */
-    int tag_bits;      /* usable bits of the provider's tags */
-    int src_bits;      /* bits of the source rank in the tag when not directed */
-    int rma;           /* FI_RMA granted */
+    int directed; /* FI_DIRECTED_RECV: the source is matched by address */
+    int tag_bits; /* usable bits of the provider's tags */
+    int src_bits; /* bits of the source rank in the tag when not directed */
+    int rma;      /* FI_RMA granted */
     uint64_t mr_mode;
-    size_t max_msg;    /* larger messages travel in pieces of this size */
+    size_t max_msg; /* larger messages travel in pieces of this size */
     /* Where the bytes of a message beyond its receive go (never read; pages only where
      * written), so that the provider never truncates: libfabric's tcp provider closes the
      * connection on a truncated receive, and its shm provider may hang on one. */

@@ -330,8 +330,8 @@ mesh_status_t mesh_tl_ofi_ctrl_post(mesh_tl_ofi_iface_t *oi, int i)
         r->cap = (size_t)i;
         oi->ctrl_req[i] = r;
     }
-    ssize_t rc = fi_recv(oi->ep, &oi->ctrl_buf[i], sizeof(oi->ctrl_buf[i]), NULL,
-                         FI_ADDR_UNSPEC, &r->ctx);
+    ssize_t rc =
+        fi_recv(oi->ep, &oi->ctrl_buf[i], sizeof(oi->ctrl_buf[i]), NULL, FI_ADDR_UNSPEC, &r->ctx);
     if (rc == -FI_EAGAIN)
         return MESH_OK; /* progress() posts it again */
     if (rc != 0)
@@ -358,8 +358,8 @@ mesh_status_t mesh_tl_ofi_hello(mesh_tl_ofi_ep_t *ep)
     }
     if (rc != 0) {
         req_put(oi, r);
-        return mesh_error(MESH_ERR_PEER_FAILED, "ofi hello to rank %d failed: %s",
-                          ep->super.peer, fi_strerror((int)-rc));
+        return mesh_error(MESH_ERR_PEER_FAILED, "ofi hello to rank %d failed: %s", ep->super.peer,
+                          fi_strerror((int)-rc));
     }
     r->posted = 1;
     list_add(&ep->inflight, r);
@@ -498,8 +498,8 @@ static int on_truncated(mesh_tl_ofi_iface_t *oi, mesh_tl_ofi_req_t *r, size_t pi
         }
         r->cap = r->done; /* empty receives from now on */
         if (recv_piece(ep, r) == 1)
-            return done + mesh_tl_ofi_ep_fail(ep, MESH_ERR_IO,
-                                              "the provider refused the next piece");
+            return done +
+                   mesh_tl_ofi_ep_fail(ep, MESH_ERR_IO, "the provider refused the next piece");
         return done;
     }
     if (r->held)

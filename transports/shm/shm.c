@@ -162,8 +162,8 @@ static mesh_status_t shm_open_iface(const mesh_tl_open_params_t *params, mesh_tl
     si->hdr->ring_stride = stride;
     if (getrandom(&si->hdr->stamp_key, sizeof(si->hdr->stamp_key), GRND_NONBLOCK) !=
         sizeof(si->hdr->stamp_key))
-        si->hdr->stamp_key = params->comm_uid ^ ((uint64_t)getpid() << 32) ^
-                             (uint64_t)(mesh_time() * 1e9);
+        si->hdr->stamp_key =
+            params->comm_uid ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(mesh_time() * 1e9);
     atomic_store(&si->hdr->aborted, 0);
     atomic_thread_fence(memory_order_release);
     si->hdr->magic = MESH_TL_SHM_MAGIC;
@@ -276,7 +276,8 @@ static void shm_query(mesh_tl_iface_t *iface, mesh_tl_caps_t *caps)
 {
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
     memset(caps, 0, sizeof(*caps));
-    caps->flags = MESH_TL_CAP_TAGGED | MESH_TL_CAP_SIGNATURE | (si->cma ? MESH_TL_CAP_SINGLE_COPY : 0);
+    caps->flags =
+        MESH_TL_CAP_TAGGED | MESH_TL_CAP_SIGNATURE | (si->cma ? MESH_TL_CAP_SINGLE_COPY : 0);
     caps->scope = MESH_TL_SCOPE_NODE;
     caps->latency_us = 0.5;
     caps->bandwidth_GBps = si->cma ? 8.0 : 4.0;
@@ -509,11 +510,13 @@ static int shm_unexpected(mesh_tl_iface_t *iface, mesh_tl_unexpected_fn fn, void
     mesh_tl_shm_iface_t *si = (mesh_tl_shm_iface_t *)iface;
     for (int r = 0; r < iface->size; r++) {
         const mesh_tl_shm_ep_t *ep = si->eps[r];
-        if (ep == NULL) continue;
+        if (ep == NULL)
+            continue;
         /* one a receive took while its payload still streams in is no longer waiting */
         for (const mesh_tl_shm_unexp_t *u = ep->unexp_head; u; u = u->next) {
             int rc = u->op == NULL ? fn(arg, r, u->tag) : 0;
-            if (rc) return rc;
+            if (rc)
+                return rc;
         }
     }
     return 0;

@@ -12,8 +12,8 @@
 #define MESH_TL_SHM_LINE     64
 #define MESH_TL_SHM_HDR_SIZE 256
 /* Largest cross-memory read per endpoint and progress call, so other peers keep moving. */
-#define MESH_TL_SHM_CMA_CHUNK  (4u << 20)
-#define MESH_TL_SHM_LIVENESS_S 0.1
+#define MESH_TL_SHM_CMA_CHUNK   (4u << 20)
+#define MESH_TL_SHM_LIVENESS_S  0.1
 #define MESH_TL_SHM_CLOCK_EVERY 16 /* progress calls between reads of the clock (power of 2) */
 
 /* Start of every segment. */
@@ -108,8 +108,8 @@ typedef struct mesh_tl_shm_ep {
     int pid;
     int same_pidns;
     int peer_cma;
-    int cma_broken; /* EPERM seen: large messages go through the ring */
-    void *peer_seg; /* mapping of the peer's segment */
+    int cma_broken;                /* EPERM seen: large messages go through the ring */
+    void *peer_seg;                /* mapping of the peer's segment */
     mesh_tl_shm_bell_t *peer_bell; /* the peer process's bell (shared by its endpoints) */
     int notify; /* wrote to the peer's ring or freed room in ours: ring its bell if it sleeps */
     size_t peer_seg_len;
@@ -205,9 +205,11 @@ int mesh_tl_shm_ep_drain(mesh_tl_shm_ep_t *ep);
  * look at the rings). */
 static inline void mesh_tl_shm_notify(mesh_tl_shm_ep_t *ep)
 {
-    if (!ep->notify) return;
+    if (!ep->notify)
+        return;
     ep->notify = 0;
-    if (ep->peer_bell && ep->peer_bell->bell) mesh_bell_ring_after_sc(ep->peer_bell->bell);
+    if (ep->peer_bell && ep->peer_bell->bell)
+        mesh_bell_ring_after_sc(ep->peer_bell->bell);
 }
 /* Completes every operation of the endpoint with status; returns how many. */
 int mesh_tl_shm_ep_fail_ops(mesh_tl_shm_ep_t *ep, mesh_status_t status);

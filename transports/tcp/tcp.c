@@ -23,7 +23,8 @@
 
 static const mesh_config_entry_t tcp_config_entries[] = {
     {"TCP_STREAMS", "1", MESH_CFG_INT,
-     "Connections per peer; messages larger than TCP_CHUNK are striped over them.", NULL, "1..16" /* MESH_TL_TCP_MAX_STREAMS */},
+     "Connections per peer; messages larger than TCP_CHUNK are striped over them.", NULL,
+     "1..16" /* MESH_TL_TCP_MAX_STREAMS */},
     {"TCP_CHUNK", "512k", MESH_CFG_SIZE,
      "Striping unit of large messages over the connections of a peer.", NULL, "4k..1g"},
     {"TCP_SOCKBUF", "0", MESH_CFG_SIZE,
@@ -156,7 +157,8 @@ static void tcp_query(mesh_tl_iface_t *iface, mesh_tl_caps_t *caps)
 {
     mesh_tl_tcp_iface_t *ti = (mesh_tl_tcp_iface_t *)iface;
     memset(caps, 0, sizeof(*caps));
-    caps->flags = MESH_TL_CAP_TAGGED | MESH_TL_CAP_SIGNATURE | (ti->nstreams > 1 ? MESH_TL_CAP_MULTI_STREAM : 0);
+    caps->flags = MESH_TL_CAP_TAGGED | MESH_TL_CAP_SIGNATURE |
+                  (ti->nstreams > 1 ? MESH_TL_CAP_MULTI_STREAM : 0);
     caps->scope = MESH_TL_SCOPE_NET;
     caps->latency_us = 20.0;
     caps->bandwidth_GBps = 1.0;
@@ -486,11 +488,13 @@ static int tcp_unexpected(mesh_tl_iface_t *iface, mesh_tl_unexpected_fn fn, void
     mesh_tl_tcp_iface_t *ti = (mesh_tl_tcp_iface_t *)iface;
     for (int r = 0; r < iface->size; r++) {
         const mesh_tl_tcp_ep_t *ep = ti->eps[r];
-        if (ep == NULL) continue;
+        if (ep == NULL)
+            continue;
         /* a message with an error is being dropped (a truncated receive took it) */
         for (const mesh_tl_tcp_rmsg_t *m = ep->incoming; m; m = m->next) {
             int rc = m->op == NULL && m->error >= 0 ? fn(arg, r, m->tag) : 0;
-            if (rc) return rc;
+            if (rc)
+                return rc;
         }
     }
     return 0;

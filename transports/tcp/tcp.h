@@ -61,7 +61,9 @@ typedef struct mesh_tl_tcp_rmsg {
     size_t buf_cap;
     /* chunks that went to buf: copied to the receive when it completes; chunks whose header
      * arrives after the receive matched go straight to it */
-    struct mesh_tl_tcp_span { uint64_t offset, len; } *spans;
+    struct mesh_tl_tcp_span {
+        uint64_t offset, len;
+    } * spans;
     int nspans, cap_spans;
     int complete;        /* unexpected and fully received */
     mesh_status_t error; /* truncation: data discarded, receive fails */

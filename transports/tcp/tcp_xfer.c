@@ -327,9 +327,10 @@ static int on_header(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
         if (m->msg_id == h->msg_id && !m->complete)
             break;
     /* a later chunk must describe the message its first one did, within what is left of it */
-    if (m != NULL && (m->msg_len != h->msg_len || m->tag != h->tag ||
-                      h->chunk_len > m->msg_len - m->received))
-        return mesh_tl_tcp_ep_fail(ep, MESH_ERR_PEER_FAILED, "chunk header contradicts its message");
+    if (m != NULL &&
+        (m->msg_len != h->msg_len || m->tag != h->tag || h->chunk_len > m->msg_len - m->received))
+        return mesh_tl_tcp_ep_fail(ep, MESH_ERR_PEER_FAILED,
+                                   "chunk header contradicts its message");
     if (m == NULL) {
         m = rmsg_get(ti);
         if (m == NULL)
@@ -399,8 +400,8 @@ static int on_chunk(mesh_tl_tcp_ep_t *ep, mesh_tl_tcp_stream_t *s)
             mesh_tl_op_complete(op, m->msg_len, m->error);
         } else {
             for (int i = 0; m->buf && i < m->nspans; i++)
-                memcpy((char *)mesh_tl_op_buf(op) + m->spans[i].offset,
-                       m->buf + m->spans[i].offset, m->spans[i].len);
+                memcpy((char *)mesh_tl_op_buf(op) + m->spans[i].offset, m->buf + m->spans[i].offset,
+                       m->spans[i].len);
             mesh_tl_op_complete(op, m->msg_len, MESH_OK);
         }
     }

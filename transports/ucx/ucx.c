@@ -94,9 +94,12 @@ static void tcp_rndv_thresh(ucp_config_t *cfg)
 static int ucx_err_peer(void)
 {
     switch (mesh_config_int("UCX_ERR_MODE")) {
-    case 1: return 1;
-    case 2: return 0;
-    default: return mesh_tl_rdma_present();
+    case 1:
+        return 1;
+    case 2:
+        return 0;
+    default:
+        return mesh_tl_rdma_present();
     }
 }
 
@@ -230,8 +233,8 @@ static mesh_status_t ucx_open(const mesh_tl_open_params_t *params, mesh_tl_iface
         goto err;
     }
     /* network devices only: same-node peers use shm, and the full address may not fit */
-    ucp_worker_attr_t wa = {.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS |
-                                          UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS,
+    ucp_worker_attr_t wa = {.field_mask =
+                                UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS,
                             .address_flags = UCP_WORKER_ADDRESS_FLAG_NET_ONLY};
     us = ucp_worker_query(ui->worker, &wa);
     if (us != UCS_OK) {
@@ -305,7 +308,8 @@ static void ucx_close(mesh_tl_iface_t *iface)
 static void ucx_query(mesh_tl_iface_t *iface, mesh_tl_caps_t *caps)
 {
     memset(caps, 0, sizeof(*caps));
-    caps->flags = MESH_TL_CAP_TAGGED | MESH_TL_CAP_SIGNATURE | (mesh_tl_rdma_present() ? MESH_TL_CAP_HW_NET : 0);
+    caps->flags = MESH_TL_CAP_TAGGED | MESH_TL_CAP_SIGNATURE |
+                  (mesh_tl_rdma_present() ? MESH_TL_CAP_HW_NET : 0);
     caps->scope = MESH_TL_SCOPE_NET;
     caps->latency_us = 10.0;
     caps->bandwidth_GBps = 1.0;
@@ -355,13 +359,12 @@ static mesh_status_t ucx_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
         return mesh_error(MESH_ERR_NO_MEMORY, "ucx endpoint allocation failed");
     ep->super.iface = iface;
     ep->super.peer = peer->rank;
-    ucp_ep_params_t p = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
-                         .address = (const ucp_address_t *)a->ucp,
-                         .err_mode = ui->err_peer ? UCP_ERR_HANDLING_MODE_PEER
-                                                  : UCP_ERR_HANDLING_MODE_NONE,
-                         .err_handler = {.cb = ep_error_cb, .arg = ep}};
+    ucp_ep_params_t p = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = (const ucp_address_t *)a->ucp,
+        .err_mode = ui->err_peer ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE,
+        .err_handler = {.cb = ep_error_cb, .arg = ep}};
     ucs_status_t us = ucp_ep_create(ui->worker, &p, &ep->uep);
     if (us != UCS_OK) {
         free(ep);
@@ -372,12 +375,11 @@ static mesh_status_t ucx_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_t 
     mesh_tl_op_t *op = &ep->hello_op;
     op->status = MESH_INPROGRESS;
     /* the hello completes like any send: through a tracked request */
-    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                              UCP_OP_ATTR_FIELD_FLAGS,
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS,
                               .cb.send = mesh_tl_ucx_send_cb,
                               .flags = UCP_AM_SEND_FLAG_EAGER};
-    void *r = ucp_am_send_nbx(ep->uep, MESH_TL_UCX_AM_HELLO, &ui->hello, sizeof(ui->hello), NULL,
-                              0, &rp);
+    void *r =
+        ucp_am_send_nbx(ep->uep, MESH_TL_UCX_AM_HELLO, &ui->hello, sizeof(ui->hello), NULL, 0, &rp);
     if (r == NULL) {
         mesh_tl_op_complete(op, 0, MESH_OK);
     } else if (UCS_PTR_IS_ERR(r)) {

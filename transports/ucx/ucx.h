@@ -8,7 +8,7 @@
 #include <ucp/api/ucp.h>
 
 #define MESH_TL_UCX_MAGIC    0x4d534855u /* "MSHU" */
-#define MESH_TL_UCX_AM_HELLO 0x4d53       /* active message id of the wire-up hello */
+#define MESH_TL_UCX_AM_HELLO 0x4d53      /* active message id of the wire-up hello */
 
 /* Address blob: a header, then the worker's network-only address. */
 typedef struct {
@@ -41,13 +41,13 @@ typedef struct {
 
 typedef struct mesh_tl_ucx_ep {
     mesh_tl_ep_t super;
-    ucp_ep_h uep;           /* NULL once closed */
-    mesh_tl_op_t *pending;  /* operations with a request in flight */
-    mesh_tl_op_t hello_op;  /* our hello to the peer */
-    mesh_status_t failed;   /* MESH_OK, MESH_ERR_PEER_FAILED or MESH_ERR_ABORTED */
-    int fail_done;          /* pending operations were failed after the error callback */
-    double fail_at;         /* when a failure UCX reported becomes ours (0: none reported) */
-    ucs_status_t why;       /* what UCX reported */
+    ucp_ep_h uep;          /* NULL once closed */
+    mesh_tl_op_t *pending; /* operations with a request in flight */
+    mesh_tl_op_t hello_op; /* our hello to the peer */
+    mesh_status_t failed;  /* MESH_OK, MESH_ERR_PEER_FAILED or MESH_ERR_ABORTED */
+    int fail_done;         /* pending operations were failed after the error callback */
+    double fail_at;        /* when a failure UCX reported becomes ours (0: none reported) */
+    ucs_status_t why;      /* what UCX reported */
 } mesh_tl_ucx_ep_t;
 
 typedef struct {
@@ -61,15 +61,15 @@ typedef struct {
     double timeout_s;
     double close_timeout_s;
     double fail_delay_s;
-    int err_peer;               /* endpoints use UCX's peer error handling */
-    int src_shift;              /* where the sender's rank is folded into UCX tags */
-    mesh_tl_ucx_ep_t **eps;     /* [size] */
-    unsigned char *hello_from;  /* [size] hellos received */
-    void **closing;             /* [size] endpoint close requests still in flight */
+    int err_peer;              /* endpoints use UCX's peer error handling */
+    int src_shift;             /* where the sender's rank is folded into UCX tags */
+    mesh_tl_ucx_ep_t **eps;    /* [size] */
+    unsigned char *hello_from; /* [size] hellos received */
+    void **closing;            /* [size] endpoint close requests still in flight */
     int nclosing;
-    int completed;              /* completions counted by the callbacks */
-    mesh_tl_op_t *posting;      /* receive being posted, until its request is tracked */
-    int fail_pending;           /* an error callback ran since the last progress() */
+    int completed;         /* completions counted by the callbacks */
+    mesh_tl_op_t *posting; /* receive being posted, until its request is tracked */
+    int fail_pending;      /* an error callback ran since the last progress() */
     atomic_int aborted;
     int abort_done;
 } mesh_tl_ucx_iface_t;
@@ -93,8 +93,7 @@ void mesh_tl_ucx_mem_dereg(mesh_tl_iface_t *iface, mesh_tl_mem_t *mem);
 /* Completion callback of every send (hellos included). */
 void mesh_tl_ucx_send_cb(void *request, ucs_status_t st, void *user_data);
 /* Tracks an operation whose request is in flight. */
-void mesh_tl_ucx_op_track(mesh_tl_ucx_ep_t *ep, mesh_tl_op_t *op, void *req, size_t len,
-                          int send);
+void mesh_tl_ucx_op_track(mesh_tl_ucx_ep_t *ep, mesh_tl_op_t *op, void *req, size_t len, int send);
 /* Whether a send (which reads its buffer until done) is still pending on the endpoint. */
 int mesh_tl_ucx_ep_has_sends(mesh_tl_ucx_ep_t *ep);
 /* Completes every pending operation of the endpoint with status, detaching (and cancelling)

@@ -57,8 +57,7 @@ void mesh_tl_ucx_ep_dying(mesh_tl_ucx_ep_t *ep, ucs_status_t why)
 }
 
 /* A NULL request: the operation is held until its endpoint's failure is reported. */
-void mesh_tl_ucx_op_track(mesh_tl_ucx_ep_t *ep, mesh_tl_op_t *op, void *req, size_t len,
-                          int send)
+void mesh_tl_ucx_op_track(mesh_tl_ucx_ep_t *ep, mesh_tl_op_t *op, void *req, size_t len, int send)
 {
     if (req) {
         ((mesh_tl_ucx_req_t *)req)->op = op;
@@ -128,8 +127,8 @@ static void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *i
     size_t length = st == UCS_OK ? info->length : 0;
     mesh_tl_op_t *op = req->op != NULL ? req->op : ui->posting;
     if (op != NULL && (st == UCS_OK || st == UCS_ERR_MESSAGE_TRUNCATED))
-        op->peer_tag = mesh_tl_ucx_tag(ui, ((mesh_tl_ucx_ep_t *)UCX_OP_EP(op))->super.peer,
-                                       info->sender_tag);
+        op->peer_tag =
+            mesh_tl_ucx_tag(ui, ((mesh_tl_ucx_ep_t *)UCX_OP_EP(op))->super.peer, info->sender_tag);
     if (st == UCS_ERR_MESSAGE_TRUNCATED && op != NULL) {
         /* UCX reports the message's length where it knows it */
         size_t cap = (size_t)(uintptr_t)UCX_OP_LEN(op);
@@ -151,9 +150,8 @@ static void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *i
     if (req->op == NULL && ui->posting != NULL) {
         /* completed inside ucp_tag_recv_nbx(), which frees the request */
         ui->posting = NULL;
-        mesh_tl_op_complete(op, length,
-                            st == UCS_OK ? MESH_OK
-                                         : mesh_tl_ucx_status(UCX_OP_EP(op), st, "receive"));
+        mesh_tl_op_complete(
+            op, length, st == UCS_OK ? MESH_OK : mesh_tl_ucx_status(UCX_OP_EP(op), st, "receive"));
         return;
     }
     req_done(request, st, length, "receive");

@@ -94,7 +94,8 @@ static mesh_status_t verbs_find_port(verbs_port_t *out, char *why, size_t len)
     struct ibv_device **list = ibv_get_device_list(&ndev);
     if (list == NULL || ndev == 0) {
         snprintf(why, len, "no rdma device found");
-        if (list) ibv_free_device_list(list);
+        if (list)
+            ibv_free_device_list(list);
         return MESH_ERR_NOT_FOUND;
     }
     char down_name[IBV_SYSFS_NAME_MAX + 8] = "";
@@ -103,12 +104,15 @@ static mesh_status_t verbs_find_port(verbs_port_t *out, char *why, size_t len)
         const char *name = ibv_get_device_name(list[d]);
         if (nhca > 0 && mesh_tl_verbs_hca_match(hca, nhca, name, 0) < 0) {
             int any = 0; /* a device listed with a port matches only that port */
-            for (int i = 0; i < nhca; i++) any |= strcmp(hca[i].name, name) == 0;
-            if (!any) continue;
+            for (int i = 0; i < nhca; i++)
+                any |= strcmp(hca[i].name, name) == 0;
+            if (!any)
+                continue;
         }
         struct ibv_context *ctx = ibv_open_device(list[d]);
         struct ibv_device_attr da;
-        if (ctx == NULL) continue;
+        if (ctx == NULL)
+            continue;
         if (ibv_query_device(ctx, &da) != 0) {
             ibv_close_device(ctx);
             continue;
@@ -117,13 +121,16 @@ static mesh_status_t verbs_find_port(verbs_port_t *out, char *why, size_t len)
         for (int p = 1; p <= da.phys_port_cnt; p++) {
             struct ibv_port_attr pa;
             int pref = mesh_tl_verbs_hca_match(hca, nhca, name, p);
-            if (pref < 0 || ibv_query_port(ctx, (uint8_t)p, &pa) != 0) continue;
+            if (pref < 0 || ibv_query_port(ctx, (uint8_t)p, &pa) != 0)
+                continue;
             if (pa.state != IBV_PORT_ACTIVE) {
-                if (!down++) snprintf(down_name, sizeof(down_name), "%s:%d", name, p);
+                if (!down++)
+                    snprintf(down_name, sizeof(down_name), "%s:%d", name, p);
                 continue;
             }
             if (pref < best_pref) {
-                if (out->ctx && out->ctx != ctx) ibv_close_device(out->ctx);
+                if (out->ctx && out->ctx != ctx)
+                    ibv_close_device(out->ctx);
                 out->ctx = ctx;
                 out->port = p;
                 out->attr = pa;
@@ -132,10 +139,12 @@ static mesh_status_t verbs_find_port(verbs_port_t *out, char *why, size_t len)
                 kept = 1;
             }
         }
-        if (!kept && out->ctx != ctx) ibv_close_device(ctx);
+        if (!kept && out->ctx != ctx)
+            ibv_close_device(ctx);
     }
     ibv_free_device_list(list);
-    if (out->ctx != NULL) return MESH_OK;
+    if (out->ctx != NULL)
+        return MESH_OK;
     if (down)
         snprintf(why, len, "no active port (%s%s down)", down_name, down > 1 ? " and others" : "");
     else if (nhca)
@@ -167,10 +176,12 @@ static mesh_status_t verbs_pick_gid(mesh_tl_verbs_iface_t *vi)
     } else {
         int n = vi->port_attr.gid_tbl_len, k = 0;
         mesh_tl_verbs_gid_t *g = calloc((size_t)(n > 0 ? n : 1), sizeof(*g));
-        if (g == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "verbs gid table of %d", n);
+        if (g == NULL)
+            return mesh_error(MESH_ERR_NO_MEMORY, "verbs gid table of %d", n);
         for (int i = 0; i < n; i++) {
             struct ibv_gid_entry e;
-            if (ibv_query_gid_ex(vi->ctx, (uint32_t)vi->port, (uint32_t)i, &e, 0) != 0) continue;
+            if (ibv_query_gid_ex(vi->ctx, (uint32_t)vi->port, (uint32_t)i, &e, 0) != 0)
+                continue;
             g[k].index = i;
             g[k].type = e.gid_type == IBV_GID_TYPE_ROCE_V2   ? MESH_TL_VERBS_GID_ROCE_V2
                         : e.gid_type == IBV_GID_TYPE_ROCE_V1 ? MESH_TL_VERBS_GID_ROCE_V1
@@ -185,8 +196,8 @@ static mesh_status_t verbs_pick_gid(mesh_tl_verbs_iface_t *vi)
                               vi->dev_name, vi->port);
     }
     if (ibv_query_gid(vi->ctx, (uint8_t)vi->port, vi->gid_index, &vi->gid) != 0)
-        return mesh_error(MESH_ERR_INVALID_ARG, "verbs: %s port %d: gid index %d: %m",
-                          vi->dev_name, vi->port, vi->gid_index);
+        return mesh_error(MESH_ERR_INVALID_ARG, "verbs: %s port %d: gid index %d: %m", vi->dev_name,
+                          vi->port, vi->gid_index);
     return MESH_OK;
 }
 
@@ -194,16 +205,20 @@ static mesh_status_t verbs_ud_setup(mesh_tl_verbs_iface_t *vi)
 {
     int total = MESH_TL_VERBS_UD_RX + MESH_TL_VERBS_UD_TX;
     vi->ud_cq = ibv_create_cq(vi->ctx, total, NULL, NULL, 0);
-    if (vi->ud_cq == NULL) return mesh_error(MESH_ERR_IO, "verbs: ud completion queue: %m");
-    struct ibv_qp_init_attr ia = {.send_cq = vi->ud_cq, .recv_cq = vi->ud_cq,
+    if (vi->ud_cq == NULL)
+        return mesh_error(MESH_ERR_IO, "verbs: ud completion queue: %m");
+    struct ibv_qp_init_attr ia = {.send_cq = vi->ud_cq,
+                                  .recv_cq = vi->ud_cq,
                                   .qp_type = IBV_QPT_UD,
                                   .cap = {.max_send_wr = MESH_TL_VERBS_UD_TX,
                                           .max_recv_wr = MESH_TL_VERBS_UD_RX,
-                                          .max_send_sge = 1, .max_recv_sge = 1}};
+                                          .max_send_sge = 1,
+                                          .max_recv_sge = 1}};
     vi->ud_qp = ibv_create_qp(vi->pd, &ia);
-    if (vi->ud_qp == NULL) return mesh_error(MESH_ERR_IO, "verbs: ud queue pair: %m");
-    struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0,
-                            .port_num = (uint8_t)vi->port, .qkey = vi->qkey};
+    if (vi->ud_qp == NULL)
+        return mesh_error(MESH_ERR_IO, "verbs: ud queue pair: %m");
+    struct ibv_qp_attr a = {
+        .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = (uint8_t)vi->port, .qkey = vi->qkey};
     if (ibv_modify_qp(vi->ud_qp, &a,
                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) != 0)
         return mesh_error(MESH_ERR_IO, "verbs: ud queue pair to init: %m");
@@ -217,12 +232,15 @@ static mesh_status_t verbs_ud_setup(mesh_tl_verbs_iface_t *vi)
         return mesh_error(MESH_ERR_IO, "verbs: ud queue pair to rts: %m");
     size_t bytes = (size_t)total * MESH_TL_VERBS_UD_SLOT;
     vi->ud_block = aligned_alloc(4096, bytes);
-    if (vi->ud_block == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "verbs: ud buffers");
+    if (vi->ud_block == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "verbs: ud buffers");
     vi->ud_mr = ibv_reg_mr(vi->pd, vi->ud_block, bytes, IBV_ACCESS_LOCAL_WRITE);
-    if (vi->ud_mr == NULL) return mesh_error(MESH_ERR_IO, "verbs: registering ud buffers: %m");
+    if (vi->ud_mr == NULL)
+        return mesh_error(MESH_ERR_IO, "verbs: registering ud buffers: %m");
     for (uint32_t i = 0; i < MESH_TL_VERBS_UD_RX; i++) {
         struct ibv_sge sge = {.addr = (uintptr_t)(vi->ud_block + i * MESH_TL_VERBS_UD_SLOT),
-                              .length = MESH_TL_VERBS_UD_SLOT, .lkey = vi->ud_mr->lkey};
+                              .length = MESH_TL_VERBS_UD_SLOT,
+                              .lkey = vi->ud_mr->lkey};
         struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
         if (ibv_post_recv(vi->ud_qp, &wr, &bad) != 0)
             return mesh_error(MESH_ERR_IO, "verbs: posting ud receives: %m");
@@ -234,12 +252,11 @@ static mesh_status_t verbs_reg(void *arg, void *addr, size_t len, void **handle,
                                uint32_t *rkey)
 {
     mesh_tl_verbs_iface_t *vi = arg;
-    struct ibv_mr *mr = ibv_reg_mr(vi->pd, addr, len,
-                                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
-                                       IBV_ACCESS_REMOTE_WRITE);
+    struct ibv_mr *mr =
+        ibv_reg_mr(vi->pd, addr, len,
+                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
     if (mr == NULL)
-        return mesh_error(MESH_ERR_NO_MEMORY, "verbs: registering %zu bytes at %p: %m", len,
-                          addr);
+        return mesh_error(MESH_ERR_NO_MEMORY, "verbs: registering %zu bytes at %p: %m", len, addr);
     *handle = mr;
     *lkey = mr->lkey;
     *rkey = mr->rkey;
@@ -265,7 +282,8 @@ static mesh_status_t verbs_open(const mesh_tl_open_params_t *params, mesh_tl_ifa
     verbs_port_t p;
     char why[160];
     st = verbs_find_port(&p, why, sizeof(why));
-    if (st != MESH_OK) return mesh_error(st, "%s", why);
+    if (st != MESH_OK)
+        return mesh_error(st, "%s", why);
     mesh_tl_verbs_iface_t *vi = calloc(1, sizeof(*vi));
     if (vi == NULL) {
         ibv_close_device(p.ctx);
@@ -296,11 +314,13 @@ static mesh_status_t verbs_open(const mesh_tl_open_params_t *params, mesh_tl_ifa
                                             ? p.dev_attr.max_qp_rd_atom
                                             : p.dev_attr.max_qp_init_rd_atom,
                                         1, 16);
-    if ((uint32_t)p.dev_attr.max_qp_wr < vi->rx_depth) vi->rx_depth = (uint32_t)p.dev_attr.max_qp_wr;
-    if ((uint32_t)p.dev_attr.max_qp_wr < vi->tx_depth) vi->tx_depth = (uint32_t)p.dev_attr.max_qp_wr;
+    if ((uint32_t)p.dev_attr.max_qp_wr < vi->rx_depth)
+        vi->rx_depth = (uint32_t)p.dev_attr.max_qp_wr;
+    if ((uint32_t)p.dev_attr.max_qp_wr < vi->tx_depth)
+        vi->tx_depth = (uint32_t)p.dev_attr.max_qp_wr;
     /* one completion queue for every peer's queue pair: size it for all, within the device */
-    long long cqe = (long long)(params->size > 1 ? params->size - 1 : 1) *
-                    (vi->rx_depth + vi->tx_depth);
+    long long cqe =
+        (long long)(params->size > 1 ? params->size - 1 : 1) * (vi->rx_depth + vi->tx_depth);
     if (cqe > p.dev_attr.max_cqe) {
         long long per = p.dev_attr.max_cqe / (params->size > 1 ? params->size - 1 : 1);
         vi->rx_depth = vi->tx_depth = (uint32_t)clamp(per / 2, 2, 4096);
@@ -357,9 +377,12 @@ err:
 /* What an endpoint holds of the device and the heap, freed with it (also half-built). */
 static void verbs_ep_free(mesh_tl_verbs_ep_t *ep)
 {
-    if (ep->qp) ibv_destroy_qp(ep->qp);
-    if (ep->ah) ibv_destroy_ah(ep->ah);
-    if (ep->mr) ibv_dereg_mr(ep->mr);
+    if (ep->qp)
+        ibv_destroy_qp(ep->qp);
+    if (ep->ah)
+        ibv_destroy_ah(ep->ah);
+    if (ep->mr)
+        ibv_dereg_mr(ep->mr);
     free(ep->block);
     free(ep->slots);
     free(ep->free_slots);
@@ -372,7 +395,8 @@ static void verbs_ep_destroy(mesh_tl_ep_t *uep)
     mesh_tl_verbs_ep_t *ep = (mesh_tl_verbs_ep_t *)uep;
     mesh_tl_verbs_iface_t *vi = mesh_tl_verbs_iface(ep);
     mesh_tl_verbs_ep_drop(ep, MESH_ERR_ABORTED);
-    if (vi->eps[uep->peer] == ep) vi->eps[uep->peer] = NULL;
+    if (vi->eps[uep->peer] == ep)
+        vi->eps[uep->peer] = NULL;
     verbs_ep_free(ep);
 }
 
@@ -381,20 +405,28 @@ static void verbs_close(mesh_tl_iface_t *iface)
     mesh_tl_verbs_iface_t *vi = (mesh_tl_verbs_iface_t *)iface;
     if (vi->eps)
         for (int r = 0; r < iface->size; r++)
-            if (vi->eps[r]) verbs_ep_destroy(&vi->eps[r]->super);
-    if (vi->pd) mesh_tl_verbs_rcache_destroy(&vi->rcache);
+            if (vi->eps[r])
+                verbs_ep_destroy(&vi->eps[r]->super);
+    if (vi->pd)
+        mesh_tl_verbs_rcache_destroy(&vi->rcache);
     while (vi->msg_free) {
         mesh_tl_verbs_msg_t *m = vi->msg_free;
         vi->msg_free = m->next;
         free(m);
     }
-    if (vi->ud_qp) ibv_destroy_qp(vi->ud_qp);
-    if (vi->ud_mr) ibv_dereg_mr(vi->ud_mr);
+    if (vi->ud_qp)
+        ibv_destroy_qp(vi->ud_qp);
+    if (vi->ud_mr)
+        ibv_dereg_mr(vi->ud_mr);
     free(vi->ud_block);
-    if (vi->ud_cq) ibv_destroy_cq(vi->ud_cq);
-    if (vi->cq) ibv_destroy_cq(vi->cq);
-    if (vi->pd) ibv_dealloc_pd(vi->pd);
-    if (vi->ctx) ibv_close_device(vi->ctx);
+    if (vi->ud_cq)
+        ibv_destroy_cq(vi->ud_cq);
+    if (vi->cq)
+        ibv_destroy_cq(vi->cq);
+    if (vi->pd)
+        ibv_dealloc_pd(vi->pd);
+    if (vi->ctx)
+        ibv_close_device(vi->ctx);
     free(vi->eps);
     free(vi);
 }
@@ -404,7 +436,8 @@ static void verbs_query(mesh_tl_iface_t *iface, mesh_tl_caps_t *caps)
     mesh_tl_verbs_iface_t *vi = (mesh_tl_verbs_iface_t *)iface;
     memset(caps, 0, sizeof(*caps));
     /* an open verbs interface is an RDMA port: it never gives way to tcp */
-    caps->flags = MESH_TL_CAP_TAGGED | MESH_TL_CAP_SIGNATURE | MESH_TL_CAP_SINGLE_COPY | MESH_TL_CAP_HW_NET;
+    caps->flags =
+        MESH_TL_CAP_TAGGED | MESH_TL_CAP_SIGNATURE | MESH_TL_CAP_SINGLE_COPY | MESH_TL_CAP_HW_NET;
     caps->scope = MESH_TL_SCOPE_NET;
     caps->latency_us = 2.0;
     /* active_speed/width would give the link rate; a round figure is enough to rank */
@@ -457,7 +490,8 @@ static mesh_status_t verbs_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_
     mesh_tl_verbs_iface_t *vi = (mesh_tl_verbs_iface_t *)iface;
     mesh_status_t st;
     mesh_tl_verbs_ep_t *ep = calloc(1, sizeof(*ep));
-    if (ep == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "verbs endpoint for rank %d", peer->rank);
+    if (ep == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "verbs endpoint for rank %d", peer->rank);
     ep->super.iface = iface;
     ep->super.peer = peer->rank;
     memcpy(&ep->paddr, peer->addr, sizeof(ep->paddr));
@@ -478,10 +512,10 @@ static mesh_status_t verbs_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_
     ep->tx_bufs = ep->block + rx;
     ep->credit_in = (volatile uint64_t *)(ep->block + rx + tx);
     ep->credit_out = (uint64_t *)(ep->block + rx + tx + 8);
-    for (uint32_t i = 0; i < vi->tx_depth; i++) ep->free_slots[i] = vi->tx_depth - 1 - i;
+    for (uint32_t i = 0; i < vi->tx_depth; i++)
+        ep->free_slots[i] = vi->tx_depth - 1 - i;
     ep->nfree = (int)vi->tx_depth;
-    ep->mr = ibv_reg_mr(vi->pd, ep->block, bytes,
-                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ep->mr = ibv_reg_mr(vi->pd, ep->block, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (ep->mr == NULL) {
         st = mesh_error(MESH_ERR_IO, "verbs: registering buffers for rank %d: %m", peer->rank);
         goto err;
@@ -493,11 +527,15 @@ static mesh_status_t verbs_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_
         st = mesh_error(MESH_ERR_IO, "verbs: address handle for rank %d: %m", peer->rank);
         goto err;
     }
-    struct ibv_qp_init_attr ia = {.send_cq = vi->cq, .recv_cq = vi->cq, .qp_type = IBV_QPT_RC,
+    struct ibv_qp_init_attr ia = {.send_cq = vi->cq,
+                                  .recv_cq = vi->cq,
+                                  .qp_type = IBV_QPT_RC,
                                   .sq_sig_all = 1,
                                   .cap = {.max_send_wr = vi->tx_depth,
-                                          .max_recv_wr = vi->rx_depth, .max_send_sge = 1,
-                                          .max_recv_sge = 1, .max_inline_data = vi->max_inline}};
+                                          .max_recv_wr = vi->rx_depth,
+                                          .max_send_sge = 1,
+                                          .max_recv_sge = 1,
+                                          .max_inline_data = vi->max_inline}};
     ep->qp = ibv_create_qp(vi->pd, &ia);
     if (ep->qp == NULL && vi->max_inline > 0) {
         /* some devices refuse inline data of that size: ask for none */
@@ -508,8 +546,10 @@ static mesh_status_t verbs_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_
         st = mesh_error(MESH_ERR_IO, "verbs: queue pair for rank %d: %m", peer->rank);
         goto err;
     }
-    if (ia.cap.max_inline_data < vi->max_inline) vi->max_inline = ia.cap.max_inline_data;
-    struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0,
+    if (ia.cap.max_inline_data < vi->max_inline)
+        vi->max_inline = ia.cap.max_inline_data;
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+                            .pkey_index = 0,
                             .port_num = (uint8_t)vi->port,
                             .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
                                                IBV_ACCESS_REMOTE_WRITE};
@@ -524,7 +564,8 @@ static mesh_status_t verbs_ep_create(mesh_tl_iface_t *iface, const mesh_tl_peer_
             goto err;
         }
     uint32_t psn = 0;
-    if (getrandom(&psn, sizeof(psn), 0) != sizeof(psn)) psn = (uint32_t)getpid() * 2654435761u;
+    if (getrandom(&psn, sizeof(psn), 0) != sizeof(psn))
+        psn = (uint32_t)getpid() * 2654435761u;
     ep->psn = psn & 0xffffff;
     ep->state = mesh_tl_verbs_conn_next(MESH_TL_VERBS_CONN_NONE, MESH_TL_VERBS_EV_CREATE);
     vi->eps[peer->rank] = ep;
@@ -538,20 +579,29 @@ err:
 /* Sends our connect message to the peer's UD queue pair. */
 static void verbs_conn_send(mesh_tl_verbs_iface_t *vi, mesh_tl_verbs_ep_t *ep)
 {
-    if (vi->ud_tx_busy >= MESH_TL_VERBS_UD_TX) return; /* resent on the next round */
+    if (vi->ud_tx_busy >= MESH_TL_VERBS_UD_TX)
+        return; /* resent on the next round */
     uint32_t slot = MESH_TL_VERBS_UD_RX + (uint32_t)(vi->ud_tx_next++ % MESH_TL_VERBS_UD_TX);
     char *buf = vi->ud_block + (size_t)slot * MESH_TL_VERBS_UD_SLOT;
     mesh_tl_verbs_conn_msg_t m = {
-        .comm_uid = vi->comm_uid, .src = (uint32_t)vi->super.rank,
-        .dst = (uint32_t)ep->super.peer, .qpn = ep->qp->qp_num, .psn = ep->psn,
+        .comm_uid = vi->comm_uid,
+        .src = (uint32_t)vi->super.rank,
+        .dst = (uint32_t)ep->super.peer,
+        .qpn = ep->qp->qp_num,
+        .psn = ep->psn,
         .flags = (ep->state >= MESH_TL_VERBS_CONN_RTS ? MESH_TL_VERBS_CONN_ACK : 0) |
                  (ep->state == MESH_TL_VERBS_CONN_READY ? MESH_TL_VERBS_CONN_DONE : 0),
-        .credit_rkey = ep->mr->rkey, .credit_addr = (uintptr_t)ep->credit_in,
+        .credit_rkey = ep->mr->rkey,
+        .credit_addr = (uintptr_t)ep->credit_in,
         .rx_depth = vi->rx_depth};
     size_t n = mesh_tl_verbs_conn_encode(&m, buf, MESH_TL_VERBS_UD_SLOT);
     struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = (uint32_t)n, .lkey = vi->ud_mr->lkey};
-    struct ibv_send_wr wr = {.wr_id = slot, .sg_list = &sge, .num_sge = 1,
-                             .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED}, *bad;
+    struct ibv_send_wr wr = {.wr_id = slot,
+                             .sg_list = &sge,
+                             .num_sge = 1,
+                             .opcode = IBV_WR_SEND,
+                             .send_flags = IBV_SEND_SIGNALED},
+                       *bad;
     wr.wr.ud.ah = ep->ah;
     wr.wr.ud.remote_qpn = ep->paddr.ud_qpn;
     wr.wr.ud.remote_qkey = vi->qkey;
@@ -572,16 +622,16 @@ static mesh_status_t verbs_conn_apply(mesh_tl_verbs_iface_t *vi, mesh_tl_verbs_e
     struct ibv_qp_attr a;
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = ep->paddr.mtu < vi->addr.mtu ? (enum ibv_mtu)ep->paddr.mtu
-                                              : (enum ibv_mtu)vi->addr.mtu;
+    a.path_mtu =
+        ep->paddr.mtu < vi->addr.mtu ? (enum ibv_mtu)ep->paddr.mtu : (enum ibv_mtu)vi->addr.mtu;
     a.dest_qp_num = m->qpn;
     a.rq_psn = m->psn;
     a.max_dest_rd_atomic = (uint8_t)vi->max_rd_atomic;
     a.min_rnr_timer = 12;
     verbs_ah_attr(vi, &ep->paddr, &a.ah_attr);
     if (ibv_modify_qp(ep->qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
         return mesh_error(MESH_ERR_PEER_FAILED, "verbs: queue pair for rank %d to rtr: %m", peer);
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
@@ -604,14 +654,17 @@ static mesh_status_t verbs_conn_apply(mesh_tl_verbs_iface_t *vi, mesh_tl_verbs_e
 static void verbs_conn_recv(mesh_tl_verbs_iface_t *vi, const char *buf, size_t len)
 {
     mesh_tl_verbs_conn_msg_t m;
-    if (len < 40 || mesh_tl_verbs_conn_decode(buf + 40, len - 40, &m) != MESH_OK) return;
+    if (len < 40 || mesh_tl_verbs_conn_decode(buf + 40, len - 40, &m) != MESH_OK)
+        return;
     if (m.comm_uid != vi->comm_uid || m.dst != (uint32_t)vi->super.rank ||
         m.src >= (uint32_t)vi->super.size)
         return;
     mesh_tl_verbs_ep_t *ep = vi->eps[m.src];
-    if (ep == NULL) return; /* created later: the peer sends again */
+    if (ep == NULL)
+        return; /* created later: the peer sends again */
     int s = mesh_tl_verbs_conn_next(ep->state, MESH_TL_VERBS_EV_PEER_INFO);
-    if (s < 0) return;
+    if (s < 0)
+        return;
     if (ep->state == MESH_TL_VERBS_CONN_INIT) {
         if (verbs_conn_apply(vi, ep, &m) != MESH_OK) {
             mesh_tl_verbs_ep_fail(ep, MESH_ERR_PEER_FAILED, mesh_error_last());
@@ -622,7 +675,8 @@ static void verbs_conn_recv(mesh_tl_verbs_iface_t *vi, const char *buf, size_t l
     }
     if (m.flags & MESH_TL_VERBS_CONN_ACK) {
         s = mesh_tl_verbs_conn_next(ep->state, MESH_TL_VERBS_EV_PEER_ACK);
-        if (s >= 0) ep->state = s;
+        if (s >= 0)
+            ep->state = s;
     }
     /* a peer that is not done repeats itself until it sees our acknowledgement, which may
      * have been lost: answer each of its messages (a done peer answers none, so no loop) */
@@ -645,11 +699,13 @@ static int verbs_ud_progress(mesh_tl_verbs_iface_t *vi)
             if (wc[i].status == IBV_WC_SUCCESS && wc[i].opcode == IBV_WC_RECV)
                 verbs_conn_recv(vi, vi->ud_block + (size_t)slot * MESH_TL_VERBS_UD_SLOT,
                                 wc[i].byte_len);
-            struct ibv_sge sge = {.addr = (uintptr_t)(vi->ud_block +
-                                                      (size_t)slot * MESH_TL_VERBS_UD_SLOT),
-                                  .length = MESH_TL_VERBS_UD_SLOT, .lkey = vi->ud_mr->lkey};
+            struct ibv_sge sge = {
+                .addr = (uintptr_t)(vi->ud_block + (size_t)slot * MESH_TL_VERBS_UD_SLOT),
+                .length = MESH_TL_VERBS_UD_SLOT,
+                .lkey = vi->ud_mr->lkey};
             struct ibv_recv_wr wr = {.wr_id = slot, .sg_list = &sge, .num_sge = 1}, *bad;
-            if (wc[i].status != IBV_WC_WR_FLUSH_ERR) ibv_post_recv(vi->ud_qp, &wr, &bad);
+            if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
+                ibv_post_recv(vi->ud_qp, &wr, &bad);
             events++;
         }
     }
@@ -670,7 +726,8 @@ static void verbs_async(mesh_tl_verbs_iface_t *vi)
         if (ev.event_type == IBV_EVENT_QP_FATAL || ev.event_type == IBV_EVENT_QP_REQ_ERR ||
             ev.event_type == IBV_EVENT_QP_ACCESS_ERR || ev.event_type == IBV_EVENT_PATH_MIG_ERR)
             for (int r = 0; r < vi->super.size; r++)
-                if (vi->eps[r] && vi->eps[r]->qp == ev.element.qp) peer = r;
+                if (vi->eps[r] && vi->eps[r]->qp == ev.element.qp)
+                    peer = r;
         char why[192];
         mesh_status_t st = mesh_tl_verbs_async_status(ev.event_type, peer, why, sizeof(why));
         enum ibv_event_type type = ev.event_type;
@@ -692,21 +749,24 @@ static int verbs_progress(mesh_tl_iface_t *iface)
     if (atomic_load_explicit(&vi->aborted, memory_order_acquire) && !vi->abort_done) {
         vi->abort_done = 1;
         for (int r = 0; r < iface->size; r++)
-            if (vi->eps[r]) events += mesh_tl_verbs_ep_fail(vi->eps[r], MESH_ERR_ABORTED, "");
+            if (vi->eps[r])
+                events += mesh_tl_verbs_ep_fail(vi->eps[r], MESH_ERR_ABORTED, "");
     }
     struct ibv_wc wc[32];
     int n;
     vi->moved = 0;
     vi->poll_time = mesh_time();
     while ((n = ibv_poll_cq(vi->cq, 32, wc)) > 0)
-        for (int i = 0; i < n; i++) events += mesh_tl_verbs_handle_wc(vi, &wc[i]);
+        for (int i = 0; i < n; i++)
+            events += mesh_tl_verbs_handle_wc(vi, &wc[i]);
     events += verbs_ud_progress(vi) > 0;
     int idle = events == 0 && vi->moved == 0;
     double now = vi->poll_time;
     for (int r = 0; r < iface->size; r++)
         if (vi->eps[r] && vi->eps[r]->state == MESH_TL_VERBS_CONN_READY) {
             mesh_tl_verbs_ep_push(vi->eps[r], idle);
-            if (idle) mesh_tl_verbs_ep_keepalive(vi->eps[r], now, vi->keepalive);
+            if (idle)
+                mesh_tl_verbs_ep_keepalive(vi->eps[r], now, vi->keepalive);
         }
     if (now >= vi->next_async) {
         vi->next_async = now + 0.01;
@@ -723,18 +783,20 @@ static mesh_status_t verbs_wireup(mesh_tl_iface_t *iface, double deadline)
         int pending = -1;
         for (int r = 0; r < iface->size; r++) {
             mesh_tl_verbs_ep_t *ep = vi->eps[r];
-            if (ep == NULL) continue;
+            if (ep == NULL)
+                continue;
             if (ep->state == MESH_TL_VERBS_CONN_FAILED)
-                return mesh_error(MESH_ERR_PEER_FAILED, "verbs wireup with rank %d failed: %s",
-                                  r, ep->why);
-            if (ep->state != MESH_TL_VERBS_CONN_READY && pending < 0) pending = r;
+                return mesh_error(MESH_ERR_PEER_FAILED, "verbs wireup with rank %d failed: %s", r,
+                                  ep->why);
+            if (ep->state != MESH_TL_VERBS_CONN_READY && pending < 0)
+                pending = r;
         }
-        if (pending < 0) return MESH_OK;
+        if (pending < 0)
+            return MESH_OK;
         if (mesh_time() > deadline)
-            return mesh_error(MESH_ERR_TIMEOUT,
-                              "verbs wireup: rank %d did not connect within %.0f s (state %s)",
-                              pending, vi->timeout_s,
-                              mesh_tl_verbs_conn_name(vi->eps[pending]->state));
+            return mesh_error(
+                MESH_ERR_TIMEOUT, "verbs wireup: rank %d did not connect within %.0f s (state %s)",
+                pending, vi->timeout_s, mesh_tl_verbs_conn_name(vi->eps[pending]->state));
         if (verbs_progress(iface) > 0)
             idle = 0;
         else

@@ -21,10 +21,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define MESH_TL_VERBS_MAGIC   0x4d534842u /* "MSHB" */
-#define MESH_TL_VERBS_UD_SLOT 128         /* GRH (40) + connect message, rounded */
-#define MESH_TL_VERBS_UD_RX   64
-#define MESH_TL_VERBS_UD_TX   32
+#define MESH_TL_VERBS_MAGIC    0x4d534842u /* "MSHB" */
+#define MESH_TL_VERBS_UD_SLOT  128         /* GRH (40) + connect message, rounded */
+#define MESH_TL_VERBS_UD_RX    64
+#define MESH_TL_VERBS_UD_TX    32
 #define MESH_TL_VERBS_READ_MAX (1ul << 30) /* bytes per RDMA read */
 
 /* Address blob: what every peer needs to reach this interface. */
@@ -32,7 +32,7 @@ typedef struct {
     uint32_t magic;
     uint8_t link_layer; /* IBV_LINK_LAYER_* */
     uint8_t port;
-    uint8_t mtu;        /* enum ibv_mtu */
+    uint8_t mtu; /* enum ibv_mtu */
     uint8_t gid_index;
     uint16_t lid;
     uint16_t reserved;
@@ -40,8 +40,16 @@ typedef struct {
     uint8_t gid[16];
 } mesh_tl_verbs_addr_t;
 
-enum { VERBS_WR_NONE = 0, VERBS_WR_SEND, VERBS_WR_RTS, VERBS_WR_READ, VERBS_WR_FIN,
-       VERBS_WR_CREDIT, VERBS_WR_RECV, VERBS_WR_PROBE };
+enum {
+    VERBS_WR_NONE = 0,
+    VERBS_WR_SEND,
+    VERBS_WR_RTS,
+    VERBS_WR_READ,
+    VERBS_WR_FIN,
+    VERBS_WR_CREDIT,
+    VERBS_WR_RECV,
+    VERBS_WR_PROBE
+};
 
 static inline uint64_t mesh_tl_verbs_wr_id(int peer, int kind, uint32_t slot)
 {
@@ -52,24 +60,24 @@ static inline uint64_t mesh_tl_verbs_wr_id(int peer, int kind, uint32_t slot)
 typedef struct mesh_tl_verbs_msg {
     struct mesh_tl_verbs_msg *next;
     mesh_tl_op_t *op;
-    int state;            /* mesh_tl_verbs_msg_state_t */
+    int state; /* mesh_tl_verbs_msg_state_t */
     uint32_t msg_id;
     uint64_t tag;
     uint64_t len;
-    uint64_t raddr;       /* receive: where the sender's data is */
+    uint64_t raddr; /* receive: where the sender's data is */
     uint32_t rkey;
-    int is_rts;           /* unexpected: an RTS rather than eager data */
-    char *data;           /* unexpected eager payload */
+    int is_rts; /* unexpected: an RTS rather than eager data */
+    char *data; /* unexpected eager payload */
     mesh_tl_verbs_region_t *region;
-    uint64_t posted;      /* receive: bytes for which reads are posted */
-    int reads;            /* receive: reads in flight */
-    mesh_status_t error;  /* receive: truncation, reported when the reads are done */
+    uint64_t posted;     /* receive: bytes for which reads are posted */
+    int reads;           /* receive: reads in flight */
+    mesh_status_t error; /* receive: truncation, reported when the reads are done */
 } mesh_tl_verbs_msg_t;
 
 typedef struct {
     int kind;
-    mesh_tl_op_t *op;          /* SEND */
-    mesh_tl_verbs_msg_t *msg;  /* RTS, READ */
+    mesh_tl_op_t *op;         /* SEND */
+    mesh_tl_verbs_msg_t *msg; /* RTS, READ */
 } mesh_tl_verbs_slot_t;
 
 typedef struct {
@@ -95,17 +103,17 @@ typedef struct mesh_tl_verbs_ep {
     uint64_t *credit_out;         /* source of our credit writes */
     uint64_t peer_credit_addr;
     uint32_t peer_credit_rkey;
-    mesh_tl_verbs_slot_t *slots;  /* [tx_depth] */
+    mesh_tl_verbs_slot_t *slots; /* [tx_depth] */
     uint32_t *free_slots;
     int nfree;
     mesh_tl_verbs_credits_t cr;
     mesh_tl_verbs_creturn_t ret;
-    mesh_tl_opq_t sendq;           /* sends not yet posted (credits or slots lacking) */
-    mesh_tl_opq_t posted;          /* receives not matched */
-    mesh_tl_verbs_msgq_t unexp;    /* arrived, not matched */
-    mesh_tl_verbs_msgq_t rndv_send;/* our RTS posted, waiting for FIN */
-    mesh_tl_verbs_msgq_t reads;    /* matched RTS with reads left to post */
-    uint32_t *fins;                /* msg_ids to acknowledge */
+    mesh_tl_opq_t sendq;            /* sends not yet posted (credits or slots lacking) */
+    mesh_tl_opq_t posted;           /* receives not matched */
+    mesh_tl_verbs_msgq_t unexp;     /* arrived, not matched */
+    mesh_tl_verbs_msgq_t rndv_send; /* our RTS posted, waiting for FIN */
+    mesh_tl_verbs_msgq_t reads;     /* matched RTS with reads left to post */
+    uint32_t *fins;                 /* msg_ids to acknowledge */
     int fin_head, fin_n, fin_cap;
     uint32_t next_msg_id;
     mesh_status_t failed;

@@ -4,8 +4,10 @@
 
 int mesh_tl_verbs_conn_next(mesh_tl_verbs_conn_state_t s, mesh_tl_verbs_conn_event_t ev)
 {
-    if (ev == MESH_TL_VERBS_EV_CLOSE) return MESH_TL_VERBS_CONN_CLOSED;
-    if (s == MESH_TL_VERBS_CONN_CLOSED) return -1;
+    if (ev == MESH_TL_VERBS_EV_CLOSE)
+        return MESH_TL_VERBS_CONN_CLOSED;
+    if (s == MESH_TL_VERBS_CONN_CLOSED)
+        return -1;
     if (ev == MESH_TL_VERBS_EV_ERROR)
         return s == MESH_TL_VERBS_CONN_NONE ? -1 : MESH_TL_VERBS_CONN_FAILED;
     switch (s) {
@@ -15,7 +17,8 @@ int mesh_tl_verbs_conn_next(mesh_tl_verbs_conn_state_t s, mesh_tl_verbs_conn_eve
         /* an acknowledgement always comes with the peer's own information, applied first */
         return ev == MESH_TL_VERBS_EV_PEER_INFO ? MESH_TL_VERBS_CONN_RTS : -1;
     case MESH_TL_VERBS_CONN_RTS:
-        if (ev == MESH_TL_VERBS_EV_PEER_INFO) return MESH_TL_VERBS_CONN_RTS; /* repeat */
+        if (ev == MESH_TL_VERBS_EV_PEER_INFO)
+            return MESH_TL_VERBS_CONN_RTS; /* repeat */
         return ev == MESH_TL_VERBS_EV_PEER_ACK ? MESH_TL_VERBS_CONN_READY : -1;
     case MESH_TL_VERBS_CONN_READY:
         /* repeats from a peer that missed our acknowledgement */
@@ -27,7 +30,8 @@ int mesh_tl_verbs_conn_next(mesh_tl_verbs_conn_state_t s, mesh_tl_verbs_conn_eve
         return ev == MESH_TL_VERBS_EV_PEER_INFO || ev == MESH_TL_VERBS_EV_PEER_ACK
                    ? MESH_TL_VERBS_CONN_FAILED
                    : -1;
-    default: return -1;
+    default:
+        return -1;
     }
 }
 
@@ -40,11 +44,15 @@ const char *mesh_tl_verbs_conn_name(mesh_tl_verbs_conn_state_t s)
 int mesh_tl_verbs_conn_resend_due(mesh_tl_verbs_conn_state_t s, double now, double last_sent,
                                   int attempts, double interval)
 {
-    if (s != MESH_TL_VERBS_CONN_INIT && s != MESH_TL_VERBS_CONN_RTS) return 0;
-    if (attempts == 0) return 1;
+    if (s != MESH_TL_VERBS_CONN_INIT && s != MESH_TL_VERBS_CONN_RTS)
+        return 0;
+    if (attempts == 0)
+        return 1;
     double wait = interval;
-    for (int i = 1; i < attempts && wait < 1.0; i++) wait *= 2;
-    if (wait > 1.0) wait = 1.0;
+    for (int i = 1; i < attempts && wait < 1.0; i++)
+        wait *= 2;
+    if (wait > 1.0)
+        wait = 1.0;
     return now - last_sent >= wait;
 }
 
@@ -52,7 +60,8 @@ mesh_tl_verbs_proto_t mesh_tl_verbs_proto_pick(size_t len, size_t hdr, size_t ma
                                                size_t bounce)
 {
     if (len <= bounce && hdr <= bounce - len) {
-        if (len + hdr <= max_inline) return MESH_TL_VERBS_PROTO_INLINE;
+        if (len + hdr <= max_inline)
+            return MESH_TL_VERBS_PROTO_INLINE;
         return MESH_TL_VERBS_PROTO_EAGER;
     }
     return MESH_TL_VERBS_PROTO_RNDV;
@@ -79,25 +88,29 @@ int mesh_tl_verbs_msg_next(mesh_tl_verbs_msg_state_t s, mesh_tl_verbs_proto_t pr
         return ev == MESH_TL_VERBS_MEV_POST && rndv ? MESH_TL_VERBS_MSG_READING : -1;
     case MESH_TL_VERBS_MSG_READING:
         return ev == MESH_TL_VERBS_MEV_LOCAL ? MESH_TL_VERBS_MSG_DONE : -1;
-    default: return -1;
+    default:
+        return -1;
     }
 }
 
 int mesh_tl_verbs_credits_take(mesh_tl_verbs_credits_t *c)
 {
-    if (mesh_tl_verbs_credits_avail(c) == 0) return 0;
+    if (mesh_tl_verbs_credits_avail(c) == 0)
+        return 0;
     c->sent++;
     return 1;
 }
 
 void mesh_tl_verbs_credits_update(mesh_tl_verbs_credits_t *c, uint64_t peer_freed)
 {
-    if (peer_freed > c->peer_freed && peer_freed <= c->sent) c->peer_freed = peer_freed;
+    if (peer_freed > c->peer_freed && peer_freed <= c->sent)
+        c->peer_freed = peer_freed;
 }
 
 int mesh_tl_verbs_creturn_due(const mesh_tl_verbs_creturn_t *r, uint32_t threshold, int idle)
 {
-    if (r->in_flight) return 0;
+    if (r->in_flight)
+        return 0;
     uint64_t owed = r->reposted - r->reported;
     return owed >= threshold || (owed > 0 && idle);
 }

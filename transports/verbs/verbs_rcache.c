@@ -37,7 +37,8 @@ static void remove_at(mesh_tl_verbs_rcache_t *rc, size_t i)
 
 void mesh_tl_verbs_rcache_destroy(mesh_tl_verbs_rcache_t *rc)
 {
-    for (size_t i = 0; i < rc->n; i++) region_free(rc, rc->r[i]);
+    for (size_t i = 0; i < rc->n; i++)
+        region_free(rc, rc->r[i]);
     free(rc->r);
     rc->r = NULL;
     rc->n = rc->cap = 0;
@@ -65,7 +66,8 @@ static void evict(mesh_tl_verbs_rcache_t *rc)
         for (size_t i = 0; i < rc->n; i++)
             if (rc->r[i]->refs == 0 && (victim == rc->n || rc->r[i]->used < rc->r[victim]->used))
                 victim = i;
-        if (victim == rc->n) return; /* everything in use: over the limit until released */
+        if (victim == rc->n)
+            return; /* everything in use: over the limit until released */
         remove_at(rc, victim);
         rc->evictions++;
     }
@@ -82,7 +84,8 @@ mesh_status_t mesh_tl_verbs_rcache_get(mesh_tl_verbs_rcache_t *rc, const void *a
     size_t i = upper_bound(rc, start, UINTPTR_MAX);
     while (i > 0) {
         mesh_tl_verbs_region_t *r = rc->r[--i];
-        if (r->start + rc->longest < end) break;
+        if (r->start + rc->longest < end)
+            break;
         if (r->start <= start && r->end >= end) {
             r->refs++;
             r->used = rc->tick;
@@ -101,11 +104,11 @@ mesh_status_t mesh_tl_verbs_rcache_get(mesh_tl_verbs_rcache_t *rc, const void *a
         rc->cap = cap;
     }
     mesh_tl_verbs_region_t *r = calloc(1, sizeof(*r));
-    if (r == NULL) return mesh_error(MESH_ERR_NO_MEMORY, "registration cache region");
+    if (r == NULL)
+        return mesh_error(MESH_ERR_NO_MEMORY, "registration cache region");
     r->start = start;
     r->end = end;
-    mesh_status_t st = rc->reg(rc->arg, (void *)start, end - start, &r->handle, &r->lkey,
-                               &r->rkey);
+    mesh_status_t st = rc->reg(rc->arg, (void *)start, end - start, &r->handle, &r->lkey, &r->rkey);
     if (st != MESH_OK) {
         free(r);
         return st;
@@ -117,7 +120,8 @@ mesh_status_t mesh_tl_verbs_rcache_get(mesh_tl_verbs_rcache_t *rc, const void *a
     rc->r[at] = r;
     rc->n++;
     rc->bytes += end - start;
-    if (end - start > rc->longest) rc->longest = end - start;
+    if (end - start > rc->longest)
+        rc->longest = end - start;
     evict(rc);
     *region = r;
     return MESH_OK;
@@ -125,7 +129,8 @@ mesh_status_t mesh_tl_verbs_rcache_get(mesh_tl_verbs_rcache_t *rc, const void *a
 
 void mesh_tl_verbs_rcache_put(mesh_tl_verbs_rcache_t *rc, mesh_tl_verbs_region_t *region)
 {
-    if (--region->refs > 0) return;
+    if (--region->refs > 0)
+        return;
     if (rc->max_bytes == 0) {
         for (size_t i = 0; i < rc->n; i++)
             if (rc->r[i] == region) {

@@ -20,8 +20,8 @@
 typedef struct {
     uintptr_t start, end; /* [start, end), page aligned */
     int refs;
-    uint64_t used;        /* tick of the last lookup that returned it */
-    void *handle;         /* the registration (struct ibv_mr *) */
+    uint64_t used; /* tick of the last lookup that returned it */
+    void *handle;  /* the registration (struct ibv_mr *) */
     uint32_t lkey, rkey;
 } mesh_tl_verbs_region_t;
 
@@ -38,8 +38,8 @@ typedef struct {
     size_t page;
     mesh_tl_verbs_region_t **r; /* sorted by start, then end */
     size_t n, cap;
-    size_t bytes;    /* sum of region lengths */
-    size_t longest;  /* longest region ever cached: bounds the backward search */
+    size_t bytes;   /* sum of region lengths */
+    size_t longest; /* longest region ever cached: bounds the backward search */
     uint64_t tick;
     uint64_t hits, misses, evictions;
 } mesh_tl_verbs_rcache_t;

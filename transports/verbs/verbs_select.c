@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-mesh_status_t mesh_tl_verbs_hca_parse(const char *spec, mesh_tl_verbs_hca_t *list, int max,
-                                      int *n)
+mesh_status_t mesh_tl_verbs_hca_parse(const char *spec, mesh_tl_verbs_hca_t *list, int max, int *n)
 {
     int count = 0;
     for (const char *p = spec ? spec : ""; *p;) {
@@ -28,7 +27,8 @@ mesh_status_t mesh_tl_verbs_hca_parse(const char *spec, mesh_tl_verbs_hca_t *lis
             char num[8] = "";
             size_t plen = len - nlen - 1;
             char *end = NULL;
-            if (plen > 0 && plen < sizeof(num)) memcpy(num, colon + 1, plen);
+            if (plen > 0 && plen < sizeof(num))
+                memcpy(num, colon + 1, plen);
             long v = plen > 0 && plen < sizeof(num) ? strtol(num, &end, 10) : 0;
             if (end == NULL || *end || v < 1 || v > 255)
                 return mesh_error(MESH_ERR_INVALID_ARG,
@@ -45,7 +45,8 @@ mesh_status_t mesh_tl_verbs_hca_parse(const char *spec, mesh_tl_verbs_hca_t *lis
 
 int mesh_tl_verbs_hca_match(const mesh_tl_verbs_hca_t *list, int n, const char *dev, int port)
 {
-    if (n == 0) return 0;
+    if (n == 0)
+        return 0;
     for (int i = 0; i < n; i++)
         if (strcmp(list[i].name, dev) == 0 && (list[i].port == 0 || list[i].port == port))
             return i;
@@ -56,15 +57,20 @@ static int gid_rank(const mesh_tl_verbs_gid_t *g)
 {
     static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     int zero = 1;
-    for (int i = 0; i < 16; i++) zero &= g->raw[i] == 0;
-    if (zero) return -1;
+    for (int i = 0; i < 16; i++)
+        zero &= g->raw[i] == 0;
+    if (zero)
+        return -1;
     int linklocal = g->raw[0] == 0xfe && (g->raw[1] & 0xc0) == 0x80;
     switch (g->type) {
     case MESH_TL_VERBS_GID_ROCE_V2:
-        if (memcmp(g->raw, v4mapped, sizeof(v4mapped)) == 0) return 4;
+        if (memcmp(g->raw, v4mapped, sizeof(v4mapped)) == 0)
+            return 4;
         return linklocal ? 2 : 3;
-    case MESH_TL_VERBS_GID_ROCE_V1: return 1;
-    default: return 0;
+    case MESH_TL_VERBS_GID_ROCE_V1:
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -85,24 +91,37 @@ mesh_status_t mesh_tl_verbs_wc_status(enum ibv_wc_status status, int peer, char 
 {
     const char *what;
     switch (status) {
-    case IBV_WC_SUCCESS: return MESH_OK;
+    case IBV_WC_SUCCESS:
+        return MESH_OK;
     case IBV_WC_RETRY_EXC_ERR:
         what = "no acknowledgement after every retry: the peer is dead or the link is down";
         break;
-    case IBV_WC_RNR_RETRY_EXC_ERR: what = "the peer posted no receive buffer in time"; break;
-    case IBV_WC_WR_FLUSH_ERR: what = "flushed: the connection failed earlier"; break;
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+        what = "the peer posted no receive buffer in time";
+        break;
+    case IBV_WC_WR_FLUSH_ERR:
+        what = "flushed: the connection failed earlier";
+        break;
     case IBV_WC_REM_ACCESS_ERR:
     case IBV_WC_REM_INV_REQ_ERR:
     case IBV_WC_REM_OP_ERR:
     case IBV_WC_REM_ABORT_ERR:
-    case IBV_WC_REM_INV_RD_REQ_ERR: what = "the peer rejected a request"; break;
-    case IBV_WC_RESP_TIMEOUT_ERR: what = "the peer's response timed out"; break;
+    case IBV_WC_REM_INV_RD_REQ_ERR:
+        what = "the peer rejected a request";
+        break;
+    case IBV_WC_RESP_TIMEOUT_ERR:
+        what = "the peer's response timed out";
+        break;
     case IBV_WC_LOC_LEN_ERR:
     case IBV_WC_LOC_QP_OP_ERR:
     case IBV_WC_LOC_PROT_ERR:
     case IBV_WC_LOC_ACCESS_ERR:
-    case IBV_WC_MW_BIND_ERR: what = "local error on the connection"; break;
-    default: what = "connection error"; break;
+    case IBV_WC_MW_BIND_ERR:
+        what = "local error on the connection";
+        break;
+    default:
+        what = "connection error";
+        break;
     }
     snprintf(why, len, "rank %d: %s (%s)", peer, what, ibv_wc_status_str(status));
     return MESH_ERR_PEER_FAILED;
@@ -124,6 +143,7 @@ mesh_status_t mesh_tl_verbs_async_status(enum ibv_event_type ev, int peer, char 
     case IBV_EVENT_CQ_ERR:
         snprintf(why, len, "completion queue error (%s)", ibv_event_type_str(ev));
         return MESH_ERR_IO;
-    default: return MESH_OK;
+    default:
+        return MESH_OK;
     }
 }

@@ -22,8 +22,7 @@ typedef struct {
 
 /* Parses spec into at most max entries; "" gives 0 entries (any device). A malformed entry
  * fails with MESH_ERR_INVALID_ARG naming MESH_IB_HCA and the entry. */
-mesh_status_t mesh_tl_verbs_hca_parse(const char *spec, mesh_tl_verbs_hca_t *list, int max,
-                                      int *n);
+mesh_status_t mesh_tl_verbs_hca_parse(const char *spec, mesh_tl_verbs_hca_t *list, int max, int *n);
 /* Preference rank (0 best) of a device port under the list, or -1 when it is not allowed. */
 int mesh_tl_verbs_hca_match(const mesh_tl_verbs_hca_t *list, int n, const char *dev, int port);
 
@@ -46,8 +45,7 @@ int mesh_tl_verbs_gid_pick(const mesh_tl_verbs_gid_t *gids, int n);
 
 /* A completion status on the connection to peer: MESH_OK for success, otherwise
  * MESH_ERR_PEER_FAILED with why filled ("rank 3: ..."). */
-mesh_status_t mesh_tl_verbs_wc_status(enum ibv_wc_status status, int peer, char *why,
-                                      size_t len);
+mesh_status_t mesh_tl_verbs_wc_status(enum ibv_wc_status status, int peer, char *why, size_t len);
 /* An asynchronous event: MESH_OK when it is informational; MESH_ERR_PEER_FAILED for a queue
  * pair's error (peer >= 0 names its rank) and for a port or device failure (peer < 0: every
  * peer is lost); MESH_ERR_IO for a completion queue overrun. */

@@ -12,22 +12,26 @@ static void put16(uint8_t *p, uint16_t v)
 }
 static void put32(uint8_t *p, uint32_t v)
 {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 static void put64(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 static uint32_t get32(const uint8_t *p)
 {
     uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
     return v;
 }
 static uint64_t get64(const uint8_t *p)
 {
     uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
     return v;
 }
 
@@ -39,11 +43,17 @@ size_t mesh_tl_verbs_hdr_encode(const mesh_tl_verbs_hdr_t *h, void *buf, size_t 
     size_t n;
     switch (h->type) {
     case MESH_TL_VERBS_MSG_EAGER:
-    case MESH_TL_VERBS_MSG_FIN: n = MESH_TL_VERBS_HDR_EAGER; break;
-    case MESH_TL_VERBS_MSG_RTS: n = MESH_TL_VERBS_HDR_RTS; break;
-    default: return 0;
+    case MESH_TL_VERBS_MSG_FIN:
+        n = MESH_TL_VERBS_HDR_EAGER;
+        break;
+    case MESH_TL_VERBS_MSG_RTS:
+        n = MESH_TL_VERBS_HDR_RTS;
+        break;
+    default:
+        return 0;
     }
-    if (cap < n) return 0;
+    if (cap < n)
+        return 0;
     p[0] = h->type;
     p[1] = h->flags;
     put16(p + 2, 0);
@@ -65,8 +75,11 @@ mesh_status_t mesh_tl_verbs_hdr_decode(const void *buf, size_t total, mesh_tl_ve
     if (total < MESH_TL_VERBS_HDR_EAGER)
         return mesh_error(MESH_ERR_IO, "verbs message of %zu bytes is shorter than a header",
                           total);
-    mesh_tl_verbs_hdr_t x = {.type = p[0], .flags = p[1], .msg_id = get32(p + 4),
-                             .tag = get64(p + 8), .len = get64(p + 16)};
+    mesh_tl_verbs_hdr_t x = {.type = p[0],
+                             .flags = p[1],
+                             .msg_id = get32(p + 4),
+                             .tag = get64(p + 8),
+                             .len = get64(p + 16)};
     size_t n = MESH_TL_VERBS_HDR_EAGER;
     switch (x.type) {
     case MESH_TL_VERBS_MSG_EAGER:
@@ -85,7 +98,8 @@ mesh_status_t mesh_tl_verbs_hdr_decode(const void *buf, size_t total, mesh_tl_ve
         x.raddr = get64(p + 24);
         x.rkey = get32(p + 32);
         break;
-    default: return mesh_error(MESH_ERR_IO, "verbs message of unknown type %u", x.type);
+    default:
+        return mesh_error(MESH_ERR_IO, "verbs message of unknown type %u", x.type);
     }
     *h = x;
     *hdr_len = n;
@@ -97,7 +111,8 @@ mesh_status_t mesh_tl_verbs_hdr_decode(const void *buf, size_t total, mesh_tl_ve
 size_t mesh_tl_verbs_conn_encode(const mesh_tl_verbs_conn_msg_t *m, void *buf, size_t cap)
 {
     uint8_t *p = buf;
-    if (cap < MESH_TL_VERBS_CONN_LEN) return 0;
+    if (cap < MESH_TL_VERBS_CONN_LEN)
+        return 0;
     put32(p, MESH_TL_VERBS_CONN_MAGIC);
     put32(p + 4, m->flags);
     put64(p + 8, m->comm_uid);
@@ -118,10 +133,14 @@ mesh_status_t mesh_tl_verbs_conn_decode(const void *buf, size_t len, mesh_tl_ver
         return mesh_error(MESH_ERR_IO, "verbs connect message of %zu bytes", len);
     if (get32(p) != MESH_TL_VERBS_CONN_MAGIC)
         return mesh_error(MESH_ERR_IO, "verbs connect message with a wrong magic %08x", get32(p));
-    mesh_tl_verbs_conn_msg_t x = {.flags = get32(p + 4), .comm_uid = get64(p + 8),
-                                  .src = get32(p + 16), .dst = get32(p + 20),
-                                  .qpn = get32(p + 24), .psn = get32(p + 28),
-                                  .credit_rkey = get32(p + 32), .rx_depth = get32(p + 36),
+    mesh_tl_verbs_conn_msg_t x = {.flags = get32(p + 4),
+                                  .comm_uid = get64(p + 8),
+                                  .src = get32(p + 16),
+                                  .dst = get32(p + 20),
+                                  .qpn = get32(p + 24),
+                                  .psn = get32(p + 28),
+                                  .credit_rkey = get32(p + 32),
+                                  .rx_depth = get32(p + 36),
                                   .credit_addr = get64(p + 40)};
     if (x.qpn > 0xffffffu || x.psn > 0xffffffu || x.rx_depth == 0)
         return mesh_error(MESH_ERR_IO,

@@ -25,9 +25,9 @@ typedef struct {
     uint8_t flags;
     uint32_t msg_id; /* sender's id of a rendezvous, echoed by FIN */
     uint64_t tag;
-    uint64_t len;    /* eager: payload bytes following; RTS: message length; FIN: 0 */
-    uint64_t raddr;  /* RTS only */
-    uint32_t rkey;   /* RTS only */
+    uint64_t len;   /* eager: payload bytes following; RTS: message length; FIN: 0 */
+    uint64_t raddr; /* RTS only */
+    uint32_t rkey;  /* RTS only */
 } mesh_tl_verbs_hdr_t;
 
 /* Writes the header; returns its size, or 0 when cap is too small or the type is unknown. */
@@ -48,11 +48,11 @@ enum {
 /* Connect message: what the peer needs to move its queue pair towards ours to RTR. */
 typedef struct {
     uint64_t comm_uid;
-    uint32_t src;   /* sender's rank */
-    uint32_t dst;   /* intended receiver's rank */
-    uint32_t qpn;   /* sender's RC queue pair for dst */
-    uint32_t psn;   /* its first packet sequence number */
-    uint32_t flags; /* MESH_TL_VERBS_CONN_* */
+    uint32_t src;         /* sender's rank */
+    uint32_t dst;         /* intended receiver's rank */
+    uint32_t qpn;         /* sender's RC queue pair for dst */
+    uint32_t psn;         /* its first packet sequence number */
+    uint32_t flags;       /* MESH_TL_VERBS_CONN_* */
     uint32_t credit_rkey; /* where dst writes the credits it returns to the sender */
     uint32_t rx_depth;    /* receive buffers the sender posts for dst: dst's credits */
     uint64_t credit_addr;

@@ -24,7 +24,8 @@ static mesh_tl_verbs_msg_t *msg_get(mesh_tl_verbs_iface_t *vi)
         vi->msg_free = m->next;
     else
         m = malloc(sizeof(*m));
-    if (m) memset(m, 0, sizeof(*m));
+    if (m)
+        memset(m, 0, sizeof(*m));
     return m;
 }
 
@@ -50,12 +51,14 @@ static void msgq_remove(mesh_tl_verbs_msgq_t *q, mesh_tl_verbs_msg_t *m)
 {
     mesh_tl_verbs_msg_t *prev = NULL;
     for (mesh_tl_verbs_msg_t *x = q->head; x; prev = x, x = x->next) {
-        if (x != m) continue;
+        if (x != m)
+            continue;
         if (prev)
             prev->next = x->next;
         else
             q->head = x->next;
-        if (q->tail == x) q->tail = prev;
+        if (q->tail == x)
+            q->tail = prev;
         x->next = NULL;
         return;
     }
@@ -72,12 +75,15 @@ int mesh_tl_verbs_post_recv(mesh_tl_verbs_ep_t *ep, uint32_t slot)
 {
     mesh_tl_verbs_iface_t *vi = mesh_tl_verbs_iface(ep);
     struct ibv_sge sge = {.addr = (uintptr_t)(ep->rx_bufs + (size_t)slot * vi->bounce),
-                          .length = (uint32_t)vi->bounce, .lkey = ep->mr->lkey};
+                          .length = (uint32_t)vi->bounce,
+                          .lkey = ep->mr->lkey};
     struct ibv_recv_wr wr = {.wr_id = mesh_tl_verbs_wr_id(ep->super.peer, VERBS_WR_RECV, slot),
-                             .sg_list = &sge, .num_sge = 1},
+                             .sg_list = &sge,
+                             .num_sge = 1},
                        *bad;
     int rc = ibv_post_recv(ep->qp, &wr, &bad);
-    if (rc != 0) errno = rc;
+    if (rc != 0)
+        errno = rc;
     return rc;
 }
 
@@ -111,8 +117,7 @@ static int post(mesh_tl_verbs_ep_t *ep, uint32_t slot, int kind, struct ibv_send
         return 0;
     }
     char why[160];
-    snprintf(why, sizeof(why), "rank %d: posting a send failed: %s", ep->super.peer,
-             strerror(rc));
+    snprintf(why, sizeof(why), "rank %d: posting a send failed: %s", ep->super.peer, strerror(rc));
     /* fails the slot's operation too; nothing was posted, so no completion returns the slot */
     mesh_tl_verbs_ep_fail(ep, MESH_ERR_PEER_FAILED, why);
     slot_put(ep, slot);
@@ -123,11 +128,13 @@ static int post(mesh_tl_verbs_ep_t *ep, uint32_t slot, int kind, struct ibv_send
 static int post_msg(mesh_tl_verbs_ep_t *ep, uint32_t slot, int kind, size_t n)
 {
     mesh_tl_verbs_iface_t *vi = mesh_tl_verbs_iface(ep);
-    struct ibv_sge sge = {.addr = (uintptr_t)slot_buf(ep, slot), .length = (uint32_t)n,
-                          .lkey = ep->mr->lkey};
-    struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
-                             .send_flags = IBV_SEND_SIGNALED |
-                                           (n <= vi->max_inline ? IBV_SEND_INLINE : 0)};
+    struct ibv_sge sge = {
+        .addr = (uintptr_t)slot_buf(ep, slot), .length = (uint32_t)n, .lkey = ep->mr->lkey};
+    struct ibv_send_wr wr = {.sg_list = &sge,
+                             .num_sge = 1,
+                             .opcode = IBV_WR_SEND,
+                             .send_flags =
+                                 IBV_SEND_SIGNALED | (n <= vi->max_inline ? IBV_SEND_INLINE : 0)};
     return post(ep, slot, kind, &wr);
 }
 
@@ -141,7 +148,8 @@ static void fin_queue(mesh_tl_verbs_ep_t *ep, uint32_t msg_id)
             mesh_tl_verbs_ep_fail(ep, MESH_ERR_NO_MEMORY, "out of memory queueing a fin");
             return;
         }
-        for (int i = 0; i < ep->fin_n; i++) f[i] = ep->fins[(ep->fin_head + i) % ep->fin_cap];
+        for (int i = 0; i < ep->fin_n; i++)
+            f[i] = ep->fins[(ep->fin_head + i) % ep->fin_cap];
         free(ep->fins);
         ep->fins = f;
         ep->fin_cap = cap;
@@ -190,7 +198,8 @@ mesh_status_t mesh_tl_verbs_isend(mesh_tl_ep_t *uep, uint64_t tag, const void *b
     MESH_CHECK(mesh_tl_post_check(&vi->aborted, ep->failed, ep->why, "send to", uep->peer));
     mesh_tl_op_set(op, tag, buf, len);
     mesh_tl_opq_push(&ep->sendq, op);
-    if (ep->state == MESH_TL_VERBS_CONN_READY) mesh_tl_verbs_ep_push(ep, 0);
+    if (ep->state == MESH_TL_VERBS_CONN_READY)
+        mesh_tl_verbs_ep_push(ep, 0);
     return MESH_OK;
 }
 
@@ -202,18 +211,21 @@ mesh_status_t mesh_tl_verbs_irecv(mesh_tl_ep_t *uep, uint64_t tag, void *buf, si
     MESH_CHECK(mesh_tl_post_check(&vi->aborted, MESH_OK, NULL, "receive from", uep->peer));
     mesh_tl_op_set(op, tag, buf, len);
     for (mesh_tl_verbs_msg_t *m = ep->unexp.head; m; m = m->next) {
-        if (!mesh_tl_tag_match(tag, m->tag)) continue;
+        if (!mesh_tl_tag_match(tag, m->tag))
+            continue;
         op->peer_tag = m->tag;
         msgq_remove(&ep->unexp, m);
         if (m->is_rts) {
             rndv_recv_start(ep, m, op);
-            if (ep->state == MESH_TL_VERBS_CONN_READY) mesh_tl_verbs_ep_push(ep, 0);
+            if (ep->state == MESH_TL_VERBS_CONN_READY)
+                mesh_tl_verbs_ep_push(ep, 0);
             return MESH_OK;
         }
         if (m->len > len) {
             truncated(ep, op, m->len);
         } else {
-            if (m->len) memcpy(buf, m->data, m->len);
+            if (m->len)
+                memcpy(buf, m->data, m->len);
             mesh_tl_op_complete(op, m->len, MESH_OK);
         }
         msg_put(vi, m);
@@ -231,7 +243,8 @@ static int push_send(mesh_tl_verbs_ep_t *ep)
     mesh_tl_verbs_iface_t *vi = mesh_tl_verbs_iface(ep);
     mesh_tl_op_t *op = ep->sendq.head;
     size_t len = mesh_tl_op_len(op);
-    if (mesh_tl_verbs_credits_avail(&ep->cr) == 0 || ep->nfree == 0) return 0;
+    if (mesh_tl_verbs_credits_avail(&ep->cr) == 0 || ep->nfree == 0)
+        return 0;
     mesh_tl_verbs_proto_t proto =
         mesh_tl_verbs_proto_pick(len, MESH_TL_VERBS_HDR_EAGER, vi->max_inline, vi->bounce);
     uint32_t slot = (uint32_t)slot_get(ep);
@@ -240,21 +253,22 @@ static int push_send(mesh_tl_verbs_ep_t *ep)
     if (proto != MESH_TL_VERBS_PROTO_RNDV) {
         h.type = MESH_TL_VERBS_MSG_EAGER;
         size_t n = mesh_tl_verbs_hdr_encode(&h, b, vi->bounce);
-        if (len) memcpy(b + n, mesh_tl_op_buf(op), len);
+        if (len)
+            memcpy(b + n, mesh_tl_op_buf(op), len);
         mesh_tl_opq_pop(&ep->sendq);
         mesh_tl_verbs_credits_take(&ep->cr);
         ep->slots[slot].op = op;
         return post_msg(ep, slot, VERBS_WR_SEND, n + len) == 0;
     }
     mesh_tl_verbs_msg_t *m = msg_get(vi);
-    mesh_status_t st = m ? mesh_tl_verbs_rcache_get(&vi->rcache, mesh_tl_op_buf(op), len,
-                                                    &m->region)
-                         : mesh_error(MESH_ERR_NO_MEMORY, "verbs rendezvous to rank %d",
-                                      ep->super.peer);
+    mesh_status_t st =
+        m ? mesh_tl_verbs_rcache_get(&vi->rcache, mesh_tl_op_buf(op), len, &m->region)
+          : mesh_error(MESH_ERR_NO_MEMORY, "verbs rendezvous to rank %d", ep->super.peer);
     mesh_tl_opq_pop(&ep->sendq);
     if (st != MESH_OK) {
         slot_put(ep, slot);
-        if (m) msg_put(vi, m);
+        if (m)
+            msg_put(vi, m);
         mesh_tl_op_complete(op, 0, st);
         return 1;
     }
@@ -280,12 +294,17 @@ static int push_reads(mesh_tl_verbs_ep_t *ep)
     for (mesh_tl_verbs_msg_t *m = ep->reads.head; m; m = m->next) {
         while (m->posted < m->len) {
             int s = slot_get(ep);
-            if (s < 0) return 0;
+            if (s < 0)
+                return 0;
             uint64_t n = m->len - m->posted;
-            if (n > MESH_TL_VERBS_READ_MAX) n = MESH_TL_VERBS_READ_MAX;
+            if (n > MESH_TL_VERBS_READ_MAX)
+                n = MESH_TL_VERBS_READ_MAX;
             struct ibv_sge sge = {.addr = (uintptr_t)mesh_tl_op_buf(m->op) + m->posted,
-                                  .length = (uint32_t)n, .lkey = m->region->lkey};
-            struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+                                  .length = (uint32_t)n,
+                                  .lkey = m->region->lkey};
+            struct ibv_send_wr wr = {.sg_list = &sge,
+                                     .num_sge = 1,
+                                     .opcode = IBV_WR_RDMA_READ,
                                      .send_flags = IBV_SEND_SIGNALED};
             wr.wr.rdma.remote_addr = m->raddr + m->posted;
             wr.wr.rdma.rkey = m->rkey;
@@ -293,7 +312,8 @@ static int push_reads(mesh_tl_verbs_ep_t *ep)
             if (m->state == MESH_TL_VERBS_MSG_MATCHED)
                 m->state = mesh_tl_verbs_msg_next(m->state, MESH_TL_VERBS_PROTO_RNDV,
                                                   MESH_TL_VERBS_MEV_POST);
-            if (post(ep, (uint32_t)s, VERBS_WR_READ, &wr) != 0) return 0;
+            if (post(ep, (uint32_t)s, VERBS_WR_READ, &wr) != 0)
+                return 0;
             m->posted += n;
             m->reads++;
         }
@@ -304,35 +324,40 @@ static int push_reads(mesh_tl_verbs_ep_t *ep)
 void mesh_tl_verbs_ep_push(mesh_tl_verbs_ep_t *ep, int idle)
 {
     mesh_tl_verbs_iface_t *vi = mesh_tl_verbs_iface(ep);
-    if (ep->failed < 0) return;
+    if (ep->failed < 0)
+        return;
     mesh_tl_verbs_credits_update(&ep->cr, __atomic_load_n(ep->credit_in, __ATOMIC_ACQUIRE));
     /* returning credits needs no credit; it goes first so that a busy sender never starves it */
     if (ep->nfree > 0 && mesh_tl_verbs_creturn_due(&ep->ret, vi->rx_depth / 4, idle)) {
         uint32_t slot = (uint32_t)slot_get(ep);
         *ep->credit_out = ep->ret.reposted;
         ep->ret.in_flight = ep->ret.reposted;
-        struct ibv_sge sge = {.addr = (uintptr_t)ep->credit_out, .length = 8,
-                              .lkey = ep->mr->lkey};
-        struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+        struct ibv_sge sge = {.addr = (uintptr_t)ep->credit_out, .length = 8, .lkey = ep->mr->lkey};
+        struct ibv_send_wr wr = {.sg_list = &sge,
+                                 .num_sge = 1,
+                                 .opcode = IBV_WR_RDMA_WRITE,
                                  .send_flags = IBV_SEND_SIGNALED |
                                                (vi->max_inline >= 8 ? IBV_SEND_INLINE : 0)};
         wr.wr.rdma.remote_addr = ep->peer_credit_addr;
         wr.wr.rdma.rkey = ep->peer_credit_rkey;
-        if (post(ep, slot, VERBS_WR_CREDIT, &wr) != 0) return;
+        if (post(ep, slot, VERBS_WR_CREDIT, &wr) != 0)
+            return;
     }
     while (ep->fin_n > 0 && ep->nfree > 0 && mesh_tl_verbs_credits_avail(&ep->cr) > 0) {
         uint32_t slot = (uint32_t)slot_get(ep);
-        mesh_tl_verbs_hdr_t h = {.type = MESH_TL_VERBS_MSG_FIN,
-                                 .msg_id = ep->fins[ep->fin_head]};
+        mesh_tl_verbs_hdr_t h = {.type = MESH_TL_VERBS_MSG_FIN, .msg_id = ep->fins[ep->fin_head]};
         size_t n = mesh_tl_verbs_hdr_encode(&h, slot_buf(ep, slot), vi->bounce);
         ep->fin_head = (ep->fin_head + 1) % ep->fin_cap;
         ep->fin_n--;
         mesh_tl_verbs_credits_take(&ep->cr);
-        if (post_msg(ep, slot, VERBS_WR_FIN, n) != 0) return;
+        if (post_msg(ep, slot, VERBS_WR_FIN, n) != 0)
+            return;
     }
-    if (!push_reads(ep) || ep->failed < 0) return;
+    if (!push_reads(ep) || ep->failed < 0)
+        return;
     while (ep->sendq.head && ep->failed == MESH_OK)
-        if (!push_send(ep)) break;
+        if (!push_send(ep))
+            break;
 }
 
 static int ep_has_ops(mesh_tl_verbs_ep_t *ep);
@@ -349,7 +374,8 @@ void mesh_tl_verbs_ep_keepalive(mesh_tl_verbs_ep_t *ep, double now, double inter
     wr.wr.rdma.rkey = ep->peer_credit_rkey;
     mesh_log_debug("verbs: probing rank %d: no completion for %.1f s", ep->super.peer,
                    now - ep->last_heard);
-    if (post(ep, slot, VERBS_WR_PROBE, &wr) == 0) ep->probing = 1;
+    if (post(ep, slot, VERBS_WR_PROBE, &wr) == 0)
+        ep->probing = 1;
     ep->last_heard = now;
 }
 
@@ -368,7 +394,8 @@ static int handle_recv(mesh_tl_verbs_ep_t *ep, uint32_t slot, size_t bytes)
     }
     if (h.type == MESH_TL_VERBS_MSG_FIN) {
         mesh_tl_verbs_msg_t *m = ep->rndv_send.head;
-        while (m && m->msg_id != h.msg_id) m = m->next;
+        while (m && m->msg_id != h.msg_id)
+            m = m->next;
         if (m == NULL) {
             mesh_log_debug("verbs: fin for unknown message %u from rank %d", h.msg_id,
                            ep->super.peer);
@@ -379,7 +406,8 @@ static int handle_recv(mesh_tl_verbs_ep_t *ep, uint32_t slot, size_t bytes)
             rndv_send_done(ep, m);
             return 1;
         }
-        if (s >= 0) m->state = s;
+        if (s >= 0)
+            m->state = s;
         return 0;
     }
     mesh_tl_op_t *op = mesh_tl_opq_take_tag(&ep->posted, h.tag);
@@ -388,7 +416,8 @@ static int handle_recv(mesh_tl_verbs_ep_t *ep, uint32_t slot, size_t bytes)
         if (h.len > cap) {
             truncated(ep, op, h.len);
         } else {
-            if (h.len) memcpy(mesh_tl_op_buf(op), b + hl, h.len);
+            if (h.len)
+                memcpy(mesh_tl_op_buf(op), b + hl, h.len);
             mesh_tl_op_complete(op, h.len, MESH_OK);
         }
         return 1;
@@ -407,7 +436,8 @@ static int handle_recv(mesh_tl_verbs_ep_t *ep, uint32_t slot, size_t bytes)
         m->raddr = h.raddr;
         m->rkey = h.rkey;
         m->is_rts = 1;
-        if (op) return rndv_recv_start(ep, m, op);
+        if (op)
+            return rndv_recv_start(ep, m, op);
     } else if (h.len > 0) {
         m->data = malloc(h.len);
         if (m->data == NULL) {
@@ -428,7 +458,8 @@ int mesh_tl_verbs_handle_wc(mesh_tl_verbs_iface_t *vi, const struct ibv_wc *wc)
     int peer = (int)(wc->wr_id >> 32), kind = (int)((wc->wr_id >> 28) & 0xf);
     uint32_t slot = (uint32_t)(wc->wr_id & 0x0fffffffu);
     mesh_tl_verbs_ep_t *ep = peer >= 0 && peer < vi->super.size ? vi->eps[peer] : NULL;
-    if (ep == NULL) return 0;
+    if (ep == NULL)
+        return 0;
     if (wc->status != IBV_WC_SUCCESS || ep->failed < 0) {
         int n = 0;
         if (ep->failed == MESH_OK) {
@@ -462,19 +493,21 @@ int mesh_tl_verbs_handle_wc(mesh_tl_verbs_iface_t *vi, const struct ibv_wc *wc)
     case VERBS_WR_RTS: {
         slot_put(ep, slot);
         mesh_tl_verbs_msg_t *m = s.msg;
-        int st = mesh_tl_verbs_msg_next(m->state, MESH_TL_VERBS_PROTO_RNDV,
-                                        MESH_TL_VERBS_MEV_LOCAL);
+        int st =
+            mesh_tl_verbs_msg_next(m->state, MESH_TL_VERBS_PROTO_RNDV, MESH_TL_VERBS_MEV_LOCAL);
         if (st == MESH_TL_VERBS_MSG_DONE) {
             rndv_send_done(ep, m);
             return 1;
         }
-        if (st >= 0) m->state = st;
+        if (st >= 0)
+            m->state = st;
         return 0;
     }
     case VERBS_WR_READ: {
         slot_put(ep, slot);
         mesh_tl_verbs_msg_t *m = s.msg;
-        if (--m->reads > 0 || m->posted < m->len) return 0;
+        if (--m->reads > 0 || m->posted < m->len)
+            return 0;
         msgq_remove(&ep->reads, m);
         mesh_tl_verbs_rcache_put(&vi->rcache, m->region);
         mesh_tl_op_complete(m->op, (size_t)m->len, MESH_OK);
@@ -491,7 +524,9 @@ int mesh_tl_verbs_handle_wc(mesh_tl_verbs_iface_t *vi, const struct ibv_wc *wc)
         ep->ret.reported = ep->ret.in_flight;
         ep->ret.in_flight = 0;
         return 0;
-    default: slot_put(ep, slot); return 0;
+    default:
+        slot_put(ep, slot);
+        return 0;
     }
 }
 
@@ -514,7 +549,8 @@ static int ep_fail_ops(mesh_tl_verbs_ep_t *ep, mesh_status_t status)
         while (qs[q]->head) {
             mesh_tl_verbs_msg_t *m = qs[q]->head;
             qs[q]->head = m->next;
-            if (m->region) mesh_tl_verbs_rcache_put(&vi->rcache, m->region);
+            if (m->region)
+                mesh_tl_verbs_rcache_put(&vi->rcache, m->region);
             if (m->op && q < 2) {
                 mesh_tl_op_complete(m->op, 0, status);
                 n++;
@@ -530,21 +566,26 @@ static int ep_fail_ops(mesh_tl_verbs_ep_t *ep, mesh_status_t status)
 /* Whether anything but standing receives waits on the peer (see MESH_TL_OP_STANDING). */
 static int ep_has_ops(mesh_tl_verbs_ep_t *ep)
 {
-    if (!mesh_tl_opq_empty(&ep->sendq) || ep->rndv_send.head || ep->reads.head) return 1;
+    if (!mesh_tl_opq_empty(&ep->sendq) || ep->rndv_send.head || ep->reads.head)
+        return 1;
     for (mesh_tl_op_t *op = ep->posted.head; op; op = op->tl_next)
-        if (!(op->flags & MESH_TL_OP_STANDING)) return 1;
+        if (!(op->flags & MESH_TL_OP_STANDING))
+            return 1;
     for (uint32_t i = 0; i < mesh_tl_verbs_iface(ep)->tx_depth; i++)
-        if (ep->slots[i].kind == VERBS_WR_SEND && ep->slots[i].op) return 1;
+        if (ep->slots[i].kind == VERBS_WR_SEND && ep->slots[i].op)
+            return 1;
     return 0;
 }
 
 int mesh_tl_verbs_ep_fail(mesh_tl_verbs_ep_t *ep, mesh_status_t status, const char *why)
 {
-    if (ep->failed < 0) return 0;
+    if (ep->failed < 0)
+        return 0;
     ep->failed = status;
     snprintf(ep->why, sizeof(ep->why), "%s", why);
     int s = mesh_tl_verbs_conn_next(ep->state, MESH_TL_VERBS_EV_ERROR);
-    if (s >= 0) ep->state = s;
+    if (s >= 0)
+        ep->state = s;
     if (status != MESH_ERR_ABORTED && ep_has_ops(ep))
         mesh_error(status, "verbs: %s", why);
     else if (status != MESH_ERR_ABORTED)
@@ -559,6 +600,7 @@ int mesh_tl_verbs_ep_fail(mesh_tl_verbs_ep_t *ep, mesh_status_t status, const ch
 
 void mesh_tl_verbs_ep_drop(mesh_tl_verbs_ep_t *ep, mesh_status_t status)
 {
-    if (ep->failed == MESH_OK) ep->failed = status;
+    if (ep->failed == MESH_OK)
+        ep->failed = status;
     ep_fail_ops(ep, status);
 }
