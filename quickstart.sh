@@ -26,6 +26,7 @@ packages="$packages libfabric-dev libfabric-bin"
 # a static busybox: the guest of make check-softroce, whose image make check prepares
 packages="$packages busybox-static"
 packages="$packages libopenblas-dev" # sgemm for bench/mesh-train
+packages="$packages clang-format" # make check holds the sources to .clang-format
 # the PyTorch backend (python/): Debian's torch 1.13 (CPU), its C++ headers and pybind11
 packages="$packages python3-torch libtorch-dev pybind11-dev"
 # PyTorch 2.x from PyPI, in a virtual environment, for the test job
