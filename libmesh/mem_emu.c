@@ -75,6 +75,23 @@ static size_t emu_round(size_t bytes)
     return bytes == 0 ? page : (bytes + page - 1) / page * page;
 }
 
+/* Maps the block's descriptor and registers the mapping; on failure the descriptor is closed
+ * and nothing stays mapped. what: the caller, for the message. */
+static mesh_status_t emu_map(struct emu_block *b, const char *what)
+{
+    b->base = mmap(NULL, b->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
+    if (b->base == MAP_FAILED) {
+        close(b->fd);
+        return mesh_error(MESH_ERR_NO_MEMORY, "emu: %s: mmap %zu bytes: %m", what, b->mapped);
+    }
+    mesh_status_t st = emu_add(b);
+    if (st < 0) {
+        munmap(b->base, b->mapped);
+        close(b->fd);
+    }
+    return st;
+}
+
 mesh_status_t mesh_mem_emu_alloc(void **ptr, size_t bytes, int device)
 {
     if (ptr == NULL || device < 0)
@@ -89,17 +106,7 @@ mesh_status_t mesh_mem_emu_alloc(void **ptr, size_t bytes, int device)
         close(b.fd);
         return mesh_error(MESH_ERR_NO_MEMORY, "emu: ftruncate %zu bytes: %m", b.mapped);
     }
-    b.base = mmap(NULL, b.mapped, PROT_READ | PROT_WRITE, MAP_SHARED, b.fd, 0);
-    if (b.base == MAP_FAILED) {
-        close(b.fd);
-        return mesh_error(MESH_ERR_NO_MEMORY, "emu: mmap %zu bytes: %m", b.mapped);
-    }
-    mesh_status_t st = emu_add(&b);
-    if (st < 0) {
-        munmap(b.base, b.mapped);
-        close(b.fd);
-        return st;
-    }
+    MESH_CHECK(emu_map(&b, "alloc"));
     *ptr = b.base;
     return MESH_OK;
 }
@@ -195,17 +202,7 @@ static mesh_status_t emu_ipc_import(const mesh_mem_ipc_t *handle, void **ptr)
     b.fd = fcntl(handle->fd, F_DUPFD_CLOEXEC, 0);
     if (b.fd < 0)
         return mesh_error(MESH_ERR_INVALID_ARG, "emu: import: dup: %m");
-    b.base = mmap(NULL, b.mapped, PROT_READ | PROT_WRITE, MAP_SHARED, b.fd, 0);
-    if (b.base == MAP_FAILED) {
-        close(b.fd);
-        return mesh_error(MESH_ERR_NO_MEMORY, "emu: import: mmap %zu bytes: %m", b.mapped);
-    }
-    mesh_status_t st = emu_add(&b);
-    if (st < 0) {
-        munmap(b.base, b.mapped);
-        close(b.fd);
-        return st;
-    }
+    MESH_CHECK(emu_map(&b, "import"));
     *ptr = b.base + handle->offset;
     return MESH_OK;
 }
