@@ -72,11 +72,13 @@ static const mesh_config_entry_t mesh_coll_config_entries[] = {
      "on the schedule built for the last such call, skipping algorithm selection and the "
      "build: a communicator keeps up to 4 finished schedules. 0 selects and builds every call.",
      NULL},
-    {"HANG_PROBE", "0.25", MESH_CFG_DOUBLE,
+    {"HANG_PROBE", "1", MESH_CFG_DOUBLE,
      "Seconds a rank whose wait timed out (MESH_TIMEOUT) waits for every other rank to answer a "
-     "probe: a rank that does not answer is named, to every survivor, as the one that stopped; "
-     "ranks waiting in mesh answer within milliseconds. 0: no probe; the timeout names the ranks "
-     "this one waited on.",
+     "probe: a rank that does not answer is named, to every survivor, as the one that stopped. "
+     "Ranks waiting in mesh answer within milliseconds on an idle machine, and the probe ends as "
+     "soon as all have; on cores shared with other work a live rank may not run for a few "
+     "hundred milliseconds, hence the margin. 0: no probe; the timeout names the ranks this one "
+     "waited on.",
      NULL, "0..60"},
     {"VERDICT_WAIT", "0.1", MESH_CFG_DOUBLE,
      "Seconds a rank that sees a peer fail first listens for another rank's verdict before "

@@ -2,7 +2,8 @@
  * A hang with every peer alive: the last rank never posts, while the others wait in a blocking
  * all-reduce, then in a nonblocking receive from it finished by mesh_wait. Every waiting rank
  * must fail with MESH_ERR_TIMEOUT no sooner than MESH_TIMEOUT and no later than MESH_TIMEOUT
- * + 1 s after the call; the silent rank stays alive (asleep) meanwhile. Each case runs on a
+ * + MESH_HANG_PROBE + 1 s after the call (the silent rank answers no probe, so the probe runs
+ * to its end); the silent rank stays alive (asleep) meanwhile. Each case runs on a
  * communicator of its own (a failed call fails its communicator).
  *   hang        (under meshrun, MESH_TIMEOUT set)
  */
@@ -31,7 +32,7 @@ static void sleep_until(double t)
         usleep((useconds_t)(d * 1e6) + 1);
 }
 
-static void one_case(mesh_comm_h world, double timeout, int p2p)
+static void one_case(mesh_comm_h world, double timeout, double probe, int p2p)
 {
     int silent = size - 1;
     const char *what = p2p ? "receive from the silent rank" : "all-reduce";
@@ -60,11 +61,12 @@ static void one_case(mesh_comm_h world, double timeout, int p2p)
                mesh_status_string(st), took, timeout, mesh_comm_last_error(c));
         CHECK(st == MESH_ERR_TIMEOUT, "%s: %s, want %s", what, mesh_status_string(st),
               mesh_status_string(MESH_ERR_TIMEOUT));
-        CHECK(took >= timeout * 0.95 && took <= timeout + 1.0,
-              "%s timed out after %.2f s, want %.1f to %.1f s", what, took, timeout, timeout + 1.0);
+        double bound = timeout + probe + 1.0;
+        CHECK(took >= timeout * 0.95 && took <= bound,
+              "%s timed out after %.2f s, want %.1f to %.1f s", what, took, timeout, bound);
     }
     /* everybody stays until every waiting rank is past its bound */
-    sleep_until(t0 + timeout + 1.3);
+    sleep_until(t0 + timeout + probe + 1.3);
     mesh_comm_destroy(c);
     mesh_barrier(world, NULL);
 }
@@ -84,8 +86,11 @@ int main(void)
     }
     rank = mesh_comm_rank(world);
     size = mesh_comm_size(world);
-    one_case(world, timeout, 0);
-    one_case(world, timeout, 1);
+    /* the probe's length (MESH_HANG_PROBE, 1 s unless set) */
+    const char *pr = getenv("MESH_HANG_PROBE");
+    double probe = pr ? atof(pr) : 1.0;
+    one_case(world, timeout, probe, 0);
+    one_case(world, timeout, probe, 1);
     mesh_comm_destroy(world);
     return failures ? 1 : 0;
 }

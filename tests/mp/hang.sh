@@ -1,6 +1,6 @@
 #!/bin/sh
 # A hang with every peer alive (tests/mp/hang.c): the last of 3 ranks never posts; the others
-# must fail with MESH_ERR_TIMEOUT between MESH_TIMEOUT and MESH_TIMEOUT + 1 s, in a collective
+# must fail with MESH_ERR_TIMEOUT between MESH_TIMEOUT and MESH_TIMEOUT + MESH_HANG_PROBE + 1 s, in a collective
 # and in a receive, for MESH_TIMEOUT 1 and 2 s over shared memory, and 1 s over TCP.
 set -u
 b=${top_builddir:-.}
