@@ -91,6 +91,10 @@ typedef struct mesh_comm {
     /* pinned buffers staging device buffers (collectives/device/), made at the first call on
      * device buffers and freed with the structure */
     _Atomic(struct mesh_dev_pool *) dev_pool;
+    /* calls on device buffers handed to the engine whose schedules have not started: peers'
+     * messages for them may already be here, so no call looks for messages left behind while
+     * there are any (mesh_comm_start_call) */
+    int dev_unstarted;
 
     struct {
         int used;

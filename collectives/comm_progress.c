@@ -55,7 +55,7 @@ mesh_status_t mesh_comm_start_call(mesh_comm_t *c, const mesh_health_call_t *cal
         c->health.look_calls--;
     if (call->root >= 0)
         c->health.look_calls = 2;
-    if (!look || !after_rooted)
+    if (!look || !after_rooted || c->dev_unstarted > 0)
         return mesh_health_start_call(c, call, UINT32_MAX);
     /* what peers sent before this call is taken in first, so that a message the last call left
      * behind is seen before this one sends anything */

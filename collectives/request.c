@@ -76,10 +76,20 @@ static void request_drop(mesh_request_h r)
     }
 }
 
+/* A call on device buffers that started, or that never will. The communicator is locked. */
+static void request_dev_started(mesh_request_h r)
+{
+    if (r->dev_unstarted) {
+        r->dev_unstarted = 0;
+        r->comm->dev_unstarted--;
+    }
+}
+
 static void request_release(mesh_request_h r)
 {
     mesh_comm_t *c = r->comm;
     mesh_comm_lock(c);
+    request_dev_started(r);
     request_drop(r);
     mesh_comm_unlock(c);
     request_put(r);
@@ -568,6 +578,7 @@ mesh_status_t mesh_request_start_dev(mesh_request_h r)
 {
     mesh_comm_t *c = r->comm;
     mesh_comm_lock(c);
+    request_dev_started(r);
     mesh_status_t st;
     if (c->released)
         st = mesh_error(MESH_ERR_ABORTED, "the communicator was destroyed before a call on "
@@ -606,7 +617,9 @@ mesh_status_t mesh_request_submit_dev(mesh_comm_t *comm, mesh_sched_t *sched, vo
                                .status = MESH_INPROGRESS,
                                .internal = user_req == NULL,
                                .owned = {owned0, owned1},
-                               .dev = dev};
+                               .dev = dev,
+                               .dev_unstarted = 1};
+    comm->dev_unstarted++;
     dev->req = r;
     if (user_req != NULL)
         atomic_fetch_add(&dev->refs, 1); /* the user's handle */

@@ -18,6 +18,7 @@ struct mesh_request {
      * caller's stream reached the call, and sets status (atomically) when the results are back
      * in device memory */
     struct mesh_dev_op *dev;
+    int dev_unstarted; /* counted in comm->dev_unstarted (under its lock) until started */
 };
 
 /* Launches a built schedule as the API was asked to, owning it from then on, and owned0 and
