@@ -424,6 +424,43 @@ MESH_API int mesh_grid_coord(mesh_grid_h grid, const char *axis);
 /* This rank's rank in the grid's order (differs from the world rank after reordering). */
 MESH_API int mesh_grid_rank(mesh_grid_h grid);
 
+/* ---------------------------------------------------------------- device memory */
+
+/*
+ * Device buffers and streams of the device table that collectives use, for programs without a
+ * CUDA of their own (benches, tests, tools). The table is "cuda" where the driver (opened at run
+ * time) finds a GPU, "emu" where MESH_DEVICE_EMU=1 enables the emulated device (host memory that
+ * counts as device memory, streams as threads: a test instrument), and none elsewhere. Streams
+ * are the table's (a CUstream for cuda) and serve as the stream argument of the collectives.
+ */
+typedef enum {
+    MESH_MEMTYPE_HOST = 0,    /* pageable host memory */
+    MESH_MEMTYPE_HOST_PINNED, /* host memory the device's copy engines reach */
+    MESH_MEMTYPE_DEVICE       /* memory of the calling thread's current device */
+} mesh_memtype_t;
+
+/* Name of the active device table, "cuda" or "emu"; NULL when there is none. */
+MESH_API const char *mesh_device_table(void);
+/* The calling thread's current device, an ordinal of the table (what MESH_MEMTYPE_DEVICE
+ * allocates on). MESH_ERR_UNSUPPORTED without a table. */
+MESH_API mesh_status_t mesh_device_current(int *device);
+/* bytes (> 0) of memory of a type, aligned to at least 64 bytes. MESH_ERR_UNSUPPORTED for a
+ * device type without a table, MESH_ERR_NO_MEMORY when the table or the host has none left. */
+MESH_API mesh_status_t mesh_mem_alloc(mesh_memtype_t type, size_t bytes, void **ptr);
+/* Frees what mesh_mem_alloc returned (NULL: nothing). */
+MESH_API void mesh_mem_free(void *ptr);
+/* The type of any pointer (one no table knows is host memory). */
+MESH_API mesh_status_t mesh_mem_type(const void *ptr, mesh_memtype_t *type);
+
+/* A stream of the table on the current device; mesh_stream_destroy waits for nothing. */
+MESH_API mesh_status_t mesh_stream_create(void **stream);
+MESH_API void mesh_stream_destroy(void *stream);
+/* Enqueues a copy of bytes between any two of the types on stream. */
+MESH_API mesh_status_t mesh_memcpy_async(void *dst, const void *src, size_t bytes, void *stream);
+/* Returns once all work enqueued on stream before the call completed, without taking a core
+ * while it waits long; MESH_ERR_TIMEOUT after MESH_TIMEOUT seconds. */
+MESH_API mesh_status_t mesh_stream_synchronize(void *stream);
+
 /* ---------------------------------------------------------------- time */
 
 /* Seconds on the monotonic clock (CLOCK_MONOTONIC, never set back): the clock of the library's
