@@ -63,6 +63,7 @@ int mesh_info_algorithms(int comm_size, int nodes, void (*wrap)(const char *, in
     printf("# algorithms per collective, in the order that breaks score ties; force one with\n"
            "# MESH_TUNE=coll:algo[@min-max],... (e.g. allreduce:ring@1m-inf)\n");
     printf("# MESH_TUNE now: %s\n", tune && *tune ? tune : "(unset: highest score wins)");
+    mesh_info_device_path();
     mesh_coll_map_t *map = NULL;
     mesh_comm_t shape = {0};
     int *node_size = NULL;

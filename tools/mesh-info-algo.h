@@ -5,4 +5,9 @@
 /* comm_size 0: the algorithms only. wrap prints a doc string wrapped. Returns the exit code. */
 int mesh_info_algorithms(int comm_size, int nodes, void (*wrap)(const char *, int, int, int));
 
+/* mesh-info-mem.c: the memory types and the device table, two lines of the version output */
+void mesh_info_memory(void);
+/* One line, for -A: the path device buffers take through the algorithms. */
+void mesh_info_device_path(void);
+
 #endif

@@ -11,6 +11,7 @@
 #include "libmesh/config.h"
 #include "libmesh/context.h"
 #include "libmesh/log.h"
+#include "libmesh/mem.h"
 #include "libmesh/topo.h"
 #include "transports/tl.h"
 #include "tools/mesh-info-algo.h"
@@ -86,6 +87,7 @@ static void info_version(void)
     printf("  libfabric  : %s\n", HAVE_OFI ? "yes" : "no");
     printf("  verbs      : %s\n", HAVE_VERBS ? "yes" : "no");
     printf("  cuda       : %s\n", HAVE_CUDA ? "yes" : "no");
+    mesh_info_memory();
     printf("  algorithms : %d in %d collectives (mesh-info -A)\n", mesh_coll_algo_count(),
            (int)MESH_COLL_TYPE_COUNT);
 }

@@ -1,0 +1,24 @@
+/* mesh-info: the memory types buffers may have, the device tables built and the one active. */
+#include "config.h"
+#include "libmesh/mem.h"
+#include "tools/mesh-info-algo.h"
+
+#include <stdio.h>
+
+void mesh_info_memory(void)
+{
+    const mesh_mem_ops_t *ops = mesh_mem_table(NULL);
+    printf("  device     : %s active (tables built: %semu under MESH_DEVICE_EMU=1)\n",
+           ops ? ops->name : "none", HAVE_CUDA ? "cuda, and " : "");
+    /* managed memory is a pointer kind of the CUDA driver alone */
+    printf("  memory     : host%s%s\n", ops ? ", host-pinned, device" : "",
+           ops && ops != &mesh_mem_emu_ops ? ", managed" : "");
+}
+
+void mesh_info_device_path(void)
+{
+    const mesh_mem_ops_t *ops = mesh_mem_table(NULL);
+    printf("# device buffers (%s%s): staged through pinned host memory by the device engine, on\n"
+           "# the caller's stream; the algorithms below run on the staged copies\n",
+           ops ? ops->name : "no device table active", ops ? " table" : "");
+}
