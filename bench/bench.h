@@ -89,6 +89,7 @@ typedef struct {
     double skew;                     /* --skew: dispatch_combine's routing skew (0: uniform) */
     const char *ep_path; /* --ep-path: dispatch_combine's path, flat, hier or auto (default) */
     double idle;         /* --idle S: the CPU use of ranks waiting S seconds for rank 0 */
+    const char *mem;     /* -m: NULL or "host"; "device" (--device: any table), "cuda", "emu" */
 } bench_opts_t;
 
 /* One call as the driver prepares it; buffers follow the in-place conventions of mesh.h. */
@@ -122,6 +123,20 @@ typedef struct {
     uint64_t tl_bytes[8]; /* --bytes: per transport, per call, all ranks */
 } bench_result_t;
 
+/* Device buffers (mesh-bench -m device, cuda or emu): the driver keeps a host copy of each buffer
+ * in pinned memory for the data and its check, and times until the stream completed. */
+typedef struct {
+    const char *table; /* "cuda", "emu" */
+    int device;        /* this rank's device, an ordinal of the table */
+    int sharing;       /* ranks sharing rank 0's device (on its node) */
+    /* Device memory, or pinned host memory; NULL after printing why. */
+    void *(*alloc)(size_t bytes, int pinned_host);
+    void (*free)(void *p);
+    /* Enqueued on the bench's stream, which every call also runs on; 0 or -1 after printing. */
+    int (*copy)(void *dst, const void *src, size_t bytes);
+    int (*sync)(void); /* waits until the stream completed its work */
+} bench_device_t;
+
 typedef struct bench_backend {
     const char *name; /* "mesh", "mpi" */
     int rank, size, nnodes;
@@ -149,6 +164,7 @@ typedef struct bench_backend {
      * bytes this rank has sent so far over transport i. */
     const char *const *tls;
     int (*tl_sent)(int i, uint64_t *bytes);
+    const bench_device_t *dev; /* NULL: host buffers */
 } bench_backend_t;
 
 /* bench_opts.c */
@@ -176,6 +192,12 @@ typedef struct {
 void bench_sizes(bench_op_t op, bench_dtype_t d, size_t bytes, int nranks, bench_sizes_t *sz);
 /* busbw = algbw * factor (DESIGN.md section 7). */
 double bench_busbw_factor(bench_op_t op, int nranks);
+/* Bytes all ranks together receive per call, in units of S, as the fewest any algorithm moves:
+ * 2(n-1) for allreduce, n-1 for broadcast, reduce, allgather, reduce_scatter and alltoall,
+ * (n-1)/n for gather and scatter, n for sendrecv; 0 where unknown (dispatch_combine). With n
+ * ranks on one device every such byte is a copy inside it, so that rate is bounded by the
+ * device's copy rate. */
+double bench_recv_factor(bench_op_t op, int nranks);
 
 /* bench_data.c */
 /* Element conversions of the types, exact for the values the benchmark uses. */

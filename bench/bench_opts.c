@@ -77,6 +77,12 @@ static const char bench_usage[] =
     "      --ep-path P      dispatch_combine: flat, hier or auto (default; mesh-bench only)\n"
     "      --idle S         instead: rank 0 sleeps S seconds before a barrier that the others\n"
     "                       wait in; prints the CPU time each waiting rank used meanwhile\n"
+    "  -m, --memory TYPE    buffers in host (default) or device memory: device takes the\n"
+    "                       active device table, cuda or emu name one (emu sets\n"
+    "                       MESH_DEVICE_EMU=1); calls run on a stream, timed until it\n"
+    "                       completed, and each size's device-to-device copy rate is shown\n"
+    "                       as the bound (mesh-bench only)\n"
+    "      --device         -m device\n"
     "  -h, --help           this text\n"
     "\n"
     "Per-axis bench of a 5D mesh (mesh-bench only):\n"
@@ -240,7 +246,8 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
         OPT_BYTES,
         OPT_SKEW,
         OPT_EP_PATH,
-        OPT_IDLE
+        OPT_IDLE,
+        OPT_DEVICE
     };
     static const struct option longopts[] = {{"op", required_argument, NULL, 'o'},
                                              {"minbytes", required_argument, NULL, 'b'},
@@ -266,6 +273,8 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
                                              {"skew", required_argument, NULL, OPT_SKEW},
                                              {"ep-path", required_argument, NULL, OPT_EP_PATH},
                                              {"idle", required_argument, NULL, OPT_IDLE},
+                                             {"memory", required_argument, NULL, 'm'},
+                                             {"device", no_argument, NULL, OPT_DEVICE},
                                              {NULL, 0, NULL, 0}};
     int c, f;
 
@@ -278,7 +287,7 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
                         .iters = 20,
                         .warmup = 5,
                         .check = 1};
-    while ((c = getopt_long(argc, argv, "o:b:e:f:n:w:d:r:c:a:R:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:b:e:f:n:w:d:r:c:a:R:m:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'o':
             if (bench_parse_list("-o", optarg, bench_op_names, BENCH_OP_COUNT, &o->ops))
@@ -373,6 +382,17 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
             }
             break;
         }
+        case 'm':
+            if (strcmp(optarg, "host") && strcmp(optarg, "device") && strcmp(optarg, "cuda") &&
+                strcmp(optarg, "emu")) {
+                fprintf(stderr, "error: -m expects host, device, cuda or emu, got '%s'\n", optarg);
+                return 2;
+            }
+            o->mem = strcmp(optarg, "host") ? optarg : NULL;
+            break;
+        case OPT_DEVICE:
+            o->mem = "device";
+            break;
         case OPT_EP_PATH:
             if (strcmp(optarg, "flat") && strcmp(optarg, "hier") && strcmp(optarg, "auto")) {
                 fprintf(stderr, "error: --ep-path expects flat, hier or auto, got '%s'\n", optarg);
@@ -452,6 +472,28 @@ void bench_sizes(bench_op_t op, bench_dtype_t d, size_t bytes, int nranks, bench
         sz->count = total;
         sz->bytes = sz->sbytes = sz->rbytes = total * dsize;
         break;
+    }
+}
+
+double bench_recv_factor(bench_op_t op, int nranks)
+{
+    double n = nranks;
+    switch (op) {
+    case BENCH_ALLREDUCE:
+        return 2.0 * (n - 1);
+    case BENCH_BROADCAST:
+    case BENCH_REDUCE:
+    case BENCH_ALLGATHER:
+    case BENCH_REDUCE_SCATTER:
+    case BENCH_ALLTOALL:
+        return n - 1;
+    case BENCH_GATHER:
+    case BENCH_SCATTER:
+        return (n - 1) / n;
+    case BENCH_SENDRECV:
+        return n;
+    default:
+        return 0;
     }
 }
 

@@ -24,6 +24,55 @@ static void *bench_alloc(size_t bytes)
     return p;
 }
 
+/* The two buffers of the calls; with device buffers, their host copies (pinned) too. */
+typedef struct {
+    char *s, *r;   /* what the calls get */
+    char *hs, *hr; /* host copies of device buffers; NULL for host buffers */
+} bench_bufs_t;
+
+static void bench_bufs_free(const bench_backend_t *b, bench_bufs_t *bufs)
+{
+    void (*release)(void *) = b->dev ? b->dev->free : free;
+    release(bufs->s);
+    release(bufs->r);
+    if (b->dev) {
+        release(bufs->hs);
+        release(bufs->hr);
+    }
+    *bufs = (bench_bufs_t){0};
+}
+
+/* Two buffers of bytes (their host copies too for device buffers); -1 after printing why. */
+static int bench_bufs_alloc(const bench_backend_t *b, size_t bytes, bench_bufs_t *bufs)
+{
+    *bufs = (bench_bufs_t){0};
+    if (!b->dev) {
+        bufs->s = bench_alloc(bytes);
+        bufs->r = bench_alloc(bytes);
+    } else {
+        size_t len = (bytes + 4095) / 4096 * 4096 + 4096; /* as bench_alloc */
+        bufs->s = b->dev->alloc(len, 0);
+        bufs->r = bufs->s ? b->dev->alloc(len, 0) : NULL;
+        bufs->hs = bufs->r ? b->dev->alloc(len, 1) : NULL;
+        bufs->hr = bufs->hs ? b->dev->alloc(len, 1) : NULL;
+        if (bufs->hr) {
+            memset(bufs->hs, 0, len);
+            memset(bufs->hr, 0, len);
+        }
+        if (bufs->hr && (b->dev->copy(bufs->s, bufs->hs, len) ||
+                         b->dev->copy(bufs->r, bufs->hr, len) || b->dev->sync())) {
+            bench_bufs_free(b, bufs);
+            return -1;
+        }
+    }
+    if (bufs->s && bufs->r && (!b->dev || bufs->hr))
+        return 0;
+    fprintf(stderr, "error: rank %d: cannot allocate 2 x %zu bytes%s\n", b->rank, bytes,
+            b->dev ? " of device memory and their host copies" : "");
+    bench_bufs_free(b, bufs);
+    return -1;
+}
+
 /* Pointers of one call per the in-place conventions of mesh.h (as NCCL's). */
 void bench_layout(bench_call_t *c, char *sbuf, char *rbuf, int rank)
 {
@@ -59,8 +108,30 @@ static int bench_tl_sent(const bench_backend_t *b, uint64_t *v)
     return 0;
 }
 
+/* One validated call: the data is written and checked on the host; device buffers get it by
+ * copies on the bench's stream, and give the results back after the call ran there. */
+static int bench_validate(const bench_backend_t *b, const bench_axis_t *a, const bench_call_t *c,
+                          const bench_sizes_t *sz, const bench_bufs_t *bufs, uint64_t *wrong)
+{
+    const bench_device_t *dev = b->dev;
+    bench_call_t h = *c;
+    size_t len = sz->sbytes > sz->rbytes ? sz->sbytes : sz->rbytes;
+    if (dev)
+        bench_layout(&h, bufs->hs, bufs->hr, a->rank);
+    bench_fill(&h, sz, a->rank, a->size);
+    if (dev && (dev->copy(bufs->s, bufs->hs, len) || dev->copy(bufs->r, bufs->hr, len)))
+        return -1;
+    if (b->run(c))
+        return -1;
+    if (dev &&
+        (dev->copy(bufs->hs, bufs->s, len) || dev->copy(bufs->hr, bufs->r, len) || dev->sync()))
+        return -1;
+    *wrong = bench_check(&h, sz, a->rank, a->size);
+    return 0;
+}
+
 static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const bench_axis_t *a,
-                     bench_call_t *c, const bench_sizes_t *sz, char *sbuf, char *rbuf,
+                     bench_call_t *c, const bench_sizes_t *sz, const bench_bufs_t *bufs,
                      bench_result_t *res)
 {
     res->time_us = -1;
@@ -68,22 +139,19 @@ static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const benc
     snprintf(res->algo, sizeof(res->algo), "-");
     if (!b->supports(c->op, c->dtype, c->redop, c->in_place))
         return 0;
-    bench_layout(c, sbuf, rbuf, a->rank);
+    bench_layout(c, bufs->s, bufs->r, a->rank);
 
     if (o->check) {
         uint64_t wrong;
-        bench_fill(c, sz, a->rank, a->size);
-        if (b->run(c))
-            return -1;
-        wrong = bench_check(c, sz, a->rank, a->size);
-        if (b->sum_u64(&wrong))
+        if (bench_validate(b, a, c, sz, bufs, &wrong) || b->sum_u64(&wrong))
             return -1;
         res->wrong = (int64_t)wrong;
     }
     for (int i = 0; i < o->warmup; i++)
         if (b->run(c))
             return -1;
-    if (b->barrier())
+    /* device calls return once enqueued: the timed ones start on an idle stream */
+    if ((b->dev && b->dev->sync()) || b->barrier())
         return -1;
     uint64_t tl0[8], tl1[8];
     if (o->bytes && bench_tl_sent(b, tl0))
@@ -92,6 +160,8 @@ static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const benc
     for (int i = 0; i < o->iters; i++)
         if (b->run(c))
             return -1;
+    if (b->dev && b->dev->sync())
+        return -1;
     double t = (b->now() - t0) / o->iters;
     if (o->bytes && bench_tl_sent(b, tl1))
         return -1;
@@ -109,6 +179,43 @@ static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const benc
     res->algbw = t > 0 ? (double)sz->bytes / t / 1e9 : 0;
     res->busbw = res->algbw * bench_busbw_factor(c->op, a->size);
     return 0;
+}
+
+/* The device's copy rate for S bytes (device to device, through the table) in GB/s, measured
+ * by rank 0 alone while the others wait (0 on them): the bound of what ranks sharing the device
+ * receive per second. */
+static int bench_copy_rate(const bench_opts_t *o, const bench_backend_t *b,
+                           const bench_bufs_t *bufs, size_t bytes, double *gbps)
+{
+    const bench_device_t *dev = b->dev;
+    *gbps = 0;
+    if (b->barrier())
+        return -1;
+    if (b->rank == 0 && bytes > 0) {
+        for (int i = 0; i < o->warmup; i++)
+            if (dev->copy(bufs->r, bufs->s, bytes))
+                return -1;
+        if (dev->sync())
+            return -1;
+        double t0 = b->now();
+        for (int i = 0; i < o->iters; i++)
+            if (dev->copy(bufs->r, bufs->s, bytes))
+                return -1;
+        if (dev->sync())
+            return -1;
+        double t = (b->now() - t0) / o->iters;
+        *gbps = t > 0 ? (double)bytes / t / 1e9 : 0;
+    }
+    return b->barrier();
+}
+
+/* Bytes all ranks received per second over the copy rate, for a row's time. */
+static void bench_print_ratio(const bench_result_t *r, double f, double bytes, double copy)
+{
+    if (r->time_us <= 0 || f <= 0 || copy <= 0)
+        printf("  %7s", "-");
+    else
+        printf("  %7.3f", f * bytes / (r->time_us * 1e-6) / 1e9 / copy);
 }
 
 static void bench_print_result(const bench_result_t *r)
@@ -144,20 +251,37 @@ static void bench_table_header(const bench_opts_t *o, const bench_backend_t *b,
     printf("# time: each rank's average over the iterations, max across ranks%s; algbw = S/time; "
            "busbw = algbw x %.3f\n#\n",
            a->groups > 1 ? " of all groups" : "", bench_busbw_factor(op, a->size));
-    printf("# %10s  %12s  %6s  %5s  %4s  %39s  %39s\n", "", "", "", "", "", "out-of-place",
+    if (b->dev) {
+        printf("# device buffers (%s table): calls on a stream, time until it completed; "
+               "copybw = a device-to-device copy of S bytes on rank 0's device alone\n",
+               b->dev->table);
+        printf("# rx/copy = bytes all ranks receive per second (%.3g x S / time) / copybw: about "
+               "1 at most for ranks sharing one device (%d of %d here)\n",
+               bench_recv_factor(op, a->size), b->dev->sharing, b->size);
+    }
+    printf("# %10s  %12s  %6s  %5s  %4s  %39s  %39s", "", "", "", "", "", "out-of-place",
            "in-place");
-    printf("# %10s  %12s  %6s  %5s  %4s  %9s  %7s  %7s  %6s  %9s  %7s  %7s  %6s  %s\n", "size",
-           "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
-           "busbw", "#wrong", "algo");
-    printf("# %10s  %12s  %6s  %5s  %4s  %9s  %7s  %7s  %6s  %9s  %7s  %7s  %6s\n", "(B)",
+    if (b->dev)
+        printf("  %7s  %7s  %7s", "bound", "out", "in");
+    printf("\n");
+    printf("# %10s  %12s  %6s  %5s  %4s  %9s  %7s  %7s  %6s  %9s  %7s  %7s  %6s", "size", "count",
+           "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+           "#wrong");
+    if (b->dev)
+        printf("  %7s  %7s  %7s", "copybw", "rx/copy", "rx/copy");
+    printf("  %s\n", "algo");
+    printf("# %10s  %12s  %6s  %5s  %4s  %9s  %7s  %7s  %6s  %9s  %7s  %7s  %6s", "(B)",
            "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
            "");
+    if (b->dev)
+        printf("  %7s  %7s  %7s", "(GB/s)", "", "");
+    printf("\n");
 }
 
 /* One table: every size of one (op, dtype, redop). Returns -1 on a failed call. */
 static int bench_table(const bench_opts_t *o, const bench_backend_t *b, const bench_axis_t *a,
-                       bench_op_t op, bench_dtype_t d, bench_redop_t redop, char *sbuf, char *rbuf,
-                       bench_out_t *out, uint64_t *total_wrong)
+                       bench_op_t op, bench_dtype_t d, bench_redop_t redop,
+                       const bench_bufs_t *bufs, bench_out_t *out, uint64_t *total_wrong)
 {
     int rooted =
         op == BENCH_REDUCE || op == BENCH_BROADCAST || op == BENCH_GATHER || op == BENCH_SCATTER;
@@ -169,7 +293,10 @@ static int bench_table(const bench_opts_t *o, const bench_backend_t *b, const be
     for (size_t bytes = o->min_bytes;;) {
         bench_sizes_t sz;
         bench_result_t res[2] = {0};
+        double copy = 0;
         bench_sizes(op, d, bytes, a->size, &sz);
+        if (b->dev && bench_copy_rate(o, b, bufs, sz.bytes, &copy))
+            return -1;
         for (int ip = 0; ip < 2; ip++) {
             bench_call_t c = {.op = op,
                               .dtype = d,
@@ -177,7 +304,7 @@ static int bench_table(const bench_opts_t *o, const bench_backend_t *b, const be
                               .root = o->root,
                               .in_place = ip,
                               .count = sz.count};
-            if (bench_row(o, b, a, &c, &sz, sbuf, rbuf, &res[ip]))
+            if (bench_row(o, b, a, &c, &sz, bufs, &res[ip]))
                 return -1;
             if (res[ip].wrong > 0)
                 *total_wrong += (uint64_t)res[ip].wrong;
@@ -195,6 +322,12 @@ static int bench_table(const bench_opts_t *o, const bench_backend_t *b, const be
                    rooted ? o->root : -1);
             bench_print_result(&res[0]);
             bench_print_result(&res[1]);
+            if (b->dev) {
+                double f = bench_recv_factor(op, a->size);
+                printf("  %7.3f", copy);
+                bench_print_ratio(&res[0], f, (double)sz.bytes, copy);
+                bench_print_ratio(&res[1], f, (double)sz.bytes, copy);
+            }
             if (res[1].time_us >= 0 && strcmp(res[0].algo, res[1].algo) != 0)
                 printf("  %s/%s", res[0].algo, res[1].algo);
             else
@@ -219,7 +352,7 @@ static int bench_table(const bench_opts_t *o, const bench_backend_t *b, const be
 
 /* Every table of one axis; -1 on a failed call. */
 static int bench_axis_run(const bench_opts_t *o, const bench_backend_t *b, const bench_axis_t *a,
-                          char *sbuf, char *rbuf, bench_out_t *out, uint64_t *total_wrong)
+                          const bench_bufs_t *bufs, bench_out_t *out, uint64_t *total_wrong)
 {
     for (int op = 0; op < BENCH_OP_COUNT; op++) {
         if (!(a->ops & (1u << op)))
@@ -230,8 +363,8 @@ static int bench_axis_run(const bench_opts_t *o, const bench_backend_t *b, const
             for (int r = 0; r < BENCH_REDOP_COUNT; r++) {
                 if (!(o->redops & (1u << r)))
                     continue;
-                if (bench_table(o, b, a, (bench_op_t)op, (bench_dtype_t)d, (bench_redop_t)r, sbuf,
-                                rbuf, out, total_wrong))
+                if (bench_table(o, b, a, (bench_op_t)op, (bench_dtype_t)d, (bench_redop_t)r, bufs,
+                                out, total_wrong))
                     return -1;
                 if (!bench_op_is_reduction((bench_op_t)op))
                     break; /* one table, no redop */
@@ -327,9 +460,13 @@ int bench_main(const bench_opts_t *o, const bench_backend_t *b)
 
     if (rc)
         return rc;
-    char *sbuf = bench_alloc(o->max_bytes), *rbuf = bench_alloc(o->max_bytes);
-    if (!sbuf || !rbuf) {
-        fprintf(stderr, "error: rank %d: cannot allocate 2 x %zu bytes\n", b->rank, o->max_bytes);
+    if (o->mem && !b->dev) {
+        if (b->rank == 0)
+            fprintf(stderr, "error: -m %s: %s-bench has no device buffers\n", o->mem, b->name);
+        return 2;
+    }
+    bench_bufs_t bufs;
+    if (bench_bufs_alloc(b, o->max_bytes, &bufs)) {
         b->abort();
         return 1;
     }
@@ -341,7 +478,7 @@ int bench_main(const bench_opts_t *o, const bench_backend_t *b)
         bench_axis_t cur;
         if (b->axis && b->axis(i, &cur))
             rc = 1; /* makes it the communicator of run() */
-        else if (bench_axis_run(o, b, &axes[i], sbuf, rbuf, out, &total_wrong))
+        else if (bench_axis_run(o, b, &axes[i], &bufs, out, &total_wrong))
             rc = 1;
         if (rc)
             b->abort();
@@ -353,8 +490,7 @@ int bench_main(const bench_opts_t *o, const bench_backend_t *b)
     /* a failed plot or file is reported, and does not hide the measurements */
     if (b->rank == 0 && bench_out_close(out, o, b))
         err = 1;
-    free(sbuf);
-    free(rbuf);
+    bench_bufs_free(b, &bufs);
     return rc ? rc : total_wrong || err ? 1 : 0;
 }
 

@@ -5,6 +5,7 @@
  */
 #include "config.h"
 #include "bench/bench.h"
+#include "bench/bench_dev.h"
 #include "bench/bench_ep.h"
 #include "mesh.h"
 
@@ -40,11 +41,12 @@ static int *bench_coords;    /* [size][BENCH_AXIS_COUNT + 1]: each rank's coordi
 static char bench_mesh[256]; /* the grid for titles */
 
 static const bench_opts_t *bench_o;
+static bench_device_t bench_device; /* -m device, cuda or emu */
 
 static int mesh_supports(bench_op_t op, bench_dtype_t d, bench_redop_t r, int in_place)
 {
-    if (op == BENCH_DISPATCH_COMBINE)
-        return !in_place && (d == BENCH_FP32 || d == BENCH_BF16);
+    if (op == BENCH_DISPATCH_COMBINE) /* the expert layer's buffers are host memory */
+        return !in_place && !mesh_backend.dev && (d == BENCH_FP32 || d == BENCH_BF16);
     return !(in_place && op == BENCH_SENDRECV);
 }
 
@@ -54,7 +56,8 @@ static mesh_status_t ring_sendrecv(const bench_call_t *c)
 {
     int rank = mesh_comm_rank(bench_cur), size = mesh_comm_size(bench_cur);
     return mesh_sendrecv(bench_cur, c->sbuf, c->count, (rank + 1) % size, c->rbuf, c->count,
-                         (rank + size - 1) % size, (mesh_dtype_t)c->dtype, 0, NULL, NULL);
+                         (rank + size - 1) % size, (mesh_dtype_t)c->dtype, 0, bench_dev_stream(),
+                         NULL);
 }
 
 static int mesh_run(const bench_call_t *c)
@@ -62,32 +65,33 @@ static int mesh_run(const bench_call_t *c)
     mesh_comm_h comm = bench_cur;
     mesh_dtype_t t = (mesh_dtype_t)c->dtype;
     mesh_op_t op = (mesh_op_t)c->redop;
+    void *stream = bench_dev_stream(); /* NULL for host buffers */
     mesh_status_t st;
 
     switch (c->op) {
     case BENCH_ALLREDUCE:
-        st = mesh_allreduce(comm, c->sbuf, c->rbuf, c->count, t, op, NULL, NULL);
+        st = mesh_allreduce(comm, c->sbuf, c->rbuf, c->count, t, op, stream, NULL);
         break;
     case BENCH_REDUCE:
-        st = mesh_reduce(comm, c->sbuf, c->rbuf, c->count, t, op, c->root, NULL, NULL);
+        st = mesh_reduce(comm, c->sbuf, c->rbuf, c->count, t, op, c->root, stream, NULL);
         break;
     case BENCH_BROADCAST:
-        st = mesh_broadcast(comm, c->sbuf, c->rbuf, c->count, t, c->root, NULL, NULL);
+        st = mesh_broadcast(comm, c->sbuf, c->rbuf, c->count, t, c->root, stream, NULL);
         break;
     case BENCH_REDUCE_SCATTER:
-        st = mesh_reduce_scatter(comm, c->sbuf, c->rbuf, c->count, t, op, NULL, NULL);
+        st = mesh_reduce_scatter(comm, c->sbuf, c->rbuf, c->count, t, op, stream, NULL);
         break;
     case BENCH_ALLGATHER:
-        st = mesh_allgather(comm, c->sbuf, c->rbuf, c->count, t, NULL, NULL);
+        st = mesh_allgather(comm, c->sbuf, c->rbuf, c->count, t, stream, NULL);
         break;
     case BENCH_ALLTOALL:
-        st = mesh_alltoall(comm, c->sbuf, c->rbuf, c->count, t, NULL, NULL);
+        st = mesh_alltoall(comm, c->sbuf, c->rbuf, c->count, t, stream, NULL);
         break;
     case BENCH_GATHER:
-        st = mesh_gather(comm, c->sbuf, c->rbuf, c->count, t, c->root, NULL, NULL);
+        st = mesh_gather(comm, c->sbuf, c->rbuf, c->count, t, c->root, stream, NULL);
         break;
     case BENCH_SCATTER:
-        st = mesh_scatter(comm, c->sbuf, c->rbuf, c->count, t, c->root, NULL, NULL);
+        st = mesh_scatter(comm, c->sbuf, c->rbuf, c->count, t, c->root, stream, NULL);
         break;
     case BENCH_SENDRECV:
         st = ring_sendrecv(c);
@@ -198,6 +202,11 @@ static void mesh_describe(FILE *out)
             mesh_backend.nnodes == 1 ? "" : "s");
     if (tune && *tune)
         fprintf(out, "# MESH_TUNE=%s\n", tune);
+    if (mesh_backend.dev)
+        fprintf(out,
+                "# device buffers of the %s table, on a stream; rank 0's device %d is shared "
+                "by %d of the %d ranks\n",
+                bench_device.table, bench_device.device, bench_device.sharing, size);
     for (int r = 0; r < size && r < 64; r++) {
         fprintf(out, "#   rank %2d: node %d, local rank %d of %d; peers:", r,
                 mesh_comm_node(bench_comm, r), mesh_comm_local_rank(bench_comm, r),
@@ -366,6 +375,7 @@ int main(int argc, char **argv)
     bench_tune_string(&o, tune, sizeof(tune));
     if (tune[0])
         setenv("MESH_TUNE", tune, 1);
+    bench_dev_preinit(o.mem);
 
     mesh_status_t st = mesh_init();
     if (st != MESH_OK) {
@@ -395,7 +405,12 @@ int main(int argc, char **argv)
     mesh_list_tls();
     mesh_backend.tls = bench_tls;
     mesh_backend.tl_sent = mesh_tl_sent;
-    if (o.mesh) {
+    if (o.mem) {
+        rc = bench_dev_setup(bench_comm, o.mem, &bench_device);
+        if (rc == 0)
+            mesh_backend.dev = &bench_device;
+    }
+    if (o.mesh && rc == 0) {
         rc = mesh_grid_setup(&o);
         mesh_backend.naxes = bench_naxes;
         mesh_backend.axis = mesh_axis;
@@ -409,6 +424,7 @@ int main(int argc, char **argv)
     if (!bench_aborted)
         (void)mesh_barrier(bench_comm, NULL);
     bench_ep_free();
+    bench_dev_free();
     if (bench_grid)
         mesh_grid_destroy(bench_grid);
     mesh_comm_destroy(bench_comm);
