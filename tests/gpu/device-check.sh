@@ -31,7 +31,9 @@ elapsed() { echo $(($(date +%s) - start)); }
 
 # The checks: "name command...", one per line. conf_dev_*: every collective on device buffers
 # of the GPU (tests/mp/conformance -D, all ranks on the one device), as
-# tests/gpu/emu_conformance.sh runs them on the emulated device.
+# tests/gpu/emu_conformance.sh runs them on the emulated device. bench_gpu_K: mesh-bench -m cuda
+# with K ranks on the GPU (allgather, broadcast, allreduce up to 256 MiB, the device's copy rate
+# as the bound, 8-byte allreduce latency); its last line, printed here, has the ratios.
 checks() {
     cat <<EOF
 cuda_arith tests/gpu/test_cuda_arith
@@ -42,6 +44,9 @@ conf_dev_2 sh tests/gpu/each_collective.sh -n 2 tests/mp/conformance -D -q
 conf_dev_4 sh tests/gpu/each_collective.sh -n 4 tests/mp/conformance -D -q -s
 conf_dev_8 sh tests/gpu/each_collective.sh -n 8 tests/mp/conformance -D -q -s
 conf_dev_3_req sh tests/gpu/each_collective.sh -n 3 tests/mp/conformance -D -q -s -R
+bench_gpu_2 sh tests/gpu/bench_gpu.sh 2
+bench_gpu_4 sh tests/gpu/bench_gpu.sh 4
+bench_gpu_8 sh tests/gpu/bench_gpu.sh 8
 EOF
     if [ "${DEVICE_CHECK_SANITIZER:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
         echo "cuda_ops_memcheck compute-sanitizer --error-exitcode 1 tests/gpu/test_cuda_ops"
