@@ -257,7 +257,7 @@ static void bench_table_header(const bench_opts_t *o, const bench_backend_t *b,
                b->dev->table);
         printf("# rx/copy = bytes all ranks receive per second (%.3g x S / time) / copybw: about "
                "1 at most for ranks sharing one device (%d of %d here)\n",
-               bench_recv_factor(op, a->size), b->dev->sharing, b->size);
+               bench_recv_factor(op, a->size) * a->groups, b->dev->sharing, b->size);
     }
     printf("# %10s  %12s  %6s  %5s  %4s  %39s  %39s", "", "", "", "", "", "out-of-place",
            "in-place");
@@ -323,7 +323,7 @@ static int bench_table(const bench_opts_t *o, const bench_backend_t *b, const be
             bench_print_result(&res[0]);
             bench_print_result(&res[1]);
             if (b->dev) {
-                double f = bench_recv_factor(op, a->size);
+                double f = bench_recv_factor(op, a->size) * a->groups; /* all groups at once */
                 printf("  %7.3f", copy);
                 bench_print_ratio(&res[0], f, (double)sz.bytes, copy);
                 bench_print_ratio(&res[1], f, (double)sz.bytes, copy);

@@ -2,8 +2,9 @@
 # mesh-bench --device on the emulated device (MESH_DEVICE_EMU=1; the cuda table is hidden so
 # that the run is the same on a machine with a GPU): every op validated on 2 and 4 ranks with
 # device buffers on a stream (-c 1: the results, copied back to the host, are checked), the
-# copy bound's column and the ratios printed for every row; -m emu alone; and the refusals:
-# --device without a device table, -m cuda where only the emulated one is active.
+# copy bound's column and the ratios printed for every row; -m emu alone; per axis of a grid;
+# and the refusals: --device without a device table, -m cuda where only the emulated one is
+# active.
 . "$(dirname "$0")/lib.sh"
 ops=allreduce,reduce,broadcast,reduce_scatter,allgather,alltoall,gather,scatter,sendrecv
 export MESH_CUDA_DRIVER=/nonexistent/libcuda.so.1
@@ -51,6 +52,17 @@ check "-m emu: no wrong element" 1 "$(grep -c '^# wrong elements: 0 OK' "$tmp/em
 check "-m emu: allreduce's bound is 2(n-1) S" 1 \
     "$(grep -c '^# rx/copy = .*(2 x S / time)' "$tmp/emu")"
 
+# per axis: both axes of a 2 x 2 grid, the bound counting the two groups that run at once
+"$MESHRUN" -n 4 --timeout 120 "$BENCH" -m emu --mesh tp=2,dp=2 -o allgather -b 4k -e 64k -f 16 \
+    -n 2 -w 1 -c 1 >"$tmp/axes" 2>&1
+check "per axis on device buffers" 0 $?
+check "per axis: no wrong element" 1 "$(grep -c '^# wrong elements: 0 OK' "$tmp/axes")"
+check "per axis: tp and dp measured" "tp dp" \
+    "$(awk '/^# axis [a-z]+: allgather/ { printf "%s%s", n++ ? " " : "", substr($3, 1, 2) }' \
+        "$tmp/axes")"
+check "per axis: the bound of two groups of 2 (2 x S)" 2 \
+    "$(grep -c '^# rx/copy = bytes all ranks receive per second (2 x S / time)' "$tmp/axes")"
+
 "$MESHRUN" -n 2 --timeout 60 "$BENCH" --device -b 8 -e 8 >"$tmp/none" 2>&1
 check "--device without a device table fails" 1 $?
 check "--device without a device table: the reason, on each rank" 2 \
@@ -64,7 +76,7 @@ check "-m cuda: the active table named" 1 \
 "$BENCH" -m gpu >/dev/null 2>&1
 check "-m with an unknown type is a usage error" 2 $?
 
-[ $fail = 0 ] || for f in dev2 dev4 emu none none1 cuda; do
+[ $fail = 0 ] || for f in dev2 dev4 emu axes none none1 cuda; do
     echo "--- $f"
     cat "$tmp/$f"
 done
