@@ -65,12 +65,6 @@ static int cp_positions(layout_t *lo, const layout_params_t *p)
 
 int layout_refused(const layout_params_t *p, char *err, size_t len)
 {
-    /* context parallelism runs with tp and dp, not yet with a pipeline */
-    if (p->size[MESH_AXIS_CP] > 1 && p->size[MESH_AXIS_PP] > 1) {
-        snprintf(err, len, "--mesh cp=%d with pp=%d: cp does not combine with pp in mesh-train yet",
-                 p->size[MESH_AXIS_CP], p->size[MESH_AXIS_PP]);
-        return -1;
-    }
     /* nor with a mixture of experts: its routing, balance loss and capacity count whole
      * sequences of tokens */
     if (p->size[MESH_AXIS_CP] > 1 && p->experts) {

@@ -4,6 +4,9 @@
 # fp32), the sequence split over cp=2 ranks (ring attention on each tp rank's heads):
 #   - tp=2 cp=2, with sequence parallelism and zig-zag sharding, and tp=2 cp=2 dp=2 over 2
 #     simulated nodes (each tp pair in a node, cp and dp across them);
+#   - cp=2 pp=2 under every schedule (afab, 1f1b, interleaved, zb1, zbv: each cp rank runs its
+#     own pipeline of the stages' cp peers), cp=2 pp=2 dp=2 interleaved and tp=2 cp=2 pp=2 zb1
+#     with sequence parallelism, each over 2 simulated nodes (pp across them);
 # under ZeRO stages 0-3 among them, the loss and the gradient norm of each step equal the 1-rank
 # run's within 1e-4 relative; the largest relative difference of the loss is printed.
 set -u
@@ -50,11 +53,24 @@ layout tp2cp2dp2-nodes 8 --nodes 2 -- --mesh tp=2,cp=2,dp=2 --zero 2
 grep -q 'nodes=2' "$tmp/tp2cp2dp2-nodes.out" || fail "tp2cp2dp2-nodes did not span 2 nodes"
 grep -q 'sp=1' "$tmp/tp2cp2sp.out" || fail "tp2cp2sp: not sequence parallel"
 
+# cp inside a pipeline: the stages pass each cp rank's chunk of the sequence
+for s in afab 1f1b interleaved zb1 zbv; do
+    z=0
+    [ "$s" = zbv ] && z=1
+    layout "cp2pp2-$s" 4 -- --mesh cp=2,pp=2 --schedule "$s" --zero "$z"
+    grep -q "pp=2 schedule=$s" "$tmp/cp2pp2-$s.out" || fail "cp2pp2-$s: not a $s pipeline"
+done
+layout cp2pp2dp2-nodes 8 --nodes 2 -- --mesh cp=2,pp=2,dp=2 --schedule interleaved --zero 1
+layout tp2cp2pp2-sp-nodes 8 --nodes 2 -- --mesh tp=2,cp=2,pp=2 --sequence-parallel \
+    --schedule zb1
+for lay in cp2pp2dp2-nodes tp2cp2pp2-sp-nodes; do
+    grep -q 'nodes=2' "$tmp/$lay.out" || fail "$lay did not span 2 nodes"
+done
+
 # the loss falls: the reference learns
 awk -F, '/^[0-9]/ { if (!first) first = $2; last = $2 }
     END { exit !(last < first - 0.01) }' "$tmp/ref.csv" || fail "reference loss does not fall"
 
-refused "cp=2 with pp=2: cp does not combine with pp" 4 --mesh cp=2,pp=2
 refused "seq / cp (with --sequence-parallel) 6 does not split evenly across tp=4" 8 \
     --mesh tp=4,cp=2 --sequence-parallel --seq 12
 echo "ok: refusals"
