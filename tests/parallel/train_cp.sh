@@ -12,6 +12,9 @@
 #     cp=2 ep=2 with sequence parallelism and cp=2 pp=2 ep=2 (1f1b): each cp rank's tokens routed
 #     through the expert dispatch, the balance loss counted over dp x ep x cp and equal to the
 #     1-rank run's within 1e-4 relative, nothing dropped;
+#   - the five axes at once on 16 ranks over 2 simulated nodes: tp=2 cp=2 pp=2 ep=2 (the dense
+#     layers data-parallel over ep x cp, the experts over ep) with sequence parallelism, zb1,
+#     ZeRO 1, experts as above;
 # under ZeRO stages 0-3 among them, the loss and the gradient norm of each step equal the 1-rank
 # run's within 1e-4 relative; the largest relative difference of the loss is printed.
 set -u
@@ -74,23 +77,29 @@ done
 
 # cp with a mixture of experts: each cp rank's positions routed like any other tokens
 moe="--experts 4 --topk 2 --aux-loss 0.01 --moe-layers 1,3 --batch 16"
-ref=ref-moe
+ref="ref-moe"
 # shellcheck disable=SC2086
 if train ref-moe 1 -- $moe; then
     # shellcheck disable=SC2086
     for lay in "cp2-moe 2 -- --mesh cp=2 --zero 3" "cp2ep2 4 -- --mesh cp=2,ep=2 --zero 2" \
         "cp2ep2dp2-nodes 8 --nodes 2 -- --mesh cp=2,ep=2,dp=2 --zero 1" \
         "tp2cp2ep2-sp 8 -- --mesh tp=2,cp=2,ep=2 --sequence-parallel --zero 0" \
-        "cp2pp2ep2 8 -- --mesh cp=2,pp=2,ep=2 --schedule 1f1b --zero 1"; do
+        "cp2pp2ep2 8 -- --mesh cp=2,pp=2,ep=2 --schedule 1f1b --zero 1" \
+        "tp2cp2pp2ep2-nodes 16 --nodes 2 -- --mesh tp=2,cp=2,pp=2,ep=2 --sequence-parallel \
+            --schedule zb1 --zero 1"; do
         set -- $lay
         layout "$@" $moe || continue
         same_column "$1" ref-moe 6 1e-4 # the balance loss
         same_column "$1" ref-moe 7 0    # dropped choices: none
     done
-    grep -q 'nodes=2' "$tmp/cp2ep2dp2-nodes.out" || fail "cp2ep2dp2-nodes did not span 2 nodes"
+    for lay in cp2ep2dp2-nodes tp2cp2pp2ep2-nodes; do
+        grep -q 'nodes=2' "$tmp/$lay.out" || fail "$lay did not span 2 nodes"
+    done
+    grep -q 'tp=2 dp=1 pp=2 schedule=zb1 .*cp=2 .*ep=2 .*sp=1 .*ranks=16' \
+        "$tmp/tp2cp2pp2ep2-nodes.out" || fail "tp2cp2pp2ep2-nodes: not the five axes on 16 ranks"
     grep -q 'experts=4' "$tmp/cp2ep2.out" || fail "cp2ep2: no experts in its header"
 fi
-ref=ref
+ref="ref"
 
 # the loss falls: the reference learns
 awk -F, '/^[0-9]/ { if (!first) first = $2; last = $2 }
