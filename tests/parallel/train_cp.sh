@@ -17,6 +17,8 @@
 #     ZeRO 1, experts as above;
 # under ZeRO stages 0-3 among them, the loss and the gradient norm of each step equal the 1-rank
 # run's within 1e-4 relative; the largest relative difference of the loss is printed.
+# MESH_TEST_SANITIZED=1 keeps tp=2 cp=2 with sequence parallelism, cp=2 pp=2 1f1b, cp=2 ep=2
+# and the refusals.
 set -u
 b=${top_builddir:-.}
 prog="$b/bench/mesh-train"
@@ -52,28 +54,40 @@ layout() {
     echo "ok: $name (largest relative difference $(worst "$name" "${ref:-ref}"))"
 }
 
+schedules="afab 1f1b interleaved zb1 zbv"
+moe_layouts="cp2-moe cp2ep2 cp2ep2dp2-nodes tp2cp2ep2-sp cp2pp2ep2 tp2cp2pp2ep2-nodes"
+sanitized=${MESH_TEST_SANITIZED:-0}
+if [ "$sanitized" = 1 ]; then
+    schedules=1f1b
+    moe_layouts=cp2ep2
+fi
+
 train ref 1 -- || exit 1
 # cp inside tp: each tp rank's heads over its cp ring
-layout tp2cp2 4 -- --mesh tp=2,cp=2 --zero 1
 layout tp2cp2sp 4 -- --mesh tp=2,cp=2 --sequence-parallel --zero 0
-layout tp2cp2sp-zz 4 -- --mesh tp=2,cp=2 --sequence-parallel --cp-zigzag --zero 3
-layout tp2cp2dp2-nodes 8 --nodes 2 -- --mesh tp=2,cp=2,dp=2 --zero 2
-grep -q 'nodes=2' "$tmp/tp2cp2dp2-nodes.out" || fail "tp2cp2dp2-nodes did not span 2 nodes"
 grep -q 'sp=1' "$tmp/tp2cp2sp.out" || fail "tp2cp2sp: not sequence parallel"
+if [ "$sanitized" != 1 ]; then
+    layout tp2cp2 4 -- --mesh tp=2,cp=2 --zero 1
+    layout tp2cp2sp-zz 4 -- --mesh tp=2,cp=2 --sequence-parallel --cp-zigzag --zero 3
+    layout tp2cp2dp2-nodes 8 --nodes 2 -- --mesh tp=2,cp=2,dp=2 --zero 2
+    grep -q 'nodes=2' "$tmp/tp2cp2dp2-nodes.out" || fail "tp2cp2dp2-nodes did not span 2 nodes"
+fi
 
 # cp inside a pipeline: the stages pass each cp rank's chunk of the sequence
-for s in afab 1f1b interleaved zb1 zbv; do
+for s in $schedules; do
     z=0
     [ "$s" = zbv ] && z=1
     layout "cp2pp2-$s" 4 -- --mesh cp=2,pp=2 --schedule "$s" --zero "$z"
     grep -q "pp=2 schedule=$s" "$tmp/cp2pp2-$s.out" || fail "cp2pp2-$s: not a $s pipeline"
 done
-layout cp2pp2dp2-nodes 8 --nodes 2 -- --mesh cp=2,pp=2,dp=2 --schedule interleaved --zero 1
-layout tp2cp2pp2-sp-nodes 8 --nodes 2 -- --mesh tp=2,cp=2,pp=2 --sequence-parallel \
-    --schedule zb1
-for lay in cp2pp2dp2-nodes tp2cp2pp2-sp-nodes; do
-    grep -q 'nodes=2' "$tmp/$lay.out" || fail "$lay did not span 2 nodes"
-done
+if [ "$sanitized" != 1 ]; then
+    layout cp2pp2dp2-nodes 8 --nodes 2 -- --mesh cp=2,pp=2,dp=2 --schedule interleaved --zero 1
+    layout tp2cp2pp2-sp-nodes 8 --nodes 2 -- --mesh tp=2,cp=2,pp=2 --sequence-parallel \
+        --schedule zb1
+    for lay in cp2pp2dp2-nodes tp2cp2pp2-sp-nodes; do
+        grep -q 'nodes=2' "$tmp/$lay.out" || fail "$lay did not span 2 nodes"
+    done
+fi
 
 # cp with a mixture of experts: each cp rank's positions routed like any other tokens
 moe="--experts 4 --topk 2 --aux-loss 0.01 --moe-layers 1,3 --batch 16"
@@ -88,16 +102,20 @@ if train ref-moe 1 -- $moe; then
         "tp2cp2pp2ep2-nodes 16 --nodes 2 -- --mesh tp=2,cp=2,pp=2,ep=2 --sequence-parallel \
             --schedule zb1 --zero 1"; do
         set -- $lay
+        case " $moe_layouts " in *" $1 "*) ;; *) continue ;; esac
         layout "$@" $moe || continue
         same_column "$1" ref-moe 6 1e-4 # the balance loss
         same_column "$1" ref-moe 7 0    # dropped choices: none
     done
-    for lay in cp2ep2dp2-nodes tp2cp2pp2ep2-nodes; do
-        grep -q 'nodes=2' "$tmp/$lay.out" || fail "$lay did not span 2 nodes"
-    done
-    grep -q 'tp=2 dp=1 pp=2 schedule=zb1 .*cp=2 .*ep=2 .*sp=1 .*ranks=16' \
-        "$tmp/tp2cp2pp2ep2-nodes.out" || fail "tp2cp2pp2ep2-nodes: not the five axes on 16 ranks"
     grep -q 'experts=4' "$tmp/cp2ep2.out" || fail "cp2ep2: no experts in its header"
+    if [ "$sanitized" != 1 ]; then
+        for lay in cp2ep2dp2-nodes tp2cp2pp2ep2-nodes; do
+            grep -q 'nodes=2' "$tmp/$lay.out" || fail "$lay did not span 2 nodes"
+        done
+        grep -q 'tp=2 dp=1 pp=2 schedule=zb1 .*cp=2 .*ep=2 .*sp=1 .*ranks=16' \
+            "$tmp/tp2cp2pp2ep2-nodes.out" ||
+            fail "tp2cp2pp2ep2-nodes: not the five axes on 16 ranks"
+    fi
 fi
 ref="ref"
 
