@@ -24,7 +24,7 @@ static unsigned sched_bit(const char *name)
 
 /* Why the trainer cannot run a layout the planner accepts; NULL when it can. The planner
  * splits uneven stages and knows nothing of the vocabulary-parallel head; what the layout
- * refuses of the axes together (cp with tp or pp, ZeRO 2 and 3 with pp, ...) is
+ * refuses of the axes together (cp with a capacity, ZeRO 2 and 3 with pp, ...) is
  * layout_refused's. */
 static const char *unrunnable(const train_opts_t *o, const mesh_plan_layout_t *l, char *buf,
                               size_t len)

@@ -117,7 +117,8 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen)
     else if (m->V % tp)
         bad = "--vocab", val = m->V;
     else if (cfg->sequence_parallel && m->T % tp)
-        bad = "--seq (with --sequence-parallel)", val = m->T;
+        bad = cp > 1 ? "--seq / cp (with --sequence-parallel)" : "--seq (with --sequence-parallel)",
+        val = m->T;
     if (bad)
         return snprintf(err, errlen, "%s %d does not split evenly across tp=%d", bad, val, tp), -1;
     if (moe_sizes(m, err, errlen))

@@ -65,21 +65,12 @@ static int cp_positions(layout_t *lo, const layout_params_t *p)
 
 int layout_refused(const layout_params_t *p, char *err, size_t len)
 {
-    /* context parallelism runs with data parallelism only, so far */
-    if (p->size[MESH_AXIS_CP] > 1 && (p->size[MESH_AXIS_TP] > 1 || p->size[MESH_AXIS_PP] > 1)) {
+    /* the capacity counts each ep group's whole samples; a cp rank holds part of each */
+    if (p->size[MESH_AXIS_CP] > 1 && p->experts && p->capacity > 0) {
         snprintf(err, len,
-                 "--mesh cp=%d with tp=%d pp=%d: cp combines with dp only in mesh-train yet",
-                 p->size[MESH_AXIS_CP], p->size[MESH_AXIS_TP] > 1 ? p->size[MESH_AXIS_TP] : 1,
-                 p->size[MESH_AXIS_PP] > 1 ? p->size[MESH_AXIS_PP] : 1);
-        return -1;
-    }
-    /* nor with a mixture of experts: its routing, balance loss and capacity count whole
-     * sequences of tokens */
-    if (p->size[MESH_AXIS_CP] > 1 && p->experts) {
-        snprintf(err, len,
-                 "--mesh cp=%d with --experts %d: cp does not combine with a mixture of experts "
-                 "in mesh-train yet (ep does)",
-                 p->size[MESH_AXIS_CP], p->experts);
+                 "--mesh cp=%d with --capacity: the capacity keeps an ep group's first tokens of "
+                 "whole samples, and a cp rank holds only part of each; run cp dropless",
+                 p->size[MESH_AXIS_CP]);
         return -1;
     }
     if (cp_refused(p, err, len))
@@ -139,7 +130,7 @@ int layout_create(layout_t *lo, mesh_comm_h world, const layout_params_t *p)
     if (s == MESH_OK)
         s = mesh_grid_comm(lo->grid, "cp", &lo->cp_comm);
     if (s == MESH_OK)
-        s = mesh_grid_comm(lo->grid, p->size[MESH_AXIS_EP] > 1 ? "dp-ep" : "dp-cp", &lo->zero_comm);
+        s = mesh_grid_comm(lo->grid, "cp-dp-ep", &lo->zero_comm);
     if (s == MESH_OK)
         s = mesh_cp_create(lo->cp_comm, &cpp, &lo->cp);
     mesh_tp_params_t tpp = {.field_mask = MESH_TP_PARAM_FIELD_FLAGS,

@@ -32,7 +32,8 @@ typedef struct {
 typedef struct {
     /* dp_comm is the dense layers' data-parallel group: dp x ep ranks ("dp-ep") */
     mesh_comm_h world, tp_comm, dp_comm, pp_comm, cp_comm;
-    /* the dense optimizer's: dp_comm, or dp-cp (cp ranks hold the same parameters) */
+    /* the dense optimizer's and the router statistics': dp x ep x cp ("cp-dp-ep"; cp ranks
+     * hold the same parameters and other tokens) */
     mesh_comm_h zero_comm;
     mesh_grid_h grid;
     mesh_tp_h tp;

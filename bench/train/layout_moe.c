@@ -159,12 +159,13 @@ static int done(void *ctx, int mb, int layer)
     return 0;
 }
 
+/* over every rank holding other tokens: dp x ep, and cp's other positions */
 static int dp_sum(void *ctx, double *buf, int n)
 {
     layout_t *lo = ctx;
-    if (lo->dp_size == 1)
+    if (mesh_comm_size(lo->zero_comm) == 1)
         return 0;
-    return st(mesh_allreduce(lo->dp_comm, buf, buf, (size_t)n, MESH_FP64, MESH_SUM, NULL, NULL),
+    return st(mesh_allreduce(lo->zero_comm, buf, buf, (size_t)n, MESH_FP64, MESH_SUM, NULL, NULL),
               "router statistics all-reduce");
 }
 

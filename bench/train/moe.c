@@ -285,11 +285,12 @@ static void local_dispatch_bwd(const gpt_t *m, const gpt_moe_acts_t *e, const gp
 
 /* Every tp rank routed every token alike: each adds the router's weight gradient of the
  * positions it holds outside the region (all of them without sequence parallelism, where
- * nothing is summed). */
+ * nothing is summed), rows t0 - T cp_rank on of the cp rank's T. */
 static void router_wgrad(const gpt_t *m, gpt_real *dw, const gpt_real *dl, const gpt_real *in)
 {
+    size_t first = (size_t)(m->t0 - m->T * m->cfg.cp_rank);
     for (int b = 0; b < m->b; b++) {
-        size_t r = (size_t)b * m->T + m->t0;
+        size_t r = (size_t)b * m->T + first;
         gpt_matmul_backward(NULL, dw, NULL, dl + r * m->E, in + r * m->C, NULL, m->tl, m->C, m->E,
                             0);
     }

@@ -156,8 +156,6 @@ refused "--experts 6 does not split evenly across ep=4" 4 --mesh ep=4 --experts 
 refused "--topk 5 exceeds --experts 4" 1 --topk 5
 refused "--expert-ffn 30 does not split evenly across tp=4" 4 --mesh tp=4 --expert-ffn 30
 refused "--moe-layers names a block beyond --layers 2" 1 --moe-layers 0,2
-refused "--mesh cp=2 with --experts 4: cp does not combine with a mixture of experts" 2 \
-    --mesh cp=2
 model=$dense
 refused "--mesh ep needs --experts" 1 --mesh ep=2
 echo "ok: refusals"
