@@ -3,14 +3,14 @@
 # (4 layers, d_model 16, 2 heads, seq 8, vocab 32, global batch 16 in 4 micro-batches, 4 steps,
 # fp32) on pp=2 dp=2 under every schedule (afab, 1f1b, interleaved, zb1, zbv), on tp=2 pp=2 dp=2
 # and on pp=2 dp=4 with dp outermost (across the nodes) under 1f1b, interleaved and zbv, each
-# over 2 simulated nodes with --zero 2 and --zero 3, and with 4 experts on pp=2 ep=2 (1f1b with
-# stage 3, zbv with stage 2):
+# over 2 simulated nodes with --zero 2 and --zero 3 (and 0 and 1 under one schedule each), and
+# with 4 experts on pp=2 ep=2 (1f1b with stage 3, zbv with stage 2):
 #   - the loss of each step equals the 1-rank run within 1e-4 relative;
-#   - rank 0 sends 2 (d-1)/d x its stage's padded parameter bytes on dp per step (one
-#     reduce-scatter of the gradients after the stage's last backward or weight pass, one
-#     all-gather of the parameters: after the optimizer in stage 2, before the first forward
-#     pass in stage 3), whatever the micro-batches, plus at most 256 bytes (the norm's
-#     all-reduce), the same at every step.
+#   - but with experts, rank 0 sends 2 (d-1)/d x its stage's padded parameter bytes on dp per
+#     step (stage 0: an all-reduce; stages 1-3: one reduce-scatter of the gradients after the
+#     stage's last backward or weight pass and one all-gather of the parameters, after the
+#     optimizer in stages 1 and 2, before the first forward pass in stage 3), whatever the
+#     micro-batches, plus at most 256 bytes (the norm's all-reduce), the same at every step.
 # MESH_TEST_SANITIZED=1 keeps pp=2 dp=2 under 1f1b and zbv.
 set -u
 b=${top_builddir:-.}
@@ -98,6 +98,12 @@ else
             run "tp2pp2dp2-$s-z$z" 8 tp=2,pp=2,dp=2 "$s" "$z"
             run "pp2dp4-$s-z$z" 8 pp=2,dp=4 "$s" "$z" --order tp-cp-ep-pp-dp
         done
+    done
+    # stages 0 and 1 on each layout, for the bytes: the same formula
+    for z in 0 1; do
+        run "pp2dp2-1f1b-z$z" 4 pp=2,dp=2 1f1b "$z"
+        run "tp2pp2dp2-zbv-z$z" 8 tp=2,pp=2,dp=2 zbv "$z"
+        run "pp2dp4-interleaved-z$z" 8 pp=2,dp=4 interleaved "$z" --order tp-cp-ep-pp-dp
     done
     # shellcheck disable=SC2086
     if train ref-moe 1 -- $experts --microbatches 4; then
