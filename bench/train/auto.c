@@ -24,7 +24,7 @@ static unsigned sched_bit(const char *name)
 
 /* Why the trainer cannot run a layout the planner accepts; NULL when it can. The planner
  * splits uneven stages and knows nothing of the vocabulary-parallel head; what the layout
- * refuses of the axes together (cp with a capacity, ZeRO 2 and 3 with pp, ...) is
+ * refuses of the axes together (cp with a capacity, ...) is
  * layout_refused's. */
 static const char *unrunnable(const train_opts_t *o, const mesh_plan_layout_t *l, char *buf,
                               size_t len)
@@ -245,8 +245,10 @@ static void choose(const train_opts_t *o, mesh_comm_h world, int c[C_COUNT], dou
         base.fix.vpp = o->chunks;
         base.fix_set |= MESH_PLAN_SET_VPP;
     }
-    /* Stages 2 and 3 run without a pipeline only: one search with pp = 1 and every stage, one
-     * with stages 0 and 1 and any pp; the faster wins. */
+    /* Under a pipeline mesh-train reduces stages 2 and 3 once per step, holding the stage's
+     * whole gradients (and in stage 3 parameters) through it, which the planner does not model
+     * (it shards them and gathers stage 3 per micro-batch): unless --zero is given, one search
+     * with pp = 1 and every stage, one with stages 0 and 1 and any pp; the faster wins. */
     unsigned zmask[2] = {0xf, 0x3};
     int zpp[2] = {1, 0}, cases = 2;
     if (o->zero_given) {

@@ -75,15 +75,6 @@ int layout_refused(const layout_params_t *p, char *err, size_t len)
     }
     if (cp_refused(p, err, len))
         return -1;
-    /* stages 2 and 3 reduce (and gather) at every micro-batch boundary, and a pipeline runs
-     * several micro-batches at once */
-    if (p->size[MESH_AXIS_PP] > 1 && p->stage >= 2) {
-        snprintf(err, len,
-                 "--zero %d with pp=%d: stages 2 and 3 reduce every micro-batch, which a pipeline "
-                 "interleaves; use --zero 0 or 1",
-                 p->stage, p->size[MESH_AXIS_PP]);
-        return -1;
-    }
     if (p->size[MESH_AXIS_EP] > 1 && !p->experts) {
         snprintf(err, len, "--mesh ep=%d needs --experts", p->size[MESH_AXIS_EP]);
         return -1;
@@ -349,15 +340,16 @@ static int hand_over(layout_t *lo, const gpt_tensor_t *t)
 }
 
 /* At the end of a group's backward pass in a micro-batch whose gradients the optimizer takes
- * (the last before a step; every one in stages 2 and 3, which reduce each micro-batch), each
- * of the group's gradients is handed over. */
+ * (the last before a step; without a pipeline every one in stages 2 and 3, which reduce each
+ * micro-batch; under a pipeline, one optimizer micro-batch per step, the last), each of the
+ * group's gradients is handed over. */
 static int release(void *ctx, int group, int phase)
 {
     layout_t *lo = ctx;
     /* nested acquisitions (the token table serves head and embedding): the outermost hands
      * the gradient over */
     int last = --lo->held[group] == 0;
-    int taken = last && (lo->boundary || lo->stage >= 2);
+    int taken = last && (lo->boundary || (lo->stage >= 2 && lo->pp_size == 1));
     if (lo->pp_size > 1 && group == 0)
         taken = 0; /* layout_pp_handover */
     for (int i = 0; phase == GPT_BWD && taken && i < lo->m->n_tensors; i++) {

@@ -46,7 +46,7 @@ static const char usage[] =
     "  --cp-algo A            cp attention: ring (default; K/V blocks passed round under the\n"
     "                         compute) or allgather (K and V gathered whole)\n"
     "  --cp-no-overlap        the ring waits for each K/V block before computing it\n"
-    "  --zero S               ZeRO stage 0..3 over dp (default 0; with pp > 1: 0 or 1)\n"
+    "  --zero S               ZeRO stage 0..3 over dp (default 0)\n"
     "  --no-overlap           reduce gradients after the backward pass, not under it\n"
     "  --bucket-mb X          gradient bucket size in MiB (default 4)\n"
     "model:\n"

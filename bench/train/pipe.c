@@ -181,15 +181,49 @@ int pipe_start(pipe_t *pp)
     return 0;
 }
 
+/*
+ * ZeRO stage 3 under a pipeline: each group this rank's stages hold is gathered once per step,
+ * before the schedule's first forward pass (in group order, the same on every dp rank), and
+ * released after its last backward or weight pass, once the schedule has run. The layers'
+ * acquisitions inside the schedule nest in these and move nothing, so that the dp traffic of a
+ * step does not grow with the micro-batches; the stage's whole parameters are resident for the
+ * step. (The group ids the rank does not hold are no-ops for the optimizer.)
+ */
+static int gather_stage(pipe_t *pp)
+{
+    if (pp->lo->stage != 3)
+        return 0;
+    for (int g = 0; g <= pp->m->L + 1; g++)
+        if (optim_gather(&pp->lo->opt, g))
+            return -1;
+    return 0;
+}
+
+static int release_stage(pipe_t *pp)
+{
+    if (pp->lo->stage != 3)
+        return 0;
+    for (int g = 0; g <= pp->m->L + 1; g++)
+        if (optim_release(&pp->lo->opt, g))
+            return -1;
+    return 0;
+}
+
 int pipe_step(pipe_t *pp, double *loss_sum)
 {
     layout_t *lo = pp->lo;
     pp->loss = 0;
     memset(pp->bwd_done, 0, (size_t)pp->v * sizeof(int));
-    /* one micro-batch for the optimizer: the step's gradients accumulate across the pipeline's
-     * micro-batches and are handed over as each group's last one is in */
+    /* one micro-batch for the optimizer whatever the stage: the step's gradients accumulate
+     * across the pipeline's micro-batches and are handed over (their buckets reduced, in stages
+     * 2 and 3 reduce-scattered into the shard) as each group's last backward or weight pass is
+     * in */
     if (optim_micro_begin(&lo->opt, 1)) {
         snprintf(pp->err, sizeof(pp->err), "the optimizer's micro-batch");
+        return -1;
+    }
+    if (gather_stage(pp)) {
+        snprintf(pp->err, sizeof(pp->err), "the stage's parameter all-gather");
         return -1;
     }
     mesh_status_t s = mesh_pp_exec_run(pp->exec);
@@ -199,6 +233,10 @@ int pipe_step(pipe_t *pp, double *loss_sum)
     }
     if (layout_pp_handover(lo)) {
         snprintf(pp->err, sizeof(pp->err), "the tied embedding's gradient");
+        return -1;
+    }
+    if (release_stage(pp)) {
+        snprintf(pp->err, sizeof(pp->err), "the stage's parameter release");
         return -1;
     }
     *loss_sum = pp->loss;

@@ -180,6 +180,42 @@ static int finish_text(run_t *r, const int64_t *steps, const double *loss, const
     return r->o.sample ? sample_text(r) : 0;
 }
 
+/* Bytes this rank has sent on the dense optimizer's data-parallel communicator, over every
+ * transport it uses. */
+static uint64_t dp_sent(const layout_t *lo)
+{
+    const char *seen[8];
+    int n = 0, size = mesh_comm_size(lo->zero_comm);
+    uint64_t total = 0;
+    for (int p = 0; p < size; p++) {
+        const char *tl = mesh_comm_peer_transport(lo->zero_comm, p);
+        int dup = tl == NULL || n == 8;
+        for (int i = 0; !dup && i < n; i++)
+            dup = !strcmp(seen[i], tl);
+        uint64_t b = 0;
+        if (dup || mesh_comm_tl_bytes(lo->zero_comm, tl, &b, NULL) != MESH_OK)
+            continue;
+        seen[n++] = tl, total += b;
+    }
+    return total;
+}
+
+/* Rank 0's data-parallel traffic of a step (its passes and the optimizer's step: the gradients'
+ * reductions, the parameters' gathers and the norm), the least and the most over the steps,
+ * beside the padded parameter count of its dense optimizer: the formulas of docs/mesh-train.md
+ * read them. */
+static void log_dp_bytes(const run_t *r, uint64_t lo, uint64_t hi, int n)
+{
+    mesh_zero_memory_t mem;
+    mesh_zero_h z = optim_zero(&r->lo.opt, OPTIM_DENSE);
+    if (!r->say || !n || !z || mesh_zero_memory(z, &mem) != MESH_OK)
+        return;
+    printf("# dp bytes sent per step by rank 0: min=%llu max=%llu; its optimizer's "
+           "parameters=%zu padded=%zu element_bytes=%zu dp=%d\n",
+           (unsigned long long)lo, (unsigned long long)hi, mem.numel, mem.padded_numel,
+           r->o.bf16 ? (size_t)2 : (size_t)4, mesh_comm_size(r->lo.zero_comm));
+}
+
 /* Medians of the step times (ms) and of the optimizer's part, over the steps after the first,
  * which warms caches and connections, when there are any. */
 static void log_summary(const run_t *r, double *step_ms, double *opt_ms, int n)
@@ -216,8 +252,10 @@ static int train(run_t *r)
         fprintf(stderr, "mesh-train: out of memory\n");
         goto out;
     }
+    uint64_t dp_lo = UINT64_MAX, dp_hi = 0;
     for (int64_t step = r->start + 1; step <= r->o.steps; step++) {
         step_stats_t s;
+        uint64_t dp0 = dp_sent(&r->lo);
         double t0 = mesh_time_now();
         load_batch(r, TEXT_TRAIN, step, seq_tokens, seq_targets);
         if (forward_backward(r, &s.loss))
@@ -226,6 +264,8 @@ static int train(run_t *r)
         if (optim_step(&r->lo.opt, &s.norm))
             goto out;
         double t2 = mesh_time_now();
+        uint64_t dp = dp_sent(&r->lo) - dp0;
+        dp_lo = dp < dp_lo ? dp : dp_lo, dp_hi = dp > dp_hi ? dp : dp_hi;
         if (reduce_stats(r, &s))
             goto out;
         step_ms[n] = 1e3 * (t2 - t0), opt_ms[n] = 1e3 * (t2 - t1);
@@ -236,6 +276,7 @@ static int train(run_t *r)
         log_step(r, step, &s, step_ms[n++]);
     }
     log_summary(r, step_ms, opt_ms, n);
+    log_dp_bytes(r, dp_lo, dp_hi, n);
     rc = checkpoint(r);
     if (rc == 0)
         rc = finish_text(r, steps, loss, val, n);

@@ -18,6 +18,11 @@
  *       forward (stage 3: mesh_zero_gather / wait_params / release per group)
  *       backward: write (+=) into mesh_zero_grad, then mesh_zero_grad_ready(z, name)
  *     mesh_zero_step(z, &info);
+ * A pipeline stage, whose micro-batches interleave with the other stages', runs its step as one
+ * micro-batch: gradients accumulated over the step and marked ready after their last backward
+ * (or weight-gradient) pass, in stage 3 every group gathered once before the first forward pass
+ * and released after the last backward; then each stage moves 2 Psi (d-1)/d per step
+ * (docs/parallel.md, "ZeRO under a pipeline").
  *
  * Layout. Tensors are laid out by group (stable: registration order within a group), each at an
  * offset aligned to 64 bytes. Buckets are formed from the end of the layout, in backward order:

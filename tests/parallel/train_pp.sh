@@ -7,7 +7,8 @@
 # on 8 ranks over 2 simulated nodes (pp across them):
 #   - the loss of each step equals the 1-rank run of the same global batch within 1e-4
 #     relative;
-# layouts that do not divide and the stages and options a pipeline does not take are refused.
+# layouts that do not divide and the options a pipeline does not take are refused (ZeRO 2 and 3
+# under pp: train_pp_zero.sh).
 # MESH_TEST_SANITIZED=1 keeps three pp=2 runs (1f1b, interleaved, tp=2 zb1) and the refusals.
 set -u
 b=${top_builddir:-.}
@@ -84,7 +85,6 @@ refused "layers 8 does not split into pp=2 x 3 chunks" 2 --mesh pp=2 --schedule 
 refused "schedule interleaved with pp=2, --microbatches 3" 2 --mesh pp=2 \
     --schedule interleaved --batch 6 --microbatches 3
 refused "schedule gpipe2" 2 --mesh pp=2 --schedule gpipe2
-refused "zero 2 with pp=2" 2 --mesh pp=2 --zero 2
 refused "need --mesh pp=P" 1 --schedule 1f1b
 refused "dump-params is not available with pp" 2 --mesh pp=2 --dump-params "$tmp/x"
 echo "ok: refusals"
