@@ -20,6 +20,12 @@ static const mesh_config_entry_t dev_entries[] = {
      "copied out around the host schedule). A call whose buffers would pass it waits for earlier "
      "calls to finish; a call larger than it alone still runs, with a buffer freed after it.",
      NULL, "64k.."},
+    {"DEVICE_IPC", "1", MESH_CFG_BOOL,
+     "Device buffers of a communicator whose ranks share one node: all-gather, broadcast and "
+     "all-reduce move data by device copies between the ranks' buffers, mapped through CUDA IPC "
+     "(and reductions read peers' memory), instead of staging them through pinned host memory. "
+     "0 stages every call. Every rank must use the same value.",
+     NULL, NULL},
     {NULL, NULL, 0, NULL, NULL}};
 
 static const mesh_config_table_t dev_config = {"device", dev_entries};
