@@ -79,6 +79,9 @@ mesh_status_t mesh_dev_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
 int mesh_dev_ipc_serves(const mesh_comm_t *comm, const mesh_coll_args_t *args, const void *scalar);
 mesh_status_t mesh_dev_ipc_launch(mesh_comm_t *comm, mesh_coll_args_t *args, void *avg_buf,
                                   size_t avg_count, void *owned0, mesh_request_h *req);
+/* How a communicator of this shape runs collective type on device buffers, for mesh-info -A:
+ * "ipc (...)", "staged ..." or "refused (...)". */
+const char *mesh_dev_path(const mesh_comm_t *comm, mesh_coll_type_t type);
 /* Builds such a call (args->mem set) for mesh_api_launch_on; avg: divide by the size (MESH_AVG)
  * on the device. */
 mesh_status_t mesh_dev_ipc_build(mesh_comm_t *comm, const mesh_coll_args_t *args, int avg,

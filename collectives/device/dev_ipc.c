@@ -60,22 +60,41 @@ static int ipc_enabled(void)
     return v;
 }
 
+/* Whether a communicator of this shape runs collective type on device buffers by IPC. */
+static int ipc_shape(const mesh_comm_t *comm, mesh_coll_type_t type)
+{
+    if (comm->nnodes != 1 || comm->size < 2 || !ipc_enabled())
+        return 0;
+    return type == MESH_COLL_ALLGATHER || type == MESH_COLL_BROADCAST ||
+           type == MESH_COLL_ALLREDUCE;
+}
+
 int mesh_dev_ipc_serves(const mesh_comm_t *comm, const mesh_coll_args_t *args, const void *scalar)
 {
     const mesh_mem_ops_t *ops = args->mem;
-    if (comm->nnodes != 1 || comm->size < 2 || scalar != NULL || ops->ipc_export == NULL ||
-        ops->ipc_import == NULL || !ipc_enabled())
+    if (!ipc_shape(comm, args->type) || scalar != NULL || !args->mappable ||
+        ops->ipc_export == NULL || ops->ipc_import == NULL)
         return 0;
-    switch (args->type) {
-    case MESH_COLL_ALLGATHER:
-    case MESH_COLL_BROADCAST:
-        return 1;
-    case MESH_COLL_ALLREDUCE:
-        return args->op == MESH_SUM || args->op == MESH_PROD || args->op == MESH_MIN ||
-               args->op == MESH_MAX;
-    default:
-        return 0;
-    }
+    return args->type != MESH_COLL_ALLREDUCE || args->op == MESH_SUM || args->op == MESH_PROD ||
+           args->op == MESH_MIN || args->op == MESH_MAX;
+}
+
+const char *mesh_dev_path(const mesh_comm_t *comm, mesh_coll_type_t type)
+{
+    if (comm->nnodes > 1)
+        return "refused (the ranks span nodes)";
+    if (comm->size < 2)
+        return "staged (one rank)";
+    if (!ipc_shape(comm, type))
+        return ipc_enabled() ? "staged through pinned host memory, then the selection above"
+                             : "staged through pinned host memory, then the selection above "
+                               "(MESH_DEVICE_IPC=0)";
+    if (type == MESH_COLL_BROADCAST)
+        return "ipc (a device copy from the root's buffer)";
+    return type == MESH_COLL_ALLREDUCE
+               ? "ipc (reduce-scatter reading peers' inputs, then device copies; pre-multiplied "
+                 "sums staged)"
+               : "ipc (a device copy from each peer's input)";
 }
 
 mesh_status_t mesh_dev_ipc_launch(mesh_comm_t *comm, mesh_coll_args_t *args, void *avg_buf,
