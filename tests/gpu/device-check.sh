@@ -31,7 +31,10 @@ elapsed() { echo $(($(date +%s) - start)); }
 
 # The checks: "name command...", one per line. conf_dev_*: every collective on device buffers
 # of the GPU (tests/mp/conformance -D, all ranks on the one device), as
-# tests/gpu/emu_conformance.sh runs them on the emulated device.
+# tests/gpu/emu_conformance.sh runs them on the emulated device (all-gather, broadcast and
+# all-reduce by device copies between IPC mappings, the others staged). ipc_*: those three by
+# IPC, counted, with the mapping cache's hits and a buffer reallocated at the same address
+# (tests/gpu/dev_ipc.c, as tests/gpu/emu_ipc.sh runs it), and staged with MESH_DEVICE_IPC=0.
 checks() {
     cat <<EOF
 cuda_arith tests/gpu/test_cuda_arith
@@ -42,6 +45,10 @@ conf_dev_2 sh tests/gpu/each_collective.sh -n 2 tests/mp/conformance -D -q
 conf_dev_4 sh tests/gpu/each_collective.sh -n 4 tests/mp/conformance -D -q -s
 conf_dev_8 sh tests/gpu/each_collective.sh -n 8 tests/mp/conformance -D -q -s
 conf_dev_3_req sh tests/gpu/each_collective.sh -n 3 tests/mp/conformance -D -q -s -R
+ipc_2 tools/meshrun -n 2 --timeout 120 tests/gpu/dev_ipc ipc
+ipc_4 tools/meshrun -n 4 --timeout 120 tests/gpu/dev_ipc ipc
+ipc_8 tools/meshrun -n 8 --timeout 120 tests/gpu/dev_ipc ipc
+ipc_4_staged env MESH_DEVICE_IPC=0 tools/meshrun -n 4 --timeout 120 tests/gpu/dev_ipc staged
 EOF
     if [ "${DEVICE_CHECK_SANITIZER:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
         echo "cuda_ops_memcheck compute-sanitizer --error-exitcode 1 tests/gpu/test_cuda_ops"

@@ -776,7 +776,7 @@ int main(int argc, char **argv)
         printf("%s algo=%s ranks=%d: %d calls, %d used %s, %d failures\n", coll, algo, size, calls,
                used, algo, failures);
     if (rank == 0)
-        printf("USED %d\n", used);
+        printf("USED %d\nCALLS %d\n", used, calls);
     /* calls that ran a schedule built for an earlier identical call (collectives/comm.h) */
     if (rank == 0)
         printf("REPLAYS %llu\n", (unsigned long long)comm->replays);
