@@ -1,6 +1,7 @@
-/* All-gather, broadcast and all-reduce on device buffers inside a node, by device copies between
- * the ranks' IPC-mapped buffers (dev_ipc.h says how). This file decides which calls go this way
- * and builds their schedules; the device work of each collective is its issue function. */
+/* All-gather, broadcast, all-reduce and reduce-scatter on device buffers inside a node, by device
+ * copies and reductions between the ranks' IPC-mapped buffers (dev_ipc.h says how). This file
+ * decides which calls go this way and builds their schedules; the device work of each collective is
+ * its issue function. */
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/device/dev_ipc.h"
 #include "collectives/api.h"
@@ -35,7 +36,8 @@ struct ipc_call {
     size_t count, dsize;
     const char *sbuf;
     char *rbuf;
-    size_t *counts, *displs;   /* all-gather's blocks, [size] each */
+    size_t *counts, *displs;   /* all-gather's and reduce-scatter's blocks, [size] each */
+    size_t total;              /* elements of all blocks */
     struct ipc_desc *desc;     /* [size]: the peers', and ours at [rank] */
     char **peer;               /* [size * IPC_BUFS]: the peers' buffers mapped here */
     mesh_dev_ipc_map_t **used; /* [size * IPC_BUFS]: their mappings, released at the end */
@@ -66,7 +68,7 @@ static int ipc_shape(const mesh_comm_t *comm, mesh_coll_type_t type)
     if (comm->nnodes != 1 || comm->size < 2 || !ipc_enabled())
         return 0;
     return type == MESH_COLL_ALLGATHER || type == MESH_COLL_BROADCAST ||
-           type == MESH_COLL_ALLREDUCE;
+           type == MESH_COLL_ALLREDUCE || type == MESH_COLL_REDUCE_SCATTER;
 }
 
 int mesh_dev_ipc_serves(const mesh_comm_t *comm, const mesh_coll_args_t *args, const void *scalar)
@@ -75,8 +77,9 @@ int mesh_dev_ipc_serves(const mesh_comm_t *comm, const mesh_coll_args_t *args, c
     if (!ipc_shape(comm, args->type) || scalar != NULL || !args->mappable ||
         ops->ipc_export == NULL || ops->ipc_import == NULL)
         return 0;
-    return args->type != MESH_COLL_ALLREDUCE || args->op == MESH_SUM || args->op == MESH_PROD ||
-           args->op == MESH_MIN || args->op == MESH_MAX;
+    int reduces = args->type == MESH_COLL_ALLREDUCE || args->type == MESH_COLL_REDUCE_SCATTER;
+    return !reduces || args->op == MESH_SUM || args->op == MESH_PROD || args->op == MESH_MIN ||
+           args->op == MESH_MAX;
 }
 
 const char *mesh_dev_path(const mesh_comm_t *comm, mesh_coll_type_t type)
@@ -91,6 +94,9 @@ const char *mesh_dev_path(const mesh_comm_t *comm, mesh_coll_type_t type)
                                "(MESH_DEVICE_IPC=0)";
     if (type == MESH_COLL_BROADCAST)
         return "ipc (a device copy from the root's buffer)";
+    if (type == MESH_COLL_REDUCE_SCATTER)
+        return "ipc (the rank's block of every input reduced, reading peers' inputs; "
+               "pre-multiplied sums staged)";
     return type == MESH_COLL_ALLREDUCE
                ? "ipc (reduce-scatter reading peers' inputs, then device copies; pre-multiplied "
                  "sums staged)"
@@ -186,6 +192,25 @@ static mesh_status_t issue_allreduce(struct ipc_call *c, int phase, void *stream
     return MESH_OK;
 }
 
+/* The rank's block of every input, reduced into its output (its own input first), divided for
+ * MESH_AVG. */
+static mesh_status_t issue_reduce_scatter(struct ipc_call *c, void *stream)
+{
+    int n = c->comm->size, me = c->comm->rank;
+    size_t len = c->counts[me], off = c->displs[me] * c->dsize;
+    if (len == 0)
+        return MESH_OK;
+    const char *acc = c->sbuf + off;
+    for (int j = 1; j < n; j++) {
+        MESH_CHECK(c->ops->reduce_async(c->rbuf, acc, peer_buf(c, (me + j) % n, 0) + off, len,
+                                        c->dtype, c->op, stream));
+        acc = c->rbuf;
+    }
+    if (c->avg)
+        MESH_CHECK(c->ops->divide_async(c->rbuf, len, c->dtype, n, stream));
+    return MESH_OK;
+}
+
 /* ---------------------------------------------------------------- poll tasks */
 
 /* Our stream reached the call: export our buffers into our descriptor. */
@@ -202,6 +227,9 @@ static mesh_status_t step_export(void *arg)
         break;
     case MESH_COLL_BROADCAST:
         buf[0] = me == c->root && bytes > 0 ? c->sbuf : NULL;
+        break;
+    case MESH_COLL_REDUCE_SCATTER:
+        buf[0] = c->total > 0 ? c->sbuf : NULL;
         break;
     default:
         buf[0] = bytes > 0 ? c->sbuf : NULL;
@@ -254,9 +282,21 @@ static mesh_status_t step_phase(void *arg)
         if (s->phase == 0)
             MESH_CHECK(map_peers(c));
         void *stream = mesh_dev_ipc_stream(c->ipc);
-        mesh_status_t st = c->type == MESH_COLL_ALLGATHER   ? issue_allgather(c, stream)
-                           : c->type == MESH_COLL_BROADCAST ? issue_broadcast(c, stream)
-                                                            : issue_allreduce(c, s->phase, stream);
+        mesh_status_t st;
+        switch (c->type) {
+        case MESH_COLL_ALLGATHER:
+            st = issue_allgather(c, stream);
+            break;
+        case MESH_COLL_BROADCAST:
+            st = issue_broadcast(c, stream);
+            break;
+        case MESH_COLL_REDUCE_SCATTER:
+            st = issue_reduce_scatter(c, stream);
+            break;
+        default:
+            st = issue_allreduce(c, s->phase, stream);
+            break;
+        }
         if (st == MESH_OK && c->event == NULL)
             st = mesh_dev_ipc_event_get(c->ipc, &c->event);
         if (st == MESH_OK)
@@ -350,11 +390,13 @@ static struct ipc_call *call_create(mesh_comm_t *comm, const mesh_coll_args_t *a
                            .used = (mesh_dev_ipc_map_t **)((char **)maps + n * IPC_BUFS),
                            .got = got,
                            .token = 1};
-    if (args->type == MESH_COLL_ALLGATHER) {
+    if (args->type == MESH_COLL_ALLGATHER || args->type == MESH_COLL_REDUCE_SCATTER) {
         memcpy(blocks, args->counts, sizeof(size_t) * n);
         memcpy(blocks + n, args->displs, sizeof(size_t) * n);
         c->counts = blocks;
         c->displs = blocks + n;
+        for (size_t i = 0; i < n; i++)
+            c->total += blocks[i];
     }
     for (int i = 0; i < 2; i++)
         c->step[i] = (struct ipc_step){c, i};
@@ -389,6 +431,8 @@ static const mesh_coll_algo_t ipc_algos[] = {
     IPC_ALGO(MESH_COLL_BROADCAST, "a device copy from the root's buffer (IPC)"),
     IPC_ALGO(MESH_COLL_ALLREDUCE, "reduce-scatter reading peers' inputs, then device copies of "
                                   "the reduced chunks (IPC)"),
+    IPC_ALGO(MESH_COLL_REDUCE_SCATTER, "the rank's block of every input reduced, reading peers' "
+                                       "inputs (IPC)"),
 };
 
 mesh_status_t mesh_dev_ipc_build(mesh_comm_t *comm, const mesh_coll_args_t *args, int avg,

@@ -1,12 +1,12 @@
 /*
  * Collectives on device buffers inside a node, by device copies between the ranks' buffers.
  *
- * On a communicator whose ranks all share one node, all-gather, broadcast and all-reduce on
- * device buffers stage nothing: once a rank's stream reached the call, the rank exports its
- * buffers (ipc_export: the allocation's handle and the pointer's offset in it) and sends that
- * descriptor to every peer over the host transports; once it has every peer's descriptor (each
- * sent after that peer's stream reached the call, so the peer's inputs are final), it maps the
- * peers' buffers through the communicator's IPC cache and pulls what it receives with device
+ * On a communicator whose ranks all share one node, all-gather, broadcast, all-reduce and
+ * reduce-scatter on device buffers stage nothing: once a rank's stream reached the call, the rank
+ * exports its buffers (ipc_export: the allocation's handle and the pointer's offset in it) and
+ * sends that descriptor to every peer over the host transports; once it has every peer's descriptor
+ * (each sent after that peer's stream reached the call, so the peer's inputs are final), it maps
+ * the peers' buffers through the communicator's IPC cache and pulls what it receives with device
  * copies (copy_async) into its own buffers, or reduces peer memory (reduce_async), on an
  * internal stream, waits for them with an event, and tells its peers it is done; a call ends
  * once every peer said so, so that nobody frees or reuses a buffer a peer still reads. A rank
@@ -19,6 +19,9 @@
  *               output (reading the peers' inputs), the ranks exchange a "done" so the chunks are
  *               final, then rank r copies chunk p from rank p's output; every byte a rank
  *               receives is one copy, every input byte is read once
+ *   reduce-scatter  rank r reduces block r of every input into its output
+ * The reductions are chains of reduce_async (dst = acc op peer), the rank's own input first and
+ * then the next ranks' in order, so every rank's block is reduced in one order by one rank.
  *
  * The schedule is a host schedule with poll tasks for the device work (sched.h), so that it
  * keeps the communicator's call order, sequence numbers and failure reports, and replays.

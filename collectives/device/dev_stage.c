@@ -21,8 +21,9 @@ static const mesh_config_entry_t dev_entries[] = {
      "calls to finish; a call larger than it alone still runs, with a buffer freed after it.",
      NULL, "64k.."},
     {"DEVICE_IPC", "1", MESH_CFG_BOOL,
-     "Device buffers of a communicator whose ranks share one node: all-gather, broadcast and "
-     "all-reduce move data by device copies between the ranks' buffers, mapped through CUDA IPC "
+     "Device buffers of a communicator whose ranks share one node: all-gather, broadcast, "
+     "all-reduce and reduce-scatter move data by device copies between the ranks' buffers, mapped "
+     "through CUDA IPC "
      "(and reductions read peers' memory), instead of staging them through pinned host memory. "
      "0 stages every call. Every rank must use the same value.",
      NULL, NULL},

@@ -2,7 +2,8 @@
  * Device buffers inside a node by device copies between IPC mappings
  * (collectives/device/dev_ipc.h), on the active device table (cuda, or the emulated device with
  * MESH_DEVICE_EMU=1), under meshrun:
- *   dev_ipc ipc     all-gather, broadcast and all-reduce (sum, max, avg; in place and not) run
+ *   dev_ipc ipc     all-gather, broadcast, all-reduce (sum, max, avg) and reduce-scatter (sum,
+ *                   avg), in place and not, run
  *                   by IPC (the communicator's counter says so each time), exact, guard bytes
  *                   untouched; a call repeated on the same buffers maps nothing new (the cache is
  *                   hit for every peer); a buffer freed and allocated again at the same address is
@@ -301,6 +302,40 @@ static void test_allreduce(void)
     buf_free(&r);
 }
 
+/* Rank r's block of the reduction of every rank's whole input (N * size elements). */
+static void test_reduce_scatter(void)
+{
+    const mesh_op_t red[] = {MESH_SUM, MESH_AVG};
+    size_t total = N * (size_t)size, mine = (size_t)rank * N;
+    buf_t a = buf_new(total), r = buf_new(N);
+    for (int k = 0; k < 2; k++) {
+        for (int inplace = 0; inplace < 2; inplace++) {
+            int g = 20 + k * 2 + inplace;
+            char what[64];
+            snprintf(what, sizeof(what), "reduce_scatter %s%s", mesh_op_name(red[k]),
+                     inplace ? " in place" : "");
+            for (size_t i = 0; i < total; i++)
+                *at(&a, i) = input(rank, g, i);
+            push(&a);
+            clear(&r);
+            buf_t *out = inplace ? &a : &r;
+            finish(what,
+                   mesh_reduce_scatter(comm, dev(&a), inplace ? dev(&a) + mine : dev(&r), N,
+                                       MESH_INT32, red[k], stream, NULL),
+                   out);
+            size_t off = inplace ? mine : 0;
+            for (size_t i = 0; i < N; i++)
+                if (*at(out, off + i) != expect(red[k], g, mine + i)) {
+                    CHECK(0, "%s: element %zu is %d, expected %d", what, i, *at(out, off + i),
+                          expect(red[k], g, mine + i));
+                    break;
+                }
+        }
+    }
+    buf_free(&a);
+    buf_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -333,6 +368,7 @@ int main(int argc, char **argv)
     test_allgather();
     test_broadcast();
     test_allreduce();
+    test_reduce_scatter();
     ops->event_destroy(event);
     ops->stream_destroy(stream);
     mesh_comm_destroy(comm);
