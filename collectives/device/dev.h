@@ -9,9 +9,9 @@
  * table, starts the schedule (any algorithm serves, unchanged), copies the results back, waits
  * for those copies (an event) and writes the done flag, which releases the caller's stream.
  *
- * Inside a node, all-gather, broadcast, all-reduce and reduce-scatter stage nothing: their
- * schedules move data by device copies between the ranks' IPC-mapped buffers (dev_ipc.h), started
- * by the engine as any other.
+ * Inside a node, all-gather, broadcast, all-reduce, reduce-scatter and all-to-all stage nothing:
+ * their schedules move data by device copies between the ranks' IPC-mapped buffers (dev_ipc.h),
+ * started by the engine as any other.
  */
 #ifndef MESH_COLL_DEV_H
 #define MESH_COLL_DEV_H
@@ -75,7 +75,8 @@ mesh_status_t mesh_dev_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
 
 /* dev_ipc.c: calls that move data by device copies between the IPC-mapped buffers of the node's
  * ranks instead of staging (dev_ipc.h): all-gather, broadcast, all-reduce and reduce-scatter (not
- * pre-multiplied) of device memory on a communicator of one node, unless MESH_DEVICE_IPC=0. */
+ * pre-multiplied), all-to-all (not in place) of device memory on a communicator of one node,
+ * unless MESH_DEVICE_IPC=0. */
 int mesh_dev_ipc_serves(const mesh_comm_t *comm, const mesh_coll_args_t *args, const void *scalar);
 mesh_status_t mesh_dev_ipc_launch(mesh_comm_t *comm, mesh_coll_args_t *args, void *avg_buf,
                                   size_t avg_count, void *owned0, mesh_request_h *req);

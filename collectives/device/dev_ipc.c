@@ -1,7 +1,7 @@
-/* All-gather, broadcast, all-reduce and reduce-scatter on device buffers inside a node, by device
- * copies and reductions between the ranks' IPC-mapped buffers (dev_ipc.h says how). This file
- * decides which calls go this way and builds their schedules; the device work of each collective is
- * its issue function. */
+/* All-gather, broadcast, all-reduce, reduce-scatter and all-to-all on device buffers inside a
+ * node, by device copies and reductions between the ranks' IPC-mapped buffers (dev_ipc.h says how).
+ * This file decides which calls go this way and builds their schedules; the device work of each
+ * collective is its issue function. */
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/device/dev_ipc.h"
 #include "collectives/api.h"
@@ -18,6 +18,7 @@ struct ipc_desc {
     uint64_t pid;
     uint64_t addr[IPC_BUFS]; /* 0: nothing exported */
     mesh_mem_ipc_t h[IPC_BUFS];
+    uint64_t blk[]; /* all-to-all: for each rank, the offset and bytes of its block in the input */
 };
 
 struct ipc_call;
@@ -36,9 +37,11 @@ struct ipc_call {
     size_t count, dsize;
     const char *sbuf;
     char *rbuf;
-    size_t *counts, *displs;   /* all-gather's and reduce-scatter's blocks, [size] each */
-    size_t total;              /* elements of all blocks */
-    struct ipc_desc *desc;     /* [size]: the peers', and ours at [rank] */
+    size_t *counts, *displs; /* all-gather's and reduce-scatter's blocks, [size] each */
+    size_t total;            /* elements of all blocks */
+    struct ipc_desc *desc;   /* [size] of dstride bytes: the peers', and ours at [rank] */
+    size_t dstride;
+    size_t *rcounts, *rdispls; /* all-to-all's output blocks */
     char **peer;               /* [size * IPC_BUFS]: the peers' buffers mapped here */
     mesh_dev_ipc_map_t **used; /* [size * IPC_BUFS]: their mappings, released at the end */
     mesh_dev_ipc_t *ipc;
@@ -68,7 +71,8 @@ static int ipc_shape(const mesh_comm_t *comm, mesh_coll_type_t type)
     if (comm->nnodes != 1 || comm->size < 2 || !ipc_enabled())
         return 0;
     return type == MESH_COLL_ALLGATHER || type == MESH_COLL_BROADCAST ||
-           type == MESH_COLL_ALLREDUCE || type == MESH_COLL_REDUCE_SCATTER;
+           type == MESH_COLL_ALLREDUCE || type == MESH_COLL_REDUCE_SCATTER ||
+           type == MESH_COLL_ALLTOALL;
 }
 
 int mesh_dev_ipc_serves(const mesh_comm_t *comm, const mesh_coll_args_t *args, const void *scalar)
@@ -77,6 +81,9 @@ int mesh_dev_ipc_serves(const mesh_comm_t *comm, const mesh_coll_args_t *args, c
     if (!ipc_shape(comm, args->type) || scalar != NULL || !args->mappable ||
         ops->ipc_export == NULL || ops->ipc_import == NULL)
         return 0;
+    /* all-to-all in place would overwrite blocks its peers still read */
+    if (args->type == MESH_COLL_ALLTOALL)
+        return !args->in_place;
     int reduces = args->type == MESH_COLL_ALLREDUCE || args->type == MESH_COLL_REDUCE_SCATTER;
     return !reduces || args->op == MESH_SUM || args->op == MESH_PROD || args->op == MESH_MIN ||
            args->op == MESH_MAX;
@@ -94,6 +101,8 @@ const char *mesh_dev_path(const mesh_comm_t *comm, mesh_coll_type_t type)
                                "(MESH_DEVICE_IPC=0)";
     if (type == MESH_COLL_BROADCAST)
         return "ipc (a device copy from the root's buffer)";
+    if (type == MESH_COLL_ALLTOALL)
+        return "ipc (a device copy from each peer's input; in place staged)";
     if (type == MESH_COLL_REDUCE_SCATTER)
         return "ipc (the rank's block of every input reduced, reading peers' inputs; "
                "pre-multiplied sums staged)";
@@ -125,6 +134,11 @@ static void chunk(const struct ipc_call *c, int i, size_t *lo, size_t *len)
     size_t per = ((c->count + unit - 1) / unit + k - 1) / k * unit;
     *lo = per * (size_t)i < c->count ? per * (size_t)i : c->count;
     *len = c->count - *lo < per ? c->count - *lo : per;
+}
+
+static struct ipc_desc *desc_at(const struct ipc_call *c, int p)
+{
+    return (struct ipc_desc *)((char *)c->desc + (size_t)p * c->dstride);
 }
 
 static char *peer_buf(const struct ipc_call *c, int p, int b)
@@ -211,6 +225,27 @@ static mesh_status_t issue_reduce_scatter(struct ipc_call *c, void *stream)
     return MESH_OK;
 }
 
+/* Each block a rank receives is one copy from the block its sender's input holds for it. */
+static mesh_status_t issue_alltoall(struct ipc_call *c, void *stream)
+{
+    int n = c->comm->size, me = c->comm->rank;
+    size_t ds = c->dsize;
+    for (int j = 0; j < n; j++) {
+        int p = (me + j) % n;
+        const struct ipc_desc *d = desc_at(c, p);
+        uint64_t off = d->blk[2 * me], bytes = d->blk[2 * me + 1];
+        if (bytes != c->rcounts[p] * ds)
+            return mesh_error(MESH_ERR_MISMATCH,
+                              "rank %d sends %llu bytes to rank %d, which expects %zu: the ranks "
+                              "called with different counts",
+                              p, (unsigned long long)bytes, me, c->rcounts[p] * ds);
+        const char *src = p == me ? c->sbuf : peer_buf(c, p, 0);
+        if (bytes > 0)
+            MESH_CHECK(c->ops->copy_async(c->rbuf + c->rdispls[p] * ds, src + off, bytes, stream));
+    }
+    return MESH_OK;
+}
+
 /* ---------------------------------------------------------------- poll tasks */
 
 /* Our stream reached the call: export our buffers into our descriptor. */
@@ -218,7 +253,7 @@ static mesh_status_t step_export(void *arg)
 {
     struct ipc_call *c = arg;
     int me = c->comm->rank;
-    struct ipc_desc *d = &c->desc[me];
+    struct ipc_desc *d = desc_at(c, me);
     const void *buf[IPC_BUFS] = {NULL, NULL};
     size_t bytes = c->count * c->dsize;
     switch (c->type) {
@@ -229,6 +264,7 @@ static mesh_status_t step_export(void *arg)
         buf[0] = me == c->root && bytes > 0 ? c->sbuf : NULL;
         break;
     case MESH_COLL_REDUCE_SCATTER:
+    case MESH_COLL_ALLTOALL:
         buf[0] = c->total > 0 ? c->sbuf : NULL;
         break;
     default:
@@ -259,7 +295,7 @@ static mesh_status_t map_peers(struct ipc_call *c)
     MESH_CHECK(mesh_dev_ipc_state(c->comm, c->ops, &c->ipc));
     for (int p = 0; p < n; p++) {
         for (int b = 0; b < IPC_BUFS; b++) {
-            const struct ipc_desc *d = &c->desc[p];
+            const struct ipc_desc *d = desc_at(c, p);
             c->peer[p * IPC_BUFS + b] = NULL;
             c->used[p * IPC_BUFS + b] = NULL;
             if (p == c->comm->rank || d->addr[b] == 0)
@@ -293,6 +329,9 @@ static mesh_status_t step_phase(void *arg)
         case MESH_COLL_REDUCE_SCATTER:
             st = issue_reduce_scatter(c, stream);
             break;
+        case MESH_COLL_ALLTOALL:
+            st = issue_alltoall(c, stream);
+            break;
         default:
             st = issue_allreduce(c, s->phase, stream);
             break;
@@ -315,7 +354,7 @@ static mesh_status_t step_phase(void *arg)
 static mesh_status_t step_end(void *arg)
 {
     struct ipc_call *c = arg;
-    struct ipc_desc *d = &c->desc[c->comm->rank];
+    struct ipc_desc *d = desc_at(c, c->comm->rank);
     for (int b = 0; b < IPC_BUFS; b++)
         if (d->h[b].fd >= 0) {
             close(d->h[b].fd);
@@ -347,8 +386,8 @@ static int exchange(mesh_sched_t *s, struct ipc_call *c, int dep, int round)
     for (int j = 1; j < n; j++) {
         int p = (me + j) % n;
         if (round == 0) {
-            ids[k++] = mesh_sched_send(s, p, &c->desc[me], sizeof(c->desc[me]), &dep, 1);
-            ids[k++] = mesh_sched_recv(s, p, &c->desc[p], sizeof(c->desc[p]), NULL, 0);
+            ids[k++] = mesh_sched_send(s, p, desc_at(c, me), c->dstride, &dep, 1);
+            ids[k++] = mesh_sched_recv(s, p, desc_at(c, p), c->dstride, NULL, 0);
         } else {
             ids[k++] = mesh_sched_send(s, p, &c->token, sizeof(c->token), &dep, 1);
             ids[k++] =
@@ -363,15 +402,17 @@ static struct ipc_call *call_create(mesh_comm_t *comm, const mesh_coll_args_t *a
                                     mesh_sched_t *s)
 {
     size_t n = (size_t)comm->size;
+    int a2a = args->type == MESH_COLL_ALLTOALL;
+    size_t stride = sizeof(struct ipc_desc) + (a2a ? 2 * n * sizeof(uint64_t) : 0);
     struct ipc_call *c = mesh_sched_scratch(s, sizeof(*c));
-    struct ipc_desc *desc = mesh_sched_scratch(s, sizeof(*desc) * n);
+    struct ipc_desc *desc = mesh_sched_scratch(s, stride * n);
     void *maps = mesh_sched_scratch(s, (sizeof(char *) + sizeof(void *)) * n * IPC_BUFS);
     uint32_t *got = mesh_sched_scratch(s, sizeof(uint32_t) * 2 * n);
-    size_t *blocks = mesh_sched_scratch(s, sizeof(size_t) * 2 * n);
+    size_t *blocks = mesh_sched_scratch(s, sizeof(size_t) * 4 * n);
     if (c == NULL || desc == NULL || maps == NULL || got == NULL || blocks == NULL)
         return NULL;
     memset(c, 0, sizeof(*c));
-    memset(desc, 0, sizeof(*desc) * n);
+    memset(desc, 0, stride * n);
     memset(maps, 0, (sizeof(char *) + sizeof(void *)) * n * IPC_BUFS);
     *c = (struct ipc_call){.comm = comm,
                            .ops = args->mem,
@@ -386,17 +427,30 @@ static struct ipc_call *call_create(mesh_comm_t *comm, const mesh_coll_args_t *a
                            .sbuf = args->sbuf,
                            .rbuf = args->rbuf,
                            .desc = desc,
+                           .dstride = stride,
                            .peer = maps,
                            .used = (mesh_dev_ipc_map_t **)((char **)maps + n * IPC_BUFS),
                            .got = got,
                            .token = 1};
-    if (args->type == MESH_COLL_ALLGATHER || args->type == MESH_COLL_REDUCE_SCATTER) {
+    if (args->type == MESH_COLL_ALLGATHER || args->type == MESH_COLL_REDUCE_SCATTER || a2a) {
         memcpy(blocks, args->counts, sizeof(size_t) * n);
         memcpy(blocks + n, args->displs, sizeof(size_t) * n);
         c->counts = blocks;
         c->displs = blocks + n;
         for (size_t i = 0; i < n; i++)
             c->total += blocks[i];
+    }
+    if (a2a) {
+        memcpy(blocks + 2 * n, args->rcounts, sizeof(size_t) * n);
+        memcpy(blocks + 3 * n, args->rdispls, sizeof(size_t) * n);
+        c->rcounts = blocks + 2 * n;
+        c->rdispls = blocks + 3 * n;
+        /* where our input holds each rank's block, for the peers that pull it */
+        struct ipc_desc *mine = desc_at(c, comm->rank);
+        for (size_t i = 0; i < n; i++) {
+            mine->blk[2 * i] = c->displs[i] * c->dsize;
+            mine->blk[2 * i + 1] = c->counts[i] * c->dsize;
+        }
     }
     for (int i = 0; i < 2; i++)
         c->step[i] = (struct ipc_step){c, i};
@@ -431,6 +485,7 @@ static const mesh_coll_algo_t ipc_algos[] = {
     IPC_ALGO(MESH_COLL_BROADCAST, "a device copy from the root's buffer (IPC)"),
     IPC_ALGO(MESH_COLL_ALLREDUCE, "reduce-scatter reading peers' inputs, then device copies of "
                                   "the reduced chunks (IPC)"),
+    IPC_ALGO(MESH_COLL_ALLTOALL, "device copies from every peer's input (IPC)"),
     IPC_ALGO(MESH_COLL_REDUCE_SCATTER, "the rank's block of every input reduced, reading peers' "
                                        "inputs (IPC)"),
 };

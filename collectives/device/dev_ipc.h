@@ -1,17 +1,17 @@
 /*
  * Collectives on device buffers inside a node, by device copies between the ranks' buffers.
  *
- * On a communicator whose ranks all share one node, all-gather, broadcast, all-reduce and
- * reduce-scatter on device buffers stage nothing: once a rank's stream reached the call, the rank
- * exports its buffers (ipc_export: the allocation's handle and the pointer's offset in it) and
- * sends that descriptor to every peer over the host transports; once it has every peer's descriptor
- * (each sent after that peer's stream reached the call, so the peer's inputs are final), it maps
- * the peers' buffers through the communicator's IPC cache and pulls what it receives with device
- * copies (copy_async) into its own buffers, or reduces peer memory (reduce_async), on an
- * internal stream, waits for them with an event, and tells its peers it is done; a call ends
- * once every peer said so, so that nobody frees or reuses a buffer a peer still reads. A rank
- * only ever writes its own memory, and the host orders everything: no kernel waits for another
- * process's kernel.
+ * On a communicator whose ranks all share one node, all-gather, broadcast, all-reduce,
+ * reduce-scatter and all-to-all (not in place) on device buffers stage nothing: once a rank's
+ * stream reached the call, the rank exports its buffers (ipc_export: the allocation's handle and
+ * the pointer's offset in it) and sends that descriptor to every peer over the host transports;
+ * once it has every peer's descriptor (each sent after that peer's stream reached the call, so the
+ * peer's inputs are final), it maps the peers' buffers through the communicator's IPC cache and
+ * pulls what it receives with device copies (copy_async) into its own buffers, or reduces peer
+ * memory (reduce_async), on an internal stream, waits for them with an event, and tells its peers
+ * it is done; a call ends once every peer said so, so that nobody frees or reuses a buffer a peer
+ * still reads. A rank only ever writes its own memory, and the host orders everything: no kernel
+ * waits for another process's kernel.
  *
  *   all-gather  every block a rank receives is one copy from its owner's input
  *   broadcast   one copy from the root's buffer
@@ -20,6 +20,9 @@
  *               final, then rank r copies chunk p from rank p's output; every byte a rank
  *               receives is one copy, every input byte is read once
  *   reduce-scatter  rank r reduces block r of every input into its output
+ *   all-to-all  every block a rank receives is one copy from its sender's input, which says in
+ *               its descriptor where each rank's block lies (in place stages: a rank would
+ *               overwrite blocks its peers still read)
  * The reductions are chains of reduce_async (dst = acc op peer), the rank's own input first and
  * then the next ranks' in order, so every rank's block is reduced in one order by one rank.
  *

@@ -22,10 +22,10 @@ static const mesh_config_entry_t dev_entries[] = {
      NULL, "64k.."},
     {"DEVICE_IPC", "1", MESH_CFG_BOOL,
      "Device buffers of a communicator whose ranks share one node: all-gather, broadcast, "
-     "all-reduce and reduce-scatter move data by device copies between the ranks' buffers, mapped "
-     "through CUDA IPC "
-     "(and reductions read peers' memory), instead of staging them through pinned host memory. "
-     "0 stages every call. Every rank must use the same value.",
+     "all-reduce, reduce-scatter and all-to-all (not in place) move data by device copies "
+     "between the ranks' buffers, mapped through CUDA IPC (and reductions read peers' memory), "
+     "instead of staging them through pinned host memory. 0 stages every call. Every rank must "
+     "use the same value.",
      NULL, NULL},
     {NULL, NULL, 0, NULL, NULL}};
 

@@ -2,8 +2,8 @@
  * Device buffers inside a node by device copies between IPC mappings
  * (collectives/device/dev_ipc.h), on the active device table (cuda, or the emulated device with
  * MESH_DEVICE_EMU=1), under meshrun:
- *   dev_ipc ipc     all-gather, broadcast, all-reduce (sum, max, avg) and reduce-scatter (sum,
- *                   avg), in place and not, run
+ *   dev_ipc ipc     all-gather, broadcast, all-reduce (sum, max, avg), reduce-scatter (sum,
+ *                   avg), in place and not, and all-to-all run
  *                   by IPC (the communicator's counter says so each time), exact, guard bytes
  *                   untouched; a call repeated on the same buffers maps nothing new (the cache is
  *                   hit for every peer); a buffer freed and allocated again at the same address is
@@ -336,6 +336,31 @@ static void test_reduce_scatter(void)
     buf_free(&r);
 }
 
+/* Rank r's block p of round g: element p * N + i of its input. */
+static void test_alltoall(void)
+{
+    size_t total = N * (size_t)size;
+    buf_t a = buf_new(total), r = buf_new(total);
+    for (int g = 30; g < 32; g++) {
+        for (size_t i = 0; i < total; i++)
+            *at(&a, i) = input(rank, g, i);
+        push(&a);
+        clear(&r);
+        finish("alltoall", mesh_alltoall(comm, dev(&a), dev(&r), N, MESH_INT32, stream, NULL), &r);
+        for (int p = 0; p < size; p++)
+            for (size_t i = 0; i < N; i++)
+                if (*at(&r, (size_t)p * N + i) != input(p, g, (size_t)rank * N + i)) {
+                    CHECK(0, "alltoall: element %zu from rank %d is %d, expected %d", i, p,
+                          *at(&r, (size_t)p * N + i), input(p, g, (size_t)rank * N + i));
+                    break;
+                }
+    }
+    pull(&a);
+    check_guards(&a, "alltoall input");
+    buf_free(&a);
+    buf_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -369,6 +394,7 @@ int main(int argc, char **argv)
     test_broadcast();
     test_allreduce();
     test_reduce_scatter();
+    test_alltoall();
     ops->event_destroy(event);
     ops->stream_destroy(stream);
     mesh_comm_destroy(comm);

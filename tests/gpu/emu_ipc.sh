@@ -1,9 +1,9 @@
 #!/bin/sh
 # Device buffers inside a node by device copies between IPC mappings, on the emulated device
 # (tests/gpu/dev_ipc.c; device-check.sh runs it on the GPU):
-# all-gather, broadcast, all-reduce and reduce-scatter on 2, 3, 4 and 8 ranks by IPC (counted),
-# the mapping cache hit on a repeat and renewed for a buffer reallocated at the same address;
-# then with MESH_DEVICE_IPC=0 the same calls staged, and the conformance suite of those
+# all-gather, broadcast, all-reduce, reduce-scatter and all-to-all on 2, 3, 4 and 8 ranks by IPC
+# (counted), the mapping cache hit on a repeat and renewed for a buffer reallocated at the same
+# address; then with MESH_DEVICE_IPC=0 the same calls staged, and the conformance suite of those
 # collectives staged (none by IPC), exact values and guard bytes throughout.
 set -u
 b=${top_builddir:-.}
@@ -22,7 +22,7 @@ for n in $ranks; do
         printf 'dev_ipc %-6s ranks=%d rc=%d\n' $mode $n $rc
         [ $rc -eq 0 ] || { printf '%s\n' "$out" | head -30; status=1; }
     done
-    for coll in allgather broadcast allreduce reduce_scatter; do
+    for coll in allgather broadcast allreduce reduce_scatter alltoall; do
         out=$(MESH_DEVICE_IPC=0 "$run" -n $n --timeout 300 "$b/tests/mp/conformance" -o $coll \
             -a ipc -D -q -s 2>&1)
         rc=$?
