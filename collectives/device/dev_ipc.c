@@ -37,7 +37,7 @@ struct ipc_call {
     size_t count, dsize;
     const char *sbuf;
     char *rbuf;
-    size_t *counts, *displs; /* all-gather's and reduce-scatter's blocks, [size] each */
+    size_t *counts, *displs; /* blocks (all-gather, reduce-scatter, all-to-all's input) */
     size_t total;            /* elements of all blocks */
     struct ipc_desc *desc;   /* [size] of dstride bytes: the peers', and ours at [rank] */
     size_t dstride;
