@@ -3,7 +3,7 @@
  * (collectives/device/dev_ipc.h), on the active device table (cuda, or the emulated device with
  * MESH_DEVICE_EMU=1), under meshrun:
  *   dev_ipc ipc     all-gather, broadcast, all-reduce (sum, max, avg), reduce-scatter (sum,
- *                   avg), in place and not, and all-to-all run
+ *                   avg), in place and not, all-to-all, and a group of two of them run
  *                   by IPC (the communicator's counter says so each time), exact, guard bytes
  *                   untouched; a call repeated on the same buffers maps nothing new (the cache is
  *                   hit for every peer); a buffer freed and allocated again at the same address is
@@ -361,6 +361,41 @@ static void test_alltoall(void)
     buf_free(&r);
 }
 
+/* A group of an all-gather and an all-reduce on one stream: both by IPC, started together. */
+static void test_group(void)
+{
+    buf_t a = buf_new(N), g = buf_new(N * (size_t)size), r = buf_new(N);
+    fill(&a, 0, 40);
+    clear(&g);
+    clear(&r);
+    mesh_status_t st = mesh_group_start();
+    if (st == MESH_OK)
+        st = mesh_allgather(comm, dev(&a), dev(&g), N, MESH_INT32, stream, NULL);
+    if (st == MESH_OK)
+        st = mesh_allreduce(comm, dev(&a), dev(&r), N, MESH_INT32, MESH_SUM, stream, NULL);
+    mesh_status_t end = mesh_group_end();
+    CHECK(st == MESH_OK && end == MESH_OK, "group: %s", mesh_comm_last_error(comm));
+    sync_stream();
+    uint64_t calls = comm->dev_ipc_calls;
+    CHECK(calls == calls_before + 2 * (uint64_t)ipc_mode, "group: %llu calls by IPC, expected %llu",
+          (unsigned long long)calls, (unsigned long long)(calls_before + 2 * ipc_mode));
+    calls_before = calls;
+    pull(&g);
+    pull(&r);
+    check_gathered(&g, 40, "group allgather");
+    for (size_t i = 0; i < N; i++)
+        if (*at(&r, i) != expect(MESH_SUM, 40, i)) {
+            CHECK(0, "group allreduce: element %zu is %d, expected %d", i, *at(&r, i),
+                  expect(MESH_SUM, 40, i));
+            break;
+        }
+    check_guards(&g, "group allgather");
+    check_guards(&r, "group allreduce");
+    buf_free(&a);
+    buf_free(&g);
+    buf_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -395,6 +430,7 @@ int main(int argc, char **argv)
     test_allreduce();
     test_reduce_scatter();
     test_alltoall();
+    test_group();
     ops->event_destroy(event);
     ops->stream_destroy(stream);
     mesh_comm_destroy(comm);
