@@ -281,8 +281,12 @@ static mesh_status_t step_export(void *arg)
             continue;
         MESH_CHECK(mesh_dev_ipc_state(c->comm, c->ops, &c->ipc));
         mesh_status_t st = c->ops->ipc_export(buf[b], &d->h[b]);
-        if (st < 0)
+        if (st == MESH_OK && d->h[b].fd >= 0)
+            st = mesh_dev_ipc_hold(c->ipc, d->h[b].fd);
+        if (st < 0) {
+            d->h[b].fd = -1;
             return st;
+        }
         d->addr[b] = (uint64_t)(uintptr_t)buf[b];
     }
     return MESH_OK;
@@ -357,7 +361,7 @@ static mesh_status_t step_end(void *arg)
     struct ipc_desc *d = desc_at(c, c->comm->rank);
     for (int b = 0; b < IPC_BUFS; b++)
         if (d->h[b].fd >= 0) {
-            close(d->h[b].fd);
+            mesh_dev_ipc_drop(c->ipc, d->h[b].fd);
             d->h[b].fd = -1;
         }
     for (int i = 0; i < c->comm->size * IPC_BUFS; i++) {

@@ -47,6 +47,12 @@ void *mesh_dev_ipc_stream(const mesh_dev_ipc_t *ipc);
 mesh_status_t mesh_dev_ipc_event_get(mesh_dev_ipc_t *ipc, void **event);
 void mesh_dev_ipc_event_put(mesh_dev_ipc_t *ipc, void *event);
 
+/* Descriptors this rank exported (mesh_mem_ipc_t.fd) for a call under way: held until the call
+ * ends (its peers imported them), closed by drop, or with the state when a failed call left
+ * them. */
+mesh_status_t mesh_dev_ipc_hold(mesh_dev_ipc_t *ipc, int fd);
+void mesh_dev_ipc_drop(mesh_dev_ipc_t *ipc, int fd);
+
 /* The address in this process of peer's pointer addr, exported as h by process pid: the peer's
  * own address when it is this process, else the mapping of its allocation, cached per peer and
  * allocation identity (h->id) and made on a miss (the descriptor h->fd of process pid is

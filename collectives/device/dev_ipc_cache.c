@@ -38,6 +38,8 @@ struct mesh_dev_ipc {
     int nevents;
     mesh_dev_ipc_map_t *maps;
     int nmaps;
+    int *held; /* exported descriptors of calls under way */
+    int nheld, capheld;
     uint64_t clock;
     uint64_t nmade, nhits;
 };
@@ -84,6 +86,32 @@ void mesh_dev_ipc_event_put(mesh_dev_ipc_t *ipc, void *event)
         ipc->events[ipc->nevents++] = event;
     else
         ipc->ops->event_destroy(event);
+}
+
+mesh_status_t mesh_dev_ipc_hold(mesh_dev_ipc_t *ipc, int fd)
+{
+    if (ipc->nheld == ipc->capheld) {
+        int cap = ipc->capheld ? 2 * ipc->capheld : 8;
+        int *n = realloc(ipc->held, sizeof(*n) * (size_t)cap);
+        if (n == NULL) {
+            close(fd);
+            return mesh_error(MESH_ERR_NO_MEMORY, "cannot keep an exported descriptor");
+        }
+        ipc->held = n;
+        ipc->capheld = cap;
+    }
+    ipc->held[ipc->nheld++] = fd;
+    return MESH_OK;
+}
+
+void mesh_dev_ipc_drop(mesh_dev_ipc_t *ipc, int fd)
+{
+    for (int i = 0; i < ipc->nheld; i++)
+        if (ipc->held[i] == fd) {
+            ipc->held[i] = ipc->held[--ipc->nheld];
+            break;
+        }
+    close(fd);
 }
 
 static void map_close(mesh_dev_ipc_t *ipc, mesh_dev_ipc_map_t **link)
@@ -242,6 +270,9 @@ void mesh_dev_ipc_free(mesh_comm_t *comm)
         return;
     while (ipc->maps != NULL)
         map_close(ipc, &ipc->maps);
+    for (int i = 0; i < ipc->nheld; i++)
+        close(ipc->held[i]);
+    free(ipc->held);
     for (int i = 0; i < ipc->nevents; i++)
         ipc->ops->event_destroy(ipc->events[i]);
     ipc->ops->stream_destroy(ipc->stream);

@@ -8,7 +8,8 @@
  *                   untouched; a call repeated on the same buffers maps nothing new (the cache is
  *                   hit for every peer); a buffer freed and allocated again at the same address is
  *                   mapped anew (its new data arrives, not the old mapping's) and the replaced
- *                   mapping is closed; an output in pinned host memory is staged
+ *                   mapping is closed; an output in pinned host memory is staged; no
+ *                   descriptor is left open but those the open mappings hold
  *   dev_ipc staged  with MESH_DEVICE_IPC=0: the same calls, staged (the counter stays 0), exact
  * Exits 77 without a device table.
  */
@@ -16,6 +17,7 @@
 #include "collectives/comm.h"
 #include "collectives/device/dev_ipc.h"
 #include "tests/harness/mp_check.h"
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -396,6 +398,19 @@ static void test_group(void)
     buf_free(&r);
 }
 
+/* Descriptors this process has open. */
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return -1;
+    while (readdir(d) != NULL)
+        n++;
+    closedir(d);
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -425,12 +440,20 @@ int main(int argc, char **argv)
     if (ops->current_device(&device) != MESH_OK || ops->stream_create(&stream) != MESH_OK ||
         ops->event_create(&event) != MESH_OK)
         fatal("device setup");
+    int fds = open_fds();
     test_allgather();
     test_broadcast();
     test_allreduce();
     test_reduce_scatter();
     test_alltoall();
     test_group();
+    /* exported descriptors are closed once their call ended; a mapping may keep one */
+    uint64_t maps, hits;
+    int open;
+    mesh_dev_ipc_stats(comm, &maps, &hits, &open);
+    int now = open_fds();
+    CHECK(now <= fds + open, "%d descriptors open, %d before the calls and %d mappings open", now,
+          fds, open);
     ops->event_destroy(event);
     ops->stream_destroy(stream);
     mesh_comm_destroy(comm);
