@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/device/dev_ipc.h"
+#include "libmesh/config.h"
 #include "libmesh/log.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -15,9 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Mappings kept per communicator: those not in use go first, least recently used first. */
-#define IPC_CACHE_MAX 128
-#define IPC_EVENTS    16
+#define IPC_EVENTS 16
 
 struct mesh_dev_ipc_map {
     int peer;
@@ -42,6 +41,7 @@ struct mesh_dev_ipc {
     int nheld, capheld;
     uint64_t clock;
     uint64_t nmade, nhits;
+    int max; /* MESH_DEVICE_IPC_CACHE */
 };
 
 mesh_status_t mesh_dev_ipc_state(mesh_comm_t *comm, const mesh_mem_ops_t *ops, mesh_dev_ipc_t **out)
@@ -55,6 +55,8 @@ mesh_status_t mesh_dev_ipc_state(mesh_comm_t *comm, const mesh_mem_ops_t *ops, m
         if ((ipc = calloc(1, sizeof(*ipc))) == NULL)
             return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate the IPC state");
         ipc->ops = ops;
+        ipc->max =
+            mesh_dev_config_register() == MESH_OK ? (int)mesh_config_int("DEVICE_IPC_CACHE") : 128;
         mesh_status_t st = ops->stream_create(&ipc->stream);
         if (st < 0) {
             free(ipc);
@@ -125,7 +127,7 @@ static void map_close(mesh_dev_ipc_t *ipc, mesh_dev_ipc_map_t **link)
 
 /* Makes room for one more: closes what the peer's new allocation replaced (its range overlaps
  * [rbase, rbase + size): the old allocation was freed), then the least recently used mappings
- * beyond IPC_CACHE_MAX. Mappings in use stay. */
+ * beyond MESH_DEVICE_IPC_CACHE. Mappings in use stay. */
 static void cache_trim(mesh_dev_ipc_t *ipc, int peer, uintptr_t rbase, size_t size)
 {
     for (mesh_dev_ipc_map_t **l = &ipc->maps; *l != NULL;) {
@@ -136,7 +138,7 @@ static void cache_trim(mesh_dev_ipc_t *ipc, int peer, uintptr_t rbase, size_t si
         else
             l = &m->next;
     }
-    while (ipc->nmaps >= IPC_CACHE_MAX) {
+    while (ipc->nmaps >= ipc->max) {
         mesh_dev_ipc_map_t **old = NULL;
         for (mesh_dev_ipc_map_t **l = &ipc->maps; *l != NULL; l = &(*l)->next)
             if ((*l)->uses == 0 && (old == NULL || (*l)->last < (*old)->last))

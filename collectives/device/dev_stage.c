@@ -27,6 +27,12 @@ static const mesh_config_entry_t dev_entries[] = {
      "instead of staging them through pinned host memory. 0 stages every call. Every rank must "
      "use the same value.",
      NULL, NULL},
+    {"DEVICE_IPC_CACHE", "128", MESH_CFG_INT,
+     "Peers' device allocations a communicator keeps mapped through IPC for later calls (those "
+     "not in use, least recently used first, are unmapped past it; a mapping whose allocation "
+     "its owner replaced is unmapped at once). A mapping can keep memory its owner freed alive "
+     "until it is unmapped.",
+     NULL, "1.."},
     {NULL, NULL, 0, NULL, NULL}};
 
 static const mesh_config_table_t dev_config = {"device", dev_entries};

@@ -4,7 +4,8 @@
 # all-gather, broadcast, all-reduce, reduce-scatter and all-to-all on 2, 3, 4 and 8 ranks by IPC
 # (counted), the mapping cache hit on a repeat and renewed for a buffer reallocated at the same
 # address; then with MESH_DEVICE_IPC=0 the same calls staged, and the conformance suite of those
-# collectives staged (none by IPC), exact values and guard bytes throughout.
+# collectives staged (none by IPC); last, all-reduce by IPC with a cache of one mapping
+# (MESH_DEVICE_IPC_CACHE=1); exact values and guard bytes throughout.
 set -u
 b=${top_builddir:-.}
 run="$b/tools/meshrun"
@@ -34,4 +35,15 @@ for n in $ranks; do
         fi
     done
 done
+# a cache of one mapping: every call unmaps and maps again, repeated calls included
+out=$(MESH_DEVICE_IPC_CACHE=1 "$run" -n 3 --timeout 300 "$b/tests/mp/conformance" -o allreduce \
+    -a ipc -D -q -s -r 2 -d int32,fp32 2>&1)
+rc=$?
+used=$(printf '%s\n' "$out" | sed -n 's/^USED //p')
+printf 'cache=1 allreduce ranks=3 rc=%d by ipc=%s %s\n' $rc "$used" \
+    "$(printf '%s\n' "$out" | grep '^IPC')"
+if [ $rc -ne 0 ] || [ -z "$used" ] || [ "$used" = 0 ]; then
+    printf '%s\n' "$out" | head -30
+    status=1
+fi
 exit $status
