@@ -52,6 +52,8 @@ typedef struct {
     const struct mesh_mem_ops *mem;
     int device;
     void *stream;
+    int mappable; /* every buffer given is device memory (not managed, not pinned host memory):
+                     peers of the node can map it through IPC (collectives/device/dev_ipc.h) */
 } mesh_coll_args_t;
 
 typedef struct {

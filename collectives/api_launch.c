@@ -34,7 +34,7 @@ static size_t api_key(const mesh_comm_t *comm, const mesh_coll_args_t *a, int av
         const void *sbuf;
         void *rbuf;
         size_t count, dsize, bytes;
-        int type, dtype, op, root, in_place, uniform, avg, arrays;
+        int type, dtype, op, root, in_place, uniform, avg, arrays, device;
     } k;
     memset(&k, 0, sizeof(k)); /* padding too: keys are compared as bytes */
     k.sbuf = a->sbuf;
@@ -49,6 +49,7 @@ static size_t api_key(const mesh_comm_t *comm, const mesh_coll_args_t *a, int av
     k.in_place = a->in_place;
     k.uniform = a->uniform;
     k.avg = avg;
+    k.device = a->mem != NULL; /* device copies between IPC mappings (staged calls: host) */
     const size_t *arr[4] = {a->counts, a->displs, a->rcounts, a->rdispls};
     size_t row = sizeof(size_t) * (size_t)comm->size, len = sizeof(k);
     for (int i = 0; i < 4; i++) {
@@ -130,13 +131,14 @@ mesh_status_t mesh_api_launch_on(mesh_comm_t *comm, mesh_coll_args_t *args, cons
         args->sbuf = tmp;
         args->in_place = 0;
     }
-    st = mesh_coll_select_build(comm, args, s, &algo);
+    st = args->mem != NULL ? mesh_dev_ipc_build(comm, args, avg_buf != NULL, s, &algo)
+                           : mesh_coll_select_build(comm, args, s, &algo);
     if (st < 0)
         goto err;
     st = mesh_sched_build_status(s);
     if (st < 0)
         goto err;
-    if (avg_buf != NULL) {
+    if (avg_buf != NULL && args->mem == NULL) {
         struct avg_arg *a = mesh_sched_scratch(s, sizeof(*a));
         if (a == NULL) {
             st = mesh_sched_build_status(s);

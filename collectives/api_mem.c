@@ -78,12 +78,14 @@ mesh_status_t mesh_api_check_mem_slow(mesh_comm_t *comm, const char *fn, void *s
     mesh_mem_info_t m[2];
     int dev = -1, side = -1, host = -1;
     args->mem = NULL;
+    args->mappable = 1;
     for (int i = 0; i < 2; i++) {
         mesh_status_t st = mesh_mem_query(buf[i], &m[i]);
         if (st < 0)
             return mesh_comm_fail(comm, st);
         if (buf[i] == NULL)
             continue;
+        args->mappable &= m[i].kind == MESH_MEM_DEVICE;
         if (mem_on_device(&m[i]) && dev < 0)
             dev = i;
         if (m[i].kind != MESH_MEM_HOST && side < 0)

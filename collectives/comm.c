@@ -328,6 +328,7 @@ void mesh_comm_unref(mesh_comm_t *c)
     if (atomic_fetch_sub(&c->refs, 1) != 1)
         return;
     mesh_dev_pool_free(c); /* after the last request: device operations give staging back */
+    mesh_dev_ipc_free(c);  /* and no call reads through a peer's mapping any more */
     comm_pool_put(c);
 }
 

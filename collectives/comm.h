@@ -19,6 +19,7 @@ typedef struct mesh_sched mesh_sched_t;
 
 struct mesh_sched_cache; /* finished schedules kept for reuse; owned by sched.c */
 struct mesh_dev_pool;    /* staging of device buffers; owned by device/dev_stage.c */
+struct mesh_dev_ipc;     /* IPC mappings of peers' device buffers; device/dev_ipc_cache.c */
 
 /* One open transport interface of a communicator plus its byte counters. */
 typedef struct {
@@ -95,6 +96,10 @@ typedef struct mesh_comm {
      * messages for them may already be here, so no call looks for messages left behind while
      * there are any (mesh_comm_start_call) */
     int dev_unstarted;
+    /* peers' device buffers mapped through IPC, the stream and events of device copies between
+     * them (collectives/device/dev_ipc_cache.c): made by the first such call, under the lock */
+    struct mesh_dev_ipc *dev_ipc;
+    uint64_t dev_ipc_calls; /* collectives that ran by device copies between IPC mappings */
 
     struct {
         int used;

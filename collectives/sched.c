@@ -13,7 +13,8 @@
 /* Idle progress calls between two reads of the clock (a power of two). */
 #define SCHED_CLOCK_EVERY 16
 
-static const char *const task_kind_names[] = {"send", "recv", "reduce", "reduce3", "copy", "nop"};
+static const char *const task_kind_names[] = {"send", "recv", "reduce",     "reduce3",
+                                              "copy", "nop",  "device work"};
 
 /* The communicator's active schedules (the caller holds its lock): a started schedule is active
  * until it ends; a shared one (not driven by a blocked caller alone) also counts as work under
@@ -197,6 +198,22 @@ int mesh_sched_nop(mesh_sched_t *s, const int *deps, int ndeps)
 {
     mesh_task_t t = {.kind = TASK_NOP};
     return add_task(s, &t, deps, ndeps);
+}
+
+int mesh_sched_poll(mesh_sched_t *s, mesh_sched_poll_fn fn, void *arg, const int *deps, int ndeps)
+{
+    mesh_task_poll_t *p = mesh_sched_scratch(s, sizeof(*p));
+    if (p == NULL)
+        return -1;
+    *p = (mesh_task_poll_t){fn, arg};
+    mesh_task_t t = {.kind = TASK_POLL, .peer = -1, .dst = p};
+    return add_task(s, &t, deps, ndeps);
+}
+
+static mesh_status_t task_poll(const mesh_task_t *t)
+{
+    const mesh_task_poll_t *p = t->dst;
+    return p->fn(p->arg);
 }
 
 void *mesh_sched_scratch(mesh_sched_t *s, size_t bytes)
@@ -402,8 +419,12 @@ static void describe_waits(const mesh_sched_t *s, char *buf, size_t len)
     buf[0] = '\0';
     for (int i = 0; i < s->ninflight && i < 6 && off < len; i++) {
         const mesh_task_t *t = &s->tasks[s->inflight[i]];
-        off += (size_t)snprintf(buf + off, len - off, "%s%s rank %d (%zu bytes)", i ? ", " : "",
-                                task_kind_names[t->kind], t->peer, t->n);
+        if (t->kind == TASK_POLL)
+            off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? ", " : "",
+                                    task_kind_names[t->kind]);
+        else
+            off += (size_t)snprintf(buf + off, len - off, "%s%s rank %d (%zu bytes)", i ? ", " : "",
+                                    task_kind_names[t->kind], t->peer, t->n);
     }
     if (s->ninflight > 6 && off < len)
         snprintf(buf + off, len - off, ", ...");
@@ -453,7 +474,8 @@ static mesh_status_t stalled(mesh_sched_t *s)
     describe_waits(s, waits, sizeof(waits));
     int peers[8], npeers = 0;
     for (int i = 0; i < s->ninflight && npeers < 8; i++)
-        peers[npeers++] = s->tasks[s->inflight[i]].peer;
+        if (s->tasks[s->inflight[i]].kind != TASK_POLL)
+            peers[npeers++] = s->tasks[s->inflight[i]].peer;
     mesh_health_call_t call = sched_call(s);
     return mesh_health_stalled(s->comm, &call, peers, npeers, waits);
 }
@@ -491,12 +513,17 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
                 if (t->n && t->dst != t->a)
                     memmove(t->dst, t->a, t->n);
                 break;
+            case TASK_POLL:
+                st = task_poll(t);
+                if (st < 0)
+                    return fail_with(s, st);
+                break;
             default:
                 break;
             }
             if (st < 0)
                 return fail_with(s, op_failure(s, t, st));
-            if (t->kind == TASK_SEND || t->kind == TASK_RECV) {
+            if (t->kind == TASK_SEND || t->kind == TASK_RECV || st == MESH_INPROGRESS) {
                 t->state = TASK_POSTED;
                 s->inflight[s->ninflight++] = id;
             } else {
@@ -507,7 +534,9 @@ mesh_status_t mesh_sched_progress(mesh_sched_t *s)
         int moved = 0;
         for (int i = 0; i < s->ninflight;) {
             mesh_task_t *t = &s->tasks[s->inflight[i]];
-            int st = t->op.status;
+            int st = t->kind == TASK_POLL ? task_poll(t) : t->op.status;
+            if (t->kind == TASK_POLL && st < 0)
+                return fail_with(s, (mesh_status_t)st);
             if (st == MESH_INPROGRESS) {
                 i++;
                 continue;

@@ -47,6 +47,12 @@ int mesh_sched_copy(mesh_sched_t *s, void *dst, const void *src, size_t bytes, c
 void mesh_sched_reduce_stream(mesh_sched_t *s, int id);
 /* A task that does nothing: joins dependencies. */
 int mesh_sched_nop(mesh_sched_t *s, const int *deps, int ndeps);
+/* A task that runs fn(arg) once its dependencies completed, and again at every progress while it
+ * returns MESH_INPROGRESS; MESH_OK completes it, an error (message recorded) fails the schedule.
+ * Work that completes outside the host (device copies: collectives/device/dev_ipc.c) waits so.
+ * It runs under the communicator's lock, on whichever thread progresses the schedule. */
+typedef mesh_status_t (*mesh_sched_poll_fn)(void *arg);
+int mesh_sched_poll(mesh_sched_t *s, mesh_sched_poll_fn fn, void *arg, const int *deps, int ndeps);
 
 /* Scratch memory that lives as long as the schedule (64-byte aligned); NULL on failure. A pooled
  * schedule keeps up to MESH_SCHED_SCRATCH_KEEP_BYTES of it for later calls. */

@@ -5,7 +5,13 @@
 
 #include "collectives/sched.h"
 
-enum { TASK_SEND, TASK_RECV, TASK_REDUCE, TASK_REDUCE3, TASK_COPY, TASK_NOP };
+enum { TASK_SEND, TASK_RECV, TASK_REDUCE, TASK_REDUCE3, TASK_COPY, TASK_NOP, TASK_POLL };
+
+/* A poll task's function and argument (in the schedule's scratch; the task's dst). */
+typedef struct {
+    mesh_sched_poll_fn fn;
+    void *arg;
+} mesh_task_poll_t;
 enum { TASK_WAITING, TASK_POSTED, TASK_DONE };
 
 typedef struct {

@@ -47,10 +47,14 @@ typedef struct {
 #define MESH_MEM_IPC_BYTES 64
 typedef struct {
     int kind;      /* table-defined: legacy handle, or POSIX file descriptor */
-    int fd;        /* for fd handles: the descriptor in the exporting process (sent over a
-                      Unix socket with SCM_RIGHTS); -1 otherwise */
+    int fd;        /* for fd handles: a descriptor in the exporting process, which the exporter
+                      owns after ipc_export and closes once its peers imported it (they get
+                      their own over a Unix socket with SCM_RIGHTS, or with pidfd_getfd);
+                      -1 otherwise */
     size_t size;   /* bytes mapped */
     size_t offset; /* of the exported pointer inside the mapping */
+    uint64_t id;   /* the allocation's identity in the exporting process, never reused for
+                      another allocation there (an address can be): what importers cache on */
     unsigned char handle[MESH_MEM_IPC_BYTES];
 } mesh_mem_ipc_t;
 

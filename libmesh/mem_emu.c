@@ -23,7 +23,10 @@ struct emu_block {
     int device;    /* -1: pinned host memory */
     int fd;        /* the memfd (allocations, imports); -1 for pinned host memory */
     int imported;
+    uint64_t id; /* the allocation's identity (an import keeps its exporter's) */
 };
+
+static uint64_t emu_next_id; /* under emu_lock */
 
 static pthread_mutex_t emu_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct emu_block *emu_blocks;
@@ -44,7 +47,10 @@ static mesh_status_t emu_add(const struct emu_block *b)
         emu_blocks = n;
         emu_cap = cap;
     }
-    emu_blocks[emu_nblocks++] = *b;
+    emu_blocks[emu_nblocks] = *b;
+    if (!b->imported)
+        emu_blocks[emu_nblocks].id = ++emu_next_id;
+    emu_nblocks++;
     pthread_mutex_unlock(&emu_lock);
     return MESH_OK;
 }
@@ -184,7 +190,11 @@ static mesh_status_t emu_ipc_export(const void *ptr, mesh_mem_ipc_t *handle)
         return mesh_error(MESH_ERR_INVALID_ARG, "emu: %p is not emulated device memory", ptr);
     memset(handle, 0, sizeof(*handle));
     handle->kind = EMU_IPC_FD;
-    handle->fd = b.fd;
+    /* the caller's to close, as cuMemExportToShareableHandle's */
+    handle->fd = fcntl(b.fd, F_DUPFD_CLOEXEC, 0);
+    if (handle->fd < 0)
+        return mesh_error(MESH_ERR_NO_MEMORY, "emu: export: dup: %m");
+    handle->id = b.id;
     handle->size = b.mapped;
     handle->offset = (size_t)((const char *)ptr - b.base);
     memcpy(handle->handle, &b.device, sizeof(b.device));
@@ -197,7 +207,8 @@ static mesh_status_t emu_ipc_import(const mesh_mem_ipc_t *handle, void **ptr)
 {
     if (handle->kind != EMU_IPC_FD || handle->fd < 0 || handle->offset >= handle->size)
         return mesh_error(MESH_ERR_INVALID_ARG, "emu: not an emulated device's handle");
-    struct emu_block b = {.size = handle->size, .mapped = handle->size, .imported = 1};
+    struct emu_block b = {
+        .size = handle->size, .mapped = handle->size, .imported = 1, .id = handle->id};
     memcpy(&b.device, handle->handle, sizeof(b.device));
     b.fd = fcntl(handle->fd, F_DUPFD_CLOEXEC, 0);
     if (b.fd < 0)

@@ -1,9 +1,11 @@
 /* mesh-info -A: the algorithms of each collective and, for a communicator shape
- * (--comm-size N --nodes K), the selection map a communicator of that shape builds. */
+ * (--comm-size N --nodes K), the selection map a communicator of that shape builds, and the
+ * path device buffers take on it (IPC inside a node, staging, or refused). */
 #include "config.h"
 #include "tools/mesh-info-algo.h"
 #include "collectives/algo.h"
 #include "collectives/comm.h"
+#include "collectives/device/dev.h"
 #include "libmesh/config.h"
 #include "libmesh/log.h"
 
@@ -105,6 +107,8 @@ int mesh_info_algorithms(int comm_size, int nodes, void (*wrap)(const char *, in
         if (map != NULL) {
             printf("  selection:\n");
             mesh_coll_map_foreach(map, (mesh_coll_type_t)t, print_range, NULL);
+            if (t != MESH_COLL_BARRIER)
+                printf("  device buffers: %s\n", mesh_dev_path(&shape, (mesh_coll_type_t)t));
         }
     }
     mesh_coll_map_free(map);

@@ -9,9 +9,9 @@
  * table, starts the schedule (any algorithm serves, unchanged), copies the results back, waits
  * for those copies (an event) and writes the done flag, which releases the caller's stream.
  *
- * Next steps slot in here: schedules whose copy and reduce tasks run on device memory through
- * the table (args->mem kept for the build), and an IPC transport between processes of a node,
- * after which a call stages nothing.
+ * Inside a node, all-gather, broadcast, all-reduce, reduce-scatter and all-to-all stage nothing:
+ * their schedules move data by device copies between the ranks' IPC-mapped buffers (dev_ipc.h),
+ * started by the engine as any other.
  */
 #ifndef MESH_COLL_DEV_H
 #define MESH_COLL_DEV_H
@@ -72,6 +72,23 @@ mesh_status_t mesh_dev_config_register(void);
 mesh_status_t mesh_dev_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
                               size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
                               mesh_request_h *req);
+
+/* dev_ipc.c: calls that move data by device copies between the IPC-mapped buffers of the node's
+ * ranks instead of staging (dev_ipc.h): all-gather, broadcast, all-reduce and reduce-scatter (not
+ * pre-multiplied), all-to-all (not in place) of device memory on a communicator of one node,
+ * unless MESH_DEVICE_IPC=0. */
+int mesh_dev_ipc_serves(const mesh_comm_t *comm, const mesh_coll_args_t *args, const void *scalar);
+mesh_status_t mesh_dev_ipc_launch(mesh_comm_t *comm, mesh_coll_args_t *args, void *avg_buf,
+                                  size_t avg_count, void *owned0, mesh_request_h *req);
+/* How a communicator of this shape runs collective type on device buffers, for mesh-info -A:
+ * "ipc (...)", "staged ..." or "refused (...)". */
+const char *mesh_dev_path(const mesh_comm_t *comm, mesh_coll_type_t type);
+/* Builds such a call (args->mem set) for mesh_api_launch_on; avg: divide by the size (MESH_AVG)
+ * on the device. */
+mesh_status_t mesh_dev_ipc_build(mesh_comm_t *comm, const mesh_coll_args_t *args, int avg,
+                                 mesh_sched_t *s, const mesh_coll_algo_t **algo);
+/* The communicator's IPC mappings, stream and events, freed after its last request. */
+void mesh_dev_ipc_free(mesh_comm_t *comm);
 
 /* dev_engine.c: hands n submitted requests (a call, or a group's device calls) to the engine
  * as one batch: each distinct stream gets its ready and done flags enqueued. On failure nothing

@@ -59,6 +59,7 @@ struct dev_batch {
     const mesh_mem_ops_t *ops;
     struct dev_lane *lane;
     void *event;
+    int copies; /* the last batch_copies enqueued some (else its event was not recorded) */
     struct dev_batch *next;
 };
 
@@ -125,6 +126,7 @@ static int flag_reached(const uint32_t *flag, uint32_t gen)
 
 static mesh_status_t batch_copies(struct dev_batch *b, int out)
 {
+    b->copies = 0;
     for (int i = 0; i < b->n; i++) {
         mesh_dev_op_t *d = b->reqs[i]->dev;
         if (b->status[i] < 0)
@@ -138,9 +140,17 @@ static mesh_status_t batch_copies(struct dev_batch *b, int out)
                                    : b->ops->copy_async(stage, r->dev, r->bytes, b->lane->stream);
             if (st < 0)
                 return st;
+            b->copies = 1;
         }
     }
-    return b->ops->event_record(b->event, b->lane->stream);
+    /* nothing staged (calls by IPC move their data themselves): no event to wait for */
+    return b->copies ? b->ops->event_record(b->event, b->lane->stream) : MESH_OK;
+}
+
+/* MESH_OK once the copies of the last batch_copies completed, MESH_INPROGRESS before. */
+static mesh_status_t batch_copied(struct dev_batch *b)
+{
+    return b->copies ? b->ops->event_query(b->event) : MESH_OK;
 }
 
 /* Lets the streams go and completes the calls (a failure of the batch fails every call). */
@@ -189,7 +199,7 @@ static int batch_ready(struct dev_batch *b)
 
 static int batch_start(struct dev_batch *b)
 {
-    mesh_status_t st = b->ops->event_query(b->event);
+    mesh_status_t st = batch_copied(b);
     if (st == MESH_INPROGRESS)
         return 0;
     if (st < 0) {
@@ -245,7 +255,7 @@ static int batch_advance(struct dev_batch *b)
     case BATCH_RUN:
         return batch_run(b);
     case BATCH_STAGE_OUT: {
-        mesh_status_t st = b->ops->event_query(b->event);
+        mesh_status_t st = batch_copied(b);
         if (st == MESH_INPROGRESS)
             return 0;
         batch_finish(b, st < 0 ? st : MESH_OK);

@@ -1,4 +1,5 @@
-/* A collective on device buffers: the device ranges it reads and writes go to staging, the
+/* A collective on device buffers: inside a node, the ones dev_ipc.c serves run by device copies
+ * between the ranks' buffers; otherwise the device ranges it reads and writes go to staging, the
  * arguments are redirected there, and the call is built and launched as a host call whose start
  * the device engine holds until the caller's stream reaches it. */
 #define MESH_LOG_SUBSYSTEM "coll"
@@ -58,6 +59,8 @@ mesh_status_t mesh_dev_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
                               size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
                               mesh_request_h *req)
 {
+    if (mesh_dev_ipc_serves(comm, args, scalar))
+        return mesh_dev_ipc_launch(comm, args, avg_buf, avg_count, owned0, req);
     mesh_dev_op_t *d = NULL;
     size_t sbytes, rbytes;
     call_extents(comm, args, &sbytes, &rbytes);

@@ -20,6 +20,19 @@ static const mesh_config_entry_t dev_entries[] = {
      "copied out around the host schedule). A call whose buffers would pass it waits for earlier "
      "calls to finish; a call larger than it alone still runs, with a buffer freed after it.",
      NULL, "64k.."},
+    {"DEVICE_IPC", "1", MESH_CFG_BOOL,
+     "Device buffers of a communicator whose ranks share one node: all-gather, broadcast, "
+     "all-reduce, reduce-scatter and all-to-all (not in place) move data by device copies "
+     "between the ranks' buffers, mapped through CUDA IPC (and reductions read peers' memory), "
+     "instead of staging them through pinned host memory. 0 stages every call. Every rank must "
+     "use the same value.",
+     NULL, NULL},
+    {"DEVICE_IPC_CACHE", "128", MESH_CFG_INT,
+     "Peers' device allocations a communicator keeps mapped through IPC for later calls (those "
+     "not in use, least recently used first, are unmapped past it; a mapping whose allocation "
+     "its owner replaced is unmapped at once). A mapping can keep memory its owner freed alive "
+     "until it is unmapped.",
+     NULL, "1.."},
     {NULL, NULL, 0, NULL, NULL}};
 
 static const mesh_config_table_t dev_config = {"device", dev_entries};

@@ -14,7 +14,9 @@
  * (cuIpcOpenMemHandle fails there), so an import of this process's own handle is refused.
  *
  * Imports are counted per allocation: importing the same handle again returns the same mapping,
- * and ipc_close unmaps it when the last import is closed. */
+ * and ipc_close unmaps it when the last import is closed. An allocation is known by its handle
+ * and its buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID, unique in the exporting process), so that
+ * an allocation made where a freed one was never finds the old mapping. */
 #define MESH_LOG_SUBSYSTEM "cuda"
 #include <config.h>
 
@@ -38,10 +40,12 @@ typedef struct {
     uint64_t base;
     uint64_t size;
     int64_t device;
+    uint64_t id;
 } mesh_cu_fd_key_t;
 
 typedef struct {
     int kind;
+    uint64_t id;
     unsigned char key[MESH_MEM_IPC_BYTES];
     CUdeviceptr base;
     size_t size;
@@ -74,7 +78,8 @@ static mesh_status_t mesh_cu_export_fd(CUmemGenericAllocationHandle alloc, const
     mesh_cu_fd_key_t key = {.pid = (uint64_t)getpid(),
                             .base = (uint64_t)(uintptr_t)info->base,
                             .size = info->size,
-                            .device = info->device};
+                            .device = info->device,
+                            .id = h->id};
     memset(h, 0, sizeof(*h));
     h->kind = MESH_CU_IPC_FD;
     h->fd = fd;
@@ -111,14 +116,25 @@ mesh_status_t mesh_cu_ipc_export(const void *ptr, mesh_mem_ipc_t *h)
         return mesh_error(MESH_ERR_INTERNAL, "IPC export: no allocation range for %p", ptr);
     int pushed;
     MESH_CHECK(mesh_cu_enter(NULL, NULL, &pushed));
+    uint64_t id = 0;
+    CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_BUFFER_ID;
+    void *data = &id;
+    CUresult r = mesh_cu.cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)(uintptr_t)ptr);
+    if (r != CUDA_SUCCESS) {
+        mesh_cu_leave(pushed);
+        return mesh_cu_error(r, "cuPointerGetAttributes(BUFFER_ID)");
+    }
     mesh_status_t st;
     CUmemGenericAllocationHandle alloc;
+    h->id = id; /* read by mesh_cu_export_fd's key */
     if (mesh_cu.cuMemRetainAllocationHandle(&alloc, (void *)ptr) == CUDA_SUCCESS) {
         st = mesh_cu_export_fd(alloc, ptr, &info, h);
         (void)mesh_cu.cuMemRelease(alloc);
     } else {
         st = mesh_cu_export_legacy(ptr, &info, h);
     }
+    if (st == MESH_OK)
+        h->id = id;
     mesh_cu_leave(pushed);
     return st;
 }
@@ -178,10 +194,10 @@ static mesh_status_t mesh_cu_import_legacy(const mesh_mem_ipc_t *h, mesh_cu_impo
     return MESH_OK;
 }
 
-static mesh_cu_import_t *mesh_cu_import_find(int kind, const unsigned char *key)
+static mesh_cu_import_t *mesh_cu_import_find(int kind, uint64_t id, const unsigned char *key)
 {
     for (size_t i = 0; i < mesh_cu_nimports; i++)
-        if (mesh_cu_imports[i].kind == kind &&
+        if (mesh_cu_imports[i].kind == kind && mesh_cu_imports[i].id == id &&
             memcmp(mesh_cu_imports[i].key, key, MESH_MEM_IPC_BYTES) == 0)
             return &mesh_cu_imports[i];
     return NULL;
@@ -197,7 +213,7 @@ static mesh_status_t mesh_cu_import_new(const mesh_mem_ipc_t *h, mesh_cu_import_
         mesh_cu_imports = n;
         mesh_cu_cap_imports = cap;
     }
-    mesh_cu_import_t e = {.kind = h->kind, .refs = 1};
+    mesh_cu_import_t e = {.kind = h->kind, .id = h->id, .refs = 1};
     memcpy(e.key, h->handle, MESH_MEM_IPC_BYTES);
     int pushed;
     MESH_CHECK(mesh_cu_enter(NULL, NULL, &pushed));
@@ -234,7 +250,7 @@ mesh_status_t mesh_cu_ipc_import(const mesh_mem_ipc_t *h, void **ptr)
     }
     pthread_mutex_lock(&mesh_cu_ipc_lock);
     mesh_status_t st = MESH_OK;
-    mesh_cu_import_t *e = mesh_cu_import_find(h->kind, h->handle);
+    mesh_cu_import_t *e = mesh_cu_import_find(h->kind, h->id, h->handle);
     if (e != NULL)
         e->refs++;
     else

@@ -31,9 +31,13 @@ elapsed() { echo $(($(date +%s) - start)); }
 
 # The checks: "name command...", one per line. conf_dev_*: every collective on device buffers
 # of the GPU (tests/mp/conformance -D, all ranks on the one device), as
-# tests/gpu/emu_conformance.sh runs them on the emulated device. bench_gpu_K: mesh-bench -m cuda
-# with K ranks on the GPU (allgather, broadcast, allreduce up to 256 MiB, the device's copy rate
-# as the bound, 8-byte allreduce latency); its last line, printed here, has the ratios.
+# tests/gpu/emu_conformance.sh runs them on the emulated device (all-gather, broadcast and
+# all-reduce by device copies between IPC mappings, the others staged). ipc_*: those three by
+# IPC, counted, with the mapping cache's hits and a buffer reallocated at the same address
+# (tests/gpu/dev_ipc.c, as tests/gpu/emu_ipc.sh runs it), and staged with MESH_DEVICE_IPC=0.
+# bench_gpu_K: mesh-bench -m cuda with K ranks on the GPU (allgather, broadcast, allreduce up
+# to 256 MiB, the device's copy rate as the bound, 8-byte allreduce latency); its last line,
+# printed here, has the ratios.
 checks() {
     cat <<EOF
 cuda_arith tests/gpu/test_cuda_arith
@@ -44,6 +48,10 @@ conf_dev_2 sh tests/gpu/each_collective.sh -n 2 tests/mp/conformance -D -q
 conf_dev_4 sh tests/gpu/each_collective.sh -n 4 tests/mp/conformance -D -q -s
 conf_dev_8 sh tests/gpu/each_collective.sh -n 8 tests/mp/conformance -D -q -s
 conf_dev_3_req sh tests/gpu/each_collective.sh -n 3 tests/mp/conformance -D -q -s -R
+ipc_2 tools/meshrun -n 2 --timeout 120 tests/gpu/dev_ipc ipc
+ipc_4 tools/meshrun -n 4 --timeout 120 tests/gpu/dev_ipc ipc
+ipc_8 tools/meshrun -n 8 --timeout 120 tests/gpu/dev_ipc ipc
+ipc_4_staged env MESH_DEVICE_IPC=0 tools/meshrun -n 4 --timeout 120 tests/gpu/dev_ipc staged
 bench_gpu_2 sh tests/gpu/bench_gpu.sh 2
 bench_gpu_4 sh tests/gpu/bench_gpu.sh 4
 bench_gpu_8 sh tests/gpu/bench_gpu.sh 8

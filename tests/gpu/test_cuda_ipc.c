@@ -3,7 +3,9 @@
  * descriptor crosses a Unix socket with SCM_RIGHTS), at offsets inside their allocations; the
  * child imports both (twice, counted), reads the parent's data and writes its own through the
  * mappings; the parent checks what the child wrote, byte for byte, and that its own process is
- * refused its own handles. Exits 77 without a driver or a device. */
+ * refused its own handles; an export's allocation id is the same for two pointers of one
+ * allocation and another for an allocation made where a freed one was. Exits 77 without a
+ * driver or a device. */
 #include <config.h>
 
 #include "libmesh/log.h"
@@ -214,6 +216,27 @@ static void check_pattern(void *dev, size_t n, size_t first, int k, void *stream
     free(h);
 }
 
+/* An export names its allocation (mesh_mem_ipc_t.id, what importers cache on): the same for
+ * two pointers of one allocation, another for an allocation made where a freed one was. */
+static void check_identity(void)
+{
+    CUdeviceptr a, b;
+    mesh_mem_ipc_t h1, h2, h3;
+    CHECK(mesh_cu.cuMemAlloc(&a, BYTES) == CUDA_SUCCESS);
+    CHECK(ops->ipc_export((void *)(uintptr_t)a, &h1) == MESH_OK);
+    CHECK(ops->ipc_export((char *)(uintptr_t)a + OFF1, &h2) == MESH_OK);
+    CHECK_MSG(h1.id != 0 && h1.id == h2.id, "ids %llu and %llu for one allocation",
+              (unsigned long long)h1.id, (unsigned long long)h2.id);
+    CHECK(mesh_cu.cuMemFree(a) == CUDA_SUCCESS);
+    CHECK(mesh_cu.cuMemAlloc(&b, BYTES) == CUDA_SUCCESS);
+    CHECK(ops->ipc_export((void *)(uintptr_t)b, &h3) == MESH_OK);
+    CHECK_MSG(h3.id != h1.id, "an allocation %s the freed one's address has its id %llu",
+              b == a ? "at" : "away from", (unsigned long long)h1.id);
+    printf("ok: allocation ids %llu, then %llu %s the same address\n", (unsigned long long)h1.id,
+           (unsigned long long)h3.id, b == a ? "at" : "not at");
+    CHECK(mesh_cu.cuMemFree(b) == CUDA_SUCCESS);
+}
+
 static int parent(int s)
 {
     mesh_status_t st = ops->init();
@@ -265,6 +288,7 @@ static int parent(int s)
         CHECK(mesh_cu.cuMemRelease(vh) == CUDA_SUCCESS);
     }
     CHECK(mesh_cu.cuMemFree(d1) == CUDA_SUCCESS);
+    check_identity();
     ops->stream_destroy(stream);
     return 0;
 }

@@ -18,6 +18,7 @@
  */
 #include "tests/mp/conformance.h"
 #include "collectives/comm.h"
+#include "collectives/device/dev_ipc.h"
 #include "libmesh/dtype.h"
 #include "libmesh/mem.h"
 #include <stdint.h>
@@ -775,10 +776,19 @@ int main(int argc, char **argv)
         printf("%s algo=%s ranks=%d: %d calls, %d used %s, %d failures\n", coll, algo, size, calls,
                used, algo, failures);
     if (rank == 0)
-        printf("USED %d\n", used);
+        printf("USED %d\nCALLS %d\n", used, calls);
     /* calls that ran a schedule built for an earlier identical call (collectives/comm.h) */
     if (rank == 0)
         printf("REPLAYS %llu\n", (unsigned long long)comm->replays);
+    /* calls that ran by device copies between IPC mappings, and that cache's work
+     * (collectives/device/dev_ipc.h) */
+    uint64_t maps, hits;
+    int open;
+    mesh_dev_ipc_stats(comm, &maps, &hits, &open);
+    if (rank == 0)
+        printf("IPC calls %llu maps %llu hits %llu open %d\n",
+               (unsigned long long)comm->dev_ipc_calls, (unsigned long long)maps,
+               (unsigned long long)hits, open);
     mesh_comm_destroy(comm);
     return failures ? 1 : 0;
 }

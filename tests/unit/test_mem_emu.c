@@ -183,9 +183,18 @@ static void test_ipc(void)
     CHECK(mesh_mem_emu_alloc((void **)&d, 10000, 1) == MESH_OK);
     d[100] = 5;
     CHECK(t->ipc_export(d + 100, &h) == MESH_OK && h.offset == 400);
+    close(h.fd); /* the exporter's descriptor is the caller's */
+    uint64_t id = h.id;
     char host[8];
     CHECK(t->ipc_export(host, &h) == MESH_ERR_INVALID_ARG);
-    CHECK(t->ipc_export(d + 100, &h) == MESH_OK);
+    CHECK(t->ipc_export(d + 100, &h) == MESH_OK && h.id == id && id != 0);
+    /* another allocation has another identity, at whatever address it lands */
+    int32_t *other;
+    mesh_mem_ipc_t ho;
+    CHECK(mesh_mem_emu_alloc((void **)&other, 64, 1) == MESH_OK);
+    CHECK(t->ipc_export(other, &ho) == MESH_OK && ho.id != id);
+    close(ho.fd);
+    mesh_mem_emu_free(other);
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
@@ -215,6 +224,7 @@ static void test_ipc(void)
     CHECK(d[102] == 9);
     t->ipc_close(q);
     mesh_mem_emu_free(d);
+    close(h.fd);
     close(sv[0]);
     printf("ipc: ok\n");
 }
