@@ -600,6 +600,40 @@ static void test_groups(ncclComm_t comm, int r, int n, void *s)
     dev_free(r1);
     host_free_all();
 
+    /* an uneven all-to-all as frameworks write it (PyTorch's all_to_all_single with splits):
+     * a send to and a receive from every rank, itself included, in one group; rank r sends
+     * (r + j + 1) * 100 elements to rank j */
+    {
+        size_t sdispl[8], rdispl[8], stot = 0, rtot = 0;
+        for (int j = 0; j < n; j++) {
+            sdispl[j] = stot;
+            rdispl[j] = rtot;
+            stot += (size_t)(r + j + 1) * 100;
+            rtot += (size_t)(j + r + 1) * 100;
+        }
+        float *h = host_alloc(stot * 4);
+        for (int j = 0; j < n; j++)
+            for (size_t i = 0; i < (size_t)(r + j + 1) * 100; i++)
+                h[sdispl[j] + i] = (float)blk(r, j, i);
+        void *sb = dev_alloc(stot * 4), *rb = dev_filled(t, rtot, minus_one, NULL, s);
+        dev_copy(sb, h, stot * 4, s);
+        NCCLCHECK(ncclGroupStart());
+        for (int j = 0; j < n; j++) {
+            NCCLCHECK(ncclSend((float *)sb + sdispl[j], (size_t)(r + j + 1) * 100, t, j, comm, s));
+            NCCLCHECK(ncclRecv((float *)rb + rdispl[j], (size_t)(j + r + 1) * 100, t, j, comm, s));
+        }
+        NCCLCHECK(ncclGroupEnd());
+        float *got = read_back(t, rb, rtot, s);
+        for (int j = 0; j < n; j++)
+            for (size_t i = 0; i < (size_t)(j + r + 1) * 100; i++)
+                CHECK(got[rdispl[j] + i] == (float)blk(j, r, i),
+                      "uneven all-to-all by send/recv: element %zu from rank %d is %g, expected %g",
+                      i, j, got[rdispl[j] + i], blk(j, r, i));
+        dev_free(sb);
+        dev_free(rb);
+        host_free_all();
+    }
+
     /* all-reduce, all-gather and broadcast in one group, on one stream */
     c.op = ncclMax;
     c.root = n - 1;
@@ -794,6 +828,7 @@ static int run_world(int n)
     for (int i = 1; i < n; i++)
         CHECK(pipe(fds[i]) == 0, "pipe");
     double t0 = now_s();
+    fflush(stdout); /* the children exit(): they must not print the parent's buffer again */
     for (int r = 0; r < n; r++) {
         pids[r] = fork();
         CHECK(pids[r] >= 0, "fork");
