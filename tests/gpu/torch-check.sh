@@ -22,6 +22,8 @@ if ! "$py" -c 'import torch' 2>/dev/null; then
     exit 77
 fi
 export OMP_NUM_THREADS=1 MESH_TIMEOUT=${MESH_TIMEOUT:-60} MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
+# one machine, which may have no network: gloo (the reference) on loopback
+export GLOO_SOCKET_IFNAME=${GLOO_SOCKET_IFNAME:-lo}
 args=
 if [ "$cpu" = 1 ]; then
     args=--cpu
