@@ -19,6 +19,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -137,6 +138,11 @@ static struct {
     CUresult (*stream_create)(void **, unsigned);
     CUresult (*stream_sync)(void *);
     CUresult (*stream_destroy)(void *);
+    /* optional: holding a stream on a flag in mapped host memory */
+    CUresult (*host_alloc)(void **, size_t, unsigned);
+    CUresult (*host_free)(void *);
+    CUresult (*host_devptr)(CUdeviceptr *, void *, unsigned);
+    CUresult (*wait_value)(void *, CUdeviceptr, uint32_t, unsigned);
 } cu;
 
 #define CU(call) CHECK((call) == 0, "CUDA driver call failed")
@@ -168,6 +174,12 @@ static int dev_setup(void)
     for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
         if ((*syms[i].fn = dlsym(h, syms[i].name)) == NULL)
             return 77;
+    *(void **)&cu.host_alloc = dlsym(h, "cuMemHostAlloc");
+    *(void **)&cu.host_free = dlsym(h, "cuMemFreeHost");
+    *(void **)&cu.host_devptr = dlsym(h, "cuMemHostGetDevicePointer_v2");
+    *(void **)&cu.wait_value = dlsym(h, "cuStreamWaitValue32_v2");
+    if (cu.wait_value == NULL)
+        *(void **)&cu.wait_value = dlsym(h, "cuStreamWaitValue32");
     int n = 0;
     CUdevice dev;
     CUcontext ctx;
@@ -746,6 +758,67 @@ static void test_other_device(ncclComm_t comm, int r, int n, void *s)
     dev_free(d);
     host_free_all();
 }
+#else
+static volatile uint32_t *hold_flag;
+
+/* Releases the held stream after 3 s whatever happens, so that a call that waited for its
+ * stream fails the check below instead of hanging. */
+static void *release_later(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 300 && *hold_flag == 0; i++)
+        usleep(10 * 1000);
+    __atomic_store_n(hold_flag, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* The call returns once its work is enqueued: the stream waits on a flag in mapped host memory
+ * (cuStreamWaitValue32), the all-reduce returns at once, and its output, read on another
+ * stream meanwhile, is still the old one; released, the stream delivers the result. Skipped
+ * where the driver has no stream memory operations. */
+static void test_stream_hold(ncclComm_t comm, int r, int n, void *s)
+{
+    const ncclDataType_t t = ncclInt32;
+    struct ctx c = {r, n, ncclSum, 0, 1};
+    void *flag = NULL, *peek = NULL;
+    CUdeviceptr flag_dev = 0;
+    if (cu.host_alloc == NULL || cu.host_devptr == NULL || cu.wait_value == NULL ||
+        cu.host_alloc(&flag, 4, 0x02 /* CU_MEMHOSTALLOC_DEVICEMAP */) != 0 ||
+        cu.host_devptr(&flag_dev, flag, 0) != 0 || cu.host_alloc(&peek, COUNT * 4, 0) != 0) {
+        printf("rank %d: no mapped host memory: stream hold not checked\n", r);
+        return;
+    }
+    hold_flag = flag;
+    *hold_flag = 0;
+    void *in = dev_filled(t, COUNT, v_in, &c, s), *out = dev_filled(t, COUNT, minus_one, NULL, s);
+    dev_sync(s);
+    if (cu.wait_value(s, flag_dev, 1, 0 /* CU_STREAM_WAIT_VALUE_GEQ */) != 0) {
+        printf("rank %d: no stream memory operations: stream hold not checked\n", r);
+    } else {
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, release_later, NULL) == 0, "thread");
+        double t0 = now_s();
+        NCCLCHECK(ncclAllReduce(in, out, COUNT, t, ncclSum, comm, s));
+        double dt = now_s() - t0;
+        void *s2 = dev_stream();
+        CU(cu.dtoh(peek, (CUdeviceptr)(uintptr_t)out, COUNT * 4, s2));
+        dev_sync(s2);
+        int32_t seen = ((int32_t *)peek)[0], held = __atomic_load_n(hold_flag, __ATOMIC_SEQ_CST);
+        __atomic_store_n(hold_flag, 1, __ATOMIC_SEQ_CST);
+        pthread_join(th, NULL);
+        CHECK(dt < 2.0 && !held, "ncclAllReduce took %.2f s on a held stream", dt);
+        CHECK(seen == -1, "the output changed (%d) while the stream was held", seen);
+        dev_stream_free(s2);
+        printf("rank %d: ncclAllReduce returned in %.2f ms on a held stream\n", r, dt * 1e3);
+    }
+    expect_all("allreduce ordered on a held stream", t, read_back(t, out, COUNT, s), COUNT,
+               v_reduced, &c);
+    dev_free(in);
+    dev_free(out);
+    cu.host_free(flag);
+    cu.host_free(peek);
+    host_free_all();
+}
 #endif
 
 static void rank_main(int r, int n, const ncclUniqueId *id)
@@ -768,6 +841,8 @@ static void rank_main(int r, int n, const ncclUniqueId *id)
     test_other_device(comm, r, n, s);
     /* an entry point mesh does not serve, for the report of MESH_NCCL_REPORT */
     CHECK(ncclDevCommCreate(comm, NULL, NULL) == ncclInvalidUsage, "ncclDevCommCreate served");
+#else
+    test_stream_hold(comm, r, n, s);
 #endif
     /* the default stream (NULL) orders work as well */
     struct ctx c = {r, n, ncclMin, 0, 1};
