@@ -100,6 +100,8 @@ static void dev_copy(void *dst, const void *src, size_t bytes, void *stream)
     CHECK(mesh_memcpy_async(dst, src, bytes, stream) == MESH_OK, "copy: %s",
           mesh_comm_last_error(NULL));
 }
+#define dev_copy_in  dev_copy /* host to device */
+#define dev_copy_out dev_copy /* device to host */
 
 static void *dev_stream(void)
 {
@@ -134,7 +136,6 @@ static struct {
     CUresult (*free)(CUdeviceptr);
     CUresult (*htod)(CUdeviceptr, const void *, size_t, void *);
     CUresult (*dtoh)(void *, CUdeviceptr, size_t, void *);
-    CUresult (*dtod)(CUdeviceptr, CUdeviceptr, size_t, void *);
     CUresult (*stream_create)(void **, unsigned);
     CUresult (*stream_sync)(void *);
     CUresult (*stream_destroy)(void *);
@@ -166,7 +167,6 @@ static int dev_setup(void)
         {(void **)&cu.free, "cuMemFree_v2"},
         {(void **)&cu.htod, "cuMemcpyHtoDAsync_v2"},
         {(void **)&cu.dtoh, "cuMemcpyDtoHAsync_v2"},
-        {(void **)&cu.dtod, "cuMemcpyDtoDAsync_v2"},
         {(void **)&cu.stream_create, "cuStreamCreate"},
         {(void **)&cu.stream_sync, "cuStreamSynchronize"},
         {(void **)&cu.stream_destroy, "cuStreamDestroy_v2"},
@@ -208,17 +208,15 @@ static void dev_free(void *p)
     cu.free((CUdeviceptr)(uintptr_t)p);
 }
 
-/* dst or src is device memory; the other one is host memory unless both are the device's */
-static int is_host_buf(const void *p);
-
-static void dev_copy(void *dst, const void *src, size_t bytes, void *stream)
+/* host to device, and device to host */
+static void dev_copy_in(void *dst, const void *src, size_t bytes, void *stream)
 {
-    if (is_host_buf(src))
-        CU(cu.htod((CUdeviceptr)(uintptr_t)dst, src, bytes, stream));
-    else if (is_host_buf(dst))
-        CU(cu.dtoh(dst, (CUdeviceptr)(uintptr_t)src, bytes, stream));
-    else
-        CU(cu.dtod((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes, stream));
+    CU(cu.htod((CUdeviceptr)(uintptr_t)dst, src, bytes, stream));
+}
+
+static void dev_copy_out(void *dst, const void *src, size_t bytes, void *stream)
+{
+    CU(cu.dtoh(dst, (CUdeviceptr)(uintptr_t)src, bytes, stream));
 }
 
 static void *dev_stream(void)
@@ -243,17 +241,6 @@ static void dev_stream_free(void *s)
 static void *host_bufs[64];
 static size_t host_sizes[64];
 static int nhost;
-
-#ifndef NCCL_DEVICE_EMU
-static int is_host_buf(const void *p)
-{
-    for (int i = 0; i < nhost; i++)
-        if ((const char *)p >= (const char *)host_bufs[i] &&
-            (const char *)p < (const char *)host_bufs[i] + host_sizes[i])
-            return 1;
-    return 0;
-}
-#endif
 
 static void *host_alloc(size_t bytes)
 {
@@ -341,7 +328,7 @@ static void *dev_filled(ncclDataType_t t, size_t count, double (*vals)(size_t, v
     void *h = host_alloc(count * dsize(t)), *d = dev_alloc(count * dsize(t));
     for (size_t i = 0; i < count; i++)
         put(t, h, i, vals(i, arg));
-    dev_copy(d, h, count * dsize(t), stream);
+    dev_copy_in(d, h, count * dsize(t), stream);
     return d;
 }
 
@@ -356,7 +343,7 @@ static double minus_one(size_t i, void *arg)
 static void *read_back(ncclDataType_t t, const void *d, size_t count, void *stream)
 {
     void *h = host_alloc(count * dsize(t));
-    dev_copy(h, d, count * dsize(t), stream);
+    dev_copy_out(h, d, count * dsize(t), stream);
     dev_sync(stream);
     return h;
 }
@@ -425,7 +412,7 @@ static void test_premulsum(ncclComm_t comm, int r, int n, void *s)
         void *where = &scalar, *d_scalar = NULL;
         if (device_scalar) {
             d_scalar = dev_alloc(sizeof(float));
-            dev_copy(d_scalar, &scalar, sizeof(float), s);
+            dev_copy_in(d_scalar, &scalar, sizeof(float), s);
             dev_sync(s);
             where = d_scalar;
         }
@@ -628,7 +615,7 @@ static void test_groups(ncclComm_t comm, int r, int n, void *s)
             for (size_t i = 0; i < (size_t)(r + j + 1) * 100; i++)
                 h[sdispl[j] + i] = (float)blk(r, j, i);
         void *sb = dev_alloc(stot * 4), *rb = dev_filled(t, rtot, minus_one, NULL, s);
-        dev_copy(sb, h, stot * 4, s);
+        dev_copy_in(sb, h, stot * 4, s);
         NCCLCHECK(ncclGroupStart());
         for (int j = 0; j < n; j++) {
             NCCLCHECK(ncclSend((float *)sb + sdispl[j], (size_t)(r + j + 1) * 100, t, j, comm, s));
@@ -685,7 +672,7 @@ static void test_memalloc(ncclComm_t comm, int r, int n, void *s)
     CHECK(mesh_mem_type(d, &mt) == MESH_OK && mt == MESH_MEMTYPE_DEVICE,
           "ncclMemAlloc did not return device memory");
 #endif
-    dev_copy(d, h, COUNT * 4, s);
+    dev_copy_in(d, h, COUNT * 4, s);
     NCCLCHECK(ncclAllReduce(d, d, COUNT, t, ncclSum, comm, s));
     expect_all("allreduce on ncclMemAlloc memory", t, read_back(t, d, COUNT, s), COUNT, v_reduced,
                &c);
@@ -709,11 +696,11 @@ static void test_stream_order(ncclComm_t comm, int r, int n, void *s)
     for (size_t i = 0; i < COUNT; i++)
         d_in[i] = d_out[i] = -7; /* stale values: emulated device memory is host memory */
     mesh_mem_emu_hold(1);
-    dev_copy(d_in, h_in, COUNT * 4, s);
+    dev_copy_in(d_in, h_in, COUNT * 4, s);
     double t0 = now_s();
     NCCLCHECK(ncclAllReduce(d_in, d_out, COUNT, t, ncclSum, comm, s));
     double dt = now_s() - t0;
-    dev_copy(h_out, d_out, COUNT * 4, s);
+    dev_copy_out(h_out, d_out, COUNT * 4, s);
     usleep(50 * 1000);
     CHECK(d_in[0] == -7 && d_out[0] == -7 && h_out[0] == -1,
           "the stream's work ran while it was held (in %d, out %d)", d_in[0], d_out[0]);
