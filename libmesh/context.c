@@ -23,6 +23,11 @@ static const mesh_config_entry_t mesh_context_entries[] = {
      .dflt = "",
      .type = MESH_CFG_STRING,
      .doc = "Label of this node; ranks with the same label share memory. Empty: the host name."},
+    {.name = "NCCL_REPORT",
+     .dflt = "no",
+     .type = MESH_CFG_BOOL,
+     .doc = "libnccl.so.2: at exit, prints to stderr the NCCL entry points the process called "
+            "that mesh does not serve and the distinct failures of its calls (counts of each)."},
     {.name = NULL},
 };
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 /* The last failure of this thread, whatever the communicator. */
 static __thread char nccl_thread_error[NCCL_ERR_LEN];
@@ -17,8 +18,98 @@ void nccl_debug_init(void)
     nccl_debug_warn = d != NULL && *d != '\0' && strcasecmp(d, "VERSION") != 0;
 }
 
+/* ---------------------------------------------------------------- report at exit
+ * With MESH_NCCL_REPORT on, the process prints at exit the entry points it called that mesh
+ * does not serve and the distinct failures its calls met, so that a client (a framework) can be
+ * checked for calls the drop-in cannot carry. */
+
+#define REPORT_MAX 16
+
+static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int report_on = -1;
+static int report_nunserved, report_nfailed;
+static struct {
+    const char *fn;
+    int calls;
+} report_unserved[REPORT_MAX];
+static struct {
+    char msg[160];
+    int calls;
+} report_failed[REPORT_MAX];
+
+static void report_print(void)
+{
+    pthread_mutex_lock(&report_lock);
+    fprintf(stderr,
+            "mesh libnccl.so.2 report (pid %d): %d entry point(s) called that mesh does "
+            "not serve%s\n",
+            (int)getpid(), report_nunserved, report_nunserved ? ":" : "");
+    for (int i = 0; i < report_nunserved; i++)
+        fprintf(stderr, "  unserved %s: %d call(s)\n", report_unserved[i].fn,
+                report_unserved[i].calls);
+    fprintf(stderr, "mesh libnccl.so.2 report (pid %d): %d distinct failure(s)%s\n", (int)getpid(),
+            report_nfailed, report_nfailed ? ":" : "");
+    for (int i = 0; i < report_nfailed; i++)
+        fprintf(stderr, "  failed %d call(s): %s\n", report_failed[i].calls, report_failed[i].msg);
+    pthread_mutex_unlock(&report_lock);
+}
+
+/* Whether MESH_NCCL_REPORT is on; the first call that finds it on arms the print at exit. */
+static int report_enabled(void)
+{
+    pthread_mutex_lock(&report_lock);
+    if (report_on < 0) {
+        const char *v = mesh_config_get("NCCL_REPORT");
+        report_on = v != NULL && (v[0] == '1' || v[0] == 'y' || v[0] == 'Y' || v[0] == 't' ||
+                                  v[0] == 'T' || strcasecmp(v, "on") == 0);
+        if (report_on)
+            atexit(report_print);
+    }
+    int on = report_on;
+    pthread_mutex_unlock(&report_lock);
+    return on;
+}
+
+void nccl_report_init(void)
+{
+    report_enabled();
+}
+
+void nccl_report_unserved(const char *fn)
+{
+    if (!report_enabled())
+        return;
+    pthread_mutex_lock(&report_lock);
+    int i = 0;
+    while (i < report_nunserved && strcmp(report_unserved[i].fn, fn) != 0)
+        i++;
+    if (i < REPORT_MAX) {
+        if (i == report_nunserved)
+            report_unserved[report_nunserved++].fn = fn;
+        report_unserved[i].calls++;
+    }
+    pthread_mutex_unlock(&report_lock);
+}
+
+static void report_failure(const char *msg)
+{
+    if (report_on <= 0) /* never looks the knob up itself: a failure may come before mesh runs */
+        return;
+    pthread_mutex_lock(&report_lock);
+    int i = 0;
+    while (i < report_nfailed && strncmp(report_failed[i].msg, msg, 159) != 0)
+        i++;
+    if (i < REPORT_MAX) {
+        if (i == report_nfailed)
+            snprintf(report_failed[report_nfailed++].msg, 160, "%s", msg);
+        report_failed[i].calls++;
+    }
+    pthread_mutex_unlock(&report_lock);
+}
+
 static void record(ncclComm_t comm, const char *msg)
 {
+    report_failure(msg);
     snprintf(nccl_thread_error, sizeof(nccl_thread_error), "%s", msg);
     if (comm != NULL && comm->magic == NCCL_COMM_MAGIC)
         snprintf(comm->last_error, sizeof(comm->last_error), "%s", msg);

@@ -60,7 +60,7 @@ ncclResult_t nccl_comm_wrap(mesh_comm_h mc, int blocking, ncclComm_t *out)
     c->magic = NCCL_COMM_MAGIC;
     c->mc = mc;
     c->blocking = blocking;
-    c->device = -1; /* cudaCpuDeviceId: this build has no GPU path */
+    c->device = -1; /* cudaCpuDeviceId until creation takes the caller's device */
     c->nranks = mc ? mesh_comm_size(mc) : 0;
     c->rank = mc ? mesh_comm_rank(mc) : -1;
     atomic_init(&c->state, mc ? ncclSuccess : ncclInProgress);
@@ -132,6 +132,12 @@ ncclResult_t nccl_init_common(ncclComm_t *out, int nranks, const mesh_unique_id_
     c->nranks = nranks;
     c->rank = rank;
     c->id = *id;
+    /* NCCL binds a communicator to the device current at its creation (cudaGetDevice): take it
+     * on the caller's thread, since a nonblocking creation runs on another one */
+    int device;
+    if (mesh_device_table() != NULL && mesh_device_current(&device) == MESH_OK)
+        c->device = device;
+    nccl_report_init();
     int grouped = nccl_group_depth() > 0;
     if (blocking && !grouped) {
         /* the common case runs on the caller's thread */

@@ -1,5 +1,6 @@
 /* Reduction operators, memory, registration, windows, and the host side of the device API. */
 #include "nccl/nccl_priv.h"
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,10 +20,22 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum,
         return nccl_fail(comm, ncclInvalidArgument, "%s: invalid datatype %d", fn, (int)datatype);
     if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
         return nccl_fail(comm, ncclInvalidArgument, "%s: invalid residence %d", fn, (int)residence);
-    /* Without the GPU path "device" memory is host memory (ncclMemAlloc), so either residence
-     * reads the scalar here, once. */
+    /* The scalar is read here, once: a scalar in device memory is copied to the host first
+     * (NCCL reads it when the operation runs; clients write it before creating the op). */
+    uint64_t host_scalar = 0;
+    mesh_memtype_t where = MESH_MEMTYPE_HOST;
+    mesh_status_t st = MESH_OK;
+    if (mesh_device_table() != NULL && mesh_mem_type(scalar, &where) == MESH_OK &&
+        where == MESH_MEMTYPE_DEVICE) {
+        st = mesh_memcpy_async(&host_scalar, scalar, mesh_dtype_size(dt), NULL);
+        if (st == MESH_OK)
+            st = mesh_stream_synchronize(NULL);
+        if (st != MESH_OK)
+            return nccl_from_mesh(comm, st);
+        scalar = &host_scalar;
+    }
     mesh_op_t mop;
-    mesh_status_t st = mesh_op_create_premul(comm->mc, scalar, dt, &mop);
+    st = mesh_op_create_premul(comm->mc, scalar, dt, &mop);
     if (st != MESH_OK)
         return nccl_from_mesh(comm, st);
     int i = (int)mop - MESH_OP_USER_BASE;
@@ -62,8 +75,16 @@ NCCL_API(ncclResult_t, ncclMemAlloc, (void **ptr, size_t size))
 {
     if (ptr == NULL)
         return nccl_fail(NULL, ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
-    /* host memory in this build, aligned so that it also suits window registration */
     void *p = NULL;
+    /* memory of the current device where a device table is active, as NCCL's */
+    if (mesh_device_table() != NULL) {
+        mesh_status_t st = mesh_mem_alloc(MESH_MEMTYPE_DEVICE, size ? size : 1, &p);
+        if (st != MESH_OK)
+            return nccl_from_mesh(NULL, st);
+        *ptr = p;
+        return ncclSuccess;
+    }
+    /* else host memory, aligned so that it also suits window registration */
     if (posix_memalign(&p, NCCL_WIN_REQUIRED_ALIGNMENT, size ? size : 1) != 0)
         return nccl_fail(NULL, ncclSystemError, "ncclMemAlloc: cannot allocate %zu bytes", size);
     *ptr = p;
@@ -72,7 +93,7 @@ NCCL_API(ncclResult_t, ncclMemAlloc, (void **ptr, size_t size))
 
 NCCL_API(ncclResult_t, ncclMemFree, (void *ptr))
 {
-    free(ptr);
+    mesh_mem_free(ptr); /* host memory (from posix_memalign) or the device table's */
     return ncclSuccess;
 }
 
@@ -146,6 +167,7 @@ NCCL_API(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t 
 
 static ncclResult_t no_device_api(ncclComm_t comm, const char *fn)
 {
+    nccl_report_unserved(fn);
     return nccl_fail(comm && comm->magic == NCCL_COMM_MAGIC ? comm : NULL, ncclInvalidUsage,
                      "%s: the NCCL device API is not available in mesh", fn);
 }

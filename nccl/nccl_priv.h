@@ -71,6 +71,11 @@ ncclResult_t nccl_config_read(const ncclConfig_t *config, int *blocking, const c
 ncclResult_t nccl_comm_wrap(mesh_comm_h mc, int blocking, ncclComm_t *out);
 void nccl_comm_free(ncclComm_t comm);
 
+/* MESH_NCCL_REPORT: reads the knob (communicator creation does, so that the report is armed
+ * before the first failure), and counts a call of an entry point mesh does not serve. */
+void nccl_report_init(void);
+void nccl_report_unserved(const char *fn);
+
 /* Reads NCCL_DEBUG again. */
 void nccl_debug_init(void);
 

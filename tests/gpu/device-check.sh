@@ -12,7 +12,9 @@
 # Knobs: DEVICE_CHECK_JOBS (make -j, default 16), DEVICE_CHECK_TIMEOUT (seconds per check,
 # default 150), DEVICE_CHECK_LOGS (folder of the logs, default device-check-logs),
 # DEVICE_CHECK_SANITIZER=1 (also the table's test under compute-sanitizer),
-# DEVICE_CHECK_PREBUILT=1 (run the programs there are, build nothing), CONFIGURE_FLAGS.
+# DEVICE_CHECK_PREBUILT=1 (run the programs there are, build nothing), CONFIGURE_FLAGS,
+# DEVICE_CHECK_ONLY (names of the checks to run, e.g. "nccl_cuda torch_check"; default all),
+# DEVICE_CHECK_TORCH_TIMEOUT (seconds of torch_check, default 300).
 #
 # To add a check, append a line to the list in checks() below: a name, then the command (its
 # programs under tests/ are built first). On a machine with a GPU (nvidia-smi lists one), a check
@@ -38,6 +40,9 @@ elapsed() { echo $(($(date +%s) - start)); }
 # bench_gpu_K: mesh-bench -m cuda with K ranks on the GPU (allgather, broadcast, allreduce up
 # to 256 MiB, the device's copy rate as the bound, 8-byte allreduce latency); its last line,
 # printed here, has the ratios.
+# nccl_cuda: mesh's libnccl.so.2 on cuMemAlloc buffers and CUDA streams, 2 and 4 ranks on the GPU.
+# torch_check: PyTorch's ProcessGroupNCCL with mesh's libnccl.so.2 preloaded (collectives = gloo,
+# DDP and FSDP2 = one process; python3's torch), and the NCCL calls mesh did not serve.
 checks() {
     cat <<EOF
 cuda_arith tests/gpu/test_cuda_arith
@@ -52,6 +57,8 @@ ipc_2 tools/meshrun -n 2 --timeout 120 tests/gpu/dev_ipc ipc
 ipc_4 tools/meshrun -n 4 --timeout 120 tests/gpu/dev_ipc ipc
 ipc_8 tools/meshrun -n 8 --timeout 120 tests/gpu/dev_ipc ipc
 ipc_4_staged env MESH_DEVICE_IPC=0 tools/meshrun -n 4 --timeout 120 tests/gpu/dev_ipc staged
+nccl_cuda tests/gpu/nccl_cuda 2 4
+torch_check sh tests/gpu/torch-check.sh
 bench_gpu_2 sh tests/gpu/bench_gpu.sh 2
 bench_gpu_4 sh tests/gpu/bench_gpu.sh 4
 bench_gpu_8 sh tests/gpu/bench_gpu.sh 8
@@ -118,7 +125,13 @@ fi
 pass=0 fail=0 skip=0 notrun=0
 export top_srcdir="$top" top_builddir="$top"
 tmp=$(mktemp) || exit 1
-checks >"$tmp"
+if [ -n "${DEVICE_CHECK_ONLY:-}" ]; then
+    checks | while read -r name cmd; do
+        case " $DEVICE_CHECK_ONLY " in *" $name "*) echo "$name $cmd" ;; esac
+    done >"$tmp"
+else
+    checks >"$tmp"
+fi
 while read -r name cmd; do
     left=$((budget - $(elapsed)))
     if [ "$left" -le 5 ]; then
@@ -127,6 +140,7 @@ while read -r name cmd; do
         continue
     fi
     lim=$per
+    [ "$name" = torch_check ] && lim=${DEVICE_CHECK_TORCH_TIMEOUT:-300}
     [ "$left" -lt "$lim" ] && lim=$left
     t0=$(date +%s)
     timeout -k 5 "$lim" $cmd >"$logs/$name.log" 2>&1
