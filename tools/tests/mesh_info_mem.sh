@@ -25,8 +25,8 @@ check "emu: host, pinned and device memory" "  memory     : host, host-pinned, d
 
 out=$(MESH_DEVICE_EMU=1 "$info" -A --comm-size 4)
 check "-A: the path of device buffers" \
-    "# device buffers (emu table): staged through pinned host memory by the device engine, on" \
+    "# device buffers (emu table): on the caller's stream; within one node by device copies" \
     "$(echo "$out" | grep '^# device buffers')"
 out=$("$info" -A)
-check "-A without a table" 1 "$(echo "$out" | grep -c '^# device buffers (no device table active): staged')"
+check "-A without a table" 1 "$(echo "$out" | grep -c '^# device buffers (no device table active): on the')"
 exit $fail
