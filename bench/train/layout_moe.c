@@ -2,6 +2,7 @@
  * hooks (routing and moves of expert rows over the ep communicator, mesh/expert.h; the sums of
  * the router's statistics over dp and of its weights' gradients over tp). */
 #include "layout.h"
+#include "commrep.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,7 +101,7 @@ static int route(void *ctx, int mb, int layer, int tokens, const int32_t *ids, i
         mesh_ep_layout_destroy(*r);
         *r = NULL;
     }
-    if (st(mesh_ep_layout_create(lo->ep, (size_t)tokens, ids, r), "expert routing"))
+    if (st(CR(CR_EP, mesh_ep_layout_create(lo->ep, (size_t)tokens, ids, r)), "expert routing"))
         return -1;
     size_t n = mesh_ep_layout_recv_rows(*r), *per = malloc((size_t)m->El * sizeof(size_t));
     if (!per)
@@ -121,7 +122,7 @@ static int route(void *ctx, int mb, int layer, int tokens, const int32_t *ids, i
 static int dispatch(void *ctx, int mb, int layer, const float *in, float *rows)
 {
     layout_t *lo = ctx;
-    return st(mesh_ep_dispatch(*route_of(lo, mb, layer), in, rows, lo->m->C, MESH_FP32),
+    return st(CR(CR_EP, mesh_ep_dispatch(*route_of(lo, mb, layer), in, rows, lo->m->C, MESH_FP32)),
               "expert dispatch");
 }
 
@@ -129,8 +130,8 @@ static int combine(void *ctx, int mb, int layer, const float *rows, const float 
                    float *out, float *gathered)
 {
     layout_t *lo = ctx;
-    return st(mesh_ep_combine(*route_of(lo, mb, layer), rows, weights, out, gathered, lo->m->C,
-                              MESH_FP32),
+    return st(CR(CR_EP, mesh_ep_combine(*route_of(lo, mb, layer), rows, weights, out, gathered,
+                                        lo->m->C, MESH_FP32)),
               "expert combine");
 }
 
@@ -138,15 +139,16 @@ static int combine_bwd(void *ctx, int mb, int layer, const float *dout, const fl
                        const float *gathered, float *drows, float *dweights)
 {
     layout_t *lo = ctx;
-    return st(mesh_ep_combine_backward(*route_of(lo, mb, layer), dout, weights, gathered, drows,
-                                       dweights, lo->m->C, MESH_FP32),
+    return st(CR(CR_EP, mesh_ep_combine_backward(*route_of(lo, mb, layer), dout, weights, gathered,
+                                                 drows, dweights, lo->m->C, MESH_FP32)),
               "expert combine backward");
 }
 
 static int dispatch_bwd(void *ctx, int mb, int layer, const float *drows, float *din)
 {
     layout_t *lo = ctx;
-    return st(mesh_ep_dispatch_backward(*route_of(lo, mb, layer), drows, din, lo->m->C, MESH_FP32),
+    return st(CR(CR_EP, mesh_ep_dispatch_backward(*route_of(lo, mb, layer), drows, din, lo->m->C,
+                                                  MESH_FP32)),
               "expert dispatch backward");
 }
 
@@ -165,14 +167,16 @@ static int dp_sum(void *ctx, double *buf, int n)
     layout_t *lo = ctx;
     if (mesh_comm_size(lo->zero_comm) == 1)
         return 0;
-    return st(mesh_allreduce(lo->zero_comm, buf, buf, (size_t)n, MESH_FP64, MESH_SUM, NULL, NULL),
+    return st(CR(CR_DP, mesh_allreduce(lo->zero_comm, buf, buf, (size_t)n, MESH_FP64, MESH_SUM,
+                                       NULL, NULL)),
               "router statistics all-reduce");
 }
 
 static int tp_sum(void *ctx, float *buf, int n)
 {
     layout_t *lo = ctx;
-    return st(mesh_allreduce(lo->tp_comm, buf, buf, (size_t)n, MESH_FP32, MESH_SUM, NULL, NULL),
+    return st(CR(CR_TP,
+                 mesh_allreduce(lo->tp_comm, buf, buf, (size_t)n, MESH_FP32, MESH_SUM, NULL, NULL)),
               "router weight gradient all-reduce");
 }
 
