@@ -22,13 +22,15 @@ static struct {
     double ms[CR_REGIONS];
     uint64_t base[CR_AXES];
     double t0;
+    uint64_t ep_rows;
     double zero_bytes[OPTIM_KINDS]; /* the optimizers' flat buffers, summed over the ranks */
     int zero_n[OPTIM_KINDS];        /* their groups' sizes */
 } cr;
 
 static void charge(double now)
 {
-    int top = cr.depth ? cr.stack[cr.depth - 1] : CR_COMPUTE;
+    int d = cr.depth < MAX_DEPTH ? cr.depth : MAX_DEPTH;
+    int top = d ? cr.stack[d - 1] : CR_COMPUTE;
     cr.ms[top] += 1e3 * (now - cr.since);
     cr.since = now;
 }
@@ -121,8 +123,14 @@ static void read_bytes(uint64_t *b)
         }
 }
 
+void commrep_ep_rows(uint64_t rows)
+{
+    cr.ep_rows += rows;
+}
+
 void commrep_step_begin(void)
 {
+    cr.ep_rows = 0;
     memset(cr.ms, 0, sizeof(cr.ms));
     cr.depth = 0;
     read_bytes(cr.base);
@@ -138,25 +146,27 @@ void commrep_step_end(commrep_step_t *s)
     for (int a = 0; a < CR_AXES; a++)
         s->bytes[a] -= cr.base[a];
     s->step_ms = 1e3 * (now - cr.t0);
+    s->ep_rows = cr.ep_rows;
 }
 
 const char *commrep_csv_header(void)
 {
     return ",tp_bytes,cp_bytes,pp_bytes,ep_bytes,dp_bytes,norm_bytes,tp_ms,cp_ms,pp_ms,ep_ms,dp_ms,"
-           "norm_ms,opt_ms,compute_ms,exposed_max_ms";
+           "norm_ms,opt_ms,compute_ms,exposed_max_ms,ep_remote_rows";
 }
 
 int commrep_report(mesh_comm_h world, int64_t step, const commrep_step_t *s, int say, char *csv,
                    size_t csv_len)
 {
     int n = mesh_comm_size(world);
-    uint64_t bytes[CR_AXES];
+    uint64_t bytes[CR_AXES], rows;
     double ms[CR_REGIONS], exposed = 0;
     for (int a = 0; a < CR_AXES; a++)
         exposed += s->ms[a];
     if (mesh_allreduce(world, s->bytes, bytes, CR_AXES, MESH_UINT64, MESH_SUM, NULL, NULL) ||
         mesh_allreduce(world, s->ms, ms, CR_REGIONS, MESH_FP64, MESH_SUM, NULL, NULL) ||
-        mesh_allreduce(world, &exposed, &exposed, 1, MESH_FP64, MESH_MAX, NULL, NULL)) {
+        mesh_allreduce(world, &exposed, &exposed, 1, MESH_FP64, MESH_MAX, NULL, NULL) ||
+        mesh_allreduce(world, &s->ep_rows, &rows, 1, MESH_UINT64, MESH_SUM, NULL, NULL)) {
         fprintf(stderr, "mesh-train: --comm-report: %s\n", mesh_comm_last_error(NULL));
         return -1;
     }
@@ -184,7 +194,7 @@ int commrep_report(mesh_comm_h world, int64_t step, const commrep_step_t *s, int
             k += (size_t)snprintf(csv + k, csv_len - k, ",%llu", (unsigned long long)bytes[a]);
         for (int r = 0; r < CR_REGIONS; r++)
             k += (size_t)snprintf(csv + k, csv_len - k, ",%.3f", ms[r]);
-        snprintf(csv + k, csv_len - k, ",%.3f", exposed);
+        snprintf(csv + k, csv_len - k, ",%.3f,%llu", exposed, (unsigned long long)rows);
     }
     return 0;
 }

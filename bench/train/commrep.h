@@ -29,26 +29,29 @@ mesh_status_t commrep_pop(mesh_status_t s);
 typedef struct {
     double ms[CR_REGIONS]; /* exclusive wall time per region */
     uint64_t bytes[CR_AXES];
+    uint64_t ep_rows; /* expert rows from other ep ranks */
     double step_ms;
 } commrep_step_t;
 
-/* The axes' communicators (each counted once, on the first axis holding it): tp, cp, pp, ep
- * (and the experts' tp-ep), dp (the dense and the experts' data-parallel groups), norm (the
- * optimizers' tp-pp and etp-ep norm sums). */
+/* The axes' communicators (each counted once, on the first axis holding it): tp, cp, pp, ep,
+ * dp (the dense optimizer's cp-dp-ep, dp-ep and the experts' edp), norm (the optimizers' tp-pp
+ * and etp-ep norm sums); and the ZeRO flat buffers summed over the ranks (collective). */
 int commrep_setup(const layout_t *lo);
 /* A line on the ZeRO flat buffers the dp bytes follow from: their bytes summed over the ranks
  * and their groups' sizes. */
 void commrep_describe(char *buf, size_t len);
+/* Expert rows a routing brings from other ep ranks, counted into the step's. */
+void commrep_ep_rows(uint64_t rows);
 /* Around a step: zeroes the times and reads the counters; then the differences. */
 void commrep_step_begin(void);
 void commrep_step_end(commrep_step_t *s);
-/* The step's figures over the world (bytes summed, times averaged, the max of exposed time as
- * well) printed by world rank 0 and appended to csv_line (the CSV's columns). */
+/* The step's figures over the world (bytes summed, times averaged, the largest exposed time as
+ * well), printed when say and written to csv (the CSV's columns) when not NULL; collective. */
 int commrep_report(mesh_comm_h world, int64_t step, const commrep_step_t *s, int say, char *csv,
                    size_t csv_len);
 /* After the run: this rank's peak resident memory (VmHWM) and the model's own account (the
- * optimizer's states, act_bytes of activations) over the world, the largest and the mean, and
- * the flat buffers ZeRO reduces summed over the ranks, printed by world rank 0. */
+ * optimizer's states, act_bytes of activations) over the world, the largest and the mean,
+ * printed when say; collective. */
 int commrep_memory(mesh_comm_h world, const optim_t *opt, size_t act_bytes, int say);
 /* The CSV header's added columns. */
 const char *commrep_csv_header(void);

@@ -91,6 +91,23 @@ static mesh_ep_layout_h *route_of(layout_t *lo, int mb, int layer)
     return &lo->routes[(size_t)mb * lo->m->L + layer];
 }
 
+/* --comm-report: the rows of this routing that come from other ep ranks (the ones the dispatch
+ * and the combine move). */
+static int remote_rows(layout_t *lo, mesh_ep_layout_h r, size_t n)
+{
+    mesh_ep_source_t *src = malloc((n ? n : 1) * sizeof(*src));
+    if (!src || st(mesh_ep_layout_sources(r, src), "expert row sources")) {
+        free(src);
+        return -1;
+    }
+    uint64_t remote = 0;
+    for (size_t i = 0; i < n; i++)
+        remote += src[i].rank != lo->ep_rank;
+    free(src);
+    commrep_ep_rows(remote);
+    return 0;
+}
+
 static int route(void *ctx, int mb, int layer, int tokens, const int32_t *ids, int *rows,
                  int *expert_rows, uint8_t *dropped)
 {
@@ -111,6 +128,8 @@ static int route(void *ctx, int mb, int layer, int tokens, const int32_t *ids, i
     for (int x = 0; rc == 0 && x < m->El; x++)
         expert_rows[x] = (int)per[x];
     free(per);
+    if (rc == 0 && commrep_on)
+        rc = remote_rows(lo, *r, n);
     if (rc == 0 && n > (size_t)m->rmax) {
         fprintf(stderr, "mesh-train: %zu expert rows, more than the %d possible\n", n, m->rmax);
         rc = -1;
