@@ -6,7 +6,9 @@
 #   - tp=2 pp=2 dp=2 (1f1b): tp's all-reduces, pp's activations and the tied table, dp's
 #     reduce-scatter and all-gather, the norm's all-reduces;
 #   - tp=2 cp=2 dp=2: cp's ring of K/V blocks and their gradients, ZeRO over cp x dp;
-#   - ep=2 dp=4 with 4 experts, top 2, dropless: the dispatch and combine rows;
+#   - ep=2 dp=4 with 4 experts, top 2, dropless (global batch 16): the count exchange, the
+#     dispatch and combine of the rows from other ep ranks (as many as the routing's sources say)
+#     with their source slots, the dense and the experts' optimizers, the router statistics;
 # the report's figures are the bytes every rank handed to the transports on the axis's
 # communicators, summed over the ranks; the collectives run the ring algorithm (MESH_TUNE) so
 # that the sums do not depend on the algorithm chosen. Also: the report off, no columns.
@@ -45,9 +47,10 @@ expect() {
     fi
 }
 
-# zero NAME KIND: the ZeRO flat buffers' bytes summed over the ranks, and their groups' size
+# zero_bytes NAME: the ZeRO flat buffers' bytes summed over the ranks and their groups' size,
+# dense then experts
 zero_bytes() {
-    sed -n 's/.*ZeRO flat buffers \([0-9]*\) bytes summed over the ranks in groups of \([0-9]*\).*/\1 \2/p' \
+    sed -n 's/.*flat buffers \([0-9]*\) bytes .* groups of \([0-9]*\) (experts: \([0-9]*\) bytes in groups of \([0-9]*\)).*/\1 \2 \3 \4/p' \
         "$tmp/$1.csv"
 }
 
@@ -93,6 +96,36 @@ n=$2
 expect tp2cp2dp2 dp $(($1 / n * 2 * (n - 1) + W / n * 2 * (n - 1) * 8))
 expect tp2cp2dp2 norm 0
 expect tp2cp2dp2 pp 0
+
+# --- ep=2 dp=4, 4 experts, top 2, in block 1, dropless, global batch 16 -------------------------
+E=4 K=2 P=2
+train ep2dp4 8 -- --mesh ep=2,dp=4 --experts $E --topk $K --batch 16 || exit 1
+# per routing (a micro-batch's MoE block on a rank): the count exchange, (E/P + 6) int64 to each
+# other ep rank; per expert row from another ep rank (ep_remote_rows, from the routing) the
+# dispatch, the combine and their backward passes (4 C bytes each) and its source slot (one
+# int64); the experts' squared norm over etp x ep, which is ep here (one double)
+awk -F, -v W=$W -v M=$M -v P=$P -v E=$E -v C=$C '
+    $1 == "step" { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    /^[0-9]/ {
+        rows = $c["ep_remote_rows"]
+        want = rows * (16 * C + 8) + W * M * (P - 1) * 8 * (E / P + 6) + W / P * 2 * (P - 1) * 8
+        if ($c["ep_bytes"] != want || rows == 0) {
+            printf "ep2dp4: step %s: ep bytes %s, formula %d (%d remote rows)\n", $1,
+                $c["ep_bytes"], want, rows
+            bad++
+        }
+        n++
+    }
+    END { exit bad > 0 || n != 3 }' "$tmp/ep2dp4.csv" || fail "ep2dp4: ep bytes"
+[ $status = 0 ] && echo "ok: ep2dp4: ep bytes per step as the routing's remote rows say"
+set -- $(zero_bytes ep2dp4)
+n=$2 ne=$4
+# the dense flat buffer over dp x ep (8), the experts' over edp (4), each with its norm; the
+# router's statistics (2 E doubles) over dp x ep per routing
+expect ep2dp4 dp $(($1 / n * 2 * (n - 1) + W / n * 2 * (n - 1) * 8 + $3 / ne * 2 * (ne - 1) +
+    W / ne * 2 * (ne - 1) * 8 + M * W / n * 2 * (n - 1) * 2 * E * 8))
+expect ep2dp4 tp 0
+expect ep2dp4 norm 0
 
 # --- the report off: no columns -----------------------------------------------------------------
 model=$(echo "$model" | sed 's/ --comm-report//')
