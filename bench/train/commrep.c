@@ -23,6 +23,7 @@ static struct {
     uint64_t base[CR_AXES];
     double t0;
     uint64_t ep_rows;
+    uint64_t dp_at[2]; /* dp bytes when the step began and ended waiting for the reductions */
     double zero_bytes[OPTIM_KINDS]; /* the optimizers' flat buffers, summed over the ranks */
     int zero_n[OPTIM_KINDS];        /* their groups' sizes */
 } cr;
@@ -128,9 +129,17 @@ void commrep_ep_rows(uint64_t rows)
     cr.ep_rows += rows;
 }
 
+void commrep_dp_wait(int done)
+{
+    uint64_t b[CR_AXES];
+    read_bytes(b);
+    cr.dp_at[done ? 1 : 0] = b[CR_DP] - cr.base[CR_DP];
+}
+
 void commrep_step_begin(void)
 {
     cr.ep_rows = 0;
+    cr.dp_at[0] = cr.dp_at[1] = 0;
     memset(cr.ms, 0, sizeof(cr.ms));
     cr.depth = 0;
     read_bytes(cr.base);
@@ -147,29 +156,33 @@ void commrep_step_end(commrep_step_t *s)
         s->bytes[a] -= cr.base[a];
     s->step_ms = 1e3 * (now - cr.t0);
     s->ep_rows = cr.ep_rows;
+    s->dp_at[0] = cr.dp_at[0], s->dp_at[1] = cr.dp_at[1];
 }
 
 const char *commrep_csv_header(void)
 {
     return ",tp_bytes,cp_bytes,pp_bytes,ep_bytes,dp_bytes,norm_bytes,tp_ms,cp_ms,pp_ms,ep_ms,dp_ms,"
-           "norm_ms,opt_ms,compute_ms,exposed_max_ms,ep_remote_rows";
+           "norm_ms,opt_ms,compute_ms,exposed_max_ms,ep_remote_rows,dp_under_compute";
 }
 
 int commrep_report(mesh_comm_h world, int64_t step, const commrep_step_t *s, int say, char *csv,
                    size_t csv_len)
 {
     int n = mesh_comm_size(world);
-    uint64_t bytes[CR_AXES], rows;
+    uint64_t bytes[CR_AXES], rows, dp_at[2];
     double ms[CR_REGIONS], exposed = 0;
     for (int a = 0; a < CR_AXES; a++)
         exposed += s->ms[a];
     if (mesh_allreduce(world, s->bytes, bytes, CR_AXES, MESH_UINT64, MESH_SUM, NULL, NULL) ||
         mesh_allreduce(world, s->ms, ms, CR_REGIONS, MESH_FP64, MESH_SUM, NULL, NULL) ||
         mesh_allreduce(world, &exposed, &exposed, 1, MESH_FP64, MESH_MAX, NULL, NULL) ||
-        mesh_allreduce(world, &s->ep_rows, &rows, 1, MESH_UINT64, MESH_SUM, NULL, NULL)) {
+        mesh_allreduce(world, &s->ep_rows, &rows, 1, MESH_UINT64, MESH_SUM, NULL, NULL) ||
+        mesh_allreduce(world, s->dp_at, dp_at, 2, MESH_UINT64, MESH_SUM, NULL, NULL)) {
         fprintf(stderr, "mesh-train: --comm-report: %s\n", mesh_comm_last_error(NULL));
         return -1;
     }
+    /* the share of the gradient reductions' bytes sent before the step waited for them */
+    double under = dp_at[1] ? (double)dp_at[0] / (double)dp_at[1] : 0;
     double total = 0, comm = 0;
     for (int r = 0; r < CR_REGIONS; r++) {
         ms[r] /= n;
@@ -184,9 +197,9 @@ int commrep_report(mesh_comm_h world, int64_t step, const commrep_step_t *s, int
                 k += (size_t)snprintf(line + k, sizeof(line) - k, " %s %llu B %.1f ms |", names[a],
                                       (unsigned long long)bytes[a], ms[a]);
         printf("comm %4lld:%s opt %.1f ms | compute %.1f ms (%.0f%% of the step), exposed "
-               "communication %.1f ms mean, %.1f ms max\n",
+               "communication %.1f ms mean, %.1f ms max; dp reductions under compute %.0f%%\n",
                (long long)step, line, ms[CR_OPT], ms[CR_COMPUTE],
-               total > 0 ? 100 * ms[CR_COMPUTE] / total : 0, comm, exposed);
+               total > 0 ? 100 * ms[CR_COMPUTE] / total : 0, comm, exposed, 100 * under);
     }
     if (csv) {
         size_t k = 0;
@@ -194,7 +207,7 @@ int commrep_report(mesh_comm_h world, int64_t step, const commrep_step_t *s, int
             k += (size_t)snprintf(csv + k, csv_len - k, ",%llu", (unsigned long long)bytes[a]);
         for (int r = 0; r < CR_REGIONS; r++)
             k += (size_t)snprintf(csv + k, csv_len - k, ",%.3f", ms[r]);
-        snprintf(csv + k, csv_len - k, ",%.3f,%llu", exposed, (unsigned long long)rows);
+        snprintf(csv + k, csv_len - k, ",%.3f,%llu,%.4f", exposed, (unsigned long long)rows, under);
     }
     return 0;
 }

@@ -29,7 +29,8 @@ mesh_status_t commrep_pop(mesh_status_t s);
 typedef struct {
     double ms[CR_REGIONS]; /* exclusive wall time per region */
     uint64_t bytes[CR_AXES];
-    uint64_t ep_rows; /* expert rows from other ep ranks */
+    uint64_t ep_rows;  /* expert rows from other ep ranks */
+    uint64_t dp_at[2]; /* dp bytes before and after the wait for the reductions */
     double step_ms;
 } commrep_step_t;
 
@@ -42,6 +43,9 @@ int commrep_setup(const layout_t *lo);
 void commrep_describe(char *buf, size_t len);
 /* Expert rows a routing brings from other ep ranks, counted into the step's. */
 void commrep_ep_rows(uint64_t rows);
+/* Before (done 0) and after (1) the step's wait for the gradient reductions: the dp bytes sent
+ * by then, whose ratio is the share of the reductions sent under the passes' compute. */
+void commrep_dp_wait(int done);
 /* Around a step: zeroes the times and reads the counters; then the differences. */
 void commrep_step_begin(void);
 void commrep_step_end(commrep_step_t *s);

@@ -230,8 +230,12 @@ static int train(run_t *r)
         double t1 = mesh_time_now();
         /* with --comm-report the wait for the gradients' reductions is dp's, apart from the
          * optimizer's step */
-        if (commrep_on && optim_wait_grads(&r->lo.opt))
-            goto out;
+        if (commrep_on) {
+            commrep_dp_wait(0);
+            if (optim_wait_grads(&r->lo.opt))
+                goto out;
+            commrep_dp_wait(1);
+        }
         commrep_push(CR_OPT);
         int step_rc = optim_step(&r->lo.opt, &s.norm);
         commrep_pop(MESH_OK);
