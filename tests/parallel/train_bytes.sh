@@ -70,6 +70,7 @@ expect tp2pp2dp2 tp $((W / (t * p) * M * 2 * (t - 1) * ((4 * L + 2) * A + 3 * bm
 # per micro-batch per stage boundary A forward and A backward; the tied token table's shard
 # (V / t x C) both ways between the first and the last stage
 expect tp2pp2dp2 pp $((W / p * ((p - 1) * M * 2 * A + 2 * (V / t) * C * 4)))
+# shellcheck disable=SC2046 # the figures, one word each
 set -- $(zero_bytes tp2pp2dp2)
 n=$2
 # reduce-scatter and all-gather of the flat buffer; the squared norm (one double) over dp
@@ -91,6 +92,7 @@ expect tp2cp2dp2 tp $((W / t * M * 2 * (t - 1) * ((4 * L + 2) * A + 3 * bm * T /
 # forward and c - 1 times backward, the dK/dV sums c times
 kv=$((2 * bm * T / c * C / t * 4))
 expect tp2cp2dp2 cp $((W * L * M * (3 * c - 2) * kv))
+# shellcheck disable=SC2046 # the figures, one word each
 set -- $(zero_bytes tp2cp2dp2)
 n=$2
 expect tp2cp2dp2 dp $(($1 / n * 2 * (n - 1) + W / n * 2 * (n - 1) * 8))
@@ -118,6 +120,7 @@ awk -F, -v W=$W -v M=$M -v P=$P -v E=$E -v C=$C '
     }
     END { exit bad > 0 || n != 3 }' "$tmp/ep2dp4.csv" || fail "ep2dp4: ep bytes"
 [ $status = 0 ] && echo "ok: ep2dp4: ep bytes per step as the routing's remote rows say"
+# shellcheck disable=SC2046 # the figures, one word each
 set -- $(zero_bytes ep2dp4)
 n=$2 ne=$4
 # the dense flat buffer over dp x ep (8), the experts' over edp (4), each with its norm; the
