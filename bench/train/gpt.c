@@ -180,10 +180,14 @@ int gpt_flat_acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_
     return 0;
 }
 
+/* bytes ALLOC has allocated, for gpt_alloc_acts's account */
+static size_t allocated;
+
 #define ALLOC(p, n)                                                                                \
     do {                                                                                           \
         if (!((p) = calloc((size_t)(n), sizeof(*(p)))))                                            \
             return -1;                                                                             \
+        allocated += (size_t)(n) * sizeof(*(p));                                                   \
     } while (0)
 
 /* Whether layer k (0 attention, 1 MLP) of block l is the first use of its layer: each layer's
@@ -224,6 +228,7 @@ static void layers_release(gpt_t *m)
 int gpt_alloc_acts(gpt_t *m, int b, int n_mb)
 {
     m->b = b, m->n_mb = n_mb;
+    size_t before = allocated;
     ALLOC(m->acts, n_mb);
     size_t L = m->L, C = m->C, N = (size_t)b * m->T, No = (size_t)b * m->tl;
     size_t wide = 3 * (size_t)m->Cl > (size_t)m->Fl ? 3 * (size_t)m->Cl : (size_t)m->Fl;
@@ -262,6 +267,7 @@ int gpt_alloc_acts(gpt_t *m, int b, int n_mb)
     ALLOC(m->dx, No * C);
     ALLOC(m->dtmp, No * C);
     ALLOC(m->dloss, N);
+    m->act_bytes = allocated - before;
     return layers_alloc(m, 0);
 }
 

@@ -246,6 +246,7 @@ typedef struct gpt {
     gpt_layers_t *blocks; /* [L] each block's layer spec */
     int n_mb;
     gpt_acts_t *acts; /* one per micro-batch */
+    size_t act_bytes; /* what gpt_alloc_acts allocated: the micro-batches' and the temporaries */
     /* temporaries shared by the micro-batches: [b, T, C] partial sums and gradients inside a
      * tp region, [b, T, max(3 Cl, Fl)] twice, [T], [b, tl, C] twice outside, [b, T] */
     gpt_real *partial, *dinside, *wide_a, *wide_b, *datt, *dx, *dtmp, *dloss;

@@ -1,5 +1,6 @@
 /* mesh-train's layout: the grid, the tp handle and the model's hooks. */
 #include "layout.h"
+#include "commrep.h"
 
 #include <mesh/dtype.h>
 #include <mesh/pipeline.h>
@@ -161,7 +162,8 @@ static int attn_core_fwd(void *ctx, const float *qkv, float *atty, float *lse, i
     layout_t *lo = ctx;
     mesh_cp_shape_t sh = cp_shape(lo, b);
     size_t cl = (size_t)lo->m->Cl;
-    return st(mesh_cp_attention_forward(lo->cp, &sh, qkv, qkv + cl, qkv + 2 * cl, atty, lse));
+    return st(
+        CR(CR_CP, mesh_cp_attention_forward(lo->cp, &sh, qkv, qkv + cl, qkv + 2 * cl, atty, lse)));
 }
 
 static int attn_core_bwd(void *ctx, const float *qkv, const float *atty, const float *lse,
@@ -170,15 +172,15 @@ static int attn_core_bwd(void *ctx, const float *qkv, const float *atty, const f
     layout_t *lo = ctx;
     mesh_cp_shape_t sh = cp_shape(lo, b);
     size_t cl = (size_t)lo->m->Cl;
-    return st(mesh_cp_attention_backward(lo->cp, &sh, qkv, qkv + cl, qkv + 2 * cl, atty, lse, datty,
-                                         dqkv, dqkv + cl, dqkv + 2 * cl));
+    return st(CR(CR_CP, mesh_cp_attention_backward(lo->cp, &sh, qkv, qkv + cl, qkv + 2 * cl, atty,
+                                                   lse, datty, dqkv, dqkv + cl, dqkv + 2 * cl)));
 }
 
 /* The sharded optimizer's communication advances inside its calls: the tp hooks, which run
  * between the layers' matrix products, give it a turn. */
 static int progress(layout_t *lo)
 {
-    return optim_progress(&lo->opt);
+    return CR(CR_DP, optim_progress(&lo->opt));
 }
 
 static int enter_fwd(void *ctx, const float *out, float *in, int b, int w)
@@ -186,7 +188,7 @@ static int enter_fwd(void *ctx, const float *out, float *in, int b, int w)
     layout_t *lo = ctx;
     if (progress(lo))
         return -1;
-    return st(mesh_tp_enter_forward(lo->tp, out, in, b, lo->m->T, w, MESH_FP32));
+    return st(CR(CR_TP, mesh_tp_enter_forward(lo->tp, out, in, b, lo->m->T, w, MESH_FP32)));
 }
 
 static int enter_bwd(void *ctx, const float *din, float *dout, int b, int w)
@@ -194,13 +196,13 @@ static int enter_bwd(void *ctx, const float *din, float *dout, int b, int w)
     layout_t *lo = ctx;
     if (progress(lo))
         return -1;
-    return st(mesh_tp_enter_backward(lo->tp, din, dout, b, lo->m->T, w, MESH_FP32));
+    return st(CR(CR_TP, mesh_tp_enter_backward(lo->tp, din, dout, b, lo->m->T, w, MESH_FP32)));
 }
 
 static int exit_fwd(void *ctx, const float *in, float *out, int b, int w)
 {
     layout_t *lo = ctx;
-    return st(mesh_tp_exit_forward(lo->tp, in, out, b, lo->m->T, w, MESH_FP32));
+    return st(CR(CR_TP, mesh_tp_exit_forward(lo->tp, in, out, b, lo->m->T, w, MESH_FP32)));
 }
 
 static int exit_bwd(void *ctx, const float *dout, float *din, int b, int w)
@@ -208,35 +210,37 @@ static int exit_bwd(void *ctx, const float *dout, float *din, int b, int w)
     layout_t *lo = ctx;
     if (progress(lo))
         return -1;
-    return st(mesh_tp_exit_backward(lo->tp, dout, din, b, lo->m->T, w, MESH_FP32));
+    return st(CR(CR_TP, mesh_tp_exit_backward(lo->tp, dout, din, b, lo->m->T, w, MESH_FP32)));
 }
 
 static int embed_fwd(void *ctx, const int32_t *tokens, const float *wte, float *out, int b)
 {
     layout_t *lo = ctx;
-    return st(mesh_tp_embedding_forward(lo->tp, tokens, b, lo->m->T, wte, lo->m->V, lo->m->C, out));
+    return st(CR(CR_TP, mesh_tp_embedding_forward(lo->tp, tokens, b, lo->m->T, wte, lo->m->V,
+                                                  lo->m->C, out)));
 }
 
 static int embed_bwd(void *ctx, const int32_t *tokens, const float *dout, float *dwte, int b)
 {
     layout_t *lo = ctx;
-    return st(
-        mesh_tp_embedding_backward(lo->tp, tokens, b, lo->m->T, dout, lo->m->V, lo->m->C, dwte));
+    return st(CR(CR_TP, mesh_tp_embedding_backward(lo->tp, tokens, b, lo->m->T, dout, lo->m->V,
+                                                   lo->m->C, dwte)));
 }
 
 static int loss_fwd(void *ctx, const float *logits, const int32_t *targets, float *loss, float *lse,
                     int rows)
 {
     layout_t *lo = ctx;
-    return st(mesh_tp_cross_entropy_forward(lo->tp, logits, rows, lo->m->V, targets, loss, lse));
+    return st(CR(
+        CR_TP, mesh_tp_cross_entropy_forward(lo->tp, logits, rows, lo->m->V, targets, loss, lse)));
 }
 
 static int loss_bwd(void *ctx, const float *logits, const int32_t *targets, const float *lse,
                     const float *dloss, float *dlogits, int rows)
 {
     layout_t *lo = ctx;
-    return st(mesh_tp_cross_entropy_backward(lo->tp, logits, rows, lo->m->V, targets, lse, dloss,
-                                             dlogits));
+    return st(CR(CR_TP, mesh_tp_cross_entropy_backward(lo->tp, logits, rows, lo->m->V, targets, lse,
+                                                       dloss, dlogits)));
 }
 
 static void set_field(gpt_group_t *grp, const gpt_tensor_t *t, float *ptr)
@@ -273,7 +277,7 @@ static int prefetch(void *ctx, int group)
     layout_t *lo = ctx;
     if (lo->stage != 3 || lo->prefetched[group])
         return 0;
-    if (optim_gather(&lo->opt, group))
+    if (CR(CR_DP, optim_gather(&lo->opt, group)))
         return -1;
     lo->prefetched[group] = 1;
     return 0;
@@ -286,9 +290,9 @@ static int gather(layout_t *lo, int group)
         return 0;
     if (lo->prefetched[group])
         lo->prefetched[group] = 0;
-    else if (optim_gather(&lo->opt, group))
+    else if (CR(CR_DP, optim_gather(&lo->opt, group)))
         return -1;
-    return optim_wait_params(&lo->opt, group);
+    return CR(CR_DP, optim_wait_params(&lo->opt, group));
 }
 
 static int acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_t *g)
@@ -329,14 +333,14 @@ static int hand_over(layout_t *lo, const gpt_tensor_t *t)
         return -1;
     float *g32 = lo->bf16 ? lo->work_g + t->offset : gp;
     if (lo->tp_size > 1 && t->split == GPT_WHOLE &&
-        st(mesh_tp_replicated_grad(lo->tp, g32, t->numel, MESH_FP32)))
+        st(CR(CR_TP, mesh_tp_replicated_grad(lo->tp, g32, t->numel, MESH_FP32))))
         return -1;
     if (lo->bf16) {
         if (zst(mesh_dtype_convert(gp, MESH_BF16, g32, MESH_FP32, t->numel)))
             return -1;
         memset(g32, 0, t->numel * sizeof(float));
     }
-    return zst(mesh_zero_grad_ready(zof(lo, t), t->name));
+    return zst(CR(CR_DP, mesh_zero_grad_ready(zof(lo, t), t->name)));
 }
 
 /* At the end of a group's backward pass in a micro-batch whose gradients the optimizer takes
@@ -376,8 +380,9 @@ int layout_pp_handover(layout_t *lo)
             if (!other)
                 return -1;
             /* the two stages add the same two numbers: their copies stay identical */
-            int rc = st(mesh_sendrecv(lo->pp_comm, g32, t->numel, lo->tied_peer, other, t->numel,
-                                      lo->tied_peer, MESH_FP32, MESH_PP_TAG_END, NULL, NULL));
+            int rc = st(
+                CR(CR_PP, mesh_sendrecv(lo->pp_comm, g32, t->numel, lo->tied_peer, other, t->numel,
+                                        lo->tied_peer, MESH_FP32, MESH_PP_TAG_END, NULL, NULL)));
             for (size_t k = 0; rc == 0 && k < t->numel; k++)
                 g32[k] += other[k];
             free(other);

@@ -2,6 +2,7 @@
  * hooks (routing and moves of expert rows over the ep communicator, mesh/expert.h; the sums of
  * the router's statistics over dp and of its weights' gradients over tp). */
 #include "layout.h"
+#include "commrep.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,23 @@ static mesh_ep_layout_h *route_of(layout_t *lo, int mb, int layer)
     return &lo->routes[(size_t)mb * lo->m->L + layer];
 }
 
+/* --comm-report: the rows of this routing that come from other ep ranks (the ones the dispatch
+ * and the combine move). */
+static int remote_rows(layout_t *lo, mesh_ep_layout_h r, size_t n)
+{
+    mesh_ep_source_t *src = malloc((n ? n : 1) * sizeof(*src));
+    if (!src || st(mesh_ep_layout_sources(r, src), "expert row sources")) {
+        free(src);
+        return -1;
+    }
+    uint64_t remote = 0;
+    for (size_t i = 0; i < n; i++)
+        remote += src[i].rank != lo->ep_rank;
+    free(src);
+    commrep_ep_rows(remote);
+    return 0;
+}
+
 static int route(void *ctx, int mb, int layer, int tokens, const int32_t *ids, int *rows,
                  int *expert_rows, uint8_t *dropped)
 {
@@ -100,7 +118,7 @@ static int route(void *ctx, int mb, int layer, int tokens, const int32_t *ids, i
         mesh_ep_layout_destroy(*r);
         *r = NULL;
     }
-    if (st(mesh_ep_layout_create(lo->ep, (size_t)tokens, ids, r), "expert routing"))
+    if (st(CR(CR_EP, mesh_ep_layout_create(lo->ep, (size_t)tokens, ids, r)), "expert routing"))
         return -1;
     size_t n = mesh_ep_layout_recv_rows(*r), *per = malloc((size_t)m->El * sizeof(size_t));
     if (!per)
@@ -110,6 +128,8 @@ static int route(void *ctx, int mb, int layer, int tokens, const int32_t *ids, i
     for (int x = 0; rc == 0 && x < m->El; x++)
         expert_rows[x] = (int)per[x];
     free(per);
+    if (rc == 0 && commrep_on)
+        rc = remote_rows(lo, *r, n);
     if (rc == 0 && n > (size_t)m->rmax) {
         fprintf(stderr, "mesh-train: %zu expert rows, more than the %d possible\n", n, m->rmax);
         rc = -1;
@@ -121,7 +141,7 @@ static int route(void *ctx, int mb, int layer, int tokens, const int32_t *ids, i
 static int dispatch(void *ctx, int mb, int layer, const float *in, float *rows)
 {
     layout_t *lo = ctx;
-    return st(mesh_ep_dispatch(*route_of(lo, mb, layer), in, rows, lo->m->C, MESH_FP32),
+    return st(CR(CR_EP, mesh_ep_dispatch(*route_of(lo, mb, layer), in, rows, lo->m->C, MESH_FP32)),
               "expert dispatch");
 }
 
@@ -129,8 +149,8 @@ static int combine(void *ctx, int mb, int layer, const float *rows, const float 
                    float *out, float *gathered)
 {
     layout_t *lo = ctx;
-    return st(mesh_ep_combine(*route_of(lo, mb, layer), rows, weights, out, gathered, lo->m->C,
-                              MESH_FP32),
+    return st(CR(CR_EP, mesh_ep_combine(*route_of(lo, mb, layer), rows, weights, out, gathered,
+                                        lo->m->C, MESH_FP32)),
               "expert combine");
 }
 
@@ -138,15 +158,16 @@ static int combine_bwd(void *ctx, int mb, int layer, const float *dout, const fl
                        const float *gathered, float *drows, float *dweights)
 {
     layout_t *lo = ctx;
-    return st(mesh_ep_combine_backward(*route_of(lo, mb, layer), dout, weights, gathered, drows,
-                                       dweights, lo->m->C, MESH_FP32),
+    return st(CR(CR_EP, mesh_ep_combine_backward(*route_of(lo, mb, layer), dout, weights, gathered,
+                                                 drows, dweights, lo->m->C, MESH_FP32)),
               "expert combine backward");
 }
 
 static int dispatch_bwd(void *ctx, int mb, int layer, const float *drows, float *din)
 {
     layout_t *lo = ctx;
-    return st(mesh_ep_dispatch_backward(*route_of(lo, mb, layer), drows, din, lo->m->C, MESH_FP32),
+    return st(CR(CR_EP, mesh_ep_dispatch_backward(*route_of(lo, mb, layer), drows, din, lo->m->C,
+                                                  MESH_FP32)),
               "expert dispatch backward");
 }
 
@@ -165,14 +186,16 @@ static int dp_sum(void *ctx, double *buf, int n)
     layout_t *lo = ctx;
     if (mesh_comm_size(lo->zero_comm) == 1)
         return 0;
-    return st(mesh_allreduce(lo->zero_comm, buf, buf, (size_t)n, MESH_FP64, MESH_SUM, NULL, NULL),
+    return st(CR(CR_DP, mesh_allreduce(lo->zero_comm, buf, buf, (size_t)n, MESH_FP64, MESH_SUM,
+                                       NULL, NULL)),
               "router statistics all-reduce");
 }
 
 static int tp_sum(void *ctx, float *buf, int n)
 {
     layout_t *lo = ctx;
-    return st(mesh_allreduce(lo->tp_comm, buf, buf, (size_t)n, MESH_FP32, MESH_SUM, NULL, NULL),
+    return st(CR(CR_TP,
+                 mesh_allreduce(lo->tp_comm, buf, buf, (size_t)n, MESH_FP32, MESH_SUM, NULL, NULL)),
               "router weight gradient all-reduce");
 }
 

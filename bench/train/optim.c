@@ -1,5 +1,6 @@
 /* mesh-train's chained optimizer: the dense and the expert ZeRO instances as one (optim.h). */
 #include "optim.h"
+#include "commrep.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -96,6 +97,14 @@ int optim_progress(optim_t *o)
 int optim_micro_begin(optim_t *o, int last)
 {
     return each_arg(o, ~0u, mesh_zero_micro_begin, last);
+}
+
+int optim_wait_grads(optim_t *o)
+{
+    for (int k = 0; k < OPTIM_KINDS; k++)
+        if (o->z[k] && st(CR(CR_DP, mesh_zero_wait_grads(o->z[k]))))
+            return -1;
+    return 0;
 }
 
 int optim_step(optim_t *o, double *norm)

@@ -41,6 +41,9 @@ int optim_wait_params(optim_t *o, int group);
 int optim_release(optim_t *o, int group);
 int optim_progress(optim_t *o);
 int optim_micro_begin(optim_t *o, int last);
+/* Ends the micro-batch and waits for every instance's gradient reductions (the step then only
+ * computes), for timing them apart. */
+int optim_wait_grads(optim_t *o);
 /* The step of every instance with the model's gradient norm (*norm). */
 int optim_step(optim_t *o, double *norm);
 /* The instances' model-state memory, summed. */

@@ -86,6 +86,8 @@ static const char usage[] =
     "  --save DIR / --load DIR  checkpoint after the last step / resume from one\n"
     "  --dump-params FILE     every parameter whole after the last step, in a fixed order\n"
     "  --quiet                no per-step lines\n"
+    "  --comm-report          per step and axis (tp cp pp ep dp): bytes sent, exposed\n"
+    "                         communication time, compute time; in the CSV too\n"
     "text:\n"
     "  --data PATH            train on a text file, or on a folder's files (in name order,\n"
     "                         links skipped), one token per byte (--vocab 256); every sample\n"
@@ -226,6 +228,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
         WD,
         BUCKET,
         QUIET,
+        COMMREPORT,
         SCHEDULE,
         CHUNKS,
         EXPERTS,
@@ -274,6 +277,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                                           {"weight-decay", 1, 0, WD},
                                           {"bucket-mb", 1, 0, BUCKET},
                                           {"quiet", 0, 0, QUIET},
+                                          {"comm-report", 0, 0, COMMREPORT},
                                           {"schedule", 1, 0, SCHEDULE},
                                           {"chunks", 1, 0, CHUNKS},
                                           {"experts", 1, 0, EXPERTS},
@@ -397,6 +401,9 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
             break;
         case QUIET:
             o->quiet = 1;
+            break;
+        case COMMREPORT:
+            o->comm_report = 1;
             break;
         case SCHEDULE:
             o->schedule = optarg;

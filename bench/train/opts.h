@@ -23,6 +23,7 @@ typedef struct {
     double bucket_mb;
     const char *csv, *save, *load, *dump;
     int quiet;
+    int comm_report; /* --comm-report */
     /* mixture of experts: experts 0 means none */
     int experts, topk, expert_ffn;
     uint64_t moe_layers; /* bit l: block l; 0 when not given: the odd blocks */

@@ -1,5 +1,6 @@
 /* mesh-train's pipeline stages: which blocks each rank holds and the executor's callbacks. */
 #include "pipe.h"
+#include "commrep.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@ static mesh_status_t failed(const mesh_pp_work_t *w, const char *what)
                              what, w->mb, w->stage);
 }
 
-static mesh_status_t forward(void *ctx, const mesh_pp_work_t *w)
+static mesh_status_t stage_forward(void *ctx, const mesh_pp_work_t *w)
 {
     pipe_t *pp = ctx;
     gpt_t *m = pp->m;
@@ -55,7 +56,7 @@ static mesh_status_t forward(void *ctx, const mesh_pp_work_t *w)
  * previous stage waits for (the model keeps what the weight gradients need) and W the weight
  * gradients; otherwise B computes both.
  */
-static mesh_status_t backward(void *ctx, const mesh_pp_work_t *w)
+static mesh_status_t stage_backward(void *ctx, const mesh_pp_work_t *w)
 {
     pipe_t *pp = ctx;
     gpt_t *m = pp->m;
@@ -82,7 +83,7 @@ static mesh_status_t backward(void *ctx, const mesh_pp_work_t *w)
     return s;
 }
 
-static mesh_status_t weight(void *ctx, const mesh_pp_work_t *w)
+static mesh_status_t stage_weight(void *ctx, const mesh_pp_work_t *w)
 {
     pipe_t *pp = ctx;
     gpt_t *m = pp->m;
@@ -163,6 +164,26 @@ int pipe_create(pipe_t *pp, layout_t *lo, gpt_t *m, const char *schedule, int ch
     return 0;
 }
 
+/* The stages' work is the step's compute, whatever the tp, cp, ep and dp calls inside it take:
+ * the executor's own time (its point-to-point waits) is the pipeline's exposed time. */
+static mesh_status_t forward(void *ctx, const mesh_pp_work_t *w)
+{
+    commrep_push(CR_COMPUTE);
+    return commrep_pop(stage_forward(ctx, w));
+}
+
+static mesh_status_t backward(void *ctx, const mesh_pp_work_t *w)
+{
+    commrep_push(CR_COMPUTE);
+    return commrep_pop(stage_backward(ctx, w));
+}
+
+static mesh_status_t weight(void *ctx, const mesh_pp_work_t *w)
+{
+    commrep_push(CR_COMPUTE);
+    return commrep_pop(stage_weight(ctx, w));
+}
+
 int pipe_start(pipe_t *pp)
 {
     mesh_pp_exec_params_t ep = {.count = act_numel(pp->m),
@@ -226,7 +247,7 @@ int pipe_step(pipe_t *pp, double *loss_sum)
         snprintf(pp->err, sizeof(pp->err), "the stage's parameter all-gather");
         return -1;
     }
-    mesh_status_t s = mesh_pp_exec_run(pp->exec);
+    mesh_status_t s = CR(CR_PP, mesh_pp_exec_run(pp->exec));
     if (s != MESH_OK) {
         snprintf(pp->err, sizeof(pp->err), "%s", mesh_comm_last_error(NULL));
         return -1;

@@ -3,6 +3,7 @@
 #include "run.h"
 #include "auto.h"
 #include "bpe.h"
+#include "commrep.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -293,8 +294,20 @@ static int setup_log(run_t *r)
         return RUN_FAILED;
     char desc[512];
     describe(r, desc, sizeof(desc));
+    if (r->o.comm_report) {
+        commrep_on = 1;
+        if (commrep_setup(&r->lo)) {
+            fprintf(stderr, "mesh-train: --comm-report: %s\n", mesh_comm_last_error(NULL));
+            return RUN_FAILED;
+        }
+    }
+    char comm[256] = "";
+    if (r->o.comm_report)
+        commrep_describe(comm, sizeof(comm));
     if (!r->say)
         return RUN_OK;
+    if (comm[0])
+        printf("# %s\n", comm);
     if (r->plan_why[0])
         printf("%s\n", r->plan_why);
     printf("# %s\n", desc);
@@ -319,9 +332,12 @@ static int setup_log(run_t *r)
                  t->n - t->n_train, r->unigram, t->merges ? "token" : "byte",
                  r->unigram / log(2.0));
     printf("%s", data);
+    if (r->csv && comm[0])
+        fprintf(r->csv, "# %s\n", comm);
     if (r->csv)
-        fprintf(r->csv, "# %s\n%sstep,loss,grad_norm,time_ms,tokens_per_s%s%s\n", desc, data,
-                r->o.experts ? ",aux_loss,dropped" : "", r->o.data ? ",val_loss" : "");
+        fprintf(r->csv, "# %s\n%sstep,loss,grad_norm,time_ms,tokens_per_s%s%s%s\n", desc, data,
+                r->o.experts ? ",aux_loss,dropped" : "", r->o.data ? ",val_loss" : "",
+                r->o.comm_report ? commrep_csv_header() : "");
     return RUN_OK;
 }
 

@@ -5,6 +5,7 @@
  * batch, the forward and backward passes, the optimizer's step and the log; then a checkpoint.
  */
 #include "../bench_time.h"
+#include "commrep.h"
 #include "data.h"
 #include "run.h"
 #include "sample.h"
@@ -141,7 +142,7 @@ static int val_due(const run_t *r, int64_t step)
            (step == r->o.steps || (r->o.val_every && step % r->o.val_every == 0));
 }
 
-static void log_step(run_t *r, int64_t step, const step_stats_t *s, double ms)
+static void log_step(run_t *r, int64_t step, const step_stats_t *s, double ms, const char *comm_csv)
 {
     double tokens = (double)r->o.batch * r->o.seq;
     char moe[96] = "", moe_csv[64] = "", val[48] = "", val_csv[32] = "";
@@ -159,8 +160,8 @@ static void log_step(run_t *r, int64_t step, const step_stats_t *s, double ms)
         printf("step %4lld  loss %.6f%s  grad_norm %.6f%s  time %8.1f ms  tokens/s %.0f\n",
                (long long)step, s->loss, val, s->norm, moe, ms, tokens / (ms / 1e3));
     if (r->csv)
-        fprintf(r->csv, "%lld,%.9g,%.9g,%.3f,%.1f%s%s\n", (long long)step, s->loss, s->norm, ms,
-                tokens / (ms / 1e3), moe_csv, val_csv);
+        fprintf(r->csv, "%lld,%.9g,%.9g,%.3f,%.1f%s%s%s\n", (long long)step, s->loss, s->norm, ms,
+                tokens / (ms / 1e3), moe_csv, val_csv, comm_csv);
     fflush(stdout);
 }
 
@@ -256,27 +257,49 @@ static int train(run_t *r)
     for (int64_t step = r->start + 1; step <= r->o.steps; step++) {
         step_stats_t s;
         uint64_t dp0 = dp_sent(&r->lo);
+        commrep_step_t cs;
+        char comm_csv[512] = "";
         double t0 = mesh_time_now();
+        if (commrep_on)
+            commrep_step_begin();
         load_batch(r, TEXT_TRAIN, step, seq_tokens, seq_targets);
         if (forward_backward(r, &s.loss))
             goto out;
         double t1 = mesh_time_now();
-        if (optim_step(&r->lo.opt, &s.norm))
+        /* with --comm-report the wait for the gradients' reductions is dp's, apart from the
+         * optimizer's step */
+        if (commrep_on) {
+            commrep_dp_wait(0);
+            if (optim_wait_grads(&r->lo.opt))
+                goto out;
+            commrep_dp_wait(1);
+        }
+        commrep_push(CR_OPT);
+        int step_rc = optim_step(&r->lo.opt, &s.norm);
+        commrep_pop(MESH_OK);
+        if (step_rc)
             goto out;
         double t2 = mesh_time_now();
         uint64_t dp = dp_sent(&r->lo) - dp0;
         dp_lo = dp < dp_lo ? dp : dp_lo, dp_hi = dp > dp_hi ? dp : dp_hi;
+        if (commrep_on)
+            commrep_step_end(&cs);
         if (reduce_stats(r, &s))
+            goto out;
+        if (commrep_on && commrep_report(r->world, step, &cs, r->say && !r->o.quiet,
+                                         r->csv ? comm_csv : NULL, sizeof(comm_csv)))
             goto out;
         step_ms[n] = 1e3 * (t2 - t0), opt_ms[n] = 1e3 * (t2 - t1);
         s.val = NAN;
         if (val_due(r, step) && validate(r, &s.val, seq_tokens, seq_targets))
             goto out;
         steps[n] = step, loss[n] = s.loss, val[n] = s.val;
-        log_step(r, step, &s, step_ms[n++]);
+        log_step(r, step, &s, step_ms[n++], comm_csv);
     }
     log_summary(r, step_ms, opt_ms, n);
     log_dp_bytes(r, dp_lo, dp_hi, n);
+    if (commrep_on && commrep_memory(r->world, &r->lo.opt, r->m.act_bytes, r->say && !r->o.quiet))
+        goto out;
     rc = checkpoint(r);
     if (rc == 0)
         rc = finish_text(r, steps, loss, val, n);
