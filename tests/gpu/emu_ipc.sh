@@ -15,6 +15,8 @@ export MESH_DEVICE_EMU=1 MESH_DEVICE_EMU_DELAY_US=${MESH_DEVICE_EMU_DELAY_US:-20
 ranks=${MESH_TEST_RANKS:-"2 3 4 8"}
 status=0
 for n in $ranks; do
+    # one rank has no peer to map: its calls run locally (MESH_TEST_RANKS may name 1)
+    [ "$n" -ge 2 ] || continue
     for mode in ipc staged; do
         ipc=1
         [ $mode = staged ] && ipc=0
