@@ -1,6 +1,7 @@
 /* The Python module mesh_torch._C: the backend class and its creator, which the package hands to
  * torch.distributed.Backend.register_backend. */
 #include "backend.hpp"
+#include "group.hpp"
 #include "tensors.hpp"
 
 #include <torch/python.h>
@@ -69,6 +70,18 @@ GilFreePtr<ProcessGroupMesh> create(const c10::intrusive_ptr<c10d::Store> &store
     return GilFreePtr<ProcessGroupMesh>(c10::make_intrusive<ProcessGroupMesh>(spec));
 }
 
+#if MESH_TORCH_BACKEND_BASE
+/* torch 2.x: the ProcessGroup of a group, over the backend _create made (or the wrapper torch's
+ * debug mode puts around it). */
+GilFreePtr<MeshGroup> group(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+                            c10d::Backend *backend, const std::vector<std::string> &devices)
+{
+    return GilFreePtr<MeshGroup>(c10::make_intrusive<MeshGroup>(
+        store, rank, size,
+        c10::intrusive_ptr<c10d::Backend>::unsafe_reclaim_from_nonowning(backend), devices));
+}
+#endif
+
 } // namespace
 } // namespace mesh_torch
 
@@ -98,6 +111,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
           py::arg("timeout_s"), py::arg("group_name"), py::arg("global_ranks"),
           py::call_guard<py::gil_scoped_release>(),
           "Creates the backend of one process group (collective over the group).");
+#if MESH_TORCH_BACKEND_BASE
+    py::class_<mesh_torch::MeshGroup, c10d::ProcessGroup,
+               mesh_torch::GilFreePtr<mesh_torch::MeshGroup>>(
+        m, "MeshGroup",
+        "torch 2.x: the ProcessGroup of a mesh group, named mesh; its backend is a "
+        "ProcessGroupMesh.");
+    m.def("_group", &mesh_torch::group, py::arg("store"), py::arg("rank"), py::arg("size"),
+          py::arg("backend"), py::arg("devices"),
+          "torch 2.x: the ProcessGroup of a group whose backend serves devices.");
+#endif
     m.def("_shutdown_all", &mesh_torch::Comm::shutdown_all,
           py::call_guard<py::gil_scoped_release>(),
           "At exit: fails what is in flight and releases every communicator of the process.");

@@ -24,6 +24,8 @@ __all__ = ["BACKEND", "ProcessGroupMesh", "is_mesh"]
 
 BACKEND = "mesh"
 ProcessGroupMesh = _C.ProcessGroupMesh
+# the devices whose tensors the backend serves
+_DEVICES = ["cpu"]
 
 
 def _version(text):
@@ -45,18 +47,35 @@ def _timeout_seconds(timeout):
 
 
 def _create(opts, pg_options=None):
-    """Creator handed to register_backend with extended_api=True (torch 1.13 and 2.x)."""
+    """Creator handed to register_backend with extended_api=True (torch 1.13 and 2.x): the
+    backend on 1.x, where it is the process group; on 2.x a ProcessGroup over it, which torch
+    keeps as the group, named mesh (torch would name a group it makes itself "custom")."""
     if pg_options is not None:
         raise RuntimeError("mesh: process group options are not supported (got %r)" % (pg_options,))
     ranks = [int(r) for r in opts.global_ranks_in_group]
-    return _C._create(
+    rank, size = int(opts.group_rank), int(opts.group_size)
+    backend = _C._create(
         opts.store,
-        int(opts.group_rank),
-        int(opts.group_size),
+        rank,
+        size,
         _timeout_seconds(opts.timeout),
         str(opts.group_id),
         ranks,
     )
+    if not hasattr(_C, "_group"):
+        return backend
+    # torch wraps the backends of the groups it makes in TORCH_DISTRIBUTED_DEBUG=DETAIL, which
+    # checks that the ranks issue the same collectives; it leaves a group it is given as it is
+    if dist.get_debug_level() == dist.DebugLevel.DETAIL:
+        backend = dist.distributed_c10d._create_process_group_wrapper(
+            wrapped_pg=backend,
+            store_prefix=str(opts.group_id),
+            store=opts.store,
+            rank=rank,
+            world_size=size,
+            timeout=opts.timeout,
+        )
+    return _C._group(opts.store, rank, size, backend, _DEVICES)
 
 
 def _register():
@@ -64,7 +83,7 @@ def _register():
         return
     kwargs = {"extended_api": True}
     if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
-        kwargs["devices"] = ["cpu"]
+        kwargs["devices"] = _DEVICES
     dist.Backend.register_backend(BACKEND, _create, **kwargs)
 
 
@@ -75,7 +94,8 @@ def is_mesh(group=None):
 
 def backend_of(group=None):
     """The ProcessGroupMesh of a process group (default: the default group): the group itself
-    on torch 1.x, the backend serving its CPU tensors on 2.x; None when it is not on mesh."""
+    on torch 1.x, the backend serving its CPU tensors on 2.x (the MeshGroup's); None when it is
+    not on mesh."""
     if group is None:
         group = dist.distributed_c10d._get_default_group()
     if isinstance(group, ProcessGroupMesh):

@@ -38,6 +38,9 @@ def batch(step, micro=0):
 def train(pg, variant):
     net = model()
     ddp = DDP(net, process_group=pg, bucket_cap_mb=0.005)
+    logged = ddp._get_ddp_logging_data().get("backend_name")
+    expect(logged == dist.get_backend(pg), "DDP logs the backend %s as %s"
+           % (dist.get_backend(pg), logged))
     if variant == "fp16 hook":
         ddp.register_comm_hook(pg, default_hooks.fp16_compress_hook)
     if variant == "zero":

@@ -2,15 +2,17 @@
 
 Runs DistributedTest._DistTestBase of torch/testing/_internal/distributed/distributed_test.py
 (shipped with torch) the way PyTorch's test_distributed_spawn.py runs it for gloo: each test in
-WORLD_SIZE fresh processes (default 3), started with the spawn method, initialised through a
-file:// store with BACKEND=mesh. The suite declares which backends can run each test; mesh
-joins the sets of third-party ("plugin") backends and of DDP-capable ones, and, like nccl and
-ucc, that of backends without receives from any source. Tests for other backends (gloo, nccl)
-or for GPUs skip themselves. Every test that runs must pass.
+WORLD_SIZE fresh processes (default 3; a test of the list file may name more), started with the
+spawn method, initialised through a file:// store with BACKEND=mesh. The suite declares which
+backends can run each test; mesh joins the sets of third-party ("plugin") backends and of
+DDP-capable ones, and, like nccl and ucc, that of backends without receives from any source.
+Tests for other backends (gloo, nccl) or for GPUs skip themselves. Every test that runs must pass.
 
-    dist_suite.py [--exact] [-k NAME]... [--list] [--out FILE]
+    dist_suite.py [--exact] [-k NAME]... [--tests FILE] [--list] [--out FILE]
 
--k selects the tests whose names hold NAME (with --exact: are NAME).
+-k selects the tests whose names hold NAME (with --exact: are NAME). --tests runs the tests a
+file names, one a line ("#" starts a comment), each optionally followed by the number of ranks
+it runs on when that is more than WORLD_SIZE.
 
 Prints one line per test ("ok", "FAIL", "skip: reason"), then
 "distributed_test.py on mesh: P passed, F failed, S skipped"; --out writes the names of the
@@ -50,6 +52,7 @@ import mesh_torch  # noqa: E402,F401  (registers "mesh"; spawned ranks import th
 from torch.testing._internal import common_distributed  # noqa: E402
 
 BACKEND = os.environ["BACKEND"]
+WORLD_SIZE = int(os.environ["WORLD_SIZE"])
 _cases = common_distributed.DistTestCases
 _cases.backend_feature["plugin"].add(BACKEND)
 _cases.backend_feature["ddp"].add(BACKEND)
@@ -72,9 +75,25 @@ from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
 
 
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
+    # the ranks of this test; the suite and its spawned ranks read WORLD_SIZE
+    ranks = WORLD_SIZE
+
     def setUp(self):
+        os.environ["WORLD_SIZE"] = str(self.ranks)
         super().setUp()
         self._spawn_processes()
+
+
+def read_tests(path):
+    """The (name, ranks) of the tests a list file names."""
+    tests = []
+    with open(path) as f:
+        for line in f:
+            fields = line.split("#", 1)[0].split()
+            if fields:
+                tests.append((fields[0], max(WORLD_SIZE, int(fields[1])) if len(fields) > 1
+                              else WORLD_SIZE))
+    return tests
 
 
 class LineResult(unittest.TextTestResult):
@@ -120,11 +139,14 @@ class LineResult(unittest.TextTestResult):
 
 
 def main(argv):
-    patterns, out, listing, exact = [], None, False, False
+    patterns, out, listing, exact, listed = [], None, False, False, None
     i = 0
     while i < len(argv):
         if argv[i] == "-k" and i + 1 < len(argv):
             patterns.append(argv[i + 1])
+            i += 1
+        elif argv[i] == "--tests" and i + 1 < len(argv):
+            listed = read_tests(argv[i + 1])
             i += 1
         elif argv[i] == "--out" and i + 1 < len(argv):
             out = argv[i + 1]
@@ -139,6 +161,10 @@ def main(argv):
         i += 1
     loader = unittest.TestLoader()
     names = loader.getTestCaseNames(TestDistBackendWithSpawn)
+    ranks = {}
+    if listed is not None:
+        patterns, exact = patterns + [n for n, _ in listed], True
+        ranks = dict(listed)
     if patterns:
         unknown = [p for p in patterns if exact and p not in names]
         if unknown:
@@ -148,17 +174,23 @@ def main(argv):
     if listing:
         print("\n".join(names))
         return 0
-    suite = unittest.TestSuite(TestDistBackendWithSpawn(n) for n in names)
+    tests = []
+    for n in names:
+        test = TestDistBackendWithSpawn(n)
+        test.ranks = ranks.get(n, WORLD_SIZE)
+        tests.append(test)
+    more = sorted(set(t.ranks for t in tests if t.ranks != WORLD_SIZE))
     t0 = time.time()
     runner = unittest.TextTestRunner(stream=sys.stdout, resultclass=LineResult, verbosity=0)
-    result = runner.run(suite)
+    result = runner.run(unittest.TestSuite(tests))
     failed = len(result.failures) + len(result.errors)
     if out:
         with open(out, "w") as f:
             f.write("\n".join(result.ran) + "\n")
-    print("distributed_test.py on %s: %d passed, %d failed, %d skipped (%d ranks, %.0f s)"
-          % (BACKEND, len(result.ran), failed, len(result.skipped),
-             int(os.environ["WORLD_SIZE"]), time.time() - t0))
+    extra = "".join("; %d for %d tests" % (r, sum(t.ranks == r for t in tests)) for r in more)
+    print("distributed_test.py on %s (torch %s): %d passed, %d failed, %d skipped "
+          "(%d ranks%s, %.0f s)" % (BACKEND, torch.__version__, len(result.ran), failed,
+                                    len(result.skipped), WORLD_SIZE, extra, time.time() - t0))
     return 1 if failed else 0
 
 

@@ -27,6 +27,10 @@ def t_backend():
     import mesh_torch
     expect(mesh_torch.is_mesh(), "mesh_torch.is_mesh()")
     expect(isinstance(pg_of(), mesh_torch.ProcessGroupMesh), "the group is a ProcessGroupMesh")
+    # the name the process group reports (DDP's logging data, torch's messages), a subgroup's too
+    for name, g in (("the world", dist.group.WORLD), ("a subgroup", dist.new_group([0]))):
+        if g is not dist.GroupMember.NON_GROUP_MEMBER:
+            expect(g.name() == "mesh", "%s is named %s" % (name, g.name()))
 
 
 def t_transports(gloo):
