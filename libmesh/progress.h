@@ -35,6 +35,9 @@ int mesh_progress_spin_parse(const char *text, long long *us);
 void mesh_progress_node_ranks(int nranks);
 /* The spin of a waiter in seconds (MESH_PROGRESS_SPIN, auto resolved). */
 double mesh_progress_spin_s(void);
+/* Seconds a waiter yields its CPU after the spin (MESH_PROGRESS_YIELD; auto: only while the
+ * ranks of this machine outnumber its CPUs). */
+double mesh_progress_yield_s(void);
 /* The longest sleep of a waiter in seconds: MESH_PROGRESS_SLICE, and no more than an eighth
  * of MESH_TIMEOUT, so that deadlines pass on time. */
 double mesh_progress_slice(void);

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,11 +306,29 @@ int mesh_waiter_spin(mesh_waiter_t *w)
     return 1;
 }
 
+/* After the spin: yields the CPU while MESH_PROGRESS_YIELD lasts; 0 once it is over. */
+static int waiter_yield(mesh_waiter_t *w)
+{
+    if (!w->yielding) {
+        double y = mesh_progress_yield_s();
+        if (y <= 0)
+            return 0;
+        w->yielding = 1;
+        w->t0 = mesh_time();
+    } else if (mesh_time() - w->t0 >= mesh_progress_yield_s()) {
+        return 0;
+    }
+    sched_yield();
+    return 1;
+}
+
 int mesh_waiter_idle(mesh_waiter_t *w, int (*recheck)(void *), void *arg, double timeout_s)
 {
     if (mesh_waiter_spin(w))
         return 0;
     w->polls++;
+    if (waiter_yield(w))
+        return 0;
     mesh_wait_sleep(recheck, arg, timeout_s, &w->naps);
     return 1;
 }

@@ -80,8 +80,9 @@ void mesh_wait_set_fd(mesh_wait_set_t *set, int fd, short events);
 typedef struct {
     unsigned polls; /* idle polls since something last moved */
     unsigned naps;  /* short sleeps in a row (blind or mixed sources) */
-    int expired;    /* the spin is over: idle polls sleep */
-    double t0;      /* when the spin began */
+    int expired;    /* the spin is over: idle polls yield, then sleep */
+    double t0;      /* when the spin began; once it expired, when the yields began */
+    int yielding;   /* the spin is over and the yields (MESH_PROGRESS_YIELD) are not */
     double spin_s;  /* < 0: MESH_PROGRESS_SPIN */
 } mesh_waiter_t;
 
@@ -90,6 +91,7 @@ static inline void mesh_waiter_init(mesh_waiter_t *w, double spin_s)
     w->polls = 0;
     w->naps = 0;
     w->expired = 0;
+    w->yielding = 0;
     w->t0 = 0;
     w->spin_s = spin_s;
 }
@@ -100,14 +102,17 @@ static inline void mesh_waiter_reset(mesh_waiter_t *w)
     w->polls = 0;
     w->naps = 0;
     w->expired = 0;
+    w->yielding = 0;
 }
 
 /* While the spin lasts, pauses the CPU once and returns 1; after it, returns 0 and does nothing
  * (a loop may keep a lock across the rounds that return 1). */
 int mesh_waiter_spin(mesh_waiter_t *w);
 
-/* A poll found nothing to do. While the spin lasts, pauses the CPU once; after it, sleeps until
- * a wake-up, at most timeout_s (or MESH_PROGRESS_SLICE when shorter). recheck(arg) runs after
+/* A poll found nothing to do. While the spin lasts, pauses the CPU once; after it, while ranks
+ * of this machine outnumber its CPUs, yields the CPU for MESH_PROGRESS_YIELD (the runnable
+ * processes it goes to are mostly the ranks it waits for); after that, sleeps until a wake-up,
+ * at most timeout_s (or MESH_PROGRESS_SLICE when shorter). recheck(arg) runs after
  * the sleep is announced and before it begins: it polls once more (a message that arrived before
  * the announcement rings nobody) and returns > 0 when something moved, which cancels the sleep.
  * Returns 1 when it slept or napped, 0 when it only spun. */
