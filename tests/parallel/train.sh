@@ -17,19 +17,10 @@
 # (cp beside the other axes: train_cp.sh).
 # MESH_TEST_SANITIZED=1 keeps stages 0 and 3 and fewer layouts.
 set -u
-b=${top_builddir:-.}
-prog="$b/bench/mesh-train"
-if [ ! -x "$prog" ]; then
-    echo "SKIP: bench/mesh-train not built (configure found no OpenBLAS)"
-    exit 77
-fi
-export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
-export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# b, prog, tmp and the helpers; skips when mesh-train is not built
+. "$(dirname "$0")/train_lib.sh"
 model="--layers 2 --d-model 32 --heads 4 --seq 16 --vocab 64 --batch 8 --steps 10 --lr 3e-3 --quiet"
 status=0
-. "$(dirname "$0")/train_lib.sh"
 
 stages="0 1 2 3"
 layouts="one dp2 dp4 tp2 tp4 tp2dp2 tp2dp2sp tp2dp2sp_mb2 dp2nodes tp2dp2nodes tp2dp2order"

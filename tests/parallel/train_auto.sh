@@ -11,22 +11,13 @@
 # a request nothing fits (pp=4 for 2 layers) is refused with the planner's reason.
 # MESH_TEST_SANITIZED=1 keeps 2 ranks, 4 ranks over 2 nodes and the refusal.
 set -u
-b=${top_builddir:-.}
-prog="$b/bench/mesh-train"
+# b, prog, tmp and the helpers; skips when mesh-train is not built
+. "$(dirname "$0")/train_lib.sh"
 plan="$b/tools/mesh-plan"
-if [ ! -x "$prog" ]; then
-    echo "SKIP: bench/mesh-train not built (configure found no OpenBLAS)"
-    exit 77
-fi
-export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
-export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 model="--layers 2 --d-model 32 --heads 4 --seq 16 --vocab 64 --batch 8 --steps 10 --lr 3e-3 --quiet"
 pmodel="layers=2,hidden=32,heads=4,seq=16,vocab=64,tied=1,dropout=0"
 status=0
 steps_expected=10
-. "$(dirname "$0")/train_lib.sh"
 
 # first_plan FILE: "tp=A pp=B dp=C zero=Z cp=C ep=E microbatches=M STEP" of mesh-plan --json's
 # first layout

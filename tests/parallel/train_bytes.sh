@@ -13,22 +13,13 @@
 # communicators, summed over the ranks; the collectives run the ring algorithm (MESH_TUNE) so
 # that the sums do not depend on the algorithm chosen. Also: the report off, no columns.
 set -u
-b=${top_builddir:-.}
-prog="$b/bench/mesh-train"
-if [ ! -x "$prog" ]; then
-    echo "SKIP: bench/mesh-train not built (configure found no OpenBLAS)"
-    exit 77
-fi
-export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
-export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
+# b, prog, tmp and the helpers; skips when mesh-train is not built
+. "$(dirname "$0")/train_lib.sh"
 export MESH_TUNE="allreduce:ring,reduce_scatter:ring,allgather:ring"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 L=2 C=16 H=4 T=16 V=32 B=8 M=2
 model="--layers $L --d-model $C --heads $H --seq $T --vocab $V --batch $B --microbatches $M"
 model="$model --steps 3 --quiet --zero 1 --comm-report"
 status=0
-. "$(dirname "$0")/train_lib.sh"
 
 # column NAME COL: the CSV column named COL, one line per step
 column() {

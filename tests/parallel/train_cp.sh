@@ -20,21 +20,12 @@
 # MESH_TEST_SANITIZED=1 keeps tp=2 cp=2 with sequence parallelism, cp=2 pp=2 1f1b, cp=2 ep=2
 # and the refusals.
 set -u
-b=${top_builddir:-.}
-prog="$b/bench/mesh-train"
-if [ ! -x "$prog" ]; then
-    echo "SKIP: bench/mesh-train not built (configure found no OpenBLAS)"
-    exit 77
-fi
-export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
-export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# b, prog, tmp and the helpers; skips when mesh-train is not built
+. "$(dirname "$0")/train_lib.sh"
 model="--layers 4 --d-model 16 --heads 4 --seq 16 --vocab 32 --batch 8 --microbatches 4"
 model="$model --steps 4 --lr 3e-3 --quiet"
 status=0
 steps_expected=4
-. "$(dirname "$0")/train_lib.sh"
 
 # worst NAME REF: the largest relative difference of the loss over the steps
 worst() {

@@ -1,6 +1,17 @@
-# Helpers of the mesh-train tests, sourced after setting b (the build tree), prog (mesh-train),
-# tmp (a scratch folder), model (the options every run shares) and status=0; steps_expected, when
-# set, is the number of steps every compared run must have from its first compared step on.
+# Helpers of the mesh-train tests, sourced first: sets b (the build tree), prog (mesh-train) and
+# tmp (a scratch folder, removed at exit), and skips (77) when mesh-train is not built. The test
+# then sets model (the options every run shares) and status=0; steps_expected, when set, is the
+# number of steps every compared run must have from its first compared step on.
+b=${top_builddir:-.}
+prog="$b/bench/mesh-train"
+if [ ! -x "$prog" ]; then
+    echo "SKIP: bench/mesh-train not built (configure found no OpenBLAS)"
+    exit 77
+fi
+export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
+export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 
 fail() {
     echo "FAIL: $*"

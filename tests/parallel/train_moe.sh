@@ -23,20 +23,11 @@
 # combinations mesh-train does not run are refused, naming the option.
 # MESH_TEST_SANITIZED=1 keeps ep=2, tp=2 ep=2 and the refusals.
 set -u
-b=${top_builddir:-.}
-prog="$b/bench/mesh-train"
-if [ ! -x "$prog" ]; then
-    echo "SKIP: bench/mesh-train not built (configure found no OpenBLAS)"
-    exit 77
-fi
-export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
-export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# b, prog, tmp and the helpers; skips when mesh-train is not built
+. "$(dirname "$0")/train_lib.sh"
 dense="--layers 2 --d-model 32 --heads 4 --seq 16 --vocab 64 --batch 8 --steps 10 --lr 3e-3 --quiet"
 model="$dense --experts 4 --topk 2 --aux-loss 0.01"
 status=0
-. "$(dirname "$0")/train_lib.sh"
 
 # CSV columns: step,loss,grad_norm,time_ms,tokens_per_s,aux_loss,dropped
 same_moe() {

@@ -11,20 +11,11 @@
 # under pp: train_pp_zero.sh).
 # MESH_TEST_SANITIZED=1 keeps three pp=2 runs (1f1b, interleaved, tp=2 zb1) and the refusals.
 set -u
-b=${top_builddir:-.}
-prog="$b/bench/mesh-train"
-if [ ! -x "$prog" ]; then
-    echo "SKIP: bench/mesh-train not built (configure found no OpenBLAS)"
-    exit 77
-fi
-export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
-export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# b, prog, tmp and the helpers; skips when mesh-train is not built
+. "$(dirname "$0")/train_lib.sh"
 model="--layers 8 --d-model 16 --heads 2 --seq 8 --vocab 32 --steps 10 --lr 3e-3 --quiet"
 status=0
 steps_expected=10
-. "$(dirname "$0")/train_lib.sh"
 
 # pipe P SCHEDULE M [options]: pp=P with M micro-batches of 2 samples against one process
 pipe() {

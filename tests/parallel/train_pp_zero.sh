@@ -13,20 +13,11 @@
 #     micro-batches, plus at most 256 bytes (the norm's all-reduce), the same at every step.
 # MESH_TEST_SANITIZED=1 keeps pp=2 dp=2 under 1f1b and zbv.
 set -u
-b=${top_builddir:-.}
-prog="$b/bench/mesh-train"
-if [ ! -x "$prog" ]; then
-    echo "SKIP: bench/mesh-train not built (configure found no OpenBLAS)"
-    exit 77
-fi
-export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
-export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# b, prog, tmp and the helpers; skips when mesh-train is not built
+. "$(dirname "$0")/train_lib.sh"
 model="--layers 4 --d-model 16 --heads 2 --seq 8 --vocab 32 --steps 4 --lr 3e-3 --batch 16 --quiet"
 status=0
 steps_expected=4
-. "$(dirname "$0")/train_lib.sh"
 
 # worst NAME REF: the largest relative difference of the losses
 worst() {

@@ -12,24 +12,15 @@
 # refuses another --vocab, a missing path and a corpus too small for the split; --sample needs
 # --data.
 set -u
-b=${top_builddir:-.}
+# b, prog, tmp and the helpers; skips when mesh-train is not built
+. "$(dirname "$0")/train_lib.sh"
 src=${srcdir:-.}
-prog="$b/bench/mesh-train"
-if [ ! -x "$prog" ]; then
-    echo "SKIP: bench/mesh-train not built (configure found no OpenBLAS)"
-    exit 77
-fi
-export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
-export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/corpus"
 cp "$src/README.md" "$tmp/corpus/a.md"
 cp "$src/configure.ac" "$tmp/corpus/b.ac"
 model="--layers 2 --d-model 32 --heads 4 --seq 32 --batch 8 --steps 6 --lr 3e-3 --quiet"
 model="$model --data $tmp/corpus --val-every 3 --val-batches 2"
 status=0
-. "$(dirname "$0")/train_lib.sh"
 
 train one 1 -- --save "$tmp/ck" || exit 1
 train dp2 2 -- --mesh dp=2 --zero 3 && same_loss dp2 one 1e-4 && same_column dp2 one 6 1e-4 3
