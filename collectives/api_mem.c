@@ -56,13 +56,6 @@ static mesh_status_t mem_device_call(mesh_comm_t *comm, const char *fn, void *st
     CHECK_ARG(!mem_on_device(m) || m->device == cur,
               "%s: %s is memory of device %d, but this rank uses device %d", fn, name, m->device,
               cur);
-    if (comm->nnodes > 1)
-        return mesh_comm_fail(comm, mesh_error(MESH_ERR_UNSUPPORTED,
-                                               "%s: %s is %s, and the communicator's ranks span "
-                                               "%d nodes: device buffers are served inside a "
-                                               "node only (device data between nodes is not "
-                                               "supported yet)",
-                                               fn, name, mem_kind_name(m), comm->nnodes));
     args->mem = m->ops;
     args->device = cur;
     args->stream = stream;

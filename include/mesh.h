@@ -236,7 +236,9 @@ MESH_API mesh_status_t mesh_op_destroy(mesh_comm_h comm, mesh_op_t op);
  * device memory; with NULL, an error that happens after the call returned is reported by the
  * communicator's next call and mesh_comm_last_error. Inside a group, the group's device calls
  * are enqueued at mesh_group_end and start together. Buffers of one call are all host memory or
- * all memory of the rank's device; inside one node only, for now.
+ * all memory of the rank's device. Inside one node the data moves between the ranks' device
+ * buffers directly (IPC); on a communicator that spans nodes it is staged through pinned host
+ * memory.
  *
  * Progress: a wait or test on any request (and a blocking call) also moves every other
  * communicator of the process that has operations under way, so a rank blocked on one

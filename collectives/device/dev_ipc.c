@@ -92,7 +92,7 @@ int mesh_dev_ipc_serves(const mesh_comm_t *comm, const mesh_coll_args_t *args, c
 const char *mesh_dev_path(const mesh_comm_t *comm, mesh_coll_type_t type)
 {
     if (comm->nnodes > 1)
-        return "refused (the ranks span nodes)";
+        return "staged through pinned host memory (the ranks span nodes), then the selection above";
     if (comm->size < 2)
         return "staged (one rank)";
     if (!ipc_shape(comm, type))

@@ -6,7 +6,9 @@
 # all-reduce, reduce-scatter and all-to-all run by device copies between IPC mappings
 # (collectives/device/dev_ipc.h): the calls that took that path (all of them but the
 # pre-multiplied sums and all-to-all in place, which stage) are counted twice, by the algorithm each call reports and by
-# the communicator's counter (not with MESH_DEVICE_IPC=0, which stages them).
+# the communicator's counter (not with MESH_DEVICE_IPC=0, which stages them). Then every
+# collective on 2 nodes x 2 ranks (tcp between them), its device data staged through pinned
+# host memory, with requests for all-reduce and all-to-all.
 set -u
 b=${top_builddir:-.}
 run="$b/tools/meshrun"
@@ -44,5 +46,16 @@ for coll in $colls; do
             status=1
         fi
     done
+done
+for coll in $colls; do
+    args="-D -q -s"
+    case $coll in allreduce | alltoall) args="$args -R" ;; esac
+    out=$("$run" -n 4 --nodes 2 --timeout 600 "$prog" -o "$coll" $args 2>&1)
+    rc=$?
+    printf 'device %-15s ranks=4 nodes=2 %-10s rc=%d\n' "$coll" "$args" "$rc"
+    if [ $rc -ne 0 ]; then
+        printf '%s\n' "$out" | head -30
+        status=1
+    fi
 done
 exit $status

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Calls on emulated device buffers: stream ordering (1 to 4 ranks), the refusals of mixed,
-# foreign and unsupported buffers, a communicator over 2 nodes, and no active device table.
+# Calls on emulated device buffers: stream ordering (1 to 4 ranks, and 4 ranks on 2 nodes), the
+# refusals of mixed, foreign and unsupported buffers, and no active device table.
 set -e
 b=${top_builddir:-.}
 run="$b/tools/meshrun"
