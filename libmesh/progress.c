@@ -127,40 +127,44 @@ int mesh_progress_spin_parse(const char *text, long long *us)
     return 0;
 }
 
-static int mesh_spin_auto(void)
-{
-    int n = atomic_load_explicit(&mesh_progress_node_max, memory_order_relaxed);
-    if (n <= 0)
-        return MESH_SPIN_SHARED_US;
-    cpu_set_t set;
-    int ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-    return n <= ncpu ? MESH_SPIN_OWN_US : MESH_SPIN_SHARED_US;
-}
-
-/* Whether the ranks of this machine outnumber the CPUs a rank may run on (0 before any
- * communicator said how many ranks it has here). */
+/* 1 when the ranks of this machine outnumber the CPUs a rank may run on, 0 when they do not, -1
+ * before any communicator said how many ranks it has here. */
 static int mesh_cpus_shared(void)
 {
     int n = atomic_load_explicit(&mesh_progress_node_max, memory_order_relaxed);
     if (n <= 0)
-        return 0;
+        return -1;
     cpu_set_t set;
     int ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
     return n > ncpu;
 }
 
-static int mesh_backoff_yield(void)
+static int mesh_spin_auto(void)
 {
-    int y = atomic_load_explicit(&mesh_progress_yield, memory_order_relaxed);
-    if (y < 0) {
+    return mesh_cpus_shared() == 0 ? MESH_SPIN_OWN_US : MESH_SPIN_SHARED_US;
+}
+
+static int mesh_yield_auto(void)
+{
+    return mesh_cpus_shared() == 1 ? MESH_YIELD_SHARED_US : 0;
+}
+
+/* A knob in microseconds, a number or auto (then auto_us() and *is_auto set), read into *cache
+ * the first time and again after it was reset to -1. */
+static int mesh_backoff_us(atomic_int *cache, const char *knob, int (*auto_us)(void),
+                           atomic_int *is_auto)
+{
+    int us = atomic_load_explicit(cache, memory_order_relaxed);
+    if (us < 0) {
         long long v = -1;
         if (mesh_progress_config_register() == MESH_OK)
-            mesh_progress_spin_parse(mesh_config_str("PROGRESS_YIELD"), &v);
-        yield_auto = v < 0;
-        y = v >= 0 ? (int)v : mesh_cpus_shared() ? MESH_YIELD_SHARED_US : 0;
-        atomic_store_explicit(&mesh_progress_yield, y, memory_order_relaxed);
+            mesh_progress_spin_parse(mesh_config_str(knob), &v);
+        if (is_auto)
+            atomic_store_explicit(is_auto, v < 0, memory_order_relaxed);
+        us = v < 0 ? auto_us() : (int)v;
+        atomic_store_explicit(cache, us, memory_order_relaxed);
     }
-    return y;
+    return us;
 }
 
 /* Whether the threads runnable on this machine (/proc/loadavg's fourth field) are no more than
@@ -196,7 +200,7 @@ static int mesh_runnable_are_ranks(void)
 
 double mesh_progress_yield_s(void)
 {
-    int y = mesh_backoff_yield();
+    int y = mesh_backoff_us(&mesh_progress_yield, "PROGRESS_YIELD", mesh_yield_auto, &yield_auto);
     if (y > 0 && yield_auto && !mesh_runnable_are_ranks())
         return 0;
     return y * 1e-6;
@@ -204,15 +208,7 @@ double mesh_progress_yield_s(void)
 
 static int mesh_backoff_spin(void)
 {
-    int spin = atomic_load_explicit(&mesh_progress_spin, memory_order_relaxed);
-    if (spin < 0) {
-        long long v = -1;
-        if (mesh_progress_config_register() == MESH_OK)
-            mesh_progress_spin_parse(mesh_config_str("PROGRESS_SPIN"), &v);
-        spin = v < 0 ? mesh_spin_auto() : (int)v;
-        atomic_store_explicit(&mesh_progress_spin, spin, memory_order_relaxed);
-    }
-    return spin;
+    return mesh_backoff_us(&mesh_progress_spin, "PROGRESS_SPIN", mesh_spin_auto, NULL);
 }
 
 void mesh_progress_node_ranks(int nranks)
