@@ -27,14 +27,6 @@ model="$model --steps 4 --lr 3e-3 --quiet"
 status=0
 steps_expected=4
 
-# worst NAME REF: the largest relative difference of the loss over the steps
-worst() {
-    awk -F, '/^#/ || $1 == "step" { next }
-        NR == FNR { ref[$1] = $2; next }
-        { d = ($2 - ref[$1]) / ref[$1]; if (d < 0) d = -d; if (d > w) w = d }
-        END { printf "%.2e", w }' "$tmp/$2.csv" "$tmp/$1.csv"
-}
-
 # layout NAME RANKS [meshrun options --] mesh-train options: against REF (1 rank)
 layout() {
     name=$1

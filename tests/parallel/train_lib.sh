@@ -13,6 +13,15 @@ export MESH_LOG_LEVEL=${MESH_LOG_LEVEL:-error}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# worst NAME REF [FORMAT]: the largest relative difference of the loss over the steps of NAME.csv
+# against REF.csv, printed with FORMAT (default %.2e)
+worst() {
+    awk -F, -v fmt="${3:-%.2e}" '/^#/ || $1 == "step" { next }
+        NR == FNR { ref[$1] = $2; next }
+        { d = ($2 - ref[$1]) / ref[$1]; if (d < 0) d = -d; if (d > w) w = d }
+        END { printf fmt, w }' "$tmp/$2.csv" "$tmp/$1.csv"
+}
+
 fail() {
     echo "FAIL: $*"
     status=1

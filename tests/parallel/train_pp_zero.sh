@@ -19,14 +19,6 @@ model="--layers 4 --d-model 16 --heads 2 --seq 8 --vocab 32 --steps 4 --lr 3e-3 
 status=0
 steps_expected=4
 
-# worst NAME REF: the largest relative difference of the losses
-worst() {
-    awk -F, '/^#/ || $1 == "step" { next }
-        NR == FNR { ref[$1] = $2; next }
-        { d = ($2 - ref[$1]) / ref[$1]; if (d < 0) d = -d; if (d > w) w = d }
-        END { printf "%.2g", w }' "$tmp/$2.csv" "$tmp/$1.csv"
-}
-
 # dp_bytes NAME: rank 0's dp bytes per step against 2 (d-1)/d x padded x element bytes
 dp_bytes() {
     awk -v name="$1" '/^# dp bytes sent per step by rank 0:/ {
@@ -59,7 +51,7 @@ run() {
     # with experts the balance loss's figures are summed over dp too
     [ -n "${REF:-}" ] || dp_bytes "$name"
     [ $status = 0 ] &&
-        echo "ok: $name (largest relative difference $(worst "$name" "${REF:-ref}"))"
+        echo "ok: $name (largest relative difference $(worst "$name" "${REF:-ref}" %.2g))"
     status=$((status | before))
 }
 
