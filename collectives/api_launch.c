@@ -81,9 +81,11 @@ mesh_status_t mesh_api_launch_on(mesh_comm_t *comm, mesh_coll_args_t *args, cons
     void *tmp = NULL;
     const mesh_coll_algo_t *algo = NULL;
     unsigned char keybuf[API_KEY_STACK], *heap = NULL;
-    /* a pre-multiplied sum scales into a fresh buffer every call: never the same arguments */
+    /* a pre-multiplied sum scales into a fresh buffer every call: never the same arguments; a
+     * device call across nodes takes a pinned buffer for its rail phase per call */
+    int fresh = scalar != NULL || (args->mem != NULL && comm->nnodes > 1);
     size_t keylen =
-        comm->replay && scalar == NULL ? api_key(comm, args, avg_buf != NULL, keybuf, &heap) : 0;
+        comm->replay && !fresh ? api_key(comm, args, avg_buf != NULL, keybuf, &heap) : 0;
     const unsigned char *key = heap ? heap : keybuf;
     uint32_t sig;
     int root = args->type == MESH_COLL_REDUCE || args->type == MESH_COLL_BROADCAST ||

@@ -329,6 +329,7 @@ void mesh_comm_unref(mesh_comm_t *c)
         return;
     mesh_dev_pool_free(c); /* after the last request: device operations give staging back */
     mesh_dev_ipc_free(c);  /* and no call reads through a peer's mapping any more */
+    mesh_dev_hier_free(c); /* nor writes a rail phase's pinned buffer */
     comm_pool_put(c);
 }
 

@@ -20,6 +20,7 @@ typedef struct mesh_sched mesh_sched_t;
 struct mesh_sched_cache; /* finished schedules kept for reuse; owned by sched.c */
 struct mesh_dev_pool;    /* staging of device buffers; owned by device/dev_stage.c */
 struct mesh_dev_ipc;     /* IPC mappings of peers' device buffers; device/dev_ipc_cache.c */
+struct mesh_dev_hier;    /* pinned buffers of hierarchical device calls; device/dev_hier.c */
 
 /* One open transport interface of a communicator plus its byte counters. */
 typedef struct {
@@ -100,6 +101,11 @@ typedef struct mesh_comm {
      * them (collectives/device/dev_ipc_cache.c): made by the first such call, under the lock */
     struct mesh_dev_ipc *dev_ipc;
     uint64_t dev_ipc_calls; /* collectives that ran by device copies between IPC mappings */
+    /* pinned buffers of hierarchical calls on device buffers across nodes
+     * (collectives/device/dev_hier.c), under the lock; what those calls did, for tests: calls
+     * ended, bytes copied from device to host and back */
+    struct mesh_dev_hier *dev_hier;
+    uint64_t dev_hier_calls, dev_hier_to_host, dev_hier_from_host;
 
     struct {
         int used;

@@ -20,7 +20,9 @@ void mesh_info_device_path(void)
     const mesh_mem_ops_t *ops = mesh_mem_table(NULL);
     printf(
         "# device buffers (%s%s): on the caller's stream; within one node by device copies\n"
-        "# between the ranks' IPC-mapped buffers where a collective's line says ipc, otherwise\n"
-        "# staged through pinned host memory by the device engine and run by the selection shown\n",
+        "# between the ranks' IPC-mapped buffers where a collective's line says ipc, across nodes\n"
+        "# by such copies inside each node and pinned host memory on the rails where it says\n"
+        "# ipc-hier, otherwise staged through pinned host memory by the device engine and run by\n"
+        "# the selection shown\n",
         ops ? ops->name : "no device table active", ops ? " table" : "");
 }

@@ -92,7 +92,7 @@ int mesh_dev_ipc_serves(const mesh_comm_t *comm, const mesh_coll_args_t *args, c
 const char *mesh_dev_path(const mesh_comm_t *comm, mesh_coll_type_t type)
 {
     if (comm->nnodes > 1)
-        return "staged through pinned host memory (the ranks span nodes), then the selection above";
+        return mesh_dev_hier_path(comm, type);
     if (comm->size < 2)
         return "staged (one rank)";
     if (!ipc_shape(comm, type))
@@ -497,6 +497,8 @@ static const mesh_coll_algo_t ipc_algos[] = {
 mesh_status_t mesh_dev_ipc_build(mesh_comm_t *comm, const mesh_coll_args_t *args, int avg,
                                  mesh_sched_t *s, const mesh_coll_algo_t **algo)
 {
+    if (comm->nnodes > 1)
+        return mesh_dev_hier_build(comm, args, avg, s, algo);
     for (size_t i = 0; i < sizeof(ipc_algos) / sizeof(ipc_algos[0]); i++)
         if (ipc_algos[i].type == args->type)
             *algo = &ipc_algos[i];

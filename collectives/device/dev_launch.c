@@ -1,7 +1,8 @@
 /* A collective on device buffers: inside a node, the ones dev_ipc.c serves run by device copies
- * between the ranks' buffers; otherwise the device ranges it reads and writes go to staging, the
- * arguments are redirected there, and the call is built and launched as a host call whose start
- * the device engine holds until the caller's stream reaches it. */
+ * between the ranks' buffers, across nodes the ones dev_hier.c serves by such copies inside each
+ * node and staging only what crosses the network; otherwise the device ranges it reads and writes
+ * go to staging, the arguments are redirected there, and the call is built and launched as a host
+ * call whose start the device engine holds until the caller's stream reaches it. */
 #define MESH_LOG_SUBSYSTEM "coll"
 #include "collectives/device/dev.h"
 #include "collectives/api.h"
@@ -59,7 +60,13 @@ mesh_status_t mesh_dev_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
                               size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
                               mesh_request_h *req)
 {
-    if (mesh_dev_ipc_serves(comm, args, scalar))
+    int hier = mesh_dev_hier_select(comm, args, scalar);
+    if (hier < 0) {
+        free(owned0);
+        return mesh_comm_fail(comm, hier);
+    }
+    /* both build their schedules on the device buffers themselves (mesh_dev_ipc_build) */
+    if (hier || mesh_dev_ipc_serves(comm, args, scalar))
         return mesh_dev_ipc_launch(comm, args, avg_buf, avg_count, owned0, req);
     mesh_dev_op_t *d = NULL;
     size_t sbytes, rbytes;

@@ -1,0 +1,427 @@
+/*
+ * Device buffers across nodes by the hierarchical path (collectives/device/dev_hier.h), on the
+ * active device table (cuda, or the emulated device with MESH_DEVICE_EMU=1), under
+ * meshrun --nodes:
+ *   dev_hier hier    all-reduce (sum, max, avg; small, medium and large, so that the rail takes
+ *                    both recursive doubling and the ring, and some ranks hold an empty chunk),
+ *                    all-gather and broadcast (every root), in place and not, and a group of
+ *                    two, exact, guard bytes untouched; each call counted by the communicator as
+ *                    hierarchical, its peers' buffers looked up in the IPC cache, and the bytes
+ *                    it copied between device and host exactly this rank's inter-node share (an
+ *                    all-reduce of B bytes on L ranks per node: its chunk of about B/L each way;
+ *                    all-gather: its block out, the rail's N - 1 blocks in; broadcast: a chunk)
+ *   dev_hier staged  the same calls exact, none hierarchical (unequal nodes, MESH_DEVICE_HIER=0)
+ *   dev_hier refused with MESH_DEVICE_HIER=1 on a layout the path cannot serve: every call
+ *                    fails with MESH_ERR_UNSUPPORTED, and the communicator still works after it
+ * Exits 77 without a device table.
+ */
+#include "mesh.h"
+#include "collectives/comm.h"
+#include "collectives/device/dev_ipc.h"
+#include "tests/harness/mp_check.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int rank, size, failures, hier_mode, device, L, lr, node, nnodes;
+static mesh_comm_h comm;
+static const mesh_mem_ops_t *ops;
+static void *stream, *event;
+
+#define CHECK(cond, ...) MESH_MP_CHECK(rank, failures, cond, __VA_ARGS__)
+
+#define GUARD  16 /* int32 guard elements around every buffer */
+#define POISON ((int32_t)0x5a5a5a5a)
+
+typedef struct {
+    int32_t *dev, *host; /* the allocations; the data starts GUARD elements in */
+    size_t n;
+} buf_t;
+
+static void fatal(const char *what)
+{
+    fprintf(stderr, "[rank %d] %s: %s\n", rank, what, mesh_comm_last_error(NULL));
+    exit(2);
+}
+
+static void sync_stream(void)
+{
+    if (ops->event_record(event, stream) != MESH_OK)
+        fatal("event record");
+    for (long k = 0;; k++) {
+        mesh_status_t st = ops->event_query(event);
+        if (st == MESH_OK)
+            return;
+        if (st != MESH_INPROGRESS || k > 600000)
+            fatal("stream sync");
+        usleep(100);
+    }
+}
+
+static int32_t *at(const buf_t *b, size_t i)
+{
+    return b->host + GUARD + i;
+}
+static int32_t *dev(const buf_t *b)
+{
+    return b->dev + GUARD;
+}
+
+static void push(buf_t *b)
+{
+    if (ops->copy_async(b->dev, b->host, (b->n + 2 * GUARD) * 4, stream) != MESH_OK)
+        fatal("copy to the device");
+    sync_stream();
+}
+static void pull(buf_t *b)
+{
+    if (ops->copy_async(b->host, b->dev, (b->n + 2 * GUARD) * 4, stream) != MESH_OK)
+        fatal("copy from the device");
+    sync_stream();
+}
+
+static buf_t buf_new(size_t n)
+{
+    buf_t b = {NULL, NULL, n};
+    size_t bytes = (n + 2 * GUARD) * 4;
+    if (ops->dev_alloc((void **)&b.dev, bytes, device) != MESH_OK ||
+        ops->host_alloc((void **)&b.host, bytes) != MESH_OK)
+        fatal("allocation");
+    for (size_t i = 0; i < n + 2 * GUARD; i++)
+        b.host[i] = POISON;
+    push(&b);
+    return b;
+}
+
+static void buf_free(buf_t *b)
+{
+    ops->dev_free(b->dev);
+    ops->host_free(b->host);
+}
+
+static void check_guards(const buf_t *b, const char *what)
+{
+    for (size_t i = 0; i < GUARD; i++) {
+        CHECK(b->host[i] == POISON, "%s: guard %zu before the buffer changed", what, GUARD - i);
+        CHECK(b->host[GUARD + b->n + i] == POISON, "%s: guard %zu after the buffer changed", what,
+              i);
+    }
+}
+
+/* Rank r's input element i in round g: multiples of the size, so that averages are exact. */
+static int32_t input(int r, int g, size_t i)
+{
+    return (int32_t)size * (int32_t)(r * 7 + g * 131 + (int)(i % 1013));
+}
+
+static void fill(buf_t *b, size_t off, size_t n, int g)
+{
+    for (size_t i = 0; i < n; i++)
+        *at(b, off + i) = input(rank, g, i);
+    push(b);
+}
+
+static void clear(buf_t *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        *at(b, i) = -1;
+    push(b);
+}
+
+/* ---- what a call did */
+
+typedef struct {
+    uint64_t calls, to_host, from_host, lookups;
+} counts_t;
+
+static counts_t now(void)
+{
+    uint64_t maps, hits;
+    int open;
+    mesh_dev_ipc_stats(comm, &maps, &hits, &open);
+    return (counts_t){comm->dev_hier_calls, comm->dev_hier_to_host, comm->dev_hier_from_host,
+                      maps + hits};
+}
+
+static counts_t before;
+
+/* The call returned st; its stream drained, and (hierarchical) it staged to_host and from_host
+ * bytes and looked up `lookups` peers' buffers. */
+static void counted(const char *what, mesh_status_t st, uint64_t to_host, uint64_t from_host,
+                    uint64_t lookups)
+{
+    CHECK(st == MESH_OK, "%s: %s", what, mesh_comm_last_error(comm));
+    sync_stream();
+    counts_t c = now();
+    uint64_t calls = c.calls - before.calls;
+    if (hier_mode) {
+        CHECK(calls == 1, "%s: %llu calls hierarchical, expected 1", what,
+              (unsigned long long)calls);
+        CHECK(c.to_host - before.to_host == to_host && c.from_host - before.from_host == from_host,
+              "%s: %llu bytes staged to host and %llu back, expected %llu and %llu", what,
+              (unsigned long long)(c.to_host - before.to_host),
+              (unsigned long long)(c.from_host - before.from_host), (unsigned long long)to_host,
+              (unsigned long long)from_host);
+        CHECK(c.lookups - before.lookups == lookups,
+              "%s: %llu peers' buffers looked up through IPC, expected %llu", what,
+              (unsigned long long)(c.lookups - before.lookups), (unsigned long long)lookups);
+    } else {
+        CHECK(calls == 0 && c.to_host == before.to_host,
+              "%s: %llu calls hierarchical, expected none", what, (unsigned long long)calls);
+    }
+    before = c;
+}
+
+/* Chunk i of L of n int32 (dev_hier.c's split: whole 256-byte lines). */
+static void chunk(size_t n, int i, size_t *lo, size_t *len)
+{
+    size_t unit = 64, per = ((n + unit - 1) / unit + (size_t)L - 1) / (size_t)L * unit;
+    *lo = per * (size_t)i < n ? per * (size_t)i : n;
+    *len = n - *lo < per ? n - *lo : per;
+}
+
+/* ---- the collectives */
+
+static int32_t expect(mesh_op_t op, int g, size_t i)
+{
+    int32_t acc = input(0, g, i);
+    for (int p = 1; p < size; p++) {
+        int32_t v = input(p, g, i);
+        acc = op == MESH_MAX ? (v > acc ? v : acc) : acc + v;
+    }
+    return op == MESH_AVG ? acc / size : acc;
+}
+
+static void test_allreduce(size_t n)
+{
+    const mesh_op_t red[] = {MESH_SUM, MESH_MAX, MESH_AVG};
+    buf_t a = buf_new(n), r = buf_new(n);
+    size_t lo, len;
+    chunk(n, lr, &lo, &len);
+    for (int k = 0; k < 3; k++) {
+        for (int inplace = 0; inplace < 2; inplace++) {
+            int g = 10 + k * 2 + inplace;
+            char what[96];
+            snprintf(what, sizeof(what), "allreduce %s of %zu%s", mesh_op_name(red[k]), n,
+                     inplace ? " in place" : "");
+            clear(&r);
+            fill(inplace ? &r : &a, 0, n, g);
+            counted(what,
+                    mesh_allreduce(comm, inplace ? dev(&r) : dev(&a), dev(&r), n, MESH_INT32,
+                                   red[k], stream, NULL),
+                    len * 4, len * 4, 2 * (uint64_t)(L - 1));
+            pull(&r);
+            check_guards(&r, what);
+            for (size_t i = 0; i < n; i++)
+                if (*at(&r, i) != expect(red[k], g, i)) {
+                    CHECK(0, "%s: element %zu is %d, expected %d", what, i, *at(&r, i),
+                          expect(red[k], g, i));
+                    break;
+                }
+        }
+    }
+    /* about 1/L of the vector each way: at most a 256-byte line more */
+    CHECK(len * 4 <= n * 4 / (size_t)L + 256, "allreduce of %zu: a chunk of %zu elements", n, len);
+    pull(&a);
+    check_guards(&a, "allreduce input");
+    buf_free(&a);
+    buf_free(&r);
+}
+
+/* Block p of out holds rank p's round g input. */
+static void check_gathered(const buf_t *out, size_t n, int g, const char *what)
+{
+    for (int p = 0; p < size; p++)
+        for (size_t i = 0; i < n; i++)
+            if (*at(out, (size_t)p * n + i) != input(p, g, i)) {
+                CHECK(0, "%s: rank %d's element %zu is %d, expected %d", what, p, i,
+                      *at(out, (size_t)p * n + i), input(p, g, i));
+                break;
+            }
+}
+
+static void test_allgather(size_t n)
+{
+    buf_t a = buf_new(n), r = buf_new(n * (size_t)size);
+    uint64_t out = n * 4, in = (uint64_t)(nnodes - 1) * n * 4, peers = (uint64_t)(L - 1);
+    for (int g = 1; g <= 2; g++) {
+        fill(&a, 0, n, g);
+        clear(&r);
+        counted("allgather", mesh_allgather(comm, dev(&a), dev(&r), n, MESH_INT32, stream, NULL),
+                out, in, peers);
+        pull(&r);
+        check_guards(&r, "allgather");
+        check_gathered(&r, n, g, "allgather");
+    }
+    clear(&r);
+    fill(&r, (size_t)rank * n, n, 4);
+    counted("allgather in place",
+            mesh_allgather(comm, dev(&r) + (size_t)rank * n, dev(&r), n, MESH_INT32, stream, NULL),
+            out, in, peers);
+    pull(&r);
+    check_guards(&r, "allgather in place");
+    check_gathered(&r, n, 4, "allgather in place");
+    pull(&a);
+    check_guards(&a, "allgather input");
+    buf_free(&a);
+    buf_free(&r);
+}
+
+static void check_all(const buf_t *out, size_t n, int root, int g, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (*at(out, i) != input(root, g, i)) {
+            CHECK(0, "%s from %d: element %zu is %d, expected %d", what, root, i, *at(out, i),
+                  input(root, g, i));
+            break;
+        }
+}
+
+static void test_broadcast(size_t n)
+{
+    buf_t a = buf_new(n), r = buf_new(n);
+    size_t lo, len;
+    chunk(n, lr, &lo, &len);
+    for (int root = 0; root < size; root++) {
+        int home = comm->node_of[root] == node;
+        /* the root's node copies its chunks out, the other nodes in; peers' outputs (and the
+         * root's input, on its node) looked up */
+        uint64_t out = home ? len * 4 : 0, in = home ? 0 : len * 4;
+        uint64_t peers = (uint64_t)(L - 1) + (home && rank != root);
+        fill(&a, 0, n, 5 + root);
+        clear(&r);
+        counted("broadcast",
+                mesh_broadcast(comm, dev(&a), dev(&r), n, MESH_INT32, root, stream, NULL), out, in,
+                peers);
+        pull(&r);
+        check_guards(&r, "broadcast");
+        check_all(&r, n, root, 5 + root, "broadcast");
+        if (rank == root)
+            fill(&r, 0, n, 9);
+        counted("broadcast in place",
+                mesh_broadcast(comm, dev(&r), dev(&r), n, MESH_INT32, root, stream, NULL), out, in,
+                peers);
+        pull(&r);
+        check_guards(&r, "broadcast in place");
+        check_all(&r, n, root, 9, "broadcast in place");
+    }
+    pull(&a);
+    check_guards(&a, "broadcast input");
+    buf_free(&a);
+    buf_free(&r);
+}
+
+/* An all-gather and an all-reduce in a group on one stream. */
+static void test_group(size_t n)
+{
+    buf_t a = buf_new(n), g = buf_new(n * (size_t)size), r = buf_new(n);
+    fill(&a, 0, n, 40);
+    clear(&g);
+    clear(&r);
+    mesh_status_t st = mesh_group_start();
+    if (st == MESH_OK)
+        st = mesh_allgather(comm, dev(&a), dev(&g), n, MESH_INT32, stream, NULL);
+    if (st == MESH_OK)
+        st = mesh_allreduce(comm, dev(&a), dev(&r), n, MESH_INT32, MESH_SUM, stream, NULL);
+    mesh_status_t end = mesh_group_end();
+    CHECK(st == MESH_OK && end == MESH_OK, "group: %s", mesh_comm_last_error(comm));
+    sync_stream();
+    counts_t c = now();
+    CHECK(c.calls - before.calls == (hier_mode ? 2u : 0u), "group: %llu calls hierarchical",
+          (unsigned long long)(c.calls - before.calls));
+    before = c;
+    pull(&g);
+    pull(&r);
+    check_gathered(&g, n, 40, "group allgather");
+    for (size_t i = 0; i < n; i++)
+        if (*at(&r, i) != expect(MESH_SUM, 40, i)) {
+            CHECK(0, "group allreduce: element %zu is %d, expected %d", i, *at(&r, i),
+                  expect(MESH_SUM, 40, i));
+            break;
+        }
+    check_guards(&g, "group allgather");
+    check_guards(&r, "group allreduce");
+    buf_free(&a);
+    buf_free(&g);
+    buf_free(&r);
+}
+
+/* MESH_DEVICE_HIER=1 on a layout the path cannot serve: refused, and the next call works. */
+static void test_refused(void)
+{
+    buf_t a = buf_new(100), r = buf_new(100);
+    mesh_status_t st =
+        mesh_allreduce(comm, dev(&a), dev(&r), 100, MESH_INT32, MESH_SUM, stream, NULL);
+    CHECK(st == MESH_ERR_UNSUPPORTED, "allreduce with MESH_DEVICE_HIER=1: %s, expected refused",
+          mesh_status_string(st));
+    CHECK(strstr(mesh_comm_last_error(comm), "MESH_DEVICE_HIER") != NULL,
+          "the refusal does not name MESH_DEVICE_HIER: %s", mesh_comm_last_error(comm));
+    fill(&a, 0, 100, 3);
+    clear(&r);
+    int32_t *host = malloc(100 * 4), *back = malloc(100 * 4);
+    for (int i = 0; i < 100; i++)
+        host[i] = rank + 1;
+    st = mesh_allreduce(comm, host, back, 100, MESH_INT32, MESH_SUM, NULL, NULL);
+    CHECK(st == MESH_OK && back[7] == size * (size + 1) / 2, "host allreduce after a refusal: %s",
+          mesh_comm_last_error(comm));
+    free(host);
+    free(back);
+    buf_free(&a);
+    buf_free(&r);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (strcmp(mode, "hier") != 0 && strcmp(mode, "staged") != 0 && strcmp(mode, "refused") != 0) {
+        fprintf(stderr, "usage: dev_hier hier|staged|refused\n");
+        return 2;
+    }
+    hier_mode = strcmp(mode, "hier") == 0;
+    mesh_status_t st = mesh_comm_init_env(&comm);
+    if (st != MESH_OK) {
+        fprintf(stderr, "init: %s: %s\n", mesh_status_string(st), mesh_comm_last_error(NULL));
+        return 1;
+    }
+    rank = mesh_comm_rank(comm);
+    size = mesh_comm_size(comm);
+    ops = mesh_mem_table(NULL);
+    if (ops == NULL) {
+        fprintf(stderr, "dev_hier needs a device: a CUDA driver and GPU, or the emulated one "
+                        "(MESH_DEVICE_EMU=1)\n");
+        mesh_comm_destroy(comm);
+        return 77;
+    }
+    nnodes = comm->nnodes;
+    node = comm->node_of[rank];
+    L = comm->node_size[node];
+    lr = comm->local_rank[rank];
+    if (nnodes < 2) {
+        fprintf(stderr, "dev_hier needs ranks on 2 nodes or more (meshrun --nodes)\n");
+        return 2;
+    }
+    if (ops->current_device(&device) != MESH_OK || ops->stream_create(&stream) != MESH_OK ||
+        ops->event_create(&event) != MESH_OK)
+        fatal("device setup");
+    before = now();
+    if (strcmp(mode, "refused") == 0) {
+        test_refused();
+    } else {
+        test_allreduce(5000);   /* chunks of whole lines, the last one short */
+        test_allreduce(3);      /* one line: one rank per node holds it all */
+        test_allreduce(100000); /* rail chunks above 64 KiB: the ring */
+        test_allgather(5000);
+        test_allgather(1);
+        test_broadcast(5000);
+        test_broadcast(70000);
+        test_group(3000);
+    }
+    ops->event_destroy(event);
+    ops->stream_destroy(stream);
+    mesh_comm_destroy(comm);
+    if (rank == 0 && failures == 0)
+        printf("dev_hier %s on %s: %d ranks on %d nodes ok\n", mode, ops->name, size, nnodes);
+    return failures ? 1 : 0;
+}
