@@ -12,8 +12,8 @@
  * Inside a node, all-gather, broadcast, all-reduce, reduce-scatter and all-to-all stage nothing:
  * their schedules move data by device copies between the ranks' IPC-mapped buffers (dev_ipc.h),
  * started by the engine as any other. Across nodes of more than one rank each, all-reduce,
- * all-gather and broadcast do the same inside each node and stage only what crosses the network
- * (dev_hier.h).
+ * all-gather, broadcast and reduce-scatter do the same inside each node and stage only what crosses
+ * the network (dev_hier.h).
  */
 #ifndef MESH_COLL_DEV_H
 #define MESH_COLL_DEV_H
@@ -92,10 +92,10 @@ mesh_status_t mesh_dev_ipc_build(mesh_comm_t *comm, const mesh_coll_args_t *args
 /* The communicator's IPC mappings, stream and events, freed after its last request. */
 void mesh_dev_ipc_free(mesh_comm_t *comm);
 
-/* dev_hier.c: all-reduce, all-gather and broadcast of device memory on a communicator spanning
- * nodes of equal size (more than one rank each), by IPC inside the nodes and staging only what
- * crosses the network (dev_hier.h). select: 1 when this path serves the call, 0 when it is
- * staged, an error when MESH_DEVICE_HIER=1 forces the path on a call it cannot serve. */
+/* dev_hier.c: all-reduce, all-gather, broadcast and reduce-scatter of device memory on a
+ * communicator spanning nodes of equal size (more than one rank each), by IPC inside the nodes and
+ * staging only what crosses the network (dev_hier.h). select: 1 when this path serves the call, 0
+ * when it is staged, an error when MESH_DEVICE_HIER=1 forces the path on a call it cannot serve. */
 int mesh_dev_hier_select(mesh_comm_t *comm, const mesh_coll_args_t *args, const void *scalar);
 /* The schedule of such a call (mesh_dev_ipc_build hands it over on a communicator of nodes). */
 mesh_status_t mesh_dev_hier_build(mesh_comm_t *comm, const mesh_coll_args_t *args, int avg,

@@ -34,7 +34,7 @@ static int hier_mode(void)
 static int hier_type(mesh_coll_type_t type)
 {
     return type == MESH_COLL_ALLREDUCE || type == MESH_COLL_ALLGATHER ||
-           type == MESH_COLL_BROADCAST;
+           type == MESH_COLL_BROADCAST || type == MESH_COLL_REDUCE_SCATTER;
 }
 
 /* Why a communicator of this shape cannot run collectives by this path (NULL: it can). */
@@ -59,9 +59,11 @@ int mesh_dev_hier_select(mesh_comm_t *comm, const mesh_coll_args_t *args, const 
     const mesh_mem_ops_t *ops = args->mem;
     if (why == NULL && scalar != NULL)
         why = "a pre-multiplied sum is staged";
-    /* blocks are pulled from the peers' outputs, which must place them alike */
+    /* blocks are read from the peers' buffers, which must place them alike */
     if (why == NULL && args->type == MESH_COLL_ALLGATHER && !args->uniform)
         why = "an all-gather with counts per rank is staged";
+    if (why == NULL && args->type == MESH_COLL_REDUCE_SCATTER && !args->uniform)
+        why = "a reduce-scatter with counts per rank is staged";
     if (why == NULL && (!args->mappable || ops->ipc_export == NULL || ops->ipc_import == NULL))
         why = "peers cannot map the buffers through IPC";
     if (why == NULL)
@@ -93,7 +95,11 @@ const char *mesh_dev_hier_path(const mesh_comm_t *comm, mesh_coll_type_t type)
                "pinned host memory, node all-gather by IPC; pre-multiplied sums staged)";
     if (type == MESH_COLL_ALLGATHER)
         return "ipc-hier (rail all-gather staged through pinned host memory, then device copies "
-               "from the node's peers by IPC)";
+               "from the node's peers by IPC; counts per rank staged)";
+    if (type == MESH_COLL_REDUCE_SCATTER)
+        return "ipc-hier (the rail's blocks reduced over the node by IPC, rail reduce-scatter "
+               "staged through pinned host memory; counts per rank and pre-multiplied sums "
+               "staged)";
     return "ipc-hier (chunk l of the root's buffer by IPC to local rank l, along its rail "
            "through pinned host memory, then device copies from the node's peers by IPC)";
 }
@@ -332,18 +338,22 @@ static mesh_status_t step_device(void *arg)
         if (!c->mapped)
             MESH_CHECK(map_peers(c));
         void *stream = mesh_dev_ipc_stream(c->ipc);
+        c->part = s->part;
         mesh_status_t st = s->fn(c, stream);
-        if (st == MESH_OK && c->event == NULL)
-            st = mesh_dev_ipc_event_get(c->ipc, &c->event);
+        if (st == MESH_OK && s->event == NULL)
+            st = mesh_dev_ipc_event_get(c->ipc, &s->event);
         if (st == MESH_OK)
-            st = c->ops->event_record(c->event, stream);
+            st = c->ops->event_record(s->event, stream);
         if (st < 0)
             return st;
         s->issued = 1;
     }
-    mesh_status_t st = c->ops->event_query(c->event);
-    if (st != MESH_INPROGRESS)
+    mesh_status_t st = c->ops->event_query(s->event);
+    if (st != MESH_INPROGRESS) {
         s->issued = 0;
+        mesh_dev_ipc_event_put(c->ipc, s->event);
+        s->event = NULL;
+    }
     return st;
 }
 
@@ -359,10 +369,6 @@ static mesh_status_t step_end(void *arg)
     for (int i = 0; i < c->h.L * MESH_DEV_HIER_BUFS; i++) {
         mesh_dev_ipc_release(c->used[i]);
         c->used[i] = NULL;
-    }
-    if (c->event != NULL) {
-        mesh_dev_ipc_event_put(c->ipc, c->event);
-        c->event = NULL;
     }
     if (c->buf != NULL) {
         stage_put(c->comm, c->buf);
@@ -407,12 +413,12 @@ int mesh_dev_hier_start(mesh_sched_t *s, mesh_dev_hier_call_t *c)
 }
 
 int mesh_dev_hier_device(mesh_sched_t *s, mesh_dev_hier_call_t *c, mesh_dev_hier_issue_fn fn,
-                         const int *deps, int ndeps)
+                         int part, const int *deps, int ndeps)
 {
     mesh_dev_hier_step_t *st = mesh_sched_scratch(s, sizeof(*st));
     if (st == NULL)
         return -1;
-    *st = (mesh_dev_hier_step_t){c, fn, 0};
+    *st = (mesh_dev_hier_step_t){.c = c, .fn = fn, .part = part};
     return mesh_sched_poll(s, step_device, st, deps, ndeps);
 }
 
@@ -438,6 +444,8 @@ static const mesh_coll_algo_t hier_algos[] = {
                                    "pinned host memory, node all-gather by IPC"),
     HIER_ALGO(MESH_COLL_ALLGATHER, "rail all-gather staged through pinned host memory, then "
                                    "device copies from the node's peers (IPC)"),
+    HIER_ALGO(MESH_COLL_REDUCE_SCATTER, "the rail's blocks reduced over the node by IPC, then a "
+                                        "rail reduce-scatter staged through pinned host memory"),
     HIER_ALGO(MESH_COLL_BROADCAST, "the root's chunks by IPC to its node, along the rails "
                                    "through pinned host memory, then device copies (IPC)"),
 };
@@ -463,6 +471,8 @@ mesh_status_t mesh_dev_hier_build(mesh_comm_t *comm, const mesh_coll_args_t *arg
         return mesh_dev_hier_allgather(s, c);
     case MESH_COLL_BROADCAST:
         return mesh_dev_hier_broadcast(s, c);
+    case MESH_COLL_REDUCE_SCATTER:
+        return mesh_dev_hier_reduce_scatter(s, c);
     default:
         return mesh_error(MESH_ERR_INTERNAL, "%s has no hierarchical path on device buffers",
                           mesh_coll_type_name(args->type));

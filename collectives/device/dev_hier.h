@@ -1,12 +1,12 @@
 /*
  * Hierarchical collectives on device buffers, for communicators that span nodes.
  *
- * On N nodes of L ranks each (L > 1), all-reduce, all-gather and broadcast on device buffers
- * stage only what crosses the network: the phases inside a node move data by device copies and
- * reductions between the IPC-mapped buffers of the node's ranks (as dev_ipc.h does for a
- * communicator of one node), and the phase between nodes runs on the rail of this rank (the
- * ranks with its local rank, patterns/hier.h) over the network transports, on a pinned host
- * buffer that holds this rank's share only:
+ * On N nodes of L ranks each (L > 1), all-reduce, all-gather, broadcast and reduce-scatter on
+ * device buffers stage only what crosses the network: the phases inside a node move data by
+ * device copies and reductions between the IPC-mapped buffers of the node's ranks (as dev_ipc.h
+ * does for a communicator of one node), and the phase between nodes runs on the rail of this
+ * rank (the ranks with its local rank, patterns/hier.h) over the network transports, on a pinned
+ * host buffer that holds this rank's share only:
  *
  *   all-reduce  node reduce-scatter (rank l reduces chunk l of the node's inputs into its output,
  *               reading its peers' inputs), the chunk copied to host, all-reduced along the rail,
@@ -18,6 +18,9 @@
  *   broadcast   the root's node copies chunk l of the root's buffer (IPC) to rank l, which sends
  *               it along its rail; the other nodes' rank l copies it to its output; then every
  *               rank copies the other chunks from the node's peers: B/L bytes per rank
+ *   reduce-scatter  node first: rank l reduces the node's blocks of its rail (reading its peers'
+ *               inputs) and copies them to host, a rail reduce-scatter finishes its own block,
+ *               which is copied back: N blocks out, one in
  *
  * Every rank writes only its own memory. A call is one host schedule (sched.h) with poll tasks
  * for the device work, so it keeps the communicator's call order, sequence numbers and failure
@@ -25,8 +28,8 @@
  * stream. Ranks of a node tell each other, with token messages, when the data a peer reads is
  * final, and the call ends once every peer said it is done reading.
  *
- * Unequal nodes, one rank per node, buffers peers cannot map, pre-multiplied sums and the other
- * collectives are staged whole (dev_stage.c) and run by the host selection, unless
+ * Unequal nodes, one rank per node, buffers peers cannot map, pre-multiplied sums, the v-forms
+ * and the other collectives are staged whole (dev_stage.c) and run by the host selection, unless
  * MESH_DEVICE_HIER=1 asks for this path, which then refuses them (MESH_ERR_UNSUPPORTED).
  */
 #ifndef MESH_COLL_DEV_HIER_H
@@ -47,13 +50,16 @@ typedef struct {
 typedef struct mesh_dev_hier_call mesh_dev_hier_call_t;
 typedef struct mesh_dev_hier_buf mesh_dev_hier_buf_t;
 
-/* The device work of one step, enqueued on the communicator's internal stream. */
+/* The device work of one step, enqueued on the communicator's internal stream (c->part: the
+ * part of the call the step was built for). */
 typedef mesh_status_t (*mesh_dev_hier_issue_fn)(mesh_dev_hier_call_t *c, void *stream);
 
 typedef struct {
     mesh_dev_hier_call_t *c;
     mesh_dev_hier_issue_fn fn;
+    int part;
     int issued;
+    void *event; /* recorded after the step's work; back to the pool once it completed */
 } mesh_dev_hier_step_t;
 
 struct mesh_dev_hier_call {
@@ -73,8 +79,8 @@ struct mesh_dev_hier_call {
     char **peer;                         /* [L * BUFS]: the peers' buffers mapped here */
     mesh_dev_ipc_map_t **used;           /* [L * BUFS]: their mappings, released at the end */
     int mapped;
+    int part; /* of the step issuing now */
     mesh_dev_ipc_t *ipc;
-    void *event;
     mesh_dev_hier_buf_t *buf; /* the pinned host buffer of the rail phase */
     char *host;
     int rounds;     /* token exchanges built so far */
@@ -92,11 +98,10 @@ mesh_status_t mesh_dev_hier_stage(mesh_dev_hier_call_t *c, size_t bytes);
 /* Exports c->exp once the stream reached the call and exchanges descriptors with the node's
  * ranks; returns the task after which every peer's descriptor is here. */
 int mesh_dev_hier_start(mesh_sched_t *s, mesh_dev_hier_call_t *c);
-/* A poll task that issues fn on the internal stream (the peers mapped before the first one) and
- * completes once that work did. A call's device steps share one event: each must depend on the
- * one before. */
+/* A poll task that issues fn for part on the internal stream (the peers mapped before the first
+ * step of the call, which every other depends on) and completes once that work did. */
 int mesh_dev_hier_device(mesh_sched_t *s, mesh_dev_hier_call_t *c, mesh_dev_hier_issue_fn fn,
-                         const int *deps, int ndeps);
+                         int part, const int *deps, int ndeps);
 /* Every rank of the node tells every other one it passed dep; returns the join. */
 int mesh_dev_hier_token(mesh_sched_t *s, mesh_dev_hier_call_t *c, int dep);
 /* The last task: descriptors closed, mappings released, the host buffer given back, counted. */
@@ -117,5 +122,6 @@ mesh_status_t mesh_dev_hier_from_host(mesh_dev_hier_call_t *c, void *dev, const 
 mesh_status_t mesh_dev_hier_allreduce(mesh_sched_t *s, mesh_dev_hier_call_t *c);
 mesh_status_t mesh_dev_hier_allgather(mesh_sched_t *s, mesh_dev_hier_call_t *c);
 mesh_status_t mesh_dev_hier_broadcast(mesh_sched_t *s, mesh_dev_hier_call_t *c);
+mesh_status_t mesh_dev_hier_reduce_scatter(mesh_sched_t *s, mesh_dev_hier_call_t *c);
 
 #endif

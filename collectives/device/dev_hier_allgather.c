@@ -93,7 +93,7 @@ mesh_status_t mesh_dev_hier_allgather(mesh_sched_t *s, mesh_dev_hier_call_t *c)
     c->exp[1] = c->rbuf;
     MESH_CHECK(mesh_dev_hier_stage(c, r->total * ds));
     int have = mesh_dev_hier_start(s, c);
-    int out = mesh_dev_hier_device(s, c, issue_out, &have, 1);
+    int out = mesh_dev_hier_device(s, c, issue_out, 0, &have, 1);
     mesh_coll_ring_phase_t p = {.g = c->h.rail,
                                 .dsize = ds,
                                 .acc = c->host,
@@ -103,9 +103,9 @@ mesh_status_t mesh_dev_hier_allgather(mesh_sched_t *s, mesh_dev_hier_call_t *c)
                                 .ndeps = 1};
     int net;
     MESH_CHECK(mesh_coll_ring_allgather_phase(s, &p, &net));
-    int in = mesh_dev_hier_device(s, c, issue_in, &net, 1);
+    int in = mesh_dev_hier_device(s, c, issue_in, 0, &net, 1);
     int final = mesh_dev_hier_token(s, c, in);
-    int all = mesh_dev_hier_device(s, c, issue_node, &final, 1);
+    int all = mesh_dev_hier_device(s, c, issue_node, 0, &final, 1);
     int done = mesh_dev_hier_token(s, c, all);
     mesh_dev_hier_end(s, c, &done, 1);
     return mesh_sched_build_status(s);

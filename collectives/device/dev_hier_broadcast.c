@@ -73,7 +73,7 @@ mesh_status_t mesh_dev_hier_broadcast(mesh_sched_t *s, mesh_dev_hier_call_t *c)
     int have = mesh_dev_hier_start(s, c);
     int ready, sent = -1;
     if (c->h.node == R) {
-        ready = mesh_dev_hier_device(s, c, issue_root_node, &have, 1);
+        ready = mesh_dev_hier_device(s, c, issue_root_node, 0, &have, 1);
         mesh_coll_ids_t ids = {0};
         for (int k = 0; k < N && len > 0; k++)
             if (k != R)
@@ -84,10 +84,10 @@ mesh_status_t mesh_dev_hier_broadcast(mesh_sched_t *s, mesh_dev_hier_call_t *c)
         int got = len > 0 ? mesh_sched_recv(s, mesh_coll_group_rank(&c->h.rail, R), c->host,
                                             len * ds, NULL, 0)
                           : -1;
-        ready = mesh_dev_hier_device(s, c, issue_in, (int[]){have, got}, 2);
+        ready = mesh_dev_hier_device(s, c, issue_in, 0, (int[]){have, got}, 2);
     }
     int final = mesh_dev_hier_token(s, c, ready);
-    int all = mesh_dev_hier_device(s, c, issue_node, &final, 1);
+    int all = mesh_dev_hier_device(s, c, issue_node, 0, &final, 1);
     int done = mesh_dev_hier_token(s, c, all);
     mesh_dev_hier_end(s, c, (int[]){done, sent}, 2);
     return mesh_sched_build_status(s);

@@ -35,13 +35,13 @@ static const mesh_config_entry_t dev_entries[] = {
      NULL, "1.."},
     {"DEVICE_HIER", "auto", MESH_CFG_ENUM,
      "Device buffers of a communicator spanning nodes that each hold the same number (above one) "
-     "of ranks: all-reduce, all-gather and broadcast (not pre-multiplied sums) run by device "
-     "copies between the IPC-mapped buffers of each node's ranks and stage through pinned host "
-     "memory only what crosses the network, on each rank's rail (about 1/L of an all-reduce per "
-     "rank, L ranks per node). auto: where the layout allows, else staged whole; 1: the same, "
-     "but a call it cannot serve fails with MESH_ERR_UNSUPPORTED saying why; 0: staged whole. "
-     "Off with MESH_DEVICE_IPC=0. Idle pinned buffers are kept up to MESH_DEVICE_STAGING_MAX. "
-     "Every rank must use the same value.",
+     "of ranks: all-reduce, all-gather, broadcast and reduce-scatter (not pre-multiplied sums, "
+     "not the v-forms) run by device copies between the IPC-mapped buffers of each node's ranks "
+     "and stage through pinned host memory only what crosses the network, on each rank's rail "
+     "(about 1/L of an all-reduce per rank, L ranks per node). auto: where the layout allows, "
+     "else staged whole; 1: the same, but a call it cannot serve fails with "
+     "MESH_ERR_UNSUPPORTED saying why; 0: staged whole. Off with MESH_DEVICE_IPC=0. Idle pinned "
+     "buffers are kept up to MESH_DEVICE_STAGING_MAX. Every rank must use the same value.",
      "auto|1|0", NULL},
     {NULL, NULL, 0, NULL, NULL}};
 

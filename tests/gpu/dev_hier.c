@@ -4,15 +4,19 @@
  * meshrun --nodes:
  *   dev_hier hier    all-reduce (sum, max, avg; small, medium and large, so that the rail takes
  *                    both recursive doubling and the ring, and some ranks hold an empty chunk),
- *                    all-gather and broadcast (every root), in place and not, and a group of
+ *                    all-gather, broadcast (every root) and reduce-scatter (sum, avg), in place
+ *                    and not, and a group of
  *                    two, exact, guard bytes untouched; each call counted by the communicator as
  *                    hierarchical, its peers' buffers looked up in the IPC cache, and the bytes
  *                    it copied between device and host exactly this rank's inter-node share (an
  *                    all-reduce of B bytes on L ranks per node: its chunk of about B/L each way;
- *                    all-gather: its block out, the rail's N - 1 blocks in; broadcast: a chunk)
+ *                    all-gather: its block out, the rail's N - 1 blocks in; broadcast: a chunk;
+ *                    reduce-scatter: the rail's N blocks out, its own in)
  *   dev_hier staged  the same calls exact, none hierarchical (unequal nodes, MESH_DEVICE_HIER=0)
  *   dev_hier refused with MESH_DEVICE_HIER=1 on a layout the path cannot serve: every call
  *                    fails with MESH_ERR_UNSUPPORTED, and the communicator still works after it
+ *   dev_hier silent  the last rank skips an all-reduce (alive, silent): every other rank's call
+ *                    fails (its request, within a few timeouts) and releases its stream
  * Exits 77 without a device table.
  */
 #include "mesh.h"
@@ -23,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int rank, size, failures, hier_mode, device, L, lr, node, nnodes;
@@ -313,6 +318,50 @@ static void test_broadcast(size_t n)
     buf_free(&r);
 }
 
+/* Rank r's block of the reduction of every rank's whole input (n * size elements). */
+static void test_reduce_scatter(size_t n)
+{
+    const mesh_op_t red[] = {MESH_SUM, MESH_AVG};
+    size_t total = n * (size_t)size, mine = (size_t)rank * n;
+    buf_t a = buf_new(total), r = buf_new(n);
+    /* the node's partials of the rail's N blocks out, this rank's block in; peers' inputs */
+    uint64_t out = (uint64_t)nnodes * n * 4, in = n * 4, peers = (uint64_t)(L - 1);
+    for (int k = 0; k < 2; k++) {
+        for (int inplace = 0; inplace < 2; inplace++) {
+            int g = 20 + k * 2 + inplace;
+            char what[96];
+            snprintf(what, sizeof(what), "reduce_scatter %s of %zu%s", mesh_op_name(red[k]), n,
+                     inplace ? " in place" : "");
+            for (size_t i = 0; i < total; i++)
+                *at(&a, i) = input(rank, g, i);
+            push(&a);
+            clear(&r);
+            buf_t *res = inplace ? &a : &r;
+            counted(what,
+                    mesh_reduce_scatter(comm, dev(&a), inplace ? dev(&a) + mine : dev(&r), n,
+                                        MESH_INT32, red[k], stream, NULL),
+                    out, in, peers);
+            pull(res);
+            check_guards(res, what);
+            size_t off = inplace ? mine : 0;
+            for (size_t i = 0; i < n; i++)
+                if (*at(res, off + i) != expect(red[k], g, mine + i)) {
+                    CHECK(0, "%s: element %zu is %d, expected %d", what, i, *at(res, off + i),
+                          expect(red[k], g, mine + i));
+                    break;
+                }
+            /* in place, the other blocks of the input are the caller's still */
+            for (size_t i = 0; inplace && i < total; i++)
+                if ((i < mine || i >= mine + n) && *at(&a, i) != input(rank, g, i)) {
+                    CHECK(0, "%s: input element %zu changed to %d", what, i, *at(&a, i));
+                    break;
+                }
+        }
+    }
+    buf_free(&a);
+    buf_free(&r);
+}
+
 /* An all-gather and an all-reduce in a group on one stream. */
 static void test_group(size_t n)
 {
@@ -372,11 +421,51 @@ static void test_refused(void)
     buf_free(&r);
 }
 
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A silent peer: the call fails on the stream within the timeout (a few of them), never hangs. */
+static void test_silent(void)
+{
+    size_t n = 50000;
+    buf_t a = buf_new(n), r = buf_new(n);
+    double timeout = atof(getenv("MESH_TIMEOUT") ? getenv("MESH_TIMEOUT") : "60");
+    if (rank == size - 1) {
+        sleep((unsigned)(3 * timeout + 2)); /* until every other rank gave up */
+    } else {
+        mesh_request_h req = NULL;
+        double t0 = seconds();
+        mesh_status_t st =
+            mesh_allreduce(comm, dev(&a), dev(&r), n, MESH_INT32, MESH_SUM, stream, &req);
+        CHECK(st == MESH_OK, "allreduce: %s", mesh_comm_last_error(comm));
+        if (st == MESH_OK) {
+            st = mesh_wait(req);
+            mesh_request_free(req);
+        }
+        double waited = seconds() - t0;
+        CHECK(st == MESH_ERR_TIMEOUT || st == MESH_ERR_PEER_FAILED,
+              "allreduce with a silent peer: %s (%s), expected a timeout or a failed peer",
+              mesh_status_string(st), mesh_comm_last_error(comm));
+        CHECK(waited < 3 * timeout, "the call failed after %.1f s, the timeout is %.0f s", waited,
+              timeout);
+        sync_stream(); /* the stream goes on */
+        counts_t c = now();
+        CHECK(c.calls == before.calls, "a failed call counted as done");
+    }
+    buf_free(&a);
+    buf_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    if (strcmp(mode, "hier") != 0 && strcmp(mode, "staged") != 0 && strcmp(mode, "refused") != 0) {
-        fprintf(stderr, "usage: dev_hier hier|staged|refused\n");
+    if (strcmp(mode, "hier") != 0 && strcmp(mode, "staged") != 0 && strcmp(mode, "refused") != 0 &&
+        strcmp(mode, "silent") != 0) {
+        fprintf(stderr, "usage: dev_hier hier|staged|refused|silent\n");
         return 2;
     }
     hier_mode = strcmp(mode, "hier") == 0;
@@ -408,14 +497,25 @@ int main(int argc, char **argv)
     before = now();
     if (strcmp(mode, "refused") == 0) {
         test_refused();
+    } else if (strcmp(mode, "silent") == 0) {
+        test_silent();
+        ops->event_destroy(event);
+        ops->stream_destroy(stream);
+        mesh_comm_abort(comm); /* its calls failed: nothing to wait for */
+        if (rank == 0 && failures == 0)
+            printf("dev_hier silent on %s: %d ranks on %d nodes ok\n", ops->name, size, nnodes);
+        return failures ? 1 : 0;
     } else {
-        test_allreduce(5000);   /* chunks of whole lines, the last one short */
-        test_allreduce(3);      /* one line: one rank per node holds it all */
-        test_allreduce(100000); /* rail chunks above 64 KiB: the ring */
+        test_allreduce(5000);    /* chunks of whole lines, the last one short */
+        test_allreduce(3);       /* one line: one rank per node holds it all */
+        test_allreduce(100000);  /* rail chunks above 64 KiB: the ring */
+        test_allreduce(1000000); /* chunks in several parts through the pipeline */
         test_allgather(5000);
         test_allgather(1);
         test_broadcast(5000);
         test_broadcast(70000);
+        test_reduce_scatter(5000);
+        test_reduce_scatter(1);
         test_group(3000);
     }
     ops->event_destroy(event);

@@ -37,6 +37,9 @@ elapsed() { echo $(($(date +%s) - start)); }
 # all-reduce by device copies between IPC mappings, the others staged). ipc_*: those three by
 # IPC, counted, with the mapping cache's hits and a buffer reallocated at the same address
 # (tests/gpu/dev_ipc.c, as tests/gpu/emu_ipc.sh runs it), and staged with MESH_DEVICE_IPC=0.
+# hier_NxL: all-reduce, all-gather, broadcast and reduce-scatter on N simulated nodes of L ranks
+# by IPC inside the nodes and pinned host memory on the rails, counted, exact (tests/gpu/dev_hier.c,
+# as tests/gpu/emu_hier.sh runs it).
 # bench_gpu_K: mesh-bench -m cuda with K ranks on the GPU (allgather, broadcast, allreduce up
 # to 256 MiB, the device's copy rate as the bound, 8-byte allreduce latency); its last line,
 # printed here, has the ratios.
@@ -57,6 +60,8 @@ ipc_2 tools/meshrun -n 2 --timeout 120 tests/gpu/dev_ipc ipc
 ipc_4 tools/meshrun -n 4 --timeout 120 tests/gpu/dev_ipc ipc
 ipc_8 tools/meshrun -n 8 --timeout 120 tests/gpu/dev_ipc ipc
 ipc_4_staged env MESH_DEVICE_IPC=0 tools/meshrun -n 4 --timeout 120 tests/gpu/dev_ipc staged
+hier_2x2 tools/meshrun -n 4 --nodes 2 --timeout 120 tests/gpu/dev_hier hier
+hier_2x4 tools/meshrun -n 8 --nodes 2 --timeout 120 tests/gpu/dev_hier hier
 nccl_cuda tests/gpu/nccl_cuda 2 4
 torch_check sh tests/gpu/torch-check.sh
 bench_gpu_2 sh tests/gpu/bench_gpu.sh 2

@@ -1,12 +1,13 @@
 #!/bin/sh
 # Device buffers across simulated nodes by the hierarchical path (collectives/device/dev_hier.h),
-# on the emulated device (tests/gpu/dev_hier.c): all-reduce, all-gather and broadcast on 2 nodes
-# x 2 ranks and 2 nodes x 3 ranks by IPC inside the nodes and the rails between them (counted:
-# calls, peers' buffers looked up, bytes staged per rank equal to its inter-node share); the
-# same calls staged on unequal nodes (2 + 1) and with MESH_DEVICE_HIER=0, refused with
-# MESH_DEVICE_HIER=1 where the layout does not allow the path; then the conformance suite of
-# those collectives on 2 x 3 (every dtype and op, in place or not, exact, guard bytes), the
-# calls that took the path counted, and on 2 + 1, where none does. Exact values throughout.
+# on the emulated device (tests/gpu/dev_hier.c): all-reduce, all-gather, broadcast and
+# reduce-scatter on 2 nodes x 2 ranks and 2 nodes x 3 ranks by IPC inside the nodes and the rails
+# between them (counted: calls, peers' buffers looked up, bytes staged per rank equal to its
+# inter-node share); the same calls staged on unequal nodes (2 + 1) and with MESH_DEVICE_HIER=0,
+# refused with MESH_DEVICE_HIER=1 where the layout does not allow the path; a silent rank fails
+# the others' calls on their streams within the timeout; then the conformance suite of those
+# collectives on 2 x 3 (every dtype and op, in place or not, exact, guard bytes), the calls that
+# took the path counted, and on 2 + 1, where none does. Exact values throughout.
 set -u
 b=${top_builddir:-.}
 run="$b/tools/meshrun"
@@ -30,6 +31,7 @@ hier staged 3 2
 hier staged 4 2 MESH_DEVICE_HIER=0
 hier refused 3 2 MESH_DEVICE_HIER=1
 hier refused 2 2 MESH_DEVICE_HIER=1
+hier silent 4 2 MESH_TIMEOUT=3
 
 # coll ranks nodes: the conformance suite; prints how many calls took the path
 conf() {
@@ -42,9 +44,9 @@ conf() {
         $rc "$used" "$calls"
     [ $rc -eq 0 ] || { printf '%s\n' "$out" | head -30; status=1; }
 }
-for coll in allreduce allgather broadcast; do
+for coll in allreduce allgather broadcast reduce_scatter; do
     conf $coll 6 2
-    # the v-form of all-gather and pre-multiplied sums stage; the rest takes the path
+    # the v-forms and pre-multiplied sums stage; the rest takes the path
     [ -n "$used" ] && [ "$used" != 0 ] || { echo "    expected calls by ipc-hier"; status=1; }
     [ $coll = broadcast ] && [ "$used" != "$calls" ] && { echo "    expected every call"; status=1; }
     conf $coll 3 2
