@@ -58,12 +58,12 @@ int mesh_dev_hier_select(mesh_comm_t *comm, const mesh_coll_args_t *args, const 
     const char *why = shape_refusal(comm);
     const mesh_mem_ops_t *ops = args->mem;
     if (why == NULL && scalar != NULL)
-        why = "a pre-multiplied sum is staged";
+        why = "it does not serve pre-multiplied sums";
     /* blocks are read from the peers' buffers, which must place them alike */
     if (why == NULL && args->type == MESH_COLL_ALLGATHER && !args->uniform)
-        why = "an all-gather with counts per rank is staged";
+        why = "it does not serve counts per rank";
     if (why == NULL && args->type == MESH_COLL_REDUCE_SCATTER && !args->uniform)
-        why = "a reduce-scatter with counts per rank is staged";
+        why = "it does not serve counts per rank";
     if (why == NULL && (!args->mappable || ops->ipc_export == NULL || ops->ipc_import == NULL))
         why = "peers cannot map the buffers through IPC";
     if (why == NULL)
