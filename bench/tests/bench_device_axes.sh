@@ -1,9 +1,10 @@
 #!/bin/sh
 # mesh-bench's per-axis curves on device buffers across simulated nodes: --device --mesh ...
 # --axes all under meshrun --nodes, every axis's ops validated (no wrong element), CSV and JSON
-# rows of every axis with the memory named (mem emu or cuda), tp inside a node and the other
-# axes across nodes, one PNG per op (a gnuplot script per op where gnuplot is missing), and
-# mesh-plan --calibrate reading the CSV and saying which memory it measured.
+# rows of every axis with the memory named (mem emu or cuda), tp inside a node (all-reduce and
+# all-gather by IPC) and the other axes across nodes (staged), one PNG per op (a gnuplot script
+# per op where gnuplot is missing), and mesh-plan --calibrate reading the CSV and saying which
+# memory it measured.
 #
 #   bench/tests/bench_device_axes.sh [MEM [MESH RANKS NODES EXPECT]]
 #
@@ -64,6 +65,13 @@ for e in $(echo "$expect" | tr , " "); do
         "$(awk -F, -v a="$axis" -v k="$nodes" 'NR > 1 && $13 == a && $3 == k { print $1 }' \
             "$out/axes.csv" | sort -u | wc -l | tr -d ' ')"
 done
+# inside a node the data moves by device copies between IPC mappings; across nodes it is staged
+# and the host algorithms run
+check "tp's all-reduce and all-gather by ipc" "allgather:ipc allreduce:ipc" \
+    "$(awk -F, '$13 == "tp" && ($1 == "allreduce" || $1 == "allgather") { print $1 ":" $6 }' \
+        "$out/axes.csv" | sort -u | tr '\n' ' ' | sed 's/ $//')"
+check "no ipc across nodes" 0 \
+    "$(awk -F, 'NR > 1 && $3 > 1 && $6 == "ipc"' "$out/axes.csv" | wc -l | tr -d ' ')"
 check "the axes measured" "$axes" \
     "$(awk -F, 'NR > 1 && !seen[$13]++ { printf "%s%s", n++ ? " " : "", $13 }' "$out/axes.csv")"
 
