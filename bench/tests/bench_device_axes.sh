@@ -76,15 +76,16 @@ check "the axes measured" "$axes" \
     "$(awk -F, 'NR > 1 && !seen[$13]++ { printf "%s%s", n++ ? " " : "", $13 }' "$out/axes.csv")"
 
 # one plot per op that ran (sendrecv along pp), titled with the memory
+count() { [ -e "$1" ] && echo $# || echo 0; }
 nops=4
 case " $axes " in *" pp "*) nops=5 ;; esac
 if command -v gnuplot >/dev/null 2>&1; then
     for png in "$out"/plots/*.png; do
         check "png $(basename "$png")" 89504e47 "$(od -An -tx1 -N4 "$png" | tr -d ' \n')"
     done
-    check "a png per op" $nops "$(ls "$out/plots" | grep -c '\.png$')"
+    check "a png per op" $nops "$(count "$out"/plots/*.png)"
 else
-    check "a gnuplot script per op without gnuplot" $nops "$(ls "$out/plots" | grep -c '\.gp$')"
+    check "a gnuplot script per op without gnuplot" $nops "$(count "$out"/plots/*.gp)"
 fi
 
 # the planner's calibration from that run, which says what it measured
