@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 const char bench_csv_header[] = "op,nranks,nodes,bytes,dtype,algo,time_us,algbw_GBps,busbw_GBps,"
-                                "wrong,in_place,redop,axis";
+                                "wrong,in_place,redop,axis,mem";
 
 typedef struct {
     bench_op_t op;
@@ -29,12 +29,19 @@ typedef struct {
 
 struct bench_out {
     FILE *csv, *json;
+    char mem[16]; /* the buffers' memory: host, or the device table (cuda, emu) */
     int json_rows;
     bench_point_t *points; /* out-of-place rows, kept for the plots */
     size_t npoints, cap;
 };
 
 static int bench_mkdirs(const char *dir);
+
+/* The memory of the buffers measured: host, or the device table's name (cuda, emu). */
+static const char *bench_mem_name(const bench_backend_t *b)
+{
+    return b->dev && b->dev->table ? b->dev->table : "host";
+}
 
 /* JSON string of text from our own names (no control characters); quotes and backslashes
  * escaped all the same. */
@@ -62,6 +69,7 @@ bench_out_t *bench_out_open(const bench_opts_t *o, const bench_backend_t *b, int
         *err = 1;
         return NULL;
     }
+    snprintf(out->mem, sizeof(out->mem), "%s", bench_mem_name(b));
     /* before the run, so that a bad directory does not cost the measurements */
     if (o->plot && (strchr(o->plot, '\'') || bench_mkdirs(o->plot))) {
         fprintf(stderr, "error: --plot %s: cannot create the directory%s\n", o->plot,
@@ -85,8 +93,10 @@ bench_out_t *bench_out_open(const bench_opts_t *o, const bench_backend_t *b, int
         } else {
             fprintf(out->json, "{\n  \"bench\": ");
             bench_json_str(out->json, b->name);
-            fprintf(out->json, ",\n  \"nranks\": %d,\n  \"nodes\": %d,\n  \"mesh\": ", b->size,
+            fprintf(out->json, ",\n  \"nranks\": %d,\n  \"nodes\": %d,\n  \"mem\": ", b->size,
                     b->nnodes);
+            bench_json_str(out->json, out->mem);
+            fprintf(out->json, ",\n  \"mesh\": ");
             if (o->mesh)
                 bench_json_str(out->json, o->mesh);
             else
@@ -130,9 +140,10 @@ void bench_out_row(bench_out_t *out, const bench_axis_t *a, const bench_call_t *
     if (!out || r->time_us < 0)
         return;
     if (out->csv)
-        fprintf(out->csv, "%s,%d,%d,%zu,%s,%s,%.3f,%.4f,%.4f,%" PRId64 ",%d,%s,%s\n",
+        fprintf(out->csv, "%s,%d,%d,%zu,%s,%s,%.3f,%.4f,%.4f,%" PRId64 ",%d,%s,%s,%s\n",
                 bench_op_name(c->op), a->size, a->nnodes, sz->bytes, bench_dtype_name(c->dtype),
-                r->algo, r->time_us, r->algbw, r->busbw, r->wrong, c->in_place, redop, a->name);
+                r->algo, r->time_us, r->algbw, r->busbw, r->wrong, c->in_place, redop, a->name,
+                out->mem);
     if (out->json) {
         fprintf(out->json, "%s\n    {\"op\": \"%s\", \"axis\": ", out->json_rows++ ? "," : "",
                 bench_op_name(c->op));
@@ -223,7 +234,8 @@ static void bench_plot_script(FILE *gp, const bench_out_t *out, const bench_opts
     fprintf(gp, "set title \"%s: bus bandwidth per axis\\n", bench_op_name(op));
     if (b->mesh)
         fprintf(gp, "mesh %s; ", b->mesh);
-    fprintf(gp, "%d ranks on %d node%s\"\n", b->size, b->nnodes, b->nnodes == 1 ? "" : "s");
+    fprintf(gp, "%d ranks on %d node%s, %s%s buffers\"\n", b->size, b->nnodes,
+            b->nnodes == 1 ? "" : "s", bench_mem_name(b), b->dev ? " device" : "");
     fprintf(gp, "set logscale x 2\nset format x '%%.0b%%BB'\nset xlabel 'message size S (bytes)'\n"
                 "set ylabel 'busbw (GB/s), out of place'\nset yrange [0:*]\nset grid\n"
                 "set key top left box opaque\nset style data linespoints\n");
@@ -251,17 +263,45 @@ static void bench_plot_script(FILE *gp, const bench_out_t *out, const bench_opts
     }
 }
 
+/* Without gnuplot: each op's script as DIR/op.gp, drawing op.png where it is run (a machine
+ * without gnuplot, such as a lent GPU machine, leaves the drawing to another). */
+static int bench_plot_scripts(const bench_out_t *out, const bench_opts_t *o,
+                              const bench_backend_t *b)
+{
+    char path[4096], png[64];
+    int n = 0;
+    for (int op = 0; op < BENCH_OP_COUNT; op++) {
+        size_t i;
+        for (i = 0; i < out->npoints && out->points[i].op != (bench_op_t)op; i++)
+            ;
+        if (i == out->npoints)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s.gp", o->plot, bench_op_name((bench_op_t)op));
+        snprintf(png, sizeof(png), "%s.png", bench_op_name((bench_op_t)op));
+        FILE *f = fopen(path, "w");
+        if (f)
+            bench_plot_script(f, out, o, b, (bench_op_t)op, png);
+        if (!f || fclose(f)) {
+            fprintf(stderr, "error: cannot write %s: %m\n", path);
+            return -1;
+        }
+        n++;
+    }
+    printf("# plots: gnuplot not found in PATH; no PNG written (install gnuplot-nox); %d gnuplot "
+           "script%s in %s (cd there; gnuplot OP.gp draws OP.png)\n",
+           n, n == 1 ? "" : "s", o->plot);
+    return 0;
+}
+
 static int bench_plot(const bench_out_t *out, const bench_opts_t *o, const bench_backend_t *b)
 {
     char png[4096];
     int rc = 0;
 
-    if (!bench_in_path("gnuplot")) {
-        printf("# plots: gnuplot not found in PATH; no PNG written (install gnuplot-nox)\n");
-        return 0;
-    }
     if (strchr(o->plot, '\'') || bench_mkdirs(o->plot))
         return -1; /* said at the start */
+    if (!bench_in_path("gnuplot"))
+        return bench_plot_scripts(out, o, b);
     for (int op = 0; op < BENCH_OP_COUNT; op++) {
         size_t i;
         for (i = 0; i < out->npoints && out->points[i].op != (bench_op_t)op; i++)

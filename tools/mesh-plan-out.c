@@ -50,6 +50,16 @@ static const char *plan_count(double n, char *buf, size_t len)
     return buf;
 }
 
+/* The memory a calibration measured, for the text: "host buffers", "cuda device buffers". */
+static const char *plan_calib_mem(const mesh_plan_calib_t *calib, char *buf, size_t len)
+{
+    mesh_plan_calib_entry_t e;
+    if (mesh_plan_calib_entry(calib, 0, &e) != MESH_OK)
+        return "unknown buffers";
+    snprintf(buf, len, "%s%s buffers", e.mem, strcmp(e.mem, "host") ? " device" : "");
+    return buf;
+}
+
 static void plan_json_str(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -99,9 +109,16 @@ void plan_print_header(const plan_opts_t *o, FILE *f)
             c->intra_bw / 1e9, c->intra_lat * 1e6, c->inter_bw / 1e9, c->inter_lat * 1e6);
     if (o->topo_note[0])
         fprintf(f, "         %s\n", o->topo_note);
-    if (o->calib)
-        fprintf(f, "         calibrated: %s (%d axis/op curves)\n", o->calib_path,
-                mesh_plan_calib_count(o->calib));
+    if (o->calib) {
+        char mem[48];
+        plan_calib_mem(o->calib, mem, sizeof(mem));
+        fprintf(f, "         calibrated: %s (%d axis/op curves, measured on %s)\n", o->calib_path,
+                mesh_plan_calib_count(o->calib), mem);
+        /* a GPU cluster's collectives run on device buffers: host figures may flatter them */
+        if (!c->cpu && strncmp(mem, "host", 4) == 0)
+            fprintf(f, "         note: the calibration measured host buffers, the cluster's "
+                       "GPUs use device buffers (mesh-bench --device)\n");
+    }
 }
 
 void plan_print_layout(const plan_opts_t *o, const mesh_plan_eval_t *e, int rank,
@@ -324,10 +341,16 @@ void plan_json_result(const plan_opts_t *o, mesh_plan_result_h r, const char *mo
     fprintf(f,
             ", \"gpus\": %d, \"gpus_per_node\": %d, \"gpu_mem_gib\": %.4f, \"flops\": %.6g, "
             "\"efficiency\": %.3f, \"intra_bw\": %.6g, \"inter_bw\": %.6g, \"cpu\": %s, "
-            "\"calibrated\": %s},\n",
+            "\"calibrated\": %s",
             c->gpus, c->gpus_per_node, c->gpu_mem / GIB, c->flops,
             c->efficiency > 0 ? c->efficiency : 0.6, c->intra_bw, c->inter_bw,
             c->cpu ? "true" : "false", o->calib ? "true" : "false");
+    mesh_plan_calib_entry_t ce;
+    if (o->calib && mesh_plan_calib_entry(o->calib, 0, &ce) == MESH_OK) {
+        fprintf(f, ", \"calibration_mem\": ");
+        plan_json_str(f, ce.mem);
+    }
+    fprintf(f, "},\n");
     double bt = (o->params.field_mask & MESH_PLAN_PARAM_FIELD_BATCH) ? o->params.batch_tokens
                                                                      : m->batch_tokens;
     fprintf(f,
@@ -362,18 +385,22 @@ void plan_json_result(const plan_opts_t *o, mesh_plan_result_h r, const char *mo
 void plan_print_calib(const plan_opts_t *o, FILE *f)
 {
     int n = mesh_plan_calib_count(o->calib);
-    if (o->json)
+    char mem[48];
+    mesh_plan_calib_entry_t e0;
+    plan_calib_mem(o->calib, mem, sizeof(mem));
+    if (o->json) {
         fprintf(f, "{\"calibration\": ");
-    if (o->json)
         plan_json_str(f, o->calib_path);
-    else
+        fprintf(f, ", \"mem\": ");
+        plan_json_str(f, mesh_plan_calib_entry(o->calib, 0, &e0) == MESH_OK ? e0.mem : "");
+        fprintf(f, ", \"entries\": [");
+    } else {
         fprintf(f,
-                "calibration from %s: %d curves (axis, op, group size, nodes)\n"
+                "calibration from %s: %d curves (axis, op, group size, nodes), measured on %s\n"
                 "  axis     op               ranks nodes points        sizes          alpha  "
                 "     busbw  fit error\n",
-                o->calib_path, n);
-    if (o->json)
-        fprintf(f, ", \"entries\": [");
+                o->calib_path, n, mem);
+    }
     for (int i = 0; i < n; i++) {
         mesh_plan_calib_entry_t e;
         char a[32], b[32], c[32];

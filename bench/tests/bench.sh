@@ -13,7 +13,7 @@ check "2 ranks: no wrong element" 1 "$(grep -c '^# wrong elements: 0 OK' "$tmp/o
 "$MESHRUN" -n 3 --timeout 120 "$BENCH" -o "$ops" -d fp32,uint64 -r prod,min -R 2 \
     -b 8 -e 32k -f 64 -n 2 -w 1 -c 1 --csv "$tmp/out3.csv" >"$tmp/out3" 2>&1
 check "3 ranks, root 2, validated" 0 $?
-header=op,nranks,nodes,bytes,dtype,algo,time_us,algbw_GBps,busbw_GBps,wrong,in_place,redop,axis
+header=op,nranks,nodes,bytes,dtype,algo,time_us,algbw_GBps,busbw_GBps,wrong,in_place,redop,axis,mem
 check "csv header" "$header" "$(head -1 "$tmp/out3.csv")"
 check "csv rows: no wrong element, 3 ranks, the whole communicator" 0 \
     "$(awk -F, 'NR > 1 && ($10 != 0 || $2 != 3 || $13 != "world")' "$tmp/out3.csv" | wc -l |

@@ -3,7 +3,7 @@
 # ops validated (sendrecv alone along pp), with rows in the CSV and JSON for every axis and op and,
 # when gnuplot is there, one PNG per op. Then the usage errors of --mesh.
 . "$(dirname "$0")/lib.sh"
-# rows of one axis and op: op,nranks,nodes,...,wrong,in_place,redop,axis
+# rows of one axis and op: op,nranks,nodes,...,wrong,in_place,redop,axis,mem
 rows() {
     awk -F, -v op="$1" -v axis="$2" -v nodes="$3" \
         'NR > 1 && $1 == op && $13 == axis && $2 == 2 && $3 == nodes && $10 == 0' \
@@ -18,7 +18,7 @@ check "no wrong element" 1 "$(grep -c '^# wrong elements: 0 OK' "$tmp/out")"
 check "one table per axis and op" 7 "$(grep -c '^# axis [tdp]p: [a-z]*, group size 2, 4 groups' \
     "$tmp/out")"
 check "pp runs sendrecv alone" 1 "$(grep -c '^# axis pp: ' "$tmp/out")"
-header=op,nranks,nodes,bytes,dtype,algo,time_us,algbw_GBps,busbw_GBps,wrong,in_place,redop,axis
+header=op,nranks,nodes,bytes,dtype,algo,time_us,algbw_GBps,busbw_GBps,wrong,in_place,redop,axis,mem
 check "csv header" "$header" "$(head -1 "$tmp/axes.csv")"
 # 2 sizes x 2 placements; sendrecv out of place only. Default order tp-cp-ep-dp-pp with ranks
 # 0-3 on node 0: tp and dp groups stay in a node, pp groups span both.

@@ -245,12 +245,13 @@ static void test_out_files(void)
     CHECK(bench_out_close(out, &opts, &b) == 0);
     CHECK_MSG(strcmp(slurp(csv),
                      "op,nranks,nodes,bytes,dtype,algo,time_us,algbw_GBps,"
-                     "busbw_GBps,wrong,in_place,redop,axis\n"
-                     "allreduce,2,1,1024,fp32,ring,10.000,0.1024,0.1024,0,0,sum,tp\n"
-                     "sendrecv,2,2,1024,fp32,p2p,20.000,0.1024,0.1024,-1,0,none,pp\n") == 0,
+                     "busbw_GBps,wrong,in_place,redop,axis,mem\n"
+                     "allreduce,2,1,1024,fp32,ring,10.000,0.1024,0.1024,0,0,sum,tp,host\n"
+                     "sendrecv,2,2,1024,fp32,p2p,20.000,0.1024,0.1024,-1,0,none,pp,host\n") == 0,
               "csv: %s", slurp(csv));
     CHECK_MSG(strcmp(slurp(json),
                      "{\n  \"bench\": \"mesh\",\n  \"nranks\": 8,\n  \"nodes\": 2,\n"
+                     "  \"mem\": \"host\",\n"
                      "  \"mesh\": \"tp=2,dp=2,pp=2\",\n  \"order\": \"tp-cp-ep-dp-pp\",\n"
                      "  \"iters\": 20,\n  \"warmup\": 5,\n  \"rows\": [\n"
                      "    {\"op\": \"allreduce\", \"axis\": \"tp\", \"nranks\": 2, "
@@ -264,6 +265,19 @@ static void test_out_files(void)
                      "\"time_us\": 20.000, \"algbw_GBps\": 0.1024, \"busbw_GBps\": 0.1024, "
                      "\"wrong\": -1}\n  ]\n}\n") == 0,
               "json: %s", slurp(json));
+
+    /* device buffers: the table's name in the mem column and field */
+    bench_device_t dev = {.table = "emu", .device = 0, .sharing = 8};
+    b.dev = &dev;
+    out = bench_out_open(&opts, &b, &err);
+    CHECK(out != NULL && err == 0);
+    bench_out_row(out, &pp, &c, &sz, &r);
+    CHECK(bench_out_close(out, &opts, &b) == 0);
+    CHECK_MSG(strstr(slurp(csv), "\nsendrecv,2,2,1024,fp32,p2p,20.000,0.1024,0.1024,-1,0,none,"
+                                 "pp,emu\n") != NULL,
+              "device csv: %s", slurp(csv));
+    CHECK_MSG(strstr(slurp(json), "\n  \"mem\": \"emu\",\n") != NULL, "device json: %s",
+              slurp(json));
     unlink(csv);
     unlink(json);
     rmdir(dir);

@@ -133,12 +133,15 @@ typedef struct {
     double alpha;   /* seconds */
     double busbw;   /* bytes/s */
     double fit_err; /* largest relative error of the fit at the measured points */
+    char mem[16];   /* the buffers measured: "host", or a device table ("cuda", "emu") */
 } mesh_plan_calib_entry_t;
 
 /* Reads `mesh-bench --mesh ... --axes all --csv FILE` output (columns op, nranks, nodes, bytes,
- * time_us, in_place, axis, ...). Out-of-place rows are used (in-place ones where a group has
- * no other); repeated sizes take their median. MESH_ERR_INVALID_ARG naming the
- * line of a malformed row; MESH_ERR_NOT_FOUND when no row is usable. */
+ * time_us, in_place, axis, mem, ...). Out-of-place rows are used (in-place ones where a group
+ * has no other); repeated sizes take their median. The mem column (host without it) says which
+ * memory the run measured; one calibration is of one memory. MESH_ERR_INVALID_ARG naming the
+ * line of a malformed row or of a row of another memory than the first; MESH_ERR_NOT_FOUND
+ * when no row is usable. */
 MESH_API mesh_status_t mesh_plan_calib_parse(const char *csv, mesh_plan_calib_t **out);
 MESH_API mesh_status_t mesh_plan_calib_load(const char *path, mesh_plan_calib_t **out);
 MESH_API void mesh_plan_calib_free(mesh_plan_calib_t *calib);

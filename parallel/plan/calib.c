@@ -24,6 +24,7 @@ struct mesh_plan_calib {
 
 typedef struct {
     char axis[32];
+    char mem[16];
     mesh_plan_op_t op;
     int nranks, nodes, in_place;
     double bytes, t;
@@ -46,9 +47,9 @@ static int plan_op_of(const char *s, size_t len)
 }
 
 /* Column indexes of the header line; -1 for a missing one. */
-enum { C_OP, C_NRANKS, C_NODES, C_BYTES, C_TIME, C_INPLACE, C_AXIS, C_COUNT };
+enum { C_OP, C_NRANKS, C_NODES, C_BYTES, C_TIME, C_INPLACE, C_AXIS, C_MEM, C_COUNT };
 static const char *const plan_cols[C_COUNT] = {"op",      "nranks",   "nodes", "bytes",
-                                               "time_us", "in_place", "axis"};
+                                               "time_us", "in_place", "axis",  "mem"};
 
 static int plan_header(const char *line, size_t len, int *col)
 {
@@ -65,7 +66,7 @@ static int plan_header(const char *line, size_t len, int *col)
         pos += w + 1;
     }
     for (int i = 0; i < C_COUNT; i++)
-        if (col[i] < 0 && i != C_AXIS && i != C_INPLACE && i != C_NODES)
+        if (col[i] < 0 && i != C_AXIS && i != C_INPLACE && i != C_NODES && i != C_MEM)
             return -1;
     return 0;
 }
@@ -150,6 +151,7 @@ static int plan_entry_build(plan_centry_t *c, const plan_row_t *rows, const int 
     mesh_plan_calib_entry_t *e = &c->e;
     memset(e, 0, sizeof(*e));
     snprintf(e->axis, sizeof(e->axis), "%s", r0->axis);
+    snprintf(e->mem, sizeof(e->mem), "%s", r0->mem);
     e->op = r0->op;
     e->nranks = r0->nranks;
     e->nodes = r0->nodes;
@@ -198,7 +200,7 @@ static int plan_num(const char *s, size_t len, double *v)
 
 static mesh_status_t plan_parse_rows(const char *csv, plan_row_t **rows_out, int *nrows)
 {
-    int col[C_COUNT], lineno = 0, n = 0, cap = 0, have_header = 0;
+    int col[C_COUNT], lineno = 0, n = 0, cap = 0, have_header = 0, first_line = 0;
     plan_row_t *rows = NULL;
     for (const char *p = csv; *p;) {
         size_t len = strcspn(p, "\n");
@@ -251,9 +253,20 @@ static mesh_status_t plan_parse_rows(const char *csv, plan_row_t **rows_out, int
             snprintf(r.axis, sizeof(r.axis), "world");
             if (col[C_AXIS] >= 0 && col[C_AXIS] < nf && fl[col[C_AXIS]] > 0)
                 snprintf(r.axis, sizeof(r.axis), "%.*s", (int)fl[col[C_AXIS]], f[col[C_AXIS]]);
+            snprintf(r.mem, sizeof(r.mem), "host");
+            if (col[C_MEM] >= 0 && col[C_MEM] < nf && fl[col[C_MEM]] > 0)
+                snprintf(r.mem, sizeof(r.mem), "%.*s", (int)fl[col[C_MEM]], f[col[C_MEM]]);
             r.op = (mesh_plan_op_t)op;
             if (!bad && (op < 0 || r.bytes <= 0 || r.t <= 0))
                 continue; /* not the planner's */
+        }
+        if (!bad && n > 0 && strcmp(r.mem, rows[0].mem) != 0) {
+            mesh_status_t st = mesh_par_error(MESH_ERR_INVALID_ARG,
+                                              "calibration: line %d measured %s buffers, line "
+                                              "%d %s ones: calibrate from the runs of one memory",
+                                              lineno, r.mem, first_line, rows[0].mem);
+            free(rows);
+            return st;
         }
         if (bad) {
             free(rows);
@@ -271,6 +284,8 @@ static mesh_status_t plan_parse_rows(const char *csv, plan_row_t **rows_out, int
             }
             rows = nr;
         }
+        if (n == 0)
+            first_line = lineno;
         rows[n++] = r;
     }
     *rows_out = rows;

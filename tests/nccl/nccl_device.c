@@ -5,6 +5,10 @@
  * a group, and a group of several collectives, each checked exactly once its stream is
  * synchronized. The communicator's device is the one current at its creation.
  *
+ * With --launched DIR the program is one rank of a launcher's world instead (meshrun, and with
+ * --nodes K the ranks in K simulated nodes, device data between them staged over the network):
+ * the same tests, the unique id passed through a file in DIR.
+ *
  * Built two ways from this file:
  *   tests/nccl/nccl_device_emu   NCCL_DEVICE_EMU: the shim's sources on the emulated device
  *                                (MESH_DEVICE_EMU=1), its buffers and streams from mesh's public
@@ -30,6 +34,7 @@
 #include <unistd.h>
 
 #include "nccl_children.h"
+#include "nccl_launched.h"
 
 #ifdef NCCL_DEVICE_EMU
 #include "libmesh/mem_emu.h"
@@ -470,6 +475,79 @@ static void test_groups(ncclComm_t comm, int r, int n, void *s)
     host_free_all();
 }
 
+static double v_sum_ranks(size_t i, void *a)
+{
+    struct ctx *c = a;
+    double sum = 0;
+    for (int r = 0; r < c->n; r++)
+        sum += blk(r, -1, i % COUNT);
+    return c->scalar * sum;
+}
+
+static double v_prev_rank(size_t i, void *a)
+{
+    struct ctx *c = a;
+    return blk((c->r + c->n - 1) % c->n, -1, i);
+}
+
+static double v_root_prev(size_t i, void *a)
+{
+    struct ctx *c = a;
+    return blk((c->root + c->n - 1) % c->n, -1, i);
+}
+
+static double v_reduced_at_root(size_t i, void *a)
+{
+    struct ctx *c = a;
+    return c->r == c->root ? v_sum_ranks(i, a) : -1;
+}
+
+/* Eight calls queued on one stream before it is synchronized, each but the independent
+ * all-to-all reading what an earlier one wrote: all-reduce, all-gather of its result,
+ * reduce-scatter of that, a reduce of that to the last rank, a grouped send/recv around the
+ * ring, a broadcast of what rank 1 received, and the all-to-all. Every result is checked once
+ * the stream ran them all. */
+static void test_queued(ncclComm_t comm, int r, int n, void *s)
+{
+    const ncclDataType_t t = ncclFloat64;
+    const size_t nc = (size_t)n * COUNT;
+    struct ctx c = {r, n, ncclSum, 1, 1};
+    int next = (r + 1) % n, prev = (r + n - 1) % n;
+    void *x = dev_filled(t, COUNT, v_rank, &c, s), *y = dev_filled(t, COUNT, minus_one, NULL, s);
+    void *z = dev_filled(t, nc, minus_one, NULL, s), *w = dev_filled(t, COUNT, minus_one, NULL, s);
+    void *red = dev_filled(t, COUNT, minus_one, NULL, s);
+    void *p = dev_filled(t, COUNT, minus_one, NULL, s), *bc = dev_filled(t, COUNT, minus_one, 0, s);
+    void *q = dev_filled(t, nc, v_blocks, &c, s), *q2 = dev_filled(t, nc, minus_one, NULL, s);
+    NCCLCHECK(ncclAllReduce(x, y, COUNT, t, ncclSum, comm, s));
+    NCCLCHECK(ncclAllGather(y, z, COUNT, t, comm, s));
+    NCCLCHECK(ncclReduceScatter(z, w, COUNT, t, ncclSum, comm, s));
+    NCCLCHECK(ncclReduce(w, red, COUNT, t, ncclMax, n - 1, comm, s));
+    NCCLCHECK(ncclGroupStart());
+    NCCLCHECK(ncclSend(x, COUNT, t, next, comm, s));
+    NCCLCHECK(ncclRecv(p, COUNT, t, prev, comm, s));
+    NCCLCHECK(ncclGroupEnd());
+    NCCLCHECK(ncclBroadcast(p, bc, COUNT, t, 1, comm, s));
+    NCCLCHECK(ncclAlltoAll(q, q2, COUNT, t, comm, s));
+    expect_all("queued allreduce", t, read_back(t, y, COUNT, s), COUNT, v_sum_ranks, &c);
+    expect_all("queued allgather of its result", t, read_back(t, z, nc, s), nc, v_sum_ranks, &c);
+    c.scalar = n;
+    expect_all("queued reduce-scatter of that", t, read_back(t, w, COUNT, s), COUNT, v_sum_ranks,
+               &c);
+    c.root = n - 1;
+    expect_all("queued reduce of that", t, read_back(t, red, COUNT, s), COUNT, v_reduced_at_root,
+               &c);
+    expect_all("queued send/recv from the previous rank", t, read_back(t, p, COUNT, s), COUNT,
+               v_prev_rank, &c);
+    c.root = 1;
+    expect_all("queued broadcast of what rank 1 received", t, read_back(t, bc, COUNT, s), COUNT,
+               v_root_prev, &c);
+    expect_all("queued alltoall", t, read_back(t, q2, nc, s), nc, v_exchanged, &c);
+    void *bufs[] = {x, y, z, w, red, p, bc, q, q2};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        dev_free(bufs[i]);
+    host_free_all();
+}
+
 /* Device memory from ncclMemAlloc carries a collective as well. */
 static void test_memalloc(ncclComm_t comm, int r, int n, void *s)
 {
@@ -634,6 +712,7 @@ static void rank_main(int r, int n, const ncclUniqueId *id)
     test_premulsum(comm, r, n, s);
     test_rooted_and_blocks(comm, r, n, s);
     test_groups(comm, r, n, s);
+    test_queued(comm, r, n, s);
     test_memalloc(comm, r, n, s);
 #ifdef NCCL_DEVICE_EMU
     test_stream_order(comm, r, n, s);
@@ -709,10 +788,43 @@ static int run_world(int n)
     return res;
 }
 
+/* One rank of a launcher's world (--launched DIR): every test as above, the unique id passed
+ * through DIR. 77: no device. */
+static int run_launched(const char *dir)
+{
+    int r, n;
+    double t0 = now_s();
+    if (nccl_launched_rank(&r, &n) != 0) {
+        fprintf(stderr, "--launched: MESH_RANK and MESH_SIZE are not set (start it with "
+                        "meshrun)\n");
+        return 2;
+    }
+    g_rank = r;
+    CHECK(n >= 2, "--launched needs 2 ranks or more, not %d", n);
+    int setup = dev_setup();
+    if (setup != 0) /* the same verdict on every rank: none waits for an id that never comes */
+        return setup;
+    ncclUniqueId id;
+    memset(&id, 0, sizeof(id));
+    if (r == 0) {
+        NCCLCHECK(ncclGetUniqueId(&id));
+        CHECK(nccl_launched_put(dir, &id, sizeof(id)) == 0, "the id was not published");
+    } else {
+        CHECK(nccl_launched_get(dir, r, &id, sizeof(id), 60) == 0, "no id");
+    }
+    rank_main(r, n, &id);
+    const char *node = getenv("MESH_NODE_ID");
+    printf("nccl_device (%s): rank %d of %d on %s: ok (%.1f s)\n", MODE, r, n,
+           node != NULL ? node : "this node", now_s() - t0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* the worlds to run: the arguments, or 2 and 4 */
     int worlds[8] = {2, 4}, nw = 2, failed = 0;
+    if (argc == 3 && strcmp(argv[1], "--launched") == 0)
+        return run_launched(argv[2]);
     if (argc > 1) {
         nw = argc - 1 < 8 ? argc - 1 : 8;
         for (int i = 0; i < nw; i++)

@@ -265,6 +265,7 @@ static void test_calibration(void)
     CHECK(mesh_plan_calib_entry(c, 0, &e) == MESH_OK);
     CHECK(strcmp(e.axis, "tp") == 0 && e.op == MESH_PLAN_OP_ALLREDUCE && e.nranks == 2 &&
           e.nodes == 1 && e.npoints == 3 && e.min_bytes == 1048576 && e.max_bytes == 4194304);
+    CHECK(strcmp(e.mem, "host") == 0); /* a CSV without the mem column measured host memory */
     /* 1000 us per MiB and 100 us of latency: t = 100us + S / (1 MiB/ms) */
     CHECK_MSG(fabs(e.alpha - 100e-6) < 1e-9 && fabs(e.busbw - 1048576e3) < 1, "%g %g", e.alpha,
               e.busbw);
@@ -312,6 +313,21 @@ static void test_calibration(void)
     CHECK(strstr(mesh_comm_last_error(NULL), "line 3") != NULL);
     CHECK(mesh_plan_calib_parse("op,nranks,nodes,bytes,time_us,axis\nbroadcast,2,1,1024,5,tp\n",
                                 &c) == MESH_ERR_NOT_FOUND);
+    /* device buffers: the mem column names the table; one memory per calibration */
+    CHECK(mesh_plan_calib_parse("op,nranks,nodes,bytes,time_us,axis,mem\n"
+                                "allreduce,2,1,1024,5,tp,cuda\nsendrecv,2,2,1024,9,pp,cuda\n",
+                                &c) == MESH_OK);
+    CHECK(mesh_plan_calib_count(c) == 2);
+    CHECK(mesh_plan_calib_entry(c, 1, &e) == MESH_OK && strcmp(e.mem, "cuda") == 0 &&
+          e.op == MESH_PLAN_OP_SENDRECV && e.nodes == 2);
+    mesh_plan_calib_free(c);
+    CHECK(mesh_plan_calib_parse("op,nranks,nodes,bytes,time_us,axis,mem\n"
+                                "allreduce,2,1,1024,5,tp,emu\nbroadcast,2,1,1024,5,tp,host\n"
+                                "allreduce,2,1,2048,9,tp,host\n",
+                                &c) == MESH_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(mesh_comm_last_error(NULL), "line 4 measured host buffers, line 2 emu") !=
+                  NULL,
+              "%s", mesh_comm_last_error(NULL));
     CHECK(mesh_plan_calib_load("/nonexistent/x.csv", &c) == MESH_ERR_IO);
     CHECK(strstr(mesh_comm_last_error(NULL), "/nonexistent/x.csv") != NULL);
 }
