@@ -34,7 +34,7 @@ static size_t api_key(const mesh_comm_t *comm, const mesh_coll_args_t *a, int av
         const void *sbuf;
         void *rbuf;
         size_t count, dsize, bytes;
-        int type, dtype, op, root, in_place, uniform, avg, arrays, device;
+        int type, dtype, op, opcode, root, in_place, uniform, avg, arrays, device;
     } k;
     memset(&k, 0, sizeof(k)); /* padding too: keys are compared as bytes */
     k.sbuf = a->sbuf;
@@ -45,6 +45,9 @@ static size_t api_key(const mesh_comm_t *comm, const mesh_coll_args_t *a, int av
     k.type = (int)a->type;
     k.dtype = (int)a->dtype;
     k.op = (int)a->op;
+    /* the caller's operation is in the signature a replay keeps: MESH_AVG runs as a sum, and
+     * divides only where the result lands (a reduce's root) */
+    k.opcode = a->opcode;
     k.root = a->root;
     k.in_place = a->in_place;
     k.uniform = a->uniform;
