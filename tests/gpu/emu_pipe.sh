@@ -9,7 +9,7 @@
 # each with requests once. The communicator's figures must show the calls went by chunks, every
 # byte through each stage, and stages busy at once; MESH_DEVICE_STAGING_REPORT prints them on
 # every rank. Then a call of one chunk is staged whole, and MESH_DEVICE_STAGING_CHUNK=0 stages
-# every call whole.
+# every call whole; mesh-info -t names the paths.
 set -u
 b=${top_builddir:-.}
 run="$b/tools/meshrun"
@@ -73,4 +73,16 @@ for chunk in 64m 0; do
         status=1
     fi
 done
+# mesh-info -t names each pair's path: chunked staging between nodes, and why not GPUDirect RDMA
+info=$(MESH_DEVICE_STAGING_CHUNK=1m "$b/tools/mesh-info" -t 2>&1)
+printf '%s\n' "$info" | grep -q '^  other nodes : staged through pinned host memory; all-reduce' &&
+    printf '%s\n' "$info" | grep -q 'in chunks of 1048576 bytes (MESH_DEVICE_STAGING_CHUNK)' &&
+    printf '%s\n' "$info" | grep -q '^  same node   : ipc' &&
+    printf '%s\n' "$info" | grep -q '^  GPUDirect   : not used: [a-z]' ||
+    { printf '%s\n' "$info" | tail -8; echo "mesh-info -t: expected the device paths"; status=1; }
+info=$(MESH_DEVICE_STAGING_CHUNK=0 MESH_DEVICE_IPC=0 "$b/tools/mesh-info" -t 2>&1)
+printf '%s\n' "$info" | grep -q '^  other nodes : staged whole' &&
+    printf '%s\n' "$info" | grep -q '^  same node   : staged' ||
+    { printf '%s\n' "$info" | tail -8; echo "mesh-info -t: expected staging whole"; status=1; }
+echo "mesh-info -t: device paths named"
 exit $status
