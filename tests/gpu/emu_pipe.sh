@@ -9,7 +9,8 @@
 # each with requests once. The communicator's figures must show the calls went by chunks, every
 # byte through each stage, and stages busy at once; MESH_DEVICE_STAGING_REPORT prints them on
 # every rank. Then a call of one chunk is staged whole, and MESH_DEVICE_STAGING_CHUNK=0 stages
-# every call whole; mesh-info -t names the paths.
+# every call whole; stream ordering and a rank failing mid-call (tests/gpu/emu_stream); mesh-info
+# -t names the paths.
 set -u
 b=${top_builddir:-.}
 run="$b/tools/meshrun"
@@ -73,6 +74,21 @@ for chunk in 64m 0; do
         status=1
     fi
 done
+# stream ordering of pipelined calls (tests/gpu/emu_stream nodes: a call returns before its work
+# ran, the stream's later work sees its results, a request completes only when they are back),
+# then a rank leaving in the middle of one: every survivor's request fails naming it, its stream
+# is released
+for mode in nodes pipefail; do
+    out=$(MESH_DEVICE_STAGING_CHUNK=64k MESH_TIMEOUT=20 "$run" -n 4 --nodes 2 --timeout 300 \
+        "$b/tests/gpu/emu_stream" $mode 2>&1)
+    rc=$?
+    printf 'emu_stream %s chunk=64k rc=%d\n' "$mode" "$rc"
+    if [ $rc -ne 0 ] || ! printf '%s\n' "$out" | grep -q "^emu_stream $mode ranks=4: ok"; then
+        printf '%s\n' "$out" | head -30
+        status=1
+    fi
+done
+
 # mesh-info -t names each pair's path: chunked staging between nodes, and why not GPUDirect RDMA
 info=$(MESH_DEVICE_STAGING_CHUNK=1m "$b/tools/mesh-info" -t 2>&1)
 printf '%s\n' "$info" | grep -q '^  other nodes : staged through pinned host memory; all-reduce' &&
