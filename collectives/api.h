@@ -147,6 +147,13 @@ mesh_status_t mesh_api_launch_on(mesh_comm_t *comm, mesh_coll_args_t *args, cons
 mesh_status_t mesh_dev_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
                               size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
                               mesh_request_h *req);
+/* One call built on host buffers (staging), with the communicator locked by the caller: takes
+ * the next sequence number, selects and builds; the schedule is not started and not kept for
+ * replay. How the device pipeline (collectives/device/dev_pipe.c) makes a call of each chunk.
+ * look: the call may look for messages earlier calls left behind (mesh_comm_start_call), which
+ * only the first of calls built together, none of them started, may do. */
+mesh_status_t mesh_api_build_locked(mesh_comm_t *comm, mesh_coll_args_t *args, void *avg_buf,
+                                    size_t avg_count, int look, mesh_sched_t **out);
 static inline mesh_status_t mesh_api_launch(mesh_comm_t *comm, mesh_coll_args_t *args,
                                             const void *scalar, size_t in_count, void *avg_buf,
                                             size_t avg_count, void *owned0, mesh_request_h *req)

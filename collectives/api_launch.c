@@ -34,7 +34,7 @@ static size_t api_key(const mesh_comm_t *comm, const mesh_coll_args_t *a, int av
         const void *sbuf;
         void *rbuf;
         size_t count, dsize, bytes;
-        int type, dtype, op, root, in_place, uniform, avg, arrays, device;
+        int type, dtype, op, opcode, root, in_place, uniform, avg, arrays, device;
     } k;
     memset(&k, 0, sizeof(k)); /* padding too: keys are compared as bytes */
     k.sbuf = a->sbuf;
@@ -45,6 +45,9 @@ static size_t api_key(const mesh_comm_t *comm, const mesh_coll_args_t *a, int av
     k.type = (int)a->type;
     k.dtype = (int)a->dtype;
     k.op = (int)a->op;
+    /* the caller's operation is in the signature a replay keeps: MESH_AVG runs as a sum, and
+     * divides only where the result lands (a reduce's root) */
+    k.opcode = a->opcode;
     k.root = a->root;
     k.in_place = a->in_place;
     k.uniform = a->uniform;
@@ -68,6 +71,51 @@ static size_t api_key(const mesh_comm_t *comm, const mesh_coll_args_t *a, int av
         off += row;
     }
     return len;
+}
+
+/* Selection and build of a created schedule, and MESH_AVG's division at its completion. */
+static mesh_status_t api_build(mesh_comm_t *comm, const mesh_coll_args_t *args, void *avg_buf,
+                               size_t avg_count, mesh_sched_t *s, const mesh_coll_algo_t **algo)
+{
+    mesh_status_t st = args->mem != NULL ? mesh_dev_ipc_build(comm, args, avg_buf != NULL, s, algo)
+                                         : mesh_coll_select_build(comm, args, s, algo);
+    if (st < 0)
+        return st;
+    MESH_CHECK(mesh_sched_build_status(s));
+    if (avg_buf != NULL && args->mem == NULL) {
+        struct avg_arg *a = mesh_sched_scratch(s, sizeof(*a));
+        if (a == NULL)
+            return mesh_sched_build_status(s);
+        *a = (struct avg_arg){avg_buf, avg_count, args->dtype, comm->size};
+        mesh_sched_on_complete(s, avg_finalize, a);
+    }
+    return MESH_OK;
+}
+
+mesh_status_t mesh_api_build_locked(mesh_comm_t *comm, mesh_coll_args_t *args, void *avg_buf,
+                                    size_t avg_count, int look, mesh_sched_t **out)
+{
+    int root = args->type == MESH_COLL_REDUCE || args->type == MESH_COLL_BROADCAST ||
+                       args->type == MESH_COLL_GATHER || args->type == MESH_COLL_SCATTER
+                   ? args->root
+                   : -1;
+    uint32_t seq = comm->coll_seq++;
+    uint32_t sig = mesh_coll_sig(args, args->opcode, comm->size);
+    const mesh_coll_algo_t *algo = NULL;
+    mesh_sched_t *s = NULL;
+    MESH_CHECK(mesh_comm_start_call(comm, &(mesh_health_call_t){seq, sig, args->count, root},
+                                    look && !mesh_group_active()));
+    MESH_CHECK(mesh_sched_create(comm, args->dtype, args->op, &s));
+    mesh_sched_set_tag(s, mesh_tag_coll(seq, sig));
+    mesh_sched_set_call(s, seq, args->count, root);
+    mesh_status_t st = api_build(comm, args, avg_buf, avg_count, s, &algo);
+    if (st < 0) {
+        mesh_sched_destroy(s);
+        return st;
+    }
+    comm->last_algo = algo->name;
+    *out = s;
+    return MESH_OK;
 }
 
 /* Selects and builds (or replays the graph of an identical earlier call) and launches; takes
@@ -133,22 +181,9 @@ mesh_status_t mesh_api_launch_on(mesh_comm_t *comm, mesh_coll_args_t *args, cons
         args->sbuf = tmp;
         args->in_place = 0;
     }
-    st = args->mem != NULL ? mesh_dev_ipc_build(comm, args, avg_buf != NULL, s, &algo)
-                           : mesh_coll_select_build(comm, args, s, &algo);
+    st = api_build(comm, args, avg_buf, avg_count, s, &algo);
     if (st < 0)
         goto err;
-    st = mesh_sched_build_status(s);
-    if (st < 0)
-        goto err;
-    if (avg_buf != NULL && args->mem == NULL) {
-        struct avg_arg *a = mesh_sched_scratch(s, sizeof(*a));
-        if (a == NULL) {
-            st = mesh_sched_build_status(s);
-            goto err;
-        }
-        *a = (struct avg_arg){avg_buf, avg_count, args->dtype, comm->size};
-        mesh_sched_on_complete(s, avg_finalize, a);
-    }
     mesh_sched_set_key(s, key, keylen, algo);
 launch:
     free(heap);

@@ -574,12 +574,10 @@ void mesh_request_release(mesh_request_h r)
     request_release(r);
 }
 
-mesh_status_t mesh_request_start_dev(mesh_request_h r)
+/* Starts s on c (locked) unless c can run nothing more; NULL s: only that test. */
+static mesh_status_t request_start_on(mesh_comm_t *c, mesh_sched_t *s)
 {
-    mesh_comm_t *c = r->comm;
-    mesh_comm_lock(c);
-    request_dev_started(r);
-    mesh_status_t st;
+    mesh_status_t st = MESH_OK;
     if (c->released)
         st = mesh_error(MESH_ERR_ABORTED, "the communicator was destroyed before a call on "
                                           "device buffers started");
@@ -587,13 +585,36 @@ mesh_status_t mesh_request_start_dev(mesh_request_h r)
         st = mesh_error(MESH_ERR_ABORTED, "the communicator was aborted");
     else if (c->failed < 0)
         st = mesh_error(c->failed, "the communicator failed earlier (%s)", c->failure);
-    else if ((st = mesh_sched_start(r->sched, 0)) == MESH_OK) {
+    else if (s != NULL && (st = mesh_sched_start(s, 0)) == MESH_OK) {
         /* started already for its waiters: the engine writes nothing they read but status */
-        mesh_sched_progress(r->sched);
+        mesh_sched_progress(s);
         mesh_comm_progress(c);
     }
     if (st < 0)
         mesh_comm_fail(c, st);
+    return st;
+}
+
+mesh_status_t mesh_request_start_dev(mesh_request_h r)
+{
+    mesh_comm_t *c = r->comm;
+    mesh_comm_lock(c);
+    /* a pipeline (no schedule of its own) counts as unstarted until its last chunk started:
+     * calls made meanwhile must not take its chunks' messages for leftovers */
+    if (r->sched != NULL)
+        request_dev_started(r);
+    mesh_status_t st = request_start_on(c, r->sched);
+    mesh_comm_unlock(c);
+    return st;
+}
+
+mesh_status_t mesh_request_start_chunk(mesh_request_h r, mesh_sched_t *s, int last)
+{
+    mesh_comm_t *c = r->comm;
+    mesh_comm_lock(c);
+    if (last)
+        request_dev_started(r);
+    mesh_status_t st = request_start_on(c, s);
     mesh_comm_unlock(c);
     return st;
 }
@@ -605,10 +626,10 @@ mesh_status_t mesh_request_submit_dev(mesh_comm_t *comm, mesh_sched_t *sched, vo
     mesh_request_h r = request_alloc();
     if (r == NULL) {
         mesh_sched_destroy(sched);
+        mesh_dev_op_free(dev); /* a pipeline's schedules too, under the lock */
         mesh_comm_unlock(comm);
         free(owned0);
         free(owned1);
-        mesh_dev_op_free(dev);
         return mesh_error(MESH_ERR_NO_MEMORY, "cannot allocate a request");
     }
     *r = (struct mesh_request){.live = 1,

@@ -40,6 +40,10 @@ mesh_status_t mesh_request_submit_dev(mesh_comm_t *comm, mesh_sched_t *sched, vo
 /* For the device engine: starts a handed-over request's schedule (the communicator unlocked),
  * and frees a request nobody holds any more. */
 mesh_status_t mesh_request_start_dev(mesh_request_h r);
+/* A request whose schedules the engine starts one by one (a device pipeline's chunks; its own
+ * schedule NULL): starts s, unless the communicator can run nothing more; last: the request has
+ * started then (comm->dev_unstarted). */
+mesh_status_t mesh_request_start_chunk(mesh_request_h r, mesh_sched_t *s, int last);
 void mesh_request_release(mesh_request_h r);
 
 #endif

@@ -113,6 +113,12 @@ typedef struct mesh_mem_ops {
     mesh_status_t (*ipc_export)(const void *ptr, mesh_mem_ipc_t *handle);
     mesh_status_t (*ipc_import)(const mesh_mem_ipc_t *handle, void **ptr);
     void (*ipc_close)(void *ptr);
+
+    /* GPUDirect RDMA: whether device's memory can be exported as a dma-buf file descriptor
+     * (cuda: cuMemGetHandleForAddressRange), which a NIC registers with ibv_reg_dmabuf_mr.
+     * MESH_OK if so; MESH_ERR_UNSUPPORTED otherwise, the reason in why (nothing logged). NULL:
+     * the table never can. */
+    mesh_status_t (*dmabuf_query)(int device, char *why, size_t len);
 } mesh_mem_ops_t;
 
 /* The kind of ptr: asks each registered table (the first that owns it answers). Never fails

@@ -9,5 +9,8 @@ int mesh_info_algorithms(int comm_size, int nodes, void (*wrap)(const char *, in
 void mesh_info_memory(void);
 /* One line, for -A: the path device buffers take through the algorithms. */
 void mesh_info_device_path(void);
+/* mesh-info -t: the path device buffers take between two ranks, on one node and across nodes
+ * (IPC, staged in pipelined chunks, GPUDirect RDMA), and why GPUDirect RDMA is not used. */
+void mesh_info_device_peers(void);
 
 #endif

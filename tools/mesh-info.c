@@ -205,7 +205,8 @@ static void info_caps(const mesh_tl_ops_t *ops)
 {
     static const char *const scopes[] = {"self", "node", "net"};
     static const char *const flags[] = {"tagged",      "put",        "get",
-                                        "single-copy", "device-mem", "multi-stream"};
+                                        "single-copy", "device-mem", "multi-stream",
+                                        "hw-net",      "signature",  "device-dmabuf"};
     char host[128] = "localhost";
     mesh_tl_open_params_t p = {
         .rank = 0, .size = 1, .comm_uid = (uint64_t)getpid(), .node = host, .timeout_s = 5};
@@ -287,6 +288,7 @@ static void info_transports(void)
     }
     if (!first)
         printf("\n");
+    mesh_info_device_peers();
 }
 
 int main(int argc, char **argv)

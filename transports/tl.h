@@ -85,7 +85,10 @@ enum {
     /* receives report the sender's signature bits in peer_tag (above); without it peer_tag
      * holds the receive's own tag, and a collective learns of another call only from lengths
      * and from the hang probe */
-    MESH_TL_CAP_SIGNATURE = 1u << 7
+    MESH_TL_CAP_SIGNATURE = 1u << 7,
+    /* GPUDirect RDMA could register device memory through dma-buf here (detection: no
+     * transport moves device memory directly yet; device data between nodes is staged) */
+    MESH_TL_CAP_DEVICE_DMABUF = 1u << 8
 };
 
 typedef struct {

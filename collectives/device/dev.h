@@ -32,6 +32,7 @@ typedef struct {
 } mesh_dev_region_t;
 
 typedef struct mesh_dev_stage mesh_dev_stage_t; /* a pooled pinned buffer */
+typedef struct mesh_dev_pipe mesh_dev_pipe_t;   /* a call split in chunks (dev_pipe.c) */
 
 typedef struct mesh_dev_op {
     const mesh_mem_ops_t *ops;
@@ -48,8 +49,25 @@ typedef struct mesh_dev_op {
     mesh_dtype_t scale_dtype;
     unsigned char scalar[16];
     mesh_request_h req;
-    atomic_int refs; /* the engine's, and the user's request handle's */
+    atomic_int refs;       /* the engine's, and the user's request handle's */
+    mesh_dev_pipe_t *pipe; /* NULL: staged whole around the request's one schedule */
 } mesh_dev_op_t;
+
+/* What a communicator's pipelined calls did, per stage: copy-in (device to staging), wire (the
+ * chunks' schedules) and copy-out (staging to device). A stage is busy from the moment the
+ * engine enqueues or starts its work on a chunk until the engine sees it complete; overlap is the
+ * time two or more stages were busy at once, span the time from each call's first copy-in to its
+ * last copy-out, summed over calls. */
+enum { MESH_DEV_STAGE_IN, MESH_DEV_STAGE_WIRE, MESH_DEV_STAGE_OUT, MESH_DEV_STAGES };
+typedef struct {
+    uint64_t calls, chunks;
+    uint64_t bytes[MESH_DEV_STAGES]; /* wire: the chunks' payload (count x dtype size) */
+    double busy[MESH_DEV_STAGES];    /* seconds */
+    double overlap, span;            /* seconds */
+    size_t chunk_bytes;              /* the last call's chunk */
+    int depth;                       /* chunks in flight at most, over the calls */
+    size_t peak;                     /* pinned bytes the pool held at most (every call's) */
+} mesh_dev_stage_stats_t;
 
 /* dev_stage.c: the op and its staging */
 mesh_status_t mesh_dev_op_create(mesh_comm_t *comm, const mesh_coll_args_t *args,
@@ -64,8 +82,17 @@ mesh_status_t mesh_dev_op_stage(mesh_dev_op_t *d);
 void *mesh_dev_op_map(const mesh_dev_op_t *d, const void *p);
 void mesh_dev_op_scale(mesh_dev_op_t *d, void *staged, size_t count, mesh_dtype_t dtype,
                        const void *scalar);
-/* Gives the staging back and frees the op. */
+/* Takes one staging buffer of bytes for the op (its regions' offsets set by the caller). */
+mesh_status_t mesh_dev_op_stage_bytes(mesh_dev_op_t *d, size_t bytes);
+/* Gives the staging back and frees the op (and a pipeline's schedules: communicator locked). */
 void mesh_dev_op_free(mesh_dev_op_t *d);
+/* MESH_DEVICE_STAGING_CHUNK (0: calls are staged whole). */
+size_t mesh_dev_chunk_bytes(void);
+/* MESH_DEVICE_STAGING_MAX of the communicator's pool. */
+size_t mesh_dev_staging_max(mesh_comm_t *comm);
+/* Adds a pipelined call's figures to the communicator's, and reads them (zeros before any). */
+void mesh_dev_stage_account(mesh_comm_t *comm, const mesh_dev_stage_stats_t *add);
+void mesh_dev_stage_stats(mesh_comm_t *comm, mesh_dev_stage_stats_t *out);
 /* The communicator's staging pool, freed with its structure. */
 void mesh_dev_pool_free(mesh_comm_t *comm);
 mesh_status_t mesh_dev_config_register(void);
@@ -74,6 +101,23 @@ mesh_status_t mesh_dev_config_register(void);
 mesh_status_t mesh_dev_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
                               size_t in_count, void *avg_buf, size_t avg_count, void *owned0,
                               mesh_request_h *req);
+
+/* dev_pipe.c: all-reduce, reduce and broadcast of more than one chunk (MESH_DEVICE_STAGING_CHUNK)
+ * whose device buffers stage: split in calls of a chunk each, built at once (every rank splits
+ * alike, so sequence numbers agree), run through a few chunk-sized staging slots so that the
+ * copy-in of one chunk, the wire of another and the copy-out of a third overlap. */
+int mesh_dev_pipe_serves(const mesh_comm_t *comm, const mesh_coll_args_t *args, const void *scalar,
+                         size_t in_count, const void *avg_buf, size_t avg_count);
+mesh_status_t mesh_dev_pipe_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const void *scalar,
+                                   void *avg_buf, void *owned0, mesh_request_h *req);
+/* Destroys the chunks' schedules (the communicator locked) and the pipeline. */
+void mesh_dev_pipe_free(mesh_dev_op_t *d);
+/* dev_pipe_run.c: for the engine, once the caller's stream reached the call: enqueues copies on
+ * in_stream and out_stream (the engine's, of the op's device), starts and progresses the chunks.
+ * MESH_INPROGRESS until every chunk's results are back in device memory (or, after a failure,
+ * until no copy is in flight any more); *events counts what moved. */
+mesh_status_t mesh_dev_pipe_advance(mesh_dev_op_t *d, void *in_stream, void *out_stream,
+                                    int *events);
 
 /* dev_ipc.c: calls that move data by device copies between the IPC-mapped buffers of the node's
  * ranks instead of staging (dev_ipc.h): all-gather, broadcast, all-reduce and reduce-scatter (not

@@ -36,11 +36,12 @@ struct dev_slot {
     struct dev_slot *next;
 };
 
-/* The table's internal stream for one device, where staging copies run. */
+/* The table's internal streams for one device, where staging copies run: a call staged whole
+ * copies on stream both ways; a pipelined one copies in on stream and out on stream_out. */
 struct dev_lane {
     const mesh_mem_ops_t *ops;
     int device;
-    void *stream;
+    void *stream, *stream_out;
     struct dev_lane *next;
 };
 
@@ -114,7 +115,12 @@ static struct dev_lane *lane_get(const mesh_mem_ops_t *ops, int device)
         free(l);
         return NULL;
     }
-    *l = (struct dev_lane){ops, device, l->stream, eng_lanes};
+    if (ops->stream_create(&l->stream_out) != MESH_OK) {
+        ops->stream_destroy(l->stream);
+        free(l);
+        return NULL;
+    }
+    *l = (struct dev_lane){ops, device, l->stream, l->stream_out, eng_lanes};
     eng_lanes = l;
     return l;
 }
@@ -129,7 +135,7 @@ static mesh_status_t batch_copies(struct dev_batch *b, int out)
     b->copies = 0;
     for (int i = 0; i < b->n; i++) {
         mesh_dev_op_t *d = b->reqs[i]->dev;
-        if (b->status[i] < 0)
+        if (b->status[i] < 0 || d->pipe != NULL) /* a pipeline copies chunk by chunk */
             continue;
         for (int k = 0; k < d->nreg; k++) {
             mesh_dev_region_t *r = &d->reg[k];
@@ -224,6 +230,14 @@ static int batch_run(struct dev_batch *b)
         mesh_request_h r = b->reqs[i];
         if (b->status[i] != MESH_OK)
             continue;
+        if (r->dev->pipe != NULL) {
+            mesh_status_t st =
+                mesh_dev_pipe_advance(r->dev, b->lane->stream, b->lane->stream_out, &events);
+            pending |= st == MESH_INPROGRESS;
+            if (st < 0)
+                b->status[i] = st;
+            continue;
+        }
         mesh_status_t st = mesh_sched_run_status(r->sched);
         if (st == MESH_INPROGRESS && mesh_comm_trylock(r->comm)) {
             events += mesh_comm_progress(r->comm);

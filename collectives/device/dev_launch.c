@@ -68,6 +68,9 @@ mesh_status_t mesh_dev_launch(mesh_comm_t *comm, mesh_coll_args_t *args, const v
     /* both build their schedules on the device buffers themselves (mesh_dev_ipc_build) */
     if (hier || mesh_dev_ipc_serves(comm, args, scalar))
         return mesh_dev_ipc_launch(comm, args, avg_buf, avg_count, owned0, req);
+    /* large element-wise calls stage in chunks, pipelined (dev_pipe.c) */
+    if (mesh_dev_pipe_serves(comm, args, scalar, in_count, avg_buf, avg_count))
+        return mesh_dev_pipe_launch(comm, args, scalar, avg_buf, owned0, req);
     mesh_dev_op_t *d = NULL;
     size_t sbytes, rbytes;
     call_extents(comm, args, &sbytes, &rbytes);

@@ -9,6 +9,7 @@
 #include "libmesh/progress.h"
 #include "libmesh/reduce.h"
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,18 @@ static const mesh_config_entry_t dev_entries[] = {
      "copied out around the host schedule). A call whose buffers would pass it waits for earlier "
      "calls to finish; a call larger than it alone still runs, with a buffer freed after it.",
      NULL, "64k.."},
+    {"DEVICE_STAGING_CHUNK", "4m", MESH_CFG_SIZE,
+     "Staged all-reduce, reduce and broadcast of device buffers larger than this run in chunks "
+     "of this many bytes (rounded down to whole elements), each its own call, pipelined so that "
+     "copies to pinned host memory, the wire and copies back overlap, with up to 3 chunks in "
+     "flight as MESH_DEVICE_STAGING_MAX allows. 0 stages every call whole. Every rank must use "
+     "the same value.",
+     NULL, NULL},
+    {"DEVICE_STAGING_REPORT", "0", MESH_CFG_BOOL,
+     "Prints, when a communicator is destroyed, what its pipelined device calls did per stage "
+     "(bytes and busy time of copy-in, wire and copy-out, and the time two or more stages were "
+     "busy at once), one line per rank on stderr.",
+     NULL, NULL},
     {"DEVICE_IPC", "1", MESH_CFG_BOOL,
      "Device buffers of a communicator whose ranks share one node: all-gather, broadcast, "
      "all-reduce, reduce-scatter and all-to-all (not in place) move data by device copies "
@@ -66,6 +79,7 @@ struct mesh_dev_pool {
     size_t held;  /* bytes allocated, in use or kept */
     size_t inuse; /* bytes in use */
     size_t max;
+    mesh_dev_stage_stats_t stats; /* pipelined calls (dev_pipe.c), under lock */
 };
 
 static pthread_mutex_t dev_pool_create_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -162,6 +176,8 @@ static mesh_status_t stage_get(mesh_comm_t *comm, const mesh_mem_ops_t *ops, siz
         p->held += cap;
     }
     p->inuse += s->cap;
+    if (p->held > p->stats.peak)
+        p->stats.peak = p->held;
     pthread_mutex_unlock(&p->lock);
     *out = s;
     return MESH_OK;
@@ -182,11 +198,73 @@ static void stage_put(mesh_comm_t *comm, mesh_dev_stage_t *s)
     pthread_mutex_unlock(&p->lock);
 }
 
+size_t mesh_dev_chunk_bytes(void)
+{
+    return mesh_dev_config_register() == MESH_OK ? mesh_config_size("DEVICE_STAGING_CHUNK")
+                                                 : (size_t)4 << 20;
+}
+
+size_t mesh_dev_staging_max(mesh_comm_t *comm)
+{
+    struct mesh_dev_pool *p = dev_pool(comm);
+    return p != NULL ? p->max : (size_t)256 << 20;
+}
+
+void mesh_dev_stage_account(mesh_comm_t *comm, const mesh_dev_stage_stats_t *add)
+{
+    struct mesh_dev_pool *p = dev_pool(comm);
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    mesh_dev_stage_stats_t *t = &p->stats;
+    t->calls += add->calls;
+    t->chunks += add->chunks;
+    for (int i = 0; i < MESH_DEV_STAGES; i++) {
+        t->bytes[i] += add->bytes[i];
+        t->busy[i] += add->busy[i];
+    }
+    t->overlap += add->overlap;
+    t->span += add->span;
+    t->chunk_bytes = add->chunk_bytes;
+    t->depth = add->depth > t->depth ? add->depth : t->depth;
+    pthread_mutex_unlock(&p->lock);
+}
+
+void mesh_dev_stage_stats(mesh_comm_t *comm, mesh_dev_stage_stats_t *out)
+{
+    struct mesh_dev_pool *p = atomic_load(&comm->dev_pool);
+    memset(out, 0, sizeof(*out));
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    *out = p->stats;
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void stage_report(const mesh_comm_t *comm, const mesh_dev_stage_stats_t *t)
+{
+    if (t->calls == 0 || mesh_dev_config_register() != MESH_OK ||
+        !mesh_config_bool("DEVICE_STAGING_REPORT"))
+        return;
+    const double mib = 1024.0 * 1024.0, ms = 1e3;
+    fprintf(stderr,
+            "mesh: device staging, rank %d of %d: %llu calls in %llu chunks of %zu bytes, up to %d "
+            "in flight, %zu bytes staged at most; copy-in %.1f MiB busy %.1f ms, wire %.1f MiB "
+            "busy %.1f ms, copy-out %.1f "
+            "MiB busy %.1f ms; two or more at once %.1f ms of %.1f ms\n",
+            comm->rank, comm->size, (unsigned long long)t->calls, (unsigned long long)t->chunks,
+            t->chunk_bytes, t->depth, t->peak, t->bytes[MESH_DEV_STAGE_IN] / mib,
+            t->busy[MESH_DEV_STAGE_IN] * ms, t->bytes[MESH_DEV_STAGE_WIRE] / mib,
+            t->busy[MESH_DEV_STAGE_WIRE] * ms, t->bytes[MESH_DEV_STAGE_OUT] / mib,
+            t->busy[MESH_DEV_STAGE_OUT] * ms, t->overlap * ms, t->span * ms);
+}
+
 void mesh_dev_pool_free(mesh_comm_t *comm)
 {
     struct mesh_dev_pool *p = atomic_load(&comm->dev_pool);
     if (p == NULL)
         return;
+    stage_report(comm, &p->stats);
     while (p->free_list != NULL) {
         mesh_dev_stage_t *f = p->free_list;
         p->free_list = f->next;
@@ -244,9 +322,14 @@ mesh_status_t mesh_dev_op_stage(mesh_dev_op_t *d)
         d->reg[i].offset = total;
         total += (d->reg[i].bytes + 63) & ~(size_t)63;
     }
-    if (total == 0)
+    return mesh_dev_op_stage_bytes(d, total);
+}
+
+mesh_status_t mesh_dev_op_stage_bytes(mesh_dev_op_t *d, size_t bytes)
+{
+    if (bytes == 0)
         return MESH_OK;
-    MESH_CHECK(stage_get(d->comm, d->ops, total, &d->stage));
+    MESH_CHECK(stage_get(d->comm, d->ops, bytes, &d->stage));
     d->base = d->stage->ptr;
     return MESH_OK;
 }
@@ -273,6 +356,8 @@ void mesh_dev_op_free(mesh_dev_op_t *d)
 {
     if (d == NULL)
         return;
+    /* a pipeline's copies and schedules ended before its op is freed: the staging is unused */
+    mesh_dev_pipe_free(d);
     if (d->stage != NULL)
         stage_put(d->comm, d->stage);
     free(d);

@@ -72,7 +72,8 @@
     X(cuMemAddressFree, 10020)                                                                     \
     X(cuMemMap, 10020)                                                                             \
     X(cuMemUnmap, 10020)                                                                           \
-    X(cuMemSetAccess, 10020)
+    X(cuMemSetAccess, 10020)                                                                       \
+    X(cuMemGetHandleForAddressRange, 11070)
 
 /* cuda.h renames some entry points (cuMemAlloc to cuMemAlloc_v2...): the pointer type and the
  * name asked of the driver are pasted and stringified from the name unexpanded, the member
@@ -135,6 +136,9 @@ mesh_status_t mesh_cu_divide(void *buf, size_t count, mesh_dtype_t dtype, int n,
 mesh_status_t mesh_cu_ipc_export(const void *ptr, mesh_mem_ipc_t *handle);
 mesh_status_t mesh_cu_ipc_import(const mesh_mem_ipc_t *handle, void **ptr);
 void mesh_cu_ipc_close(void *ptr);
+
+/* GPUDirect RDMA (cu_dmabuf.c), as mesh_mem_ops_t's dmabuf_query. */
+mesh_status_t mesh_cu_dmabuf_query(int device, char *why, size_t len);
 
 /* The embedded fatbin (generated from cu_kernels.cu at build time). */
 extern const unsigned char mesh_cuda_fatbin[];

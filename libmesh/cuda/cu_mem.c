@@ -424,4 +424,5 @@ const mesh_mem_ops_t mesh_mem_cuda_ops = {
     .ipc_export = mesh_cu_ipc_export,
     .ipc_import = mesh_cu_ipc_import,
     .ipc_close = mesh_cu_ipc_close,
+    .dmabuf_query = mesh_cu_dmabuf_query,
 };

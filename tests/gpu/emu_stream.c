@@ -10,8 +10,12 @@
  *                       memory, a stream with host buffers: refused naming the argument, and
  *                       the communicator still works
  *   emu_stream nodes    ranks on 2 nodes: the ordering checks of order, device data staged
- *                       through pinned host memory between the nodes
+ *                       through pinned host memory between the nodes, and a group of an
+ *                       all-reduce and a broadcast
  *   emu_stream notable  MESH_DEVICE_EMU off, emulated memory anyway: MESH_ERR_UNSUPPORTED
+ *   emu_stream pipefail a large all-reduce in pipelined chunks (collectives/device/dev_pipe.c)
+ *                       completes; in the next one the last rank exits: every survivor's
+ *                       request fails naming it, and its stream is released (never hangs)
  */
 #include "mesh.h"
 #include "libmesh/mem_emu.h"
@@ -246,6 +250,84 @@ static void test_errors(void)
     mesh_mem_emu_free(d1);
 }
 
+/* A group of an all-reduce and a broadcast of 300001 elements (pipelined in chunks under a small
+ * MESH_DEVICE_STAGING_CHUNK), three times on the same buffers: exact. */
+static void group_collectives(void)
+{
+    const size_t n = 300001;
+    int32_t *a = dev_alloc(n, 0), *b = dev_alloc(n, 0);
+    void *s = new_stream();
+    int root = size > 1 ? 1 : 0;
+    for (int it = 0; it < 3; it++) {
+        for (size_t i = 0; i < n; i++) {
+            a[i] = input(rank, i);
+            b[i] = rank == root ? (int32_t)(i % 1009) + it : -1;
+        }
+        CHECK(mesh_group_start() == MESH_OK, "group start");
+        CHECK(mesh_allreduce(comm, a, a, n, MESH_INT32, MESH_SUM, s, NULL) == MESH_OK,
+              "grouped allreduce: %s", mesh_comm_last_error(comm));
+        CHECK(mesh_broadcast(comm, b, b, n, MESH_INT32, root, s, NULL) == MESH_OK,
+              "grouped broadcast: %s", mesh_comm_last_error(comm));
+        CHECK(mesh_group_end() == MESH_OK, "group end: %s", mesh_comm_last_error(comm));
+        CHECK(mesh_mem_emu_stream_sync(s) == MESH_OK, "sync");
+        int bad = 0;
+        for (size_t i = 0; i < n && bad < 3; i++) {
+            if (a[i] != sum(i) || b[i] != (int32_t)(i % 1009) + it) {
+                CHECK(0, "group %d: element %zu: %d and %d, expected %d and %d", it, i, a[i], b[i],
+                      sum(i), (int32_t)(i % 1009) + it);
+                bad++;
+            }
+        }
+    }
+    emu->stream_destroy(s);
+    mesh_mem_emu_free(a);
+    mesh_mem_emu_free(b);
+}
+
+/* Run with MESH_DEVICE_STAGING_CHUNK well below 16 MiB: the calls go in many chunks. */
+static void pipe_failure(void)
+{
+    const size_t n = (size_t)4 << 20;
+    int32_t *d = dev_alloc(n, 0);
+    void *s = new_stream();
+    mesh_request_h req = NULL;
+    for (size_t i = 0; i < n; i++)
+        d[i] = input(rank, i);
+    CHECK(mesh_allreduce(comm, d, d, n, MESH_INT32, MESH_SUM, s, &req) == MESH_OK &&
+              mesh_wait(req) == MESH_OK,
+          "the first all-reduce: %s", mesh_comm_last_error(comm));
+    mesh_request_free(req);
+    CHECK(mesh_mem_emu_stream_sync(s) == MESH_OK, "sync");
+    for (size_t i = 0; i < n && failures == 0; i++)
+        CHECK(d[i] == sum(i), "element %zu is %d, expected %d", i, d[i], sum(i));
+    if (rank == size - 1) {
+        /* leaves in the middle of the next call (exit status 0: meshrun keeps the others) */
+        mesh_allreduce(comm, d, d, n, MESH_INT32, MESH_SUM, s, NULL);
+        usleep(20000);
+        _exit(0);
+    }
+    mesh_status_t st = mesh_allreduce(comm, d, d, n, MESH_INT32, MESH_SUM, s, &req);
+    CHECK(st == MESH_OK, "the second all-reduce: %s", mesh_comm_last_error(comm));
+    if (st == MESH_OK) {
+        st = mesh_wait(req);
+        char who[32];
+        snprintf(who, sizeof(who), "rank %d", size - 1);
+        CHECK(st == MESH_ERR_PEER_FAILED || st == MESH_ERR_TIMEOUT,
+              "the call a rank left ended with %s (%s)", mesh_status_string(st),
+              mesh_comm_last_error(comm));
+        CHECK(strstr(mesh_comm_last_error(comm), who) != NULL, "'%s' does not name %s",
+              mesh_comm_last_error(comm), who);
+        mesh_request_free(req);
+    }
+    CHECK(mesh_mem_emu_stream_sync(s) == MESH_OK, "the stream was not released");
+    /* the communicator failed: the next call is refused, and the stream goes on */
+    CHECK(mesh_allreduce(comm, d, d, n, MESH_INT32, MESH_SUM, s, NULL) < 0,
+          "a call after the failure succeeded");
+    CHECK(mesh_mem_emu_stream_sync(s) == MESH_OK, "sync after the refusal");
+    emu->stream_destroy(s);
+    mesh_mem_emu_free(d);
+}
+
 static void test_unsupported(const char *word)
 {
     int32_t *d = dev_alloc(64, 0);
@@ -286,13 +368,18 @@ int main(int argc, char **argv)
             order_group(1);
             order_group(0);
         }
+        if (strcmp(mode, "nodes") == 0)
+            group_collectives();
     } else if (strcmp(mode, "errors") == 0) {
         test_errors();
+    } else if (strcmp(mode, "pipefail") == 0) {
+        pipe_failure();
     } else {
-        fprintf(stderr, "usage: emu_stream order|errors|nodes|notable\n");
+        fprintf(stderr, "usage: emu_stream order|errors|nodes|notable|pipefail\n");
         return 2;
     }
-    mesh_barrier(comm, NULL);
+    if (strcmp(mode, "pipefail") != 0) /* a rank is gone there */
+        mesh_barrier(comm, NULL);
     mesh_comm_destroy(comm);
     if (rank == 0)
         printf("emu_stream %s ranks=%d: %s\n", mode, size, failures ? "FAIL" : "ok");

@@ -270,6 +270,24 @@ static void test_replay(void)
             }
         }
     }
+    /* a reduce with MESH_AVG divides only at the root: elsewhere it runs as the sum on the same
+     * buffers before it, and must not replay that call's graph, whose signature says sum */
+    for (int round = 0; round < 2; round++) {
+        for (int avg = 0; avg < 2; avg++) {
+            for (int i = 0; i < N; i++) {
+                in[0][i] = round * 100 + avg * 10 + i;
+                out[0][i] = -1;
+            }
+            mesh_status_t st = mesh_reduce(comm, in[0], out[0], N, MESH_INT32,
+                                           avg ? MESH_AVG : MESH_SUM, 0, NULL, NULL);
+            CHECK(st == MESH_OK, "reduce %s round %d: %s", avg ? "avg" : "sum", round,
+                  mesh_comm_last_error(comm));
+            for (int i = 0; i < N && rank == 0; i++)
+                CHECK(out[0][i] == (avg ? 1 : size) * in[0][i],
+                      "reduce %s round %d: element %d is %d, expected %d", avg ? "avg" : "sum",
+                      round, i, out[0][i], (avg ? 1 : size) * in[0][i]);
+        }
+    }
 }
 
 static void test_split(void)

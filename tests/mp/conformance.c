@@ -18,6 +18,7 @@
  */
 #include "tests/mp/conformance.h"
 #include "collectives/comm.h"
+#include "collectives/device/dev.h"
 #include "collectives/device/dev_ipc.h"
 #include "libmesh/dtype.h"
 #include "libmesh/mem.h"
@@ -789,6 +790,17 @@ int main(int argc, char **argv)
         printf("IPC calls %llu maps %llu hits %llu open %d\n",
                (unsigned long long)comm->dev_ipc_calls, (unsigned long long)maps,
                (unsigned long long)hits, open);
+    /* device calls staged in pipelined chunks (collectives/device/dev_pipe.c), per stage */
+    mesh_dev_stage_stats_t ps;
+    mesh_dev_stage_stats(comm, &ps);
+    if (rank == 0)
+        printf("PIPELINED calls %llu chunks %llu in %llu wire %llu out %llu busy_us %.0f %.0f "
+               "%.0f overlap_us %.0f span_us %.0f depth %d peak %zu\n",
+               (unsigned long long)ps.calls, (unsigned long long)ps.chunks,
+               (unsigned long long)ps.bytes[MESH_DEV_STAGE_IN],
+               (unsigned long long)ps.bytes[MESH_DEV_STAGE_WIRE],
+               (unsigned long long)ps.bytes[MESH_DEV_STAGE_OUT], ps.busy[0] * 1e6, ps.busy[1] * 1e6,
+               ps.busy[2] * 1e6, ps.overlap * 1e6, ps.span * 1e6, ps.depth, ps.peak);
     mesh_comm_destroy(comm);
     return failures ? 1 : 0;
 }

@@ -13,8 +13,10 @@
 #include "transports/verbs/verbs.h"
 #include "transports/tl_registry.h"
 #include "libmesh/config.h"
+#include "libmesh/mem.h"
 #include "libmesh/log.h"
 #include "libmesh/progress.h"
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -431,6 +433,30 @@ static void verbs_close(mesh_tl_iface_t *iface)
     free(vi);
 }
 
+int mesh_tl_verbs_dmabuf(char *why, size_t len)
+{
+    /* the library found at run time decides, not the headers at build time */
+    if (dlsym(RTLD_DEFAULT, "ibv_reg_dmabuf_mr") == NULL) {
+        snprintf(why, len, "libibverbs has no ibv_reg_dmabuf_mr (rdma-core 34 or later)");
+        return 0;
+    }
+    const mesh_mem_ops_t *ops = mesh_mem_table(NULL);
+    int device = 0;
+    if (ops == NULL) {
+        snprintf(why, len, "no device table is active");
+        return 0;
+    }
+    if (ops->dmabuf_query == NULL) {
+        snprintf(why, len, "the %s device exports no dma-buf", ops->name);
+        return 0;
+    }
+    if (ops->current_device(&device) != MESH_OK) {
+        snprintf(why, len, "the %s table names no current device", ops->name);
+        return 0;
+    }
+    return ops->dmabuf_query(device, why, len) == MESH_OK;
+}
+
 static void verbs_query(mesh_tl_iface_t *iface, mesh_tl_caps_t *caps)
 {
     mesh_tl_verbs_iface_t *vi = (mesh_tl_verbs_iface_t *)iface;
@@ -444,6 +470,9 @@ static void verbs_query(mesh_tl_iface_t *iface, mesh_tl_caps_t *caps)
     caps->bandwidth_GBps = 12.0;
     caps->eager_limit = vi->bounce - MESH_TL_VERBS_HDR_EAGER;
     caps->priority = MESH_TL_PRIO_VERBS;
+    char why[200];
+    if (mesh_tl_verbs_dmabuf(why, sizeof(why)))
+        caps->flags |= MESH_TL_CAP_DEVICE_DMABUF;
 }
 
 static mesh_status_t verbs_address(mesh_tl_iface_t *iface, void *addr, size_t *len)

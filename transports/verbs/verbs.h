@@ -184,5 +184,9 @@ int mesh_tl_verbs_post_recv(mesh_tl_verbs_ep_t *ep, uint32_t slot);
 
 /* verbs.c */
 extern const mesh_tl_ops_t mesh_tl_verbs_ops;
+/* GPUDirect RDMA through dma-buf: whether libibverbs has ibv_reg_dmabuf_mr and the active device
+ * table exports the current device's memory as dma-buf (MESH_TL_CAP_DEVICE_DMABUF); if not, why.
+ * Detection only: device data between nodes is staged through pinned host memory either way. */
+int mesh_tl_verbs_dmabuf(char *why, size_t len);
 
 #endif
