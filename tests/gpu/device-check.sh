@@ -37,11 +37,11 @@ logs=${DEVICE_CHECK_LOGS:-$top/device-check-logs}
 start=$(date +%s)
 mkdir -p "$logs" || exit 1
 # the device of the checks that can take either: the GPU's cuda table, or the emulated one
-mem=cuda axes_max=16m
+mem=cuda axes_max=16m emu01=0
 # axes_dev's script and grid: tp inside a node, dp and pp across nodes (8 ranks in 4 nodes)
 axes=bench/tests/bench_device_axes.sh grid="tp=2,dp=2,pp=2 8 4 tp:1,dp:2,pp:2"
 if [ "${DEVICE_CHECK_EMU:-0}" = 1 ]; then
-    mem=emu axes_max=256k
+    mem=emu axes_max=256k emu01=1
     export MESH_DEVICE_EMU=1 BENCH_GPU_MEM=emu BENCH_GPU_MAX=${BENCH_GPU_MAX:-16m}
     export BENCH_NODES_MIN=${BENCH_NODES_MIN:-4m} BENCH_NODES_MAX=${BENCH_NODES_MAX:-8m}
     export BENCH_NODES_RATIO=${BENCH_NODES_RATIO:-0}
@@ -59,7 +59,8 @@ elapsed() { echo $(($(date +%s) - start)); }
 # (tests/gpu/dev_ipc.c, as tests/gpu/emu_ipc.sh runs it), and staged with MESH_DEVICE_IPC=0.
 # hier_NxL: all-reduce, all-gather, broadcast and reduce-scatter on N simulated nodes of L ranks
 # by IPC inside the nodes and pinned host memory on the rails, counted, exact (tests/gpu/dev_hier.c,
-# as tests/gpu/emu_hier.sh runs it).
+# as tests/gpu/emu_hier.sh runs it). pipe_2x2: all-reduce, reduce and broadcast staged between 2
+# simulated nodes in pipelined chunks, exact, the stages' overlap counted (tests/gpu/emu_pipe.sh).
 # bench_nodes: device all-reduce between 2 nodes against mesh's host-buffer all-reduce between
 # the same nodes, 64 to 256 MiB, the ratio printed and at least 0.85 (tests/gpu/bench_nodes.sh).
 # axes_dev: mesh-bench's per-axis curves on device buffers, tp=2 inside a node, dp=2 and pp=2
@@ -91,6 +92,7 @@ ipc_8 30 tools/meshrun -n 8 --timeout 120 tests/gpu/dev_ipc ipc
 ipc_4_staged 20 env MESH_DEVICE_IPC=0 tools/meshrun -n 4 --timeout 120 tests/gpu/dev_ipc staged
 hier_2x2 30 tools/meshrun -n 4 --nodes 2 --timeout 120 tests/gpu/dev_hier hier
 hier_2x4 40 tools/meshrun -n 8 --nodes 2 --timeout 120 tests/gpu/dev_hier hier
+pipe_2x2 120 env MESH_DEVICE_EMU=$emu01 sh tests/gpu/emu_pipe.sh
 bench_nodes 60 sh tests/gpu/bench_nodes.sh
 axes_dev 60 env BENCH_AXES_OUT=$logs/axes_dev BENCH_AXES_MAX=$axes_max sh $axes $mem $grid
 nccl_cuda 60 tests/gpu/nccl_cuda 2 4
@@ -119,6 +121,7 @@ programs() {
         done
     done | sort -u
     [ "$mem" = emu ] && echo tests/nccl/nccl_device_emu # nccl_nodes on the emulated device
+    echo tests/gpu/emu_stream # pipe_2x2's stream checks
 }
 
 echo "device-check: $(uname -n), $(nproc) cores, budget ${budget}s"
