@@ -15,6 +15,11 @@
 #define PLAN_GIB (1024.0 * 1024.0 * 1024.0)
 #define PLAN_MIB (1024.0 * 1024.0)
 
+/* What a CPU rank holds beside its model: the program, its libraries (OpenBLAS's buffers),
+ * the transports' rings and the communicators, measured as the peak resident memory of
+ * mesh-train ranks whose model is a few KiB (docs/mesh-train.md, "A 100M model on 8 ranks"). */
+#define PLAN_CPU_RESERVE (64.0 * PLAN_MIB)
+
 /* Parameters of one model, by part; from layer moe_from on, every moe_interval-th layer is MoE
  * when experts > 0. */
 typedef struct {
@@ -54,6 +59,13 @@ typedef struct {
     long batch_seqs;
 } plan_ctx_t;
 
+/* Bytes of one element of the parameters, gradients, activations and messages: bf16's 2, or
+ * 4 in fp32. */
+static inline double plan_elem_bytes(const plan_ctx_t *x)
+{
+    return x->cl.precision == MESH_PLAN_PREC_FP32 ? 4.0 : 2.0;
+}
+
 /* evaluate.c */
 mesh_status_t plan_ctx_init(plan_ctx_t *x, const mesh_plan_model_t *model,
                             const mesh_plan_cluster_t *cluster, const mesh_plan_params_t *params);
@@ -65,6 +77,8 @@ int plan_group_nodes(const plan_ctx_t *x, int stride, int n);
  * etp x ep inside one or over whole nodes. Returns the reject code and writes the reason to why. */
 mesh_plan_reject_t plan_structure(const plan_ctx_t *x, mesh_plan_layout_t *l, int span, char *why,
                                   size_t len);
+/* Layers per pipeline stage of l: layers / pp each with l->even, else plan_stage_split's. */
+void plan_stage_counts(const plan_ctx_t *x, const mesh_plan_layout_t *l, int *counts);
 /* Memory and time of a structurally valid layout; sets reject to MEMORY when it does not fit. */
 void plan_eval(const plan_ctx_t *x, const mesh_plan_layout_t *l, mesh_plan_eval_t *out);
 
