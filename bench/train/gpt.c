@@ -225,15 +225,27 @@ static void layers_release(gpt_t *m)
         }
 }
 
+/* The arrays of a micro-batch kept from its forward to its backward pass, which micro-batches
+ * that never live at once share (gpt_share_acts); tokens, targets, lse and loss stay each
+ * micro-batch's own (the step loads them all first). */
+#define GPT_SLOT_ARRAYS(a)                                                                         \
+    {                                                                                              \
+        &(a)->x, &(a)->xmid, &(a)->ln1, &(a)->ln2, &(a)->ln1_mean, &(a)->ln1_rstd, &(a)->ln2_mean, \
+            &(a)->ln2_rstd, &(a)->ln1_in, &(a)->ln2_in, &(a)->qkv, &(a)->att, &(a)->atty,          \
+            &(a)->fch, &(a)->fch_gelu, &(a)->lnf, &(a)->lnf_mean, &(a)->lnf_rstd, &(a)->lnf_in,    \
+            &(a)->logits                                                                           \
+    }
+
 int gpt_alloc_acts(gpt_t *m, int b, int n_mb)
 {
-    m->b = b, m->n_mb = n_mb;
+    m->b = b, m->n_mb = n_mb, m->slots = n_mb;
     size_t before = allocated;
     ALLOC(m->acts, n_mb);
     size_t L = m->L, C = m->C, N = (size_t)b * m->T, No = (size_t)b * m->tl;
     size_t wide = 3 * (size_t)m->Cl > (size_t)m->Fl ? 3 * (size_t)m->Cl : (size_t)m->Fl;
     for (int i = 0; i < n_mb; i++) {
         gpt_acts_t *a = &m->acts[i];
+        size_t start = allocated;
         ALLOC(a->x, (L + 1) * No * C);
         ALLOC(a->xmid, L * No * C);
         ALLOC(a->ln1, L * No * C);
@@ -254,6 +266,7 @@ int gpt_alloc_acts(gpt_t *m, int b, int n_mb)
         ALLOC(a->lnf_rstd, No);
         ALLOC(a->lnf_in, N * C);
         ALLOC(a->logits, N * m->Vl);
+        m->slot_bytes = allocated - start;
         ALLOC(a->lse, N);
         ALLOC(a->loss, N);
         ALLOC(a->tokens, N);
@@ -269,6 +282,23 @@ int gpt_alloc_acts(gpt_t *m, int b, int n_mb)
     ALLOC(m->dloss, N);
     m->act_bytes = allocated - before;
     return layers_alloc(m, 0);
+}
+
+int gpt_share_acts(gpt_t *m, int slots)
+{
+    if (slots < 1 || slots > m->n_mb || m->slots != m->n_mb || (m->acts && m->acts[0].wg))
+        return -1;
+    for (int i = slots; i < m->n_mb; i++) {
+        gpt_acts_t *a = &m->acts[i], *s = &m->acts[i % slots];
+        gpt_real **mine[] = GPT_SLOT_ARRAYS(a), **theirs[] = GPT_SLOT_ARRAYS(s);
+        for (size_t k = 0; k < sizeof(mine) / sizeof(mine[0]); k++) {
+            free(*mine[k]);
+            *mine[k] = *theirs[k];
+        }
+    }
+    m->act_bytes -= (size_t)(m->n_mb - slots) * m->slot_bytes;
+    m->slots = slots;
+    return 0;
 }
 
 size_t gpt_wgrad_slot_numel(const gpt_t *m, int slot)
@@ -307,7 +337,10 @@ int gpt_alloc_wgrad(gpt_t *m)
         per_layer += gpt_wgrad_slot_numel(m, s);
     size_t n = (size_t)m->L * per_layer + 2 * gpt_wgrad_slot_numel(m, GPT_WG_LNF);
     for (int i = 0; i < m->n_mb; i++)
-        ALLOC(m->acts[i].wg, n);
+        if (i < m->slots)
+            ALLOC(m->acts[i].wg, n);
+        else
+            m->acts[i].wg = m->acts[i % m->slots].wg;
     return layers_alloc(m, 1);
 }
 
@@ -315,13 +348,12 @@ void gpt_destroy(gpt_t *m)
 {
     for (int i = 0; m->acts && i < m->n_mb; i++) {
         gpt_acts_t *a = &m->acts[i];
-        gpt_real *f[] = {a->x,        a->xmid,     a->ln1,      a->ln2,    a->ln1_mean, a->ln1_rstd,
-                         a->ln2_mean, a->ln2_rstd, a->ln1_in,   a->ln2_in, a->qkv,      a->att,
-                         a->atty,     a->fch,      a->fch_gelu, a->lnf,    a->lnf_mean, a->lnf_rstd,
-                         a->lnf_in,   a->logits,   a->lse,      a->loss};
-        for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
-            free(f[k]);
-        free(a->tokens), free(a->targets), free(a->wg);
+        gpt_real **f[] = GPT_SLOT_ARRAYS(a);
+        for (size_t k = 0; i < m->slots && k < sizeof(f) / sizeof(f[0]); k++)
+            free(*f[k]);
+        if (i < m->slots)
+            free(a->wg);
+        free(a->lse), free(a->loss), free(a->tokens), free(a->targets);
     }
     layers_release(m);
     free(m->blocks), free(m->acts), free(m->tensors), free(m->partial), free(m->dinside);

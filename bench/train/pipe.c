@@ -101,6 +101,43 @@ static mesh_status_t stage_weight(void *ctx, const mesh_pp_work_t *w)
     return s;
 }
 
+/*
+ * The fewest activation slots this rank's list allows: micro-batch mb lives from its first
+ * forward pass on this rank to its last backward or weight pass, and k slots serve when no two
+ * micro-batches k apart (mb % k alike) live at once. 1F1B's stage s needs min(p - s, m), AFAB
+ * m; the others come out of their lists the same way. 0 when the list cannot be read.
+ */
+static int act_slots(const pipe_t *pp, int rank)
+{
+    int n = mesh_pp_schedule_length(pp->sched, rank), M = pp->mb, k = 0;
+    int *first = malloc(sizeof(int) * (size_t)M), *last = malloc(sizeof(int) * (size_t)M);
+    if (n < 0 || !first || !last)
+        goto out;
+    for (int mb = 0; mb < M; mb++)
+        first[mb] = n, last[mb] = -1;
+    for (int i = 0; i < n; i++) {
+        mesh_pp_action_t a;
+        if (mesh_pp_schedule_action(pp->sched, rank, i, &a) != MESH_OK)
+            goto out;
+        if (a.op != MESH_PP_F && a.op != MESH_PP_B && a.op != MESH_PP_W)
+            continue;
+        if (i < first[a.mb])
+            first[a.mb] = i;
+        last[a.mb] = i;
+    }
+    for (k = 1; k < M; k++) {
+        int clash = 0;
+        for (int a = 0; a < M && !clash; a++)
+            for (int b = a + k; b < M && !clash; b += k)
+                clash = first[b] <= last[a] && first[a] <= last[b];
+        if (!clash)
+            break;
+    }
+out:
+    free(first), free(last);
+    return k;
+}
+
 int pipe_create(pipe_t *pp, layout_t *lo, gpt_t *m, const char *schedule, int chunks)
 {
     memset(pp, 0, sizeof(*pp));
@@ -159,6 +196,10 @@ int pipe_create(pipe_t *pp, layout_t *lo, gpt_t *m, const char *schedule, int ch
         lo->tied_peer = last;
     else if (first != last && lo->pp_rank == last)
         lo->tied_peer = first;
+    /* the micro-batches this rank holds at once, not every one of the step */
+    int slots = act_slots(pp, lo->pp_rank);
+    if (slots < 1 || gpt_share_acts(m, slots))
+        return snprintf(pp->err, sizeof(pp->err), "the schedule's activation slots"), -1;
     if (pp->split && gpt_alloc_wgrad(m))
         return snprintf(pp->err, sizeof(pp->err), "out of memory"), -1;
     return 0;

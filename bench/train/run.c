@@ -208,8 +208,13 @@ static int setup_pipeline(run_t *r)
                                        : NULL;
     if (r->lo.pp_size == 1 && (o->schedule || o->chunks))
         return refuse(r, "--schedule and --chunks need --mesh pp=P with P > 1");
-    if (r->lo.pp_size == 1)
-        return RUN_OK;
+    /* without a pipeline each micro-batch's backward pass follows its forward: one slot */
+    if (r->lo.pp_size == 1) {
+        if (!gpt_share_acts(&r->m, 1))
+            return RUN_OK;
+        fprintf(stderr, "mesh-train: the activation slots\n");
+        return RUN_FAILED;
+    }
     if (pp_refused) {
         snprintf(err, sizeof(err), "%s is not available with pp > 1 yet", pp_refused);
         return refuse(r, err);
