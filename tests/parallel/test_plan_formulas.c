@@ -266,6 +266,24 @@ static void test_cpu_memory(void)
               e.mem[MESH_PLAN_MEM_BUFFERS], buffers);
     CHECK(NEAR(e.mem[MESH_PLAN_MEM_GRADS], e.mem[MESH_PLAN_MEM_PARAMS], 1e-12) &&
           NEAR(e.mem[MESH_PLAN_MEM_OPTIM], e.mem[MESH_PLAN_MEM_PARAMS], 1e-12));
+    /* ZeRO 2 without a pipeline on CPU ranks: the whole gradient beside its shard (the ranks'
+     * cores drive the reductions, which finish after the backward pass), 4 + 4/4 bytes a
+     * parameter; with communication that runs under compute (overlap cost < 1) the shard and
+     * two buckets of 40M parameters' gradients */
+    mesh_plan_layout_t z2 = {0};
+    set = 0;
+    CHECK(mesh_plan_layout_parse("tp=2,dp=4,zero=2,mbs=1,recompute=none", &z2, &set) == MESH_OK);
+    mesh_plan_eval_t e2;
+    CHECK(mesh_plan_evaluate(&m, &c, &p, &z2, &e2) == MESH_OK);
+    double psi = e2.mem[MESH_PLAN_MEM_PARAMS] / 4; /* parameters of a tp rank */
+    CHECK_MSG(NEAR(e2.mem[MESH_PLAN_MEM_GRADS], psi * (4 + 1), 1e-12), "grads %.0f, want %.0f",
+              e2.mem[MESH_PLAN_MEM_GRADS], psi * 5);
+    CHECK(NEAR(e2.mem[MESH_PLAN_MEM_BUFFERS], filled.reserve, 1e-12));
+    mesh_plan_cluster_t async = c;
+    async.overlap_cost = 0.15;
+    CHECK(mesh_plan_evaluate(&m, &async, &p, &z2, &e2) == MESH_OK);
+    CHECK(NEAR(e2.mem[MESH_PLAN_MEM_GRADS], psi * 1, 1e-12));
+    CHECK(NEAR(e2.mem[MESH_PLAN_MEM_BUFFERS], filled.reserve + 2 * 4 * fmin(psi, 40e6), 1e-12));
     /* the balanced split puts 7 blocks on the first stage (the head's work is the last's) */
     l.even = 0;
     CHECK(mesh_plan_evaluate(&m, &c, &p, &l, &e) == MESH_OK);
