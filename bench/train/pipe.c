@@ -36,12 +36,12 @@ static mesh_status_t stage_forward(void *ctx, const mesh_pp_work_t *w)
         if (gpt_embed_fwd(m, w->mb))
             return failed(w, "the embedding");
     } else {
-        memcpy(a->x + l0 * n, w->input, n * sizeof(gpt_real));
+        memcpy(a->x + gpt_xblk(m, l0) * n, w->input, n * sizeof(gpt_real));
     }
     if (gpt_blocks_fwd(m, w->mb, l0, l1))
         return failed(w, "the forward pass");
     if (w->stage < pp->stages - 1) {
-        memcpy(w->output, a->x + l1 * n, n * sizeof(gpt_real));
+        memcpy(w->output, a->x + gpt_xblk(m, l1) * n, n * sizeof(gpt_real));
         return MESH_OK;
     }
     double ls;
@@ -172,8 +172,11 @@ int pipe_create(pipe_t *pp, layout_t *lo, gpt_t *m, const char *schedule, int ch
     int first = -1, last = -1;
     lo->owned = calloc((size_t)m->n_tensors, sizeof(int));
     pp->bwd_done = calloc((size_t)pp->v, sizeof(int));
-    if (!lo->owned || !pp->bwd_done)
+    uint8_t *mine = calloc((size_t)m->L, 1); /* the blocks of this rank's stages */
+    if (!lo->owned || !pp->bwd_done || !mine) {
+        free(mine);
         return snprintf(pp->err, sizeof(pp->err), "out of memory"), -1;
+    }
     for (int r = 0; r < pp->p; r++)
         for (int c = 0; c < pp->v; c++) {
             int s = mesh_pp_schedule_stage(pp->sched, r, c);
@@ -183,6 +186,7 @@ int pipe_create(pipe_t *pp, layout_t *lo, gpt_t *m, const char *schedule, int ch
                 continue;
             int l0, l1;
             blocks_of(pp, s, &l0, &l1);
+            memset(mine + l0, 1, (size_t)(l1 - l0));
             for (int i = 0; i < m->n_tensors; i++) {
                 const gpt_tensor_t *t = &m->tensors[i];
                 int g = t->group;
@@ -196,10 +200,12 @@ int pipe_create(pipe_t *pp, layout_t *lo, gpt_t *m, const char *schedule, int ch
         lo->tied_peer = last;
     else if (first != last && lo->pp_rank == last)
         lo->tied_peer = first;
-    /* the micro-batches this rank holds at once, not every one of the step */
-    int slots = act_slots(pp, lo->pp_rank);
-    if (slots < 1 || gpt_share_acts(m, slots))
-        return snprintf(pp->err, sizeof(pp->err), "the schedule's activation slots"), -1;
+    /* the activations of this rank's blocks only, for the micro-batches it holds at once, not
+     * every one of the step */
+    int slots = act_slots(pp, lo->pp_rank), kept = gpt_keep_blocks(m, mine);
+    free(mine);
+    if (kept || slots < 1 || gpt_share_acts(m, slots))
+        return snprintf(pp->err, sizeof(pp->err), "the stage's activations"), -1;
     if (pp->split && gpt_alloc_wgrad(m))
         return snprintf(pp->err, sizeof(pp->err), "out of memory"), -1;
     return 0;
@@ -325,7 +331,7 @@ int pipe_forward(pipe_t *pp, int mb, double *loss_sum)
     for (int s = 0; s < pp->stages; s++) {
         int owner = rank_of_stage(pp, s), l0, l1;
         blocks_of(pp, s, &l0, &l1);
-        gpt_real *in = m->acts[mb].x + (size_t)l0 * n;
+        gpt_real *in = m->acts[mb].x + gpt_xblk(m, l0) * n;
         mesh_status_t st = MESH_OK;
         if (prev >= 0 && prev != owner && me == prev)
             st = mesh_send(comm, in, n, MESH_FP32, owner, NULL, NULL);
