@@ -232,7 +232,8 @@ static int setup_optimizer(run_t *r)
         .field_mask = MESH_ZERO_PARAM_FIELD_OPTIMIZER | MESH_ZERO_PARAM_FIELD_LR |
                       MESH_ZERO_PARAM_FIELD_BETAS | MESH_ZERO_PARAM_FIELD_EPS |
                       MESH_ZERO_PARAM_FIELD_WEIGHT_DECAY | MESH_ZERO_PARAM_FIELD_MAX_GRAD_NORM |
-                      MESH_ZERO_PARAM_FIELD_OVERLAP | MESH_ZERO_PARAM_FIELD_BUCKET_BYTES,
+                      MESH_ZERO_PARAM_FIELD_OVERLAP | MESH_ZERO_PARAM_FIELD_BUCKET_BYTES |
+                      MESH_ZERO_PARAM_FIELD_MAX_INFLIGHT,
         .optimizer = MESH_ZERO_ADAMW,
         .lr = o->lr,
         .beta1 = 0.9,
@@ -241,7 +242,8 @@ static int setup_optimizer(run_t *r)
         .weight_decay = o->weight_decay,
         .max_grad_norm = o->clip,
         .overlap = o->overlap,
-        .bucket_bytes = (size_t)(o->bucket_mb * 1048576.0)};
+        .bucket_bytes = (size_t)(o->bucket_mb * 1048576.0),
+        .max_inflight = o->inflight};
     if (layout_bind(&r->lo, &r->m, &zp))
         return RUN_FAILED;
     if (r->lo.pp_size > 1 && pipe_start(&r->pp)) {
