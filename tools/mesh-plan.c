@@ -32,7 +32,8 @@ static const char plan_usage[] =
     "                     routing: a token's experts on at most n nodes), name\n"
     "  --cluster C        [PRESET,]gpus=N,gpus-per-node=K,gpu-mem=GiB,flops=TFLOP/s,\n"
     "                     intra-bw=GB/s,inter-bw=GB/s,intra-lat=us,inter-lat=us,eff=F,\n"
-    "                     mem-bw=GB/s,reserve=GiB,nodes=N,precision=bf16|fp32 (bandwidths\n"
+    "                     mem-bw=GB/s,reserve=GiB,nodes=N,precision=bf16|fp32,bucket=MiB,\n"
+    "                     inflight=K (gradient bucket, reductions in flight; bandwidths\n"
     "                     are bus bandwidths per GPU; latencies per collective step; bf16:\n"
     "                     bf16 with an fp32 master, fp32: fp32 throughout, the cpu preset's)\n"
     "  --from-topo        this machine's node (GPUs, cores, NICs) times --nodes N;\n"
@@ -265,11 +266,15 @@ static int plan_cluster_set(void *ctx, const char *k, size_t kl, const char *v, 
         c->inter_lat = d * 1e-6;
     else if (plan_key(k, kl, "reserve"))
         c->reserve = d * 1024.0 * 1024 * 1024;
+    else if (plan_key(k, kl, "bucket"))
+        c->bucket_bytes = d * 1024.0 * 1024;
+    else if (plan_key(k, kl, "inflight"))
+        c->inflight = (int)d;
     else {
         fprintf(stderr,
                 "mesh-plan: --cluster: unknown key '%.*s' (gpus, nodes, gpus-per-node, "
                 "gpu-mem, flops, eff, mem-bw, intra-bw, inter-bw, intra-lat, inter-lat, "
-                "reserve, precision)\n",
+                "reserve, bucket, inflight, precision)\n",
                 (int)kl, k);
         return -1;
     }

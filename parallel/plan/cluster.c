@@ -172,6 +172,18 @@ mesh_status_t plan_cluster_norm(const mesh_plan_cluster_t *in, mesh_plan_cluster
         c->reserve = c->cpu ? PLAN_CPU_RESERVE : 2.0 * PLAN_GIB;
     if (c->overlap_cost == 0)
         c->overlap_cost = c->cpu ? 1.0 : 0.15;
+    if (c->bucket_bytes == 0)
+        c->bucket_bytes = c->cpu ? 4.0 * PLAN_MIB
+                                 : 40e6 * (c->precision == MESH_PLAN_PREC_FP32 ? 4.0 : 2.0);
+    if (c->inflight == 0)
+        c->inflight = 2;
+    if (c->coll_window == 0)
+        c->coll_window = c->cpu ? PLAN_CPU_COLL_WINDOW : -1;
+    if (!(c->bucket_bytes > 0) || c->inflight < 1)
+        return mesh_par_error(MESH_ERR_INVALID_ARG,
+                              "cluster: bucket %g bytes and %d reductions in flight must be "
+                              "positive",
+                              c->bucket_bytes, c->inflight);
     if (c->overlap_cost < 0)
         c->overlap_cost = 0;
     if (c->overlap_cost > 1)

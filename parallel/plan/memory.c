@@ -245,11 +245,13 @@ void plan_stage_params(const plan_ctx_t *x, const mesh_plan_layout_t *l, const i
 
 /* Buffers of a rank of stage `stage`, e bytes an element: the reserve (runtime, workspaces),
  * ZeRO-3's gathered layers (pp = 1: under a pipeline the stage's whole parameters count as
- * parameters), ZeRO 2 and 3's gradient buckets in flight (pp = 1), pipeline messages, the tied
- * table's gradient from the other end of the pipeline (a receive buffer of the output layer's shard
- * in fp32, on the first and last stages), the sequence-parallel all-gather, expert dispatch and the
- * context-parallel ring. Gradients are reduced in place in their flat buffer (mesh's ZeRO, as
- * Megatron-Core's contiguous gradient buffer): no bucket copies. */
+ * parameters), the gradient reductions in flight (at most `inflight` buckets at once: each
+ * one's receive scratch, and with ZeRO 2 and 3 without a pipeline its staging until folded into
+ * the shard), pipeline messages, the tied table's gradient from the other end of the pipeline (a
+ * receive buffer of the output layer's shard in fp32, on the first and last stages), the
+ * sequence-parallel all-gather, expert dispatch and the context-parallel ring. Gradients are
+ * reduced in place in their flat buffer (mesh's ZeRO, as Megatron-Core's contiguous gradient
+ * buffer): no bucket copies. */
 static double plan_buffers(const plan_ctx_t *x, const mesh_plan_layout_t *l, int stage,
                            double dense, double layer_max, double e)
 {
@@ -257,12 +259,19 @@ static double plan_buffers(const plan_ctx_t *x, const mesh_plan_layout_t *l, int
     double s = (double)m->seq / l->cp, b = l->mbs, h = m->hidden;
     double tsp = l->sp && l->tp > 1 ? l->tp : 1;
     double buf = x->cl.reserve;
+    double dd = (double)l->dp * l->ep * l->cp, k = x->cl.inflight;
+    double bucket = fmin(e * dense, x->cl.bucket_bytes);
     if (l->zero == 3 && l->pp == 1)
         buf += 2.0 * 2.0 * e * layer_max; /* params and grads, 2 layers */
-    /* ZeRO 2 and 3 reducing under the backward pass elsewhere: two buckets of gradients of
-     * 40M parameters in flight beside the shard */
-    if (l->zero >= 2 && l->pp == 1 && (long)l->dp * l->ep * l->cp > 1 && x->cl.overlap_cost < 1)
-        buf += 2.0 * e * fmin(dense, 40e6);
+    if (dd > 1) {
+        /* ZeRO 2 and 3 reducing under the backward pass: the staging of the buckets in flight
+         * beside the shard (under a pipeline the whole gradient counts as gradients) */
+        if (l->zero >= 2 && l->pp == 1)
+            buf += k * bucket;
+        /* each reduction's receive scratch: the ring's (n - 1) / n of its bucket, windowed */
+        if (x->cl.coll_window > 0)
+            buf += k * fmin((dd - 1) / dd * bucket, x->cl.coll_window);
+    }
     if (l->pp > 1)
         buf += 4.0 * e * b * s * h / tsp;
     if (l->pp > 1 && m->tied && (stage == 0 || stage == l->pp - 1))
@@ -289,14 +298,6 @@ void plan_memory(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *st
     double pb, gb, ob, peb, geb, oeb;
     mesh_plan_state_bytes_at(l->zero, dd, prec, p > 1, &pb, &gb, &ob);
     mesh_plan_state_bytes_at(l->zero, l->edp, prec, p > 1, &peb, &geb, &oeb);
-    /* without a pipeline ZeRO 2 and 3 reduce-scatter the gradients bucket by bucket as the
-     * backward pass fills them; where the cores that compute also drive the communication
-     * (overlap_cost 1: CPU ranks, whose progress is explicit) little of it is done before the
-     * pass ends, and the whole gradient is resident beside the shard, as under a pipeline */
-    if (p == 1 && l->zero >= 2 && x->cl.overlap_cost >= 1) {
-        gb += e;
-        geb += e;
-    }
     double act_d = plan_act(m, l->mbs, l->tp, l->cp, l->sp, l->recompute, 0, l->etp, e);
     double act_m =
         m->experts ? plan_act(m, l->mbs, l->tp, l->cp, l->sp, l->recompute, 1, l->etp, e) : 0;

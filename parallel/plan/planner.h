@@ -22,6 +22,10 @@
  * it: 44.6 MiB on average over the 8 ranks, 49.4 at most (docs/mesh-train.md). */
 #define PLAN_CPU_RESERVE (48.0 * PLAN_MIB)
 
+/* The receive scratch of one ring reduce-scatter in mesh (collectives/phases.h's window): the
+ * segments of the blocks a rank receives, (n - 1) / n of the vector, at most this many bytes. */
+#define PLAN_CPU_COLL_WINDOW (8.0 * PLAN_MIB)
+
 /* Parameters of one model, by part; from layer moe_from on, every moe_interval-th layer is MoE
  * when experts > 0. */
 typedef struct {

@@ -261,29 +261,49 @@ static void test_cpu_memory(void)
         NEAR(mesh_plan_act_layer(&m, 1, 2, 1, 0, MESH_PLAN_RECOMPUTE_NONE, 0, 1) * 2, act, 1e-12));
     CHECK_MSG(NEAR(e.mem[MESH_PLAN_MEM_ACT], 12 * act, 1e-12), "activations %.0f, want %.0f",
               e.mem[MESH_PLAN_MEM_ACT], 12 * act);
-    double buffers = filled.reserve + 4.0 * 4 * 256 * 768 + 4.0 * 8192 * 768;
+    /* the reserve, the pipeline's messages, the tied table's gradient, and two reductions in
+     * flight (mesh_zero's max_inflight), each with the ring's receive scratch: half of a 4 MiB
+     * bucket over dp = 2 */
+    CHECK(filled.inflight == 2 && filled.bucket_bytes == 4 << 20 &&
+          filled.coll_window == 8 << 20);
+    double buffers =
+        filled.reserve + 4.0 * 4 * 256 * 768 + 4.0 * 8192 * 768 + 2 * (1.0 / 2) * (4 << 20);
     CHECK_MSG(NEAR(e.mem[MESH_PLAN_MEM_BUFFERS], buffers, 1e-12), "buffers %.0f, want %.0f",
               e.mem[MESH_PLAN_MEM_BUFFERS], buffers);
     CHECK(NEAR(e.mem[MESH_PLAN_MEM_GRADS], e.mem[MESH_PLAN_MEM_PARAMS], 1e-12) &&
           NEAR(e.mem[MESH_PLAN_MEM_OPTIM], e.mem[MESH_PLAN_MEM_PARAMS], 1e-12));
-    /* ZeRO 2 without a pipeline on CPU ranks: the whole gradient beside its shard (the ranks'
-     * cores drive the reductions, which finish after the backward pass), 4 + 4/4 bytes a
-     * parameter; with communication that runs under compute (overlap cost < 1) the shard and
-     * two buckets of 40M parameters' gradients */
+    /* ZeRO 2 without a pipeline: the gradient shard (4/4 bytes a parameter), and beside it the
+     * staging of the two buckets in flight and their receive scratch, 3/4 of a bucket each over
+     * dp = 4; a wider bound counts more, a larger bucket a larger window, up to 8 MiB */
     mesh_plan_layout_t z2 = {0};
     set = 0;
     CHECK(mesh_plan_layout_parse("tp=2,dp=4,zero=2,mbs=1,recompute=none", &z2, &set) == MESH_OK);
     mesh_plan_eval_t e2;
     CHECK(mesh_plan_evaluate(&m, &c, &p, &z2, &e2) == MESH_OK);
     double psi = e2.mem[MESH_PLAN_MEM_PARAMS] / 4; /* parameters of a tp rank */
-    CHECK_MSG(NEAR(e2.mem[MESH_PLAN_MEM_GRADS], psi * (4 + 1), 1e-12), "grads %.0f, want %.0f",
-              e2.mem[MESH_PLAN_MEM_GRADS], psi * 5);
-    CHECK(NEAR(e2.mem[MESH_PLAN_MEM_BUFFERS], filled.reserve, 1e-12));
-    mesh_plan_cluster_t async = c;
-    async.overlap_cost = 0.15;
-    CHECK(mesh_plan_evaluate(&m, &async, &p, &z2, &e2) == MESH_OK);
-    CHECK(NEAR(e2.mem[MESH_PLAN_MEM_GRADS], psi * 1, 1e-12));
-    CHECK(NEAR(e2.mem[MESH_PLAN_MEM_BUFFERS], filled.reserve + 2 * 4 * fmin(psi, 40e6), 1e-12));
+    CHECK_MSG(NEAR(e2.mem[MESH_PLAN_MEM_GRADS], psi, 1e-12), "grads %.0f, want %.0f",
+              e2.mem[MESH_PLAN_MEM_GRADS], psi);
+    double mib = 1 << 20;
+    CHECK_MSG(NEAR(e2.mem[MESH_PLAN_MEM_BUFFERS], filled.reserve + 2 * 4 * mib + 2 * 3 * mib,
+                   1e-12),
+              "buffers %.0f", e2.mem[MESH_PLAN_MEM_BUFFERS]);
+    mesh_plan_cluster_t wide = c;
+    wide.inflight = 5;
+    wide.bucket_bytes = 16 * mib;
+    CHECK(mesh_plan_evaluate(&m, &wide, &p, &z2, &e2) == MESH_OK);
+    CHECK(NEAR(e2.mem[MESH_PLAN_MEM_BUFFERS], filled.reserve + 5 * 16 * mib + 5 * 8 * mib, 1e-12));
+    /* stage 1 holds no staging: the scratch only */
+    z2.zero = 1;
+    CHECK(mesh_plan_evaluate(&m, &c, &p, &z2, &e2) == MESH_OK);
+    CHECK(NEAR(e2.mem[MESH_PLAN_MEM_BUFFERS], filled.reserve + 2 * 3 * mib, 1e-12));
+    z2.zero = 2;
+    /* GPUs: buckets of 40M gradients, no scratch beyond the reserve */
+    mesh_plan_cluster_t gpu = c;
+    gpu.bucket_bytes = 40e6 * 4;
+    gpu.coll_window = -1;
+    CHECK(mesh_plan_evaluate(&m, &gpu, &p, &z2, &e2) == MESH_OK);
+    CHECK(NEAR(e2.mem[MESH_PLAN_MEM_GRADS], psi, 1e-12));
+    CHECK(NEAR(e2.mem[MESH_PLAN_MEM_BUFFERS], filled.reserve + 2 * fmin(4 * psi, 160e6), 1e-12));
     /* the balanced split puts 7 blocks on the first stage (the head's work is the last's) */
     l.even = 0;
     CHECK(mesh_plan_evaluate(&m, &c, &p, &l, &e) == MESH_OK);
