@@ -18,9 +18,10 @@
 /* What a CPU rank holds beside its model states, activations and buffers: the program, its
  * libraries (OpenBLAS's buffers), the transports, the communicators, the trainer's
  * temporaries. Measured: the peak resident memory of mesh-train's 12M-parameter model (6
- * layers, d_model 384, seq 128, vocab 4096) on dp=8, ZeRO 1, less what the planner counts of
- * it: 44.6 MiB on average over the 8 ranks, 49.4 at most (docs/mesh-train.md). */
-#define PLAN_CPU_RESERVE (48.0 * PLAN_MIB)
+ * layers, d_model 384, 8 heads, seq 128, vocab 4096, batch 8) on dp=8, ZeRO 1, two gradient
+ * reductions in flight, less what the planner counts of it (the reductions' scratch included):
+ * 28.6 MiB on average over the 8 ranks, 28.7 at most (docs/mesh-train.md). */
+#define PLAN_CPU_RESERVE (29.0 * PLAN_MIB)
 
 /* The receive scratch of one ring reduce-scatter in mesh (collectives/phases.h's window): the
  * segments of the blocks a rank receives, (n - 1) / n of the vector, at most this many bytes. */
