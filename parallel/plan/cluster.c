@@ -173,8 +173,8 @@ mesh_status_t plan_cluster_norm(const mesh_plan_cluster_t *in, mesh_plan_cluster
     if (c->overlap_cost == 0)
         c->overlap_cost = c->cpu ? 1.0 : 0.15;
     if (c->bucket_bytes == 0)
-        c->bucket_bytes = c->cpu ? 4.0 * PLAN_MIB
-                                 : 40e6 * (c->precision == MESH_PLAN_PREC_FP32 ? 4.0 : 2.0);
+        c->bucket_bytes =
+            c->cpu ? 4.0 * PLAN_MIB : 40e6 * (c->precision == MESH_PLAN_PREC_FP32 ? 4.0 : 2.0);
     if (c->inflight == 0)
         c->inflight = 2;
     if (c->coll_window == 0)

@@ -247,11 +247,11 @@ void plan_stage_params(const plan_ctx_t *x, const mesh_plan_layout_t *l, const i
  * ZeRO-3's gathered layers (pp = 1: under a pipeline the stage's whole parameters count as
  * parameters), the gradient reductions in flight (at most `inflight` buckets at once: each
  * one's receive scratch, and with ZeRO 2 and 3 without a pipeline its staging until folded into
- * the shard), pipeline messages, the tied table's gradient from the other end of the pipeline (a
- * receive buffer of the output layer's shard in fp32, on the first and last stages), the
- * sequence-parallel all-gather, expert dispatch and the context-parallel ring. Gradients are
- * reduced in place in their flat buffer (mesh's ZeRO, as Megatron-Core's contiguous gradient
- * buffer): no bucket copies. */
+ * the shard, beside the gradients being written), pipeline messages, the tied table's gradient from
+ * the other end of the pipeline (a receive buffer of the output layer's shard in fp32, on the first
+ * and last stages), the sequence-parallel all-gather, expert dispatch and the context-parallel
+ * ring. Gradients are reduced in place in their flat buffer (mesh's ZeRO, as Megatron-Core's
+ * contiguous gradient buffer): no bucket copies. */
 static double plan_buffers(const plan_ctx_t *x, const mesh_plan_layout_t *l, int stage,
                            double dense, double layer_max, double e)
 {
@@ -264,10 +264,16 @@ static double plan_buffers(const plan_ctx_t *x, const mesh_plan_layout_t *l, int
     if (l->zero == 3 && l->pp == 1)
         buf += 2.0 * 2.0 * e * layer_max; /* params and grads, 2 layers */
     if (dd > 1) {
-        /* ZeRO 2 and 3 reducing under the backward pass: the staging of the buckets in flight
-         * beside the shard (under a pipeline the whole gradient counts as gradients) */
-        if (l->zero >= 2 && l->pp == 1)
-            buf += k * bucket;
+        /* ZeRO 2 and 3 reducing under the backward pass, the staging beside the shard (under a
+         * pipeline the whole gradient counts as gradients): the buckets in flight, the layer
+         * whose gradients the pass is writing (handed over when its backward ends; stage 3
+         * counts it with its gathered layers above), and a tied table's gradient, written by
+         * the output layer first and reduced last (its bucket opens the layout) */
+        if (l->zero >= 2 && l->pp == 1) {
+            buf += k * bucket + (l->zero == 2 ? e * layer_max : 0);
+            if (m->tied)
+                buf += e * x->c.output / l->tp;
+        }
         /* each reduction's receive scratch: the ring's (n - 1) / n of its bucket, windowed */
         if (x->cl.coll_window > 0)
             buf += k * fmin((dd - 1) / dd * bucket, x->cl.coll_window);
