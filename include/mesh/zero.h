@@ -45,8 +45,9 @@
  *   With overlap on, a bucket's reduction starts as soon as its last tensor is marked ready
  *   (buckets start in backward order, so every rank posts the same sequence); with overlap off,
  *   all of them start when the micro-batch ends. Either way at most max_inflight reductions
- *   are under way: the oldest is waited for before one more starts. The step also all-reduces one double (the
- *   squared gradient norm) over dp (stages 1-3) and over the model-parallel communicator.
+ *   are under way: the oldest is waited for before one more starts. The step also all-reduces
+ *   one double (the squared gradient norm) over dp (stages 1-3) and over the model-parallel
+ *   communicator.
  *   Communication advances inside the calls of this layer (grad_ready, gather, wait_params,
  *   progress, micro_begin/end, step): a model whose computation runs long between them calls
  *   mesh_zero_progress from time to time.
