@@ -101,12 +101,14 @@ void plan_print_header(const plan_opts_t *o, FILE *f)
         fprintf(f, "         changed from the preset: %s\n", o->model_changes);
     fprintf(f,
             "cluster  %s: %d %s, %d per node (%d node%s), %.1f GiB, %.0f %sFLOP/s at %.0f%%, "
-            "intra %.1f GB/s %.1f us, inter %.2f GB/s %.1f us\n",
+            "intra %.1f GB/s %.1f us, inter %.2f GB/s %.1f us, %s, reserve %.0f MiB\n",
             c->name[0] ? c->name : "(custom)", c->gpus, c->cpu ? "ranks" : "GPUs", c->gpus_per_node,
             c->gpus / c->gpus_per_node, c->gpus / c->gpus_per_node == 1 ? "" : "s",
             c->gpu_mem / GIB, c->flops >= 1e12 ? c->flops / 1e12 : c->flops / 1e9,
             c->flops >= 1e12 ? "T" : "G", 100 * (c->efficiency > 0 ? c->efficiency : 0.6),
-            c->intra_bw / 1e9, c->intra_lat * 1e6, c->inter_bw / 1e9, c->inter_lat * 1e6);
+            c->intra_bw / 1e9, c->intra_lat * 1e6, c->inter_bw / 1e9, c->inter_lat * 1e6,
+            c->precision == MESH_PLAN_PREC_FP32 ? "fp32" : "bf16 (fp32 master)",
+            c->reserve / (1024.0 * 1024));
     if (o->topo_note[0])
         fprintf(f, "         %s\n", o->topo_note);
     if (o->calib) {
@@ -135,7 +137,8 @@ void plan_print_layout(const plan_opts_t *o, const mesh_plan_eval_t *e, int rank
             mesh_pp_kind_name(l->schedule));
     if (l->schedule == MESH_PP_INTERLEAVED)
         fprintf(f, " vpp=%d", l->vpp);
-    fprintf(f, " recompute=%s%s\n", mesh_plan_recompute_name(l->recompute), l->sp ? " sp" : "");
+    fprintf(f, " recompute=%s%s%s\n", mesh_plan_recompute_name(l->recompute), l->sp ? " sp" : "",
+            l->even ? " even" : "");
     fprintf(f, "    step %s  %.0f tokens/s  MFU %.1f%%", plan_secs(e->step, a, sizeof(a)),
             e->tokens_per_s, 100 * e->mfu);
     if (best && best != e)
@@ -146,10 +149,15 @@ void plan_print_layout(const plan_opts_t *o, const mesh_plan_eval_t *e, int rank
     for (int x = 0; x < MESH_AXIS_COUNT; x++)
         if (e->comm_time[x] > 0)
             fprintf(f, " %s %s", plan_axis_names[x], plan_secs(e->comm_exposed[x], a, sizeof(a)));
+    /* GiB, or MiB for ranks that hold less than one */
+    double unit = e->mem_total < GIB ? 1024.0 * 1024 : GIB;
+    const char *uname = e->mem_total < GIB ? "MiB" : "GiB";
     fprintf(f, "\n    memory");
     for (int k = 0; k < MESH_PLAN_MEM_COUNT; k++)
-        fprintf(f, " %s%s %.2f", k ? "+ " : "", plan_mem_names[k], e->mem[k] / GIB);
-    fprintf(f, " = %.2f of %.2f GiB", e->mem_total / GIB, e->mem_limit / GIB);
+        fprintf(f, " %s%s %.*f", k ? "+ " : "", plan_mem_names[k], unit < GIB ? 1 : 2,
+                e->mem[k] / unit);
+    fprintf(f, " = %.*f %s of %.2f GiB", unit < GIB ? 1 : 2, e->mem_total / unit, uname,
+            e->mem_limit / GIB);
     fprintf(f, "\n");
     if (l->pp > 1)
         fprintf(f,
@@ -285,12 +293,13 @@ static void plan_json_layout(const mesh_plan_eval_t *e, FILE *f)
     fprintf(f,
             "{\"tp\": %d, \"cp\": %d, \"ep\": %d, \"etp\": %d, \"dp\": %d, \"pp\": %d, "
             "\"edp\": %d, \"zero\": %d, \"mbs\": %d, \"micro_batches\": %d, \"schedule\": \"%s\", "
-            "\"vpp\": %d, \"recompute\": \"%s\", \"sp\": %s, \"fits\": %s, \"reason\": \"%s\", "
+            "\"vpp\": %d, \"recompute\": \"%s\", \"sp\": %s, \"even\": %s, \"fits\": %s, "
+            "\"reason\": \"%s\", "
             "\"why\": ",
             l->tp, l->cp, l->ep, l->etp, l->dp, l->pp, l->edp, l->zero, l->mbs, l->micro_batches,
             mesh_pp_kind_name(l->schedule), l->vpp, mesh_plan_recompute_name(l->recompute),
-            l->sp ? "true" : "false", e->reject == MESH_PLAN_OK ? "true" : "false",
-            plan_rej_names[e->reject]);
+            l->sp ? "true" : "false", l->even ? "true" : "false",
+            e->reject == MESH_PLAN_OK ? "true" : "false", plan_rej_names[e->reject]);
     plan_json_str(f, e->why);
     if (e->reject == MESH_PLAN_REJ_INVALID) {
         fprintf(f, "}");

@@ -32,8 +32,10 @@ static const char plan_usage[] =
     "                     routing: a token's experts on at most n nodes), name\n"
     "  --cluster C        [PRESET,]gpus=N,gpus-per-node=K,gpu-mem=GiB,flops=TFLOP/s,\n"
     "                     intra-bw=GB/s,inter-bw=GB/s,intra-lat=us,inter-lat=us,eff=F,\n"
-    "                     mem-bw=GB/s,reserve=GiB,nodes=N (bandwidths are bus bandwidths per\n"
-    "                     GPU; latencies per collective step)\n"
+    "                     mem-bw=GB/s,reserve=GiB,nodes=N,precision=bf16|fp32,bucket=MiB,\n"
+    "                     inflight=K (gradient bucket, reductions in flight; bandwidths\n"
+    "                     are bus bandwidths per GPU; latencies per collective step; bf16:\n"
+    "                     bf16 with an fp32 master, fp32: fp32 throughout, the cpu preset's)\n"
     "  --from-topo        this machine's node (GPUs, cores, NICs) times --nodes N;\n"
     "                     --ranks-per-node K for CPU ranks (default: one per core)\n"
     "  --batch TOKENS     global batch in tokens (k, m, g: powers of 1024); default the\n"
@@ -51,7 +53,8 @@ static const char plan_usage[] =
     "                     exit 1 when one is off by more than --tolerance (default 0.25);\n"
     "                     sizes from --min-bytes (default 1m)\n"
     "  --check LAYOUT     one layout, tp=8,pp=8[,cp,ep,etp,dp,zero,mbs,schedule,vpp,recompute,\n"
-    "                     sp]: axes not named are 1 (dp the rest), knobs not named the best;\n"
+    "                     sp,even]: axes not named are 1 (dp the rest), knobs not named the\n"
+    "                     best; even=1: layers / pp on every stage (else the balanced split);\n"
     "                     exit 1 when it does not fit or cannot run\n"
     "  --top N            layouts shown (default 5); --rejected N rejected ones (default 8)\n"
     "  --json             one JSON object instead of text\n"
@@ -226,6 +229,14 @@ static int plan_cluster_set(void *ctx, const char *k, size_t kl, const char *v, 
     plan_opts_t *o = ctx;
     mesh_plan_cluster_t *c = &o->cluster;
     double d;
+    if (plan_key(k, kl, "precision")) {
+        if (plan_key(v, vl, "fp32") || plan_key(v, vl, "bf16")) {
+            c->precision = plan_key(v, vl, "fp32") ? MESH_PLAN_PREC_FP32 : MESH_PLAN_PREC_BF16;
+            return 0;
+        }
+        fprintf(stderr, "mesh-plan: --cluster: precision=%.*s is not fp32 or bf16\n", (int)vl, v);
+        return -1;
+    }
     if (plan_number(v, vl, 0, &d) != 0 || d < 0) {
         fprintf(stderr, "mesh-plan: --cluster: %.*s=%.*s is not a number\n", (int)kl, k, (int)vl,
                 v);
@@ -255,11 +266,15 @@ static int plan_cluster_set(void *ctx, const char *k, size_t kl, const char *v, 
         c->inter_lat = d * 1e-6;
     else if (plan_key(k, kl, "reserve"))
         c->reserve = d * 1024.0 * 1024 * 1024;
+    else if (plan_key(k, kl, "bucket"))
+        c->bucket_bytes = d * 1024.0 * 1024;
+    else if (plan_key(k, kl, "inflight"))
+        c->inflight = (int)d;
     else {
         fprintf(stderr,
                 "mesh-plan: --cluster: unknown key '%.*s' (gpus, nodes, gpus-per-node, "
                 "gpu-mem, flops, eff, mem-bw, intra-bw, inter-bw, intra-lat, inter-lat, "
-                "reserve)\n",
+                "reserve, bucket, inflight, precision)\n",
                 (int)kl, k);
         return -1;
     }

@@ -23,9 +23,8 @@ static unsigned sched_bit(const char *name)
 }
 
 /* Why the trainer cannot run a layout the planner accepts; NULL when it can. The planner
- * splits uneven stages and knows nothing of the vocabulary-parallel head; what the layout
- * refuses of the axes together (cp with a capacity, ...) is
- * layout_refused's. */
+ * knows nothing of the vocabulary-parallel head; what the layout refuses of the axes together
+ * (cp with a capacity, ...) is layout_refused's. */
 static const char *unrunnable(const train_opts_t *o, const mesh_plan_layout_t *l, char *buf,
                               size_t len)
 {
@@ -245,46 +244,32 @@ static void choose(const train_opts_t *o, mesh_comm_h world, int c[C_COUNT], dou
         base.fix.vpp = o->chunks;
         base.fix_set |= MESH_PLAN_SET_VPP;
     }
-    /* Under a pipeline mesh-train reduces stages 2 and 3 once per step, holding the stage's
-     * whole gradients (and in stage 3 parameters) through it, which the planner does not model
-     * (it shards them and gathers stage 3 per micro-batch): unless --zero is given, one search
-     * with pp = 1 and every stage, one with stages 0 and 1 and any pp; the faster wins. */
-    unsigned zmask[2] = {0xf, 0x3};
-    int zpp[2] = {1, 0}, cases = 2;
-    if (o->zero_given) {
-        zmask[0] = 1u << o->zero, cases = 1;
-        zpp[0] = o->zero >= 2 && !o->size[MESH_AXIS_PP];
-    } else if (o->size[MESH_AXIS_PP]) {
-        zmask[0] = o->size[MESH_AXIS_PP] > 1 ? 0x3 : 0xf, zpp[0] = 0, cases = 1;
-    }
+    /* mesh-train gives every stage layers / pp blocks; the planner models ZeRO 2 and 3 under a
+     * pipeline as mesh-train runs them, once per step per stage */
+    base.fix.even = 1;
+    base.fix_set |= MESH_PLAN_SET_EVEN;
+    base.zero_mask = o->zero_given ? 1u << o->zero : 0xf;
     memset(pk, 0, sizeof(*pk));
-    for (int k = 0; k < cases; k++) {
-        mesh_plan_params_t p = base;
-        p.zero_mask = zmask[k];
-        if (zpp[k]) {
-            p.fix.pp = 1;
-            p.fix_set |= MESH_PLAN_SET_PP;
-        }
-        /* --microbatches M: the micro-batch size follows from dp, one search per dp */
-        for (int dp = 1; dp <= w; dp++) {
-            if (o->microbatches_given) {
-                if (w % dp || o->batch % (dp * o->microbatches) ||
-                    (o->size[MESH_AXIS_DP] && o->size[MESH_AXIS_DP] != dp)) {
-                    if (!pk->none[0])
-                        snprintf(pk->none, sizeof(pk->none),
-                                 "--batch %d does not split into "
-                                 "dp ranks x --microbatches %d for any dp",
-                                 o->batch, o->microbatches);
-                    continue;
-                }
-                p.fix.dp = dp;
-                p.fix.mbs = o->batch / (dp * o->microbatches);
-                p.fix_set |= MESH_PLAN_SET_DP | MESH_PLAN_SET_MBS;
-            } else if (dp > 1) {
-                break;
+    mesh_plan_params_t p = base;
+    /* --microbatches M: the micro-batch size follows from dp, one search per dp */
+    for (int dp = 1; dp <= w; dp++) {
+        if (o->microbatches_given) {
+            if (w % dp || o->batch % (dp * o->microbatches) ||
+                (o->size[MESH_AXIS_DP] && o->size[MESH_AXIS_DP] != dp)) {
+                if (!pk->none[0])
+                    snprintf(pk->none, sizeof(pk->none),
+                             "--batch %d does not split into "
+                             "dp ranks x --microbatches %d for any dp",
+                             o->batch, o->microbatches);
+                continue;
             }
-            search(o, &m, &cl, &p, pk);
+            p.fix.dp = dp;
+            p.fix.mbs = o->batch / (dp * o->microbatches);
+            p.fix_set |= MESH_PLAN_SET_DP | MESH_PLAN_SET_MBS;
+        } else if (dp > 1) {
+            break;
         }
+        search(o, &m, &cl, &p, pk);
     }
     if (!pk->found) {
         snprintf(err, errlen,

@@ -239,13 +239,21 @@ int commrep_memory(mesh_comm_h world, const optim_t *opt, size_t act_bytes, int 
                           mx[MEM_FIELDS + 1], sum[MEM_FIELDS + 1];
     for (int i = 1; i < MEM_FIELDS; i++) /* the last: this rank's whole account */
         v[MEM_FIELDS] += v[i];
+    int w = mesh_comm_size(world);
+    double *each = malloc(sizeof(double) * 2 * (size_t)w), mine[2] = {v[MEM_RSS], v[MEM_FIELDS]};
+    if (!each)
+        return -1;
     if (mesh_allreduce(world, v, mx, MEM_FIELDS + 1, MESH_FP64, MESH_MAX, NULL, NULL) ||
-        mesh_allreduce(world, v, sum, MEM_FIELDS + 1, MESH_FP64, MESH_SUM, NULL, NULL)) {
+        mesh_allreduce(world, v, sum, MEM_FIELDS + 1, MESH_FP64, MESH_SUM, NULL, NULL) ||
+        mesh_allgather(world, mine, each, 2, MESH_FP64, NULL, NULL)) {
         fprintf(stderr, "mesh-train: --comm-report: %s\n", mesh_comm_last_error(NULL));
+        free(each);
         return -1;
     }
-    if (!say)
+    if (!say) {
+        free(each);
         return 0;
+    }
     static const char *const what[MEM_FIELDS + 1] = {"peak RSS",    "parameters", "gradients",
                                                      "master",      "optimizer",  "buffers",
                                                      "activations", "accounted"};
@@ -253,6 +261,11 @@ int commrep_memory(mesh_comm_h world, const optim_t *opt, size_t act_bytes, int 
     printf("# memory per rank (MiB, largest / mean):");
     for (int i = 0; i <= MEM_FIELDS; i++)
         printf("%s %s %.1f / %.1f", i ? "," : "", what[i], mx[i] / mib, sum[i] / n / mib);
+    /* per world rank: the stages and the ranks of one stage differ (the embedding, the head) */
+    printf("\n# peak RSS / accounted per rank (MiB):");
+    for (int r = 0; r < w; r++)
+        printf(" %d: %.1f / %.1f", r, each[2 * r] / mib, each[2 * r + 1] / mib);
     printf("\n");
+    free(each);
     return 0;
 }

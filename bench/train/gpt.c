@@ -225,35 +225,66 @@ static void layers_release(gpt_t *m)
         }
 }
 
+/* The arrays of a micro-batch kept from its forward to its backward pass, which micro-batches
+ * that never live at once share (gpt_share_acts); tokens, targets, lse and loss stay each
+ * micro-batch's own (the step loads them all first). */
+#define GPT_SLOT_ARRAYS(a)                                                                         \
+    {                                                                                              \
+        &(a)->x, &(a)->xmid, &(a)->ln1, &(a)->ln2, &(a)->ln1_mean, &(a)->ln1_rstd, &(a)->ln2_mean, \
+            &(a)->ln2_rstd, &(a)->ln1_in, &(a)->ln2_in, &(a)->qkv, &(a)->att, &(a)->atty,          \
+            &(a)->fch, &(a)->fch_gelu, &(a)->lnf, &(a)->lnf_mean, &(a)->lnf_rstd, &(a)->lnf_in,    \
+            &(a)->logits                                                                           \
+    }
+
+/* The per-block arrays of one micro-batch: nb blocks, nx block inputs and outputs. */
+static int alloc_block_arrays(gpt_t *m, gpt_acts_t *a, size_t nb, size_t nx)
+{
+    size_t C = m->C, N = (size_t)m->b * m->T, No = (size_t)m->b * m->tl;
+    ALLOC(a->x, nx * No * C);
+    ALLOC(a->xmid, nb * No * C);
+    ALLOC(a->ln1, nb * No * C);
+    ALLOC(a->ln2, nb * No * C);
+    ALLOC(a->ln1_mean, nb * No);
+    ALLOC(a->ln1_rstd, nb * No);
+    ALLOC(a->ln2_mean, nb * No);
+    ALLOC(a->ln2_rstd, nb * No);
+    ALLOC(a->ln1_in, nb * N * C);
+    ALLOC(a->ln2_in, nb * N * C);
+    ALLOC(a->qkv, nb * N * 3 * m->Cl);
+    ALLOC(a->att, nb * m->b * m->NHl * (size_t)m->T * m->T);
+    ALLOC(a->atty, nb * N * m->Cl);
+    ALLOC(a->fch, nb * N * m->Fl);
+    ALLOC(a->fch_gelu, nb * N * m->Fl);
+    return 0;
+}
+
+static void free_block_arrays(gpt_acts_t *a)
+{
+    gpt_real *f[] = {a->x,        a->xmid,     a->ln1,      a->ln2,    a->ln1_mean,
+                     a->ln1_rstd, a->ln2_mean, a->ln2_rstd, a->ln1_in, a->ln2_in,
+                     a->qkv,      a->att,      a->atty,     a->fch,    a->fch_gelu};
+    for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
+        free(f[k]);
+}
+
 int gpt_alloc_acts(gpt_t *m, int b, int n_mb)
 {
-    m->b = b, m->n_mb = n_mb;
+    m->b = b, m->n_mb = n_mb, m->slots = n_mb;
     size_t before = allocated;
     ALLOC(m->acts, n_mb);
-    size_t L = m->L, C = m->C, N = (size_t)b * m->T, No = (size_t)b * m->tl;
+    size_t C = m->C, N = (size_t)b * m->T, No = (size_t)b * m->tl;
     size_t wide = 3 * (size_t)m->Cl > (size_t)m->Fl ? 3 * (size_t)m->Cl : (size_t)m->Fl;
     for (int i = 0; i < n_mb; i++) {
         gpt_acts_t *a = &m->acts[i];
-        ALLOC(a->x, (L + 1) * No * C);
-        ALLOC(a->xmid, L * No * C);
-        ALLOC(a->ln1, L * No * C);
-        ALLOC(a->ln2, L * No * C);
-        ALLOC(a->ln1_mean, L * No);
-        ALLOC(a->ln1_rstd, L * No);
-        ALLOC(a->ln2_mean, L * No);
-        ALLOC(a->ln2_rstd, L * No);
-        ALLOC(a->ln1_in, L * N * C);
-        ALLOC(a->ln2_in, L * N * C);
-        ALLOC(a->qkv, L * N * 3 * m->Cl);
-        ALLOC(a->att, L * b * m->NHl * (size_t)m->T * m->T);
-        ALLOC(a->atty, L * N * m->Cl);
-        ALLOC(a->fch, L * N * m->Fl);
-        ALLOC(a->fch_gelu, L * N * m->Fl);
+        size_t start = allocated;
+        if (alloc_block_arrays(m, a, (size_t)m->L, (size_t)m->L + 1))
+            return -1;
         ALLOC(a->lnf, No * C);
         ALLOC(a->lnf_mean, No);
         ALLOC(a->lnf_rstd, No);
         ALLOC(a->lnf_in, N * C);
         ALLOC(a->logits, N * m->Vl);
+        m->slot_bytes = allocated - start;
         ALLOC(a->lse, N);
         ALLOC(a->loss, N);
         ALLOC(a->tokens, N);
@@ -269,6 +300,60 @@ int gpt_alloc_acts(gpt_t *m, int b, int n_mb)
     ALLOC(m->dloss, N);
     m->act_bytes = allocated - before;
     return layers_alloc(m, 0);
+}
+
+/* Bytes of alloc_block_arrays's arrays for nb blocks and nx block inputs and outputs. */
+static size_t block_bytes(const gpt_t *m, size_t nb, size_t nx)
+{
+    size_t C = m->C, N = (size_t)m->b * m->T, No = (size_t)m->b * m->tl;
+    size_t per = 3 * No * C + 4 * No + 2 * N * C + N * 3 * m->Cl +
+                 (size_t)m->b * m->NHl * (size_t)m->T * m->T + N * m->Cl + 2 * N * m->Fl;
+    return (nx * No * C + nb * per) * sizeof(gpt_real);
+}
+
+int gpt_keep_blocks(gpt_t *m, const uint8_t *mine)
+{
+    if (m->blk || m->slots != m->n_mb || (m->acts && m->acts[0].wg))
+        return -1;
+    m->blk = malloc(sizeof(int) * (size_t)m->L);
+    m->xblk = malloc(sizeof(int) * ((size_t)m->L + 1));
+    if (!m->blk || !m->xblk)
+        return -1;
+    int nb = 0, nx = 0;
+    for (int l = 0; l <= m->L; l++) {
+        if (l < m->L)
+            m->blk[l] = mine[l] ? nb++ : -1;
+        /* x[l] is block l's input and block l - 1's output */
+        m->xblk[l] = (l < m->L && mine[l]) || (l > 0 && mine[l - 1]) ? nx++ : -1;
+    }
+    for (int i = 0; i < m->n_mb; i++) {
+        free_block_arrays(&m->acts[i]);
+        if (alloc_block_arrays(m, &m->acts[i], (size_t)nb, (size_t)nx))
+            return -1;
+    }
+    size_t less =
+        block_bytes(m, (size_t)m->L, (size_t)m->L + 1) - block_bytes(m, (size_t)nb, (size_t)nx);
+    m->act_bytes -= (size_t)m->n_mb * less;
+    m->slot_bytes -= less;
+    m->nblk = nb;
+    return 0;
+}
+
+int gpt_share_acts(gpt_t *m, int slots)
+{
+    if (slots < 1 || slots > m->n_mb || m->slots != m->n_mb || (m->acts && m->acts[0].wg))
+        return -1;
+    for (int i = slots; i < m->n_mb; i++) {
+        gpt_acts_t *a = &m->acts[i], *s = &m->acts[i % slots];
+        gpt_real **mine[] = GPT_SLOT_ARRAYS(a), **theirs[] = GPT_SLOT_ARRAYS(s);
+        for (size_t k = 0; k < sizeof(mine) / sizeof(mine[0]); k++) {
+            free(*mine[k]);
+            *mine[k] = *theirs[k];
+        }
+    }
+    m->act_bytes -= (size_t)(m->n_mb - slots) * m->slot_bytes;
+    m->slots = slots;
+    return 0;
 }
 
 size_t gpt_wgrad_slot_numel(const gpt_t *m, int slot)
@@ -297,7 +382,8 @@ gpt_real *gpt_wgrad_slot(gpt_t *m, int mb, int layer, int slot)
     }
     if (layer == m->L) /* the final layernorm's and the embedding's, one after the other */
         off = slot == GPT_WG_EMBED ? gpt_wgrad_slot_numel(m, GPT_WG_LNF) : 0;
-    return m->acts[mb].wg + (size_t)layer * per_layer + off;
+    size_t at = layer == m->L ? (m->blk ? (size_t)m->nblk : (size_t)m->L) : gpt_blk(m, layer);
+    return m->acts[mb].wg + at * per_layer + off;
 }
 
 int gpt_alloc_wgrad(gpt_t *m)
@@ -305,9 +391,13 @@ int gpt_alloc_wgrad(gpt_t *m)
     size_t per_layer = 0;
     for (int s = 0; s < GPT_WG_PER_LAYER; s++)
         per_layer += gpt_wgrad_slot_numel(m, s);
-    size_t n = (size_t)m->L * per_layer + 2 * gpt_wgrad_slot_numel(m, GPT_WG_LNF);
+    size_t n =
+        (size_t)(m->blk ? m->nblk : m->L) * per_layer + 2 * gpt_wgrad_slot_numel(m, GPT_WG_LNF);
     for (int i = 0; i < m->n_mb; i++)
-        ALLOC(m->acts[i].wg, n);
+        if (i < m->slots)
+            ALLOC(m->acts[i].wg, n);
+        else
+            m->acts[i].wg = m->acts[i % m->slots].wg;
     return layers_alloc(m, 1);
 }
 
@@ -315,16 +405,16 @@ void gpt_destroy(gpt_t *m)
 {
     for (int i = 0; m->acts && i < m->n_mb; i++) {
         gpt_acts_t *a = &m->acts[i];
-        gpt_real *f[] = {a->x,        a->xmid,     a->ln1,      a->ln2,    a->ln1_mean, a->ln1_rstd,
-                         a->ln2_mean, a->ln2_rstd, a->ln1_in,   a->ln2_in, a->qkv,      a->att,
-                         a->atty,     a->fch,      a->fch_gelu, a->lnf,    a->lnf_mean, a->lnf_rstd,
-                         a->lnf_in,   a->logits,   a->lse,      a->loss};
-        for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
-            free(f[k]);
-        free(a->tokens), free(a->targets), free(a->wg);
+        gpt_real **f[] = GPT_SLOT_ARRAYS(a);
+        for (size_t k = 0; i < m->slots && k < sizeof(f) / sizeof(f[0]); k++)
+            free(*f[k]);
+        if (i < m->slots)
+            free(a->wg);
+        free(a->lse), free(a->loss), free(a->tokens), free(a->targets);
     }
     layers_release(m);
     free(m->blocks), free(m->acts), free(m->tensors), free(m->partial), free(m->dinside);
+    free(m->blk), free(m->xblk);
     free(m->wide_a), free(m->wide_b), free(m->datt), free(m->dx), free(m->dtmp), free(m->dloss);
     memset(m, 0, sizeof(*m));
 }

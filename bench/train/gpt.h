@@ -245,8 +245,13 @@ typedef struct gpt {
     gpt_ops_t ops;
     gpt_layers_t *blocks; /* [L] each block's layer spec */
     int n_mb;
-    gpt_acts_t *acts; /* one per micro-batch */
-    size_t act_bytes; /* what gpt_alloc_acts allocated: the micro-batches' and the temporaries */
+    gpt_acts_t *acts;  /* one per micro-batch */
+    int slots;         /* distinct activation slots: micro-batch mb uses slot mb % slots */
+    int *blk, *xblk;   /* gpt_keep_blocks: block l's place in the per-block arrays, and x[l]'s
+                          (-1: not kept); NULL: every block, in order */
+    int nblk;          /* blocks kept */
+    size_t act_bytes;  /* what gpt_alloc_acts allocated: the slots' and the temporaries */
+    size_t slot_bytes; /* one slot's */
     /* temporaries shared by the micro-batches: [b, T, C] partial sums and gradients inside a
      * tp region, [b, T, max(3 Cl, Fl)] twice, [T], [b, tl, C] twice outside, [b, T] */
     gpt_real *partial, *dinside, *wide_a, *wide_b, *datt, *dx, *dtmp, *dloss;
@@ -272,6 +277,24 @@ int gpt_flat_acquire(void *ctx, int group, int phase, gpt_group_t *p, gpt_group_
 int gpt_create(gpt_t *m, const gpt_config_t *cfg, char *err, size_t errlen);
 /* Activation buffers for n_mb micro-batches of b samples. */
 int gpt_alloc_acts(gpt_t *m, int b, int n_mb);
+/* After gpt_alloc_acts and before gpt_alloc_wgrad: micro-batch mb keeps its activations in
+ * slot mb % slots, for a caller that never has mb and mb + k slots apart alive at once (one
+ * process: 1; a pipeline stage: its schedule's peak in flight). Tokens, targets and the losses
+ * stay per micro-batch. -1 for a bad count or a second call. */
+int gpt_share_acts(gpt_t *m, int slots);
+/* After gpt_alloc_acts and before gpt_share_acts: the per-block activations only of the blocks
+ * l with mine[l] (a pipeline stage's), x only of their inputs and outputs; the others must not
+ * be run. -1 when called twice or out of memory. */
+int gpt_keep_blocks(gpt_t *m, const uint8_t *mine);
+/* Offsets, in blocks, of block l in the per-block arrays and of x[l] in x. */
+static inline size_t gpt_blk(const gpt_t *m, int l)
+{
+    return m->blk ? (size_t)m->blk[l] : (size_t)l;
+}
+static inline size_t gpt_xblk(const gpt_t *m, int l)
+{
+    return m->xblk ? (size_t)m->xblk[l] : (size_t)l;
+}
 void gpt_destroy(gpt_t *m);
 /* The sequence position of row t of the rows held outside tp regions (0 <= t < tl). */
 int gpt_position(const gpt_t *m, int t);

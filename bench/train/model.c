@@ -68,9 +68,9 @@ static int attn_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_rea
 {
     gpt_acts_t *a = &m->acts[mb];
     int N = m->b * m->T, No = m->b * m->tl, C = m->C, Cl = m->Cl;
-    gpt_real *in_l = a->ln1_in + (size_t)l * N * C, *qkv = a->qkv + (size_t)l * N * 3 * Cl;
-    gpt_real *att = a->att + (size_t)l * m->b * m->NHl * m->T * m->T;
-    gpt_real *atty = a->atty + (size_t)l * N * Cl;
+    gpt_real *in_l = a->ln1_in + gpt_blk(m, l) * N * C, *qkv = a->qkv + gpt_blk(m, l) * N * 3 * Cl;
+    gpt_real *att = a->att + gpt_blk(m, l) * m->b * m->NHl * m->T * m->T;
+    gpt_real *atty = a->atty + gpt_blk(m, l) * N * Cl;
     if (gpt_enter_fwd(m, in, in_l, C))
         return -1;
     gpt_matmul_forward(qkv, in_l, p->qkvw, p->qkvb, N, C, 3 * Cl);
@@ -103,9 +103,9 @@ static int attn_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *
 {
     gpt_acts_t *a = &m->acts[mb];
     int N = m->b * m->T, No = m->b * m->tl, C = m->C, Cl = m->Cl;
-    gpt_real *in_l = a->ln1_in + (size_t)l * N * C, *qkv = a->qkv + (size_t)l * N * 3 * Cl;
-    gpt_real *att = a->att + (size_t)l * m->b * m->NHl * m->T * m->T;
-    gpt_real *atty = a->atty + (size_t)l * N * Cl;
+    gpt_real *in_l = a->ln1_in + gpt_blk(m, l) * N * C, *qkv = a->qkv + gpt_blk(m, l) * N * 3 * Cl;
+    gpt_real *att = a->att + gpt_blk(m, l) * m->b * m->NHl * m->T * m->T;
+    gpt_real *atty = a->atty + gpt_blk(m, l) * N * Cl;
     /* g NULL: the input gradient only, what W needs kept */
     if (g)
         colsum(g->attprojb, dout, No, C);
@@ -136,7 +136,8 @@ static int attn_wgrad(gpt_t *m, int mb, int l, gpt_group_t *g)
 {
     gpt_acts_t *a = &m->acts[mb];
     int N = m->b * m->T, No = m->b * m->tl, C = m->C, Cl = m->Cl;
-    const gpt_real *in_l = a->ln1_in + (size_t)l * N * C, *atty = a->atty + (size_t)l * N * Cl;
+    const gpt_real *in_l = a->ln1_in + gpt_blk(m, l) * N * C,
+                   *atty = a->atty + gpt_blk(m, l) * N * Cl;
     const gpt_real *dqkv = gpt_wgrad_slot(m, mb, l, GPT_WG_ATTN_DQKV);
     colsum(g->attprojb, gpt_wgrad_slot(m, mb, l, GPT_WG_ATTN_DOUT), No, C);
     gpt_matmul_backward(NULL, g->attprojw, NULL, gpt_wgrad_slot(m, mb, l, GPT_WG_ATTN_PARTIAL),
@@ -150,8 +151,8 @@ static int mlp_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_real
 {
     gpt_acts_t *a = &m->acts[mb];
     int N = m->b * m->T, No = m->b * m->tl, C = m->C, F = m->Fl;
-    gpt_real *in_l = a->ln2_in + (size_t)l * N * C, *fch = a->fch + (size_t)l * N * F;
-    gpt_real *gel = a->fch_gelu + (size_t)l * N * F;
+    gpt_real *in_l = a->ln2_in + gpt_blk(m, l) * N * C, *fch = a->fch + gpt_blk(m, l) * N * F;
+    gpt_real *gel = a->fch_gelu + gpt_blk(m, l) * N * F;
     if (gpt_enter_fwd(m, in, in_l, C))
         return -1;
     gpt_matmul_forward(fch, in_l, p->fcw, p->fcb, N, C, F);
@@ -168,8 +169,8 @@ static int mlp_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g
 {
     gpt_acts_t *a = &m->acts[mb];
     int N = m->b * m->T, No = m->b * m->tl, C = m->C, F = m->Fl;
-    gpt_real *in_l = a->ln2_in + (size_t)l * N * C, *fch = a->fch + (size_t)l * N * F;
-    gpt_real *gel = a->fch_gelu + (size_t)l * N * F;
+    gpt_real *in_l = a->ln2_in + gpt_blk(m, l) * N * C, *fch = a->fch + gpt_blk(m, l) * N * F;
+    gpt_real *gel = a->fch_gelu + gpt_blk(m, l) * N * F;
     if (g)
         colsum(g->fcprojb, dout, No, C);
     else
@@ -192,7 +193,8 @@ static int mlp_wgrad(gpt_t *m, int mb, int l, gpt_group_t *g)
 {
     gpt_acts_t *a = &m->acts[mb];
     int N = m->b * m->T, No = m->b * m->tl, C = m->C, F = m->Fl;
-    const gpt_real *in_l = a->ln2_in + (size_t)l * N * C, *gel = a->fch_gelu + (size_t)l * N * F;
+    const gpt_real *in_l = a->ln2_in + gpt_blk(m, l) * N * C,
+                   *gel = a->fch_gelu + gpt_blk(m, l) * N * F;
     colsum(g->fcprojb, gpt_wgrad_slot(m, mb, l, GPT_WG_MLP_DOUT), No, C);
     gpt_matmul_backward(NULL, g->fcprojw, NULL, gpt_wgrad_slot(m, mb, l, GPT_WG_MLP_PARTIAL), gel,
                         NULL, N, F, C, 0);
@@ -255,7 +257,7 @@ int gpt_embed_fwd(gpt_t *m, int mb)
     gpt_group_t p0;
     if (acquire(m, 0, GPT_FWD, &p0, NULL) || HOOK(m, prefetch, 1))
         return -1;
-    gpt_real *x = a->x;
+    gpt_real *x = a->x + gpt_xblk(m, 0) * m->b * m->tl * C;
     a->aux = 0, a->dropped = 0;
     if (m->ops.embed_fwd) {
         if (m->ops.embed_fwd(m->ops.ctx, a->tokens, p0.wte, x, b))
@@ -279,23 +281,24 @@ int gpt_blocks_fwd(gpt_t *m, int mb, int l0, int l1)
     int No = m->b * m->tl, C = m->C;
     gpt_group_t p;
     for (int l = l0; l < l1; l++) {
-        size_t o = (size_t)l * No * C;
-        gpt_real *xl = a->x + o, *xmid = a->xmid + o, *xn = a->x + o + (size_t)No * C;
+        size_t o = gpt_blk(m, l) * No * C;
+        gpt_real *xl = a->x + gpt_xblk(m, l) * No * C, *xmid = a->xmid + o;
+        gpt_real *xn = a->x + gpt_xblk(m, l + 1) * No * C;
         gpt_real *ln1 = a->ln1 + o, *ln2 = a->ln2 + o;
         if (acquire(m, l + 1, GPT_FWD, &p, NULL))
             return -1;
         /* the next block's group, or the final layernorm's after the last block */
         if ((l + 1 < l1 || l1 == m->L) && HOOK(m, prefetch, l + 2))
             return -1;
-        gpt_layernorm_forward(ln1, a->ln1_mean + (size_t)l * No, a->ln1_rstd + (size_t)l * No, xl,
-                              p.ln1w, p.ln1b, No, C);
+        gpt_layernorm_forward(ln1, a->ln1_mean + gpt_blk(m, l) * No,
+                              a->ln1_rstd + gpt_blk(m, l) * No, xl, p.ln1w, p.ln1b, No, C);
         const gpt_layers_t *blk = &m->blocks[l];
         if (blk->attn->fwd(m, mb, l, &p, ln1, m->dtmp))
             return -1;
         for (size_t i = 0; i < (size_t)No * C; i++)
             xmid[i] = xl[i] + m->dtmp[i];
-        gpt_layernorm_forward(ln2, a->ln2_mean + (size_t)l * No, a->ln2_rstd + (size_t)l * No, xmid,
-                              p.ln2w, p.ln2b, No, C);
+        gpt_layernorm_forward(ln2, a->ln2_mean + gpt_blk(m, l) * No,
+                              a->ln2_rstd + gpt_blk(m, l) * No, xmid, p.ln2w, p.ln2b, No, C);
         if (blk->mlp->fwd(m, mb, l, &p, ln2, m->dtmp))
             return -1;
         for (size_t i = 0; i < (size_t)No * C; i++)
@@ -313,7 +316,7 @@ int gpt_head_fwd(gpt_t *m, int mb, double *loss_sum)
     gpt_group_t p0, p;
     if (acquire(m, L + 1, GPT_FWD, &p, NULL))
         return -1;
-    gpt_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->x + (size_t)L * No * C, p.lnfw,
+    gpt_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->x + gpt_xblk(m, L) * No * C, p.lnfw,
                           p.lnfb, No, C);
     if (HOOK(m, release, L + 1, GPT_FWD))
         return -1;
@@ -368,7 +371,7 @@ int gpt_head_bwd(gpt_t *m, int mb)
     if (split)
         keep(m, mb, L, GPT_WG_LNF, m->dtmp);
     gpt_layernorm_backward(m->dx, split ? NULL : g.lnfw, split ? NULL : g.lnfb, m->dtmp,
-                           a->x + (size_t)L * No * C, p.lnfw, a->lnf_mean, a->lnf_rstd, No, C);
+                           a->x + gpt_xblk(m, L) * No * C, p.lnfw, a->lnf_mean, a->lnf_rstd, No, C);
     return HOOK(m, release, L + 1, GPT_BWD);
 }
 
@@ -378,7 +381,7 @@ int gpt_blocks_bwd(gpt_t *m, int mb, int l0, int l1)
     int No = m->b * m->tl, C = m->C, split = m->split_backward;
     gpt_group_t p, g, *gp = split ? NULL : &g;
     for (int l = l1 - 1; l >= l0; l--) {
-        size_t o = (size_t)l * No * C;
+        size_t o = gpt_blk(m, l) * No * C, ox = gpt_xblk(m, l) * No * C;
         if (acquire(m, l + 1, GPT_BWD, &p, gp) || (l > l0 && HOOK(m, prefetch, l)))
             return -1;
         /* dx holds d(block output); the residual passes it through to xmid and x */
@@ -388,15 +391,15 @@ int gpt_blocks_bwd(gpt_t *m, int mb, int l0, int l1)
         if (split)
             keep(m, mb, l, GPT_WG_LN2, m->dtmp);
         gpt_layernorm_backward(m->dx, gp ? g.ln2w : NULL, gp ? g.ln2b : NULL, m->dtmp, a->xmid + o,
-                               p.ln2w, a->ln2_mean + (size_t)l * No, a->ln2_rstd + (size_t)l * No,
-                               No, C);
+                               p.ln2w, a->ln2_mean + gpt_blk(m, l) * No,
+                               a->ln2_rstd + gpt_blk(m, l) * No, No, C);
         if (blk->attn->bwd(m, mb, l, &p, gp, m->dx, m->dtmp))
             return -1;
         if (split)
             keep(m, mb, l, GPT_WG_LN1, m->dtmp);
-        gpt_layernorm_backward(m->dx, gp ? g.ln1w : NULL, gp ? g.ln1b : NULL, m->dtmp, a->x + o,
-                               p.ln1w, a->ln1_mean + (size_t)l * No, a->ln1_rstd + (size_t)l * No,
-                               No, C);
+        gpt_layernorm_backward(m->dx, gp ? g.ln1w : NULL, gp ? g.ln1b : NULL, m->dtmp, a->x + ox,
+                               p.ln1w, a->ln1_mean + gpt_blk(m, l) * No,
+                               a->ln1_rstd + gpt_blk(m, l) * No, No, C);
         if (HOOK(m, release, l + 1, GPT_BWD))
             return -1;
     }
@@ -448,7 +451,7 @@ int gpt_head_wgrad(gpt_t *m, int mb)
     if (HOOK(m, release, 0, GPT_BWD) || acquire(m, L + 1, GPT_BWD, &p, &g))
         return -1;
     gpt_layernorm_wgrad(g.lnfw, g.lnfb, gpt_wgrad_slot(m, mb, L, GPT_WG_LNF),
-                        a->x + (size_t)L * No * C, a->lnf_mean, a->lnf_rstd, No, C);
+                        a->x + gpt_xblk(m, L) * No * C, a->lnf_mean, a->lnf_rstd, No, C);
     return HOOK(m, release, L + 1, GPT_BWD);
 }
 
@@ -458,16 +461,18 @@ int gpt_blocks_wgrad(gpt_t *m, int mb, int l0, int l1)
     int No = m->b * m->tl, C = m->C;
     gpt_group_t p, g;
     for (int l = l1 - 1; l >= l0; l--) {
-        size_t o = (size_t)l * No * C;
+        size_t o = gpt_blk(m, l) * No * C, ox = gpt_xblk(m, l) * No * C;
         const gpt_layers_t *blk = &m->blocks[l];
         if (acquire(m, l + 1, GPT_BWD, &p, &g) || blk->mlp->wgrad(m, mb, l, &g))
             return -1;
         gpt_layernorm_wgrad(g.ln2w, g.ln2b, gpt_wgrad_slot(m, mb, l, GPT_WG_LN2), a->xmid + o,
-                            a->ln2_mean + (size_t)l * No, a->ln2_rstd + (size_t)l * No, No, C);
+                            a->ln2_mean + gpt_blk(m, l) * No, a->ln2_rstd + gpt_blk(m, l) * No, No,
+                            C);
         if (blk->attn->wgrad(m, mb, l, &g))
             return -1;
-        gpt_layernorm_wgrad(g.ln1w, g.ln1b, gpt_wgrad_slot(m, mb, l, GPT_WG_LN1), a->x + o,
-                            a->ln1_mean + (size_t)l * No, a->ln1_rstd + (size_t)l * No, No, C);
+        gpt_layernorm_wgrad(g.ln1w, g.ln1b, gpt_wgrad_slot(m, mb, l, GPT_WG_LN1), a->x + ox,
+                            a->ln1_mean + gpt_blk(m, l) * No, a->ln1_rstd + gpt_blk(m, l) * No, No,
+                            C);
         if (HOOK(m, release, l + 1, GPT_BWD))
             return -1;
     }

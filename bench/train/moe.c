@@ -303,7 +303,7 @@ static int moe_fwd(gpt_t *m, int mb, int l, const gpt_group_t *p, const gpt_real
     gpt_acts_t *a = &m->acts[mb];
     gpt_moe_acts_t *e = &a->moe[l];
     int N = m->b * m->T, C = m->C, F = m->Fel, hooks = m->ops.moe_route != NULL;
-    gpt_real *in_l = a->ln2_in + (size_t)l * N * C;
+    gpt_real *in_l = a->ln2_in + gpt_blk(m, l) * N * C;
     if (gpt_enter_fwd(m, in, in_l, C))
         return -1;
     route(m, e, in_l, p->routerw, N);
@@ -345,7 +345,7 @@ static int moe_bwd(gpt_t *m, int mb, int l, const gpt_group_t *p, gpt_group_t *g
     gpt_moe_acts_t *e = &a->moe[l];
     gpt_moe_scratch_t *s = m->moe_scr;
     int N = m->b * m->T, C = m->C, F = m->Fel, E = m->E, K = m->K, hooks = m->ops.moe_route != NULL;
-    const gpt_real *in_l = a->ln2_in + (size_t)l * N * C;
+    const gpt_real *in_l = a->ln2_in + gpt_blk(m, l) * N * C;
     if (gpt_exit_bwd(m, dout, m->partial, C))
         return -1;
     if (hooks ? MOE(m, moe_combine_bwd, mb, l, m->partial, e->w, e->gathered, s->dye, s->dw)
@@ -421,7 +421,7 @@ static int moe_wgrad(gpt_t *m, int mb, int l, gpt_group_t *g)
         }
         r0 += (size_t)r;
     }
-    router_wgrad(m, g->routerw, e->kdl, a->ln2_in + (size_t)l * N * C);
+    router_wgrad(m, g->routerw, e->kdl, a->ln2_in + gpt_blk(m, l) * N * C);
     return 0;
 }
 

@@ -49,6 +49,8 @@ static const char usage[] =
     "  --zero S               ZeRO stage 0..3 over dp (default 0)\n"
     "  --no-overlap           reduce gradients after the backward pass, not under it\n"
     "  --bucket-mb X          gradient bucket size in MiB (default 4)\n"
+    "  --reductions-in-flight K  gradient buckets reduced at once; the oldest is waited for\n"
+    "                         before one more starts (default 2)\n"
     "model:\n"
     "  --layers L (2)  --d-model C (64)  --heads H (4)  --seq T (16)  --vocab V (128)\n"
     "  --dtype fp32|bf16      parameters and gradients (default fp32; fp32 master weights)\n"
@@ -193,6 +195,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                         .seed = 1,
                         .overlap = 1,
                         .bucket_mb = 4,
+                        .inflight = 2,
                         .topk = 2,
                         .aux_loss = 0.01,
                         .val_frac = 0.1,
@@ -227,6 +230,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
         CLIP,
         WD,
         BUCKET,
+        INFLIGHT,
         QUIET,
         COMMREPORT,
         SCHEDULE,
@@ -276,6 +280,7 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
                                           {"clip", 1, 0, CLIP},
                                           {"weight-decay", 1, 0, WD},
                                           {"bucket-mb", 1, 0, BUCKET},
+                                          {"reductions-in-flight", 1, 0, INFLIGHT},
                                           {"quiet", 0, 0, QUIET},
                                           {"comm-report", 0, 0, COMMREPORT},
                                           {"schedule", 1, 0, SCHEDULE},
@@ -357,6 +362,13 @@ int train_opts_parse(train_opts_t *o, int argc, char **argv, int print)
             break;
         case BUCKET:
             o->bucket_mb = atof(optarg);
+            break;
+        case INFLIGHT:
+            o->inflight = atoi(optarg);
+            if (o->inflight < 1) {
+                SAY("mesh-train: --reductions-in-flight %s: a whole number >= 1\n", optarg);
+                rc = -1;
+            }
             break;
         case SEED:
             o->seed = strtoull(optarg, NULL, 0);

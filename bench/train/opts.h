@@ -21,6 +21,7 @@ typedef struct {
     const char *cp_algo;          /* ring or allgather; NULL: not given (ring) */
     int overlap;
     double bucket_mb;
+    int inflight; /* --reductions-in-flight */
     const char *csv, *save, *load, *dump;
     int quiet;
     int comm_report; /* --comm-report */

@@ -36,12 +36,12 @@ static mesh_status_t stage_forward(void *ctx, const mesh_pp_work_t *w)
         if (gpt_embed_fwd(m, w->mb))
             return failed(w, "the embedding");
     } else {
-        memcpy(a->x + l0 * n, w->input, n * sizeof(gpt_real));
+        memcpy(a->x + gpt_xblk(m, l0) * n, w->input, n * sizeof(gpt_real));
     }
     if (gpt_blocks_fwd(m, w->mb, l0, l1))
         return failed(w, "the forward pass");
     if (w->stage < pp->stages - 1) {
-        memcpy(w->output, a->x + l1 * n, n * sizeof(gpt_real));
+        memcpy(w->output, a->x + gpt_xblk(m, l1) * n, n * sizeof(gpt_real));
         return MESH_OK;
     }
     double ls;
@@ -101,6 +101,43 @@ static mesh_status_t stage_weight(void *ctx, const mesh_pp_work_t *w)
     return s;
 }
 
+/*
+ * The fewest activation slots this rank's list allows: micro-batch mb lives from its first
+ * forward pass on this rank to its last backward or weight pass, and k slots serve when no two
+ * micro-batches k apart (mb % k alike) live at once. 1F1B's stage s needs min(p - s, m), AFAB
+ * m; the others come out of their lists the same way. 0 when the list cannot be read.
+ */
+static int act_slots(const pipe_t *pp, int rank)
+{
+    int n = mesh_pp_schedule_length(pp->sched, rank), M = pp->mb, k = 0;
+    int *first = malloc(sizeof(int) * (size_t)M), *last = malloc(sizeof(int) * (size_t)M);
+    if (n < 0 || !first || !last)
+        goto out;
+    for (int mb = 0; mb < M; mb++)
+        first[mb] = n, last[mb] = -1;
+    for (int i = 0; i < n; i++) {
+        mesh_pp_action_t a;
+        if (mesh_pp_schedule_action(pp->sched, rank, i, &a) != MESH_OK)
+            goto out;
+        if (a.op != MESH_PP_F && a.op != MESH_PP_B && a.op != MESH_PP_W)
+            continue;
+        if (i < first[a.mb])
+            first[a.mb] = i;
+        last[a.mb] = i;
+    }
+    for (k = 1; k < M; k++) {
+        int clash = 0;
+        for (int a = 0; a < M && !clash; a++)
+            for (int b = a + k; b < M && !clash; b += k)
+                clash = first[b] <= last[a] && first[a] <= last[b];
+        if (!clash)
+            break;
+    }
+out:
+    free(first), free(last);
+    return k;
+}
+
 int pipe_create(pipe_t *pp, layout_t *lo, gpt_t *m, const char *schedule, int chunks)
 {
     memset(pp, 0, sizeof(*pp));
@@ -135,8 +172,11 @@ int pipe_create(pipe_t *pp, layout_t *lo, gpt_t *m, const char *schedule, int ch
     int first = -1, last = -1;
     lo->owned = calloc((size_t)m->n_tensors, sizeof(int));
     pp->bwd_done = calloc((size_t)pp->v, sizeof(int));
-    if (!lo->owned || !pp->bwd_done)
+    uint8_t *mine = calloc((size_t)m->L, 1); /* the blocks of this rank's stages */
+    if (!lo->owned || !pp->bwd_done || !mine) {
+        free(mine);
         return snprintf(pp->err, sizeof(pp->err), "out of memory"), -1;
+    }
     for (int r = 0; r < pp->p; r++)
         for (int c = 0; c < pp->v; c++) {
             int s = mesh_pp_schedule_stage(pp->sched, r, c);
@@ -146,6 +186,7 @@ int pipe_create(pipe_t *pp, layout_t *lo, gpt_t *m, const char *schedule, int ch
                 continue;
             int l0, l1;
             blocks_of(pp, s, &l0, &l1);
+            memset(mine + l0, 1, (size_t)(l1 - l0));
             for (int i = 0; i < m->n_tensors; i++) {
                 const gpt_tensor_t *t = &m->tensors[i];
                 int g = t->group;
@@ -159,6 +200,12 @@ int pipe_create(pipe_t *pp, layout_t *lo, gpt_t *m, const char *schedule, int ch
         lo->tied_peer = last;
     else if (first != last && lo->pp_rank == last)
         lo->tied_peer = first;
+    /* the activations of this rank's blocks only, for the micro-batches it holds at once, not
+     * every one of the step */
+    int slots = act_slots(pp, lo->pp_rank), kept = gpt_keep_blocks(m, mine);
+    free(mine);
+    if (kept || slots < 1 || gpt_share_acts(m, slots))
+        return snprintf(pp->err, sizeof(pp->err), "the stage's activations"), -1;
     if (pp->split && gpt_alloc_wgrad(m))
         return snprintf(pp->err, sizeof(pp->err), "out of memory"), -1;
     return 0;
@@ -284,7 +331,7 @@ int pipe_forward(pipe_t *pp, int mb, double *loss_sum)
     for (int s = 0; s < pp->stages; s++) {
         int owner = rank_of_stage(pp, s), l0, l1;
         blocks_of(pp, s, &l0, &l1);
-        gpt_real *in = m->acts[mb].x + (size_t)l0 * n;
+        gpt_real *in = m->acts[mb].x + gpt_xblk(m, l0) * n;
         mesh_status_t st = MESH_OK;
         if (prev >= 0 && prev != owner && me == prev)
             st = mesh_send(comm, in, n, MESH_FP32, owner, NULL, NULL);

@@ -208,8 +208,13 @@ static int setup_pipeline(run_t *r)
                                        : NULL;
     if (r->lo.pp_size == 1 && (o->schedule || o->chunks))
         return refuse(r, "--schedule and --chunks need --mesh pp=P with P > 1");
-    if (r->lo.pp_size == 1)
-        return RUN_OK;
+    /* without a pipeline each micro-batch's backward pass follows its forward: one slot */
+    if (r->lo.pp_size == 1) {
+        if (!gpt_share_acts(&r->m, 1))
+            return RUN_OK;
+        fprintf(stderr, "mesh-train: the activation slots\n");
+        return RUN_FAILED;
+    }
     if (pp_refused) {
         snprintf(err, sizeof(err), "%s is not available with pp > 1 yet", pp_refused);
         return refuse(r, err);
@@ -227,7 +232,8 @@ static int setup_optimizer(run_t *r)
         .field_mask = MESH_ZERO_PARAM_FIELD_OPTIMIZER | MESH_ZERO_PARAM_FIELD_LR |
                       MESH_ZERO_PARAM_FIELD_BETAS | MESH_ZERO_PARAM_FIELD_EPS |
                       MESH_ZERO_PARAM_FIELD_WEIGHT_DECAY | MESH_ZERO_PARAM_FIELD_MAX_GRAD_NORM |
-                      MESH_ZERO_PARAM_FIELD_OVERLAP | MESH_ZERO_PARAM_FIELD_BUCKET_BYTES,
+                      MESH_ZERO_PARAM_FIELD_OVERLAP | MESH_ZERO_PARAM_FIELD_BUCKET_BYTES |
+                      MESH_ZERO_PARAM_FIELD_MAX_INFLIGHT,
         .optimizer = MESH_ZERO_ADAMW,
         .lr = o->lr,
         .beta1 = 0.9,
@@ -236,7 +242,8 @@ static int setup_optimizer(run_t *r)
         .weight_decay = o->weight_decay,
         .max_grad_norm = o->clip,
         .overlap = o->overlap,
-        .bucket_bytes = (size_t)(o->bucket_mb * 1048576.0)};
+        .bucket_bytes = (size_t)(o->bucket_mb * 1048576.0),
+        .max_inflight = o->inflight};
     if (layout_bind(&r->lo, &r->m, &zp))
         return RUN_FAILED;
     if (r->lo.pp_size > 1 && pipe_start(&r->pp)) {

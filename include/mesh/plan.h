@@ -77,6 +77,16 @@ MESH_API mesh_status_t mesh_plan_model_count(const mesh_plan_model_t *model, dou
 
 typedef struct mesh_plan_calib mesh_plan_calib_t;
 
+/* The numbers a rank trains in. BF16: bf16 parameters, gradients and activations, an fp32
+ * master copy beside Adam's m and v (16 bytes a parameter). FP32: fp32 throughout, the
+ * parameters being their own master (16 bytes: parameters, gradients, m and v); activations
+ * take twice the bytes of bf16's. */
+typedef enum {
+    MESH_PLAN_PREC_BF16 = 0,
+    MESH_PLAN_PREC_FP32,
+    MESH_PLAN_PREC_COUNT
+} mesh_plan_precision_t;
+
 typedef struct {
     char name[48];
     int gpus; /* ranks in all (the world size) */
@@ -91,13 +101,24 @@ typedef struct {
     double intra_lat;    /* seconds per step of a collective inside a node; 0: 2 us (CPU 5) */
     double inter_lat;    /* the same between nodes; 0: 6 us (CPU 30) */
     double reserve;      /* bytes per rank kept aside: context, workspaces, fragmentation;
-                            0: 2 GiB (CPU ranks 0.25) */
+                            0: 2 GiB (CPU ranks: the process itself, as measured of
+                            mesh-train, docs/mesh-plan.md) */
     double overlap_cost; /* compute a collective hidden under it still costs, per second hidden
                             (the SMs or cores it takes); 0: 0.15 on GPUs, 1 on CPU ranks (they
                             drive communication on the cores that compute); < 0: none */
     int cpu;             /* the ranks are CPU processes */
-    const mesh_plan_calib_t *calib; /* measured per-axis figures that replace the nominal ones */
-    const char *source;             /* where the nominal figures come from (presets) */
+    const mesh_plan_calib_t *calib;  /* measured per-axis figures that replace the nominal ones */
+    const char *source;              /* where the nominal figures come from (presets) */
+    mesh_plan_precision_t precision; /* what the ranks train in: bf16 with an fp32 master (GPUs,
+                                        the default), or fp32 throughout (the cpu preset) */
+    double bucket_bytes;  /* gradient bucket of the data-parallel reductions; 0: 40M
+                             gradients on GPUs (Megatron-Core's bucket), 4 MiB on CPU ranks
+                             (mesh's ZeRO) */
+    int inflight;         /* bucket reductions under way at once (mesh_zero_params_t's
+                             max_inflight); 0: 2 */
+    double coll_window;   /* receive scratch one reduction holds beyond its buffers, at most;
+                             0: none on GPUs (the library's channel buffers are in the reserve),
+                             8 MiB on CPU ranks (mesh's ring reduce-scatter window); < 0: none */
 } mesh_plan_cluster_t;
 
 /* Presets by GPU kind ("a100-80g", "h100", "h800", "cpu", ...) with gpus ranks; gpus <= 0
@@ -182,7 +203,9 @@ typedef struct {
     mesh_pp_kind_t schedule; /* afab, 1f1b, interleaved or zb1 (mesh/pipeline.h); none: pp = 1 */
     int vpp;                 /* model chunks per stage (interleaved); 1 otherwise */
     mesh_plan_recompute_t recompute;
-    int sp; /* sequence parallelism: derived, on with tp > 1 unless params->no_sp */
+    int sp;   /* sequence parallelism: derived, on with tp > 1 unless params->no_sp */
+    int even; /* every stage holds layers / pp layers (Megatron's default split, mesh-train's);
+                 0: the planner's balanced split (the first and last stages lighter) */
 } mesh_plan_layout_t;
 
 /* Which fields of a layout a spec named (mesh_plan_layout_parse). */
@@ -198,11 +221,13 @@ enum {
     MESH_PLAN_SET_SCHEDULE = 1u << 8,
     MESH_PLAN_SET_VPP = 1u << 9,
     MESH_PLAN_SET_RECOMPUTE = 1u << 10,
-    MESH_PLAN_SET_SP = 1u << 11
+    MESH_PLAN_SET_SP = 1u << 11,
+    MESH_PLAN_SET_EVEN = 1u << 12
 };
 
-/* "tp=8,pp=8,zero=1,mbs=1,schedule=interleaved,vpp=2,recompute=selective,sp=1": the fields
- * named go into *layout and *set (MESH_PLAN_SET_*); MESH_ERR_INVALID_ARG naming a bad one. */
+/* "tp=8,pp=8,zero=1,mbs=1,schedule=interleaved,vpp=2,recompute=selective,sp=1,even=1": the
+ * fields named go into *layout and *set (MESH_PLAN_SET_*); MESH_ERR_INVALID_ARG naming a bad
+ * one. */
 MESH_API mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout_t *layout,
                                               unsigned *set);
 /* The same form back; returns what snprintf returns. */
@@ -211,8 +236,16 @@ MESH_API const char *mesh_plan_recompute_name(mesh_plan_recompute_t r);
 
 /* ---------------------------------------------------------------- the formulas */
 
-/* Model-state bytes per parameter with ZeRO stage zero (0: DDP) sharded over d ranks. */
+/* Model-state bytes per parameter with ZeRO stage zero (0: DDP) sharded over d ranks, bf16
+ * with an fp32 master. */
 MESH_API void mesh_plan_state_bytes(int zero, int d, double *params, double *grads, double *optim);
+/* The same in a precision, and at the peak of a step under a pipeline (pipelined: pp > 1),
+ * where stages 2 and 3 reduce the gradients and gather the parameters once per step: stage 2
+ * holds the whole gradient beside its shard through the step, stage 3 also the whole
+ * parameters beside their shard (fp32: 8 + 12/d and 8 + 16/d; bf16: 4 + 14/d and 4 + 16/d;
+ * between steps they shard again). */
+MESH_API void mesh_plan_state_bytes_at(int zero, int d, mesh_plan_precision_t precision,
+                                       int pipelined, double *params, double *grads, double *optim);
 /* Activation bytes one layer keeps for the backward pass, per micro-batch of mbs sequences,
  * per rank of tp (with sp: sequence parallel) and cp; moe selects an MoE layer's MLP with
  * etp. Dense GPT with dropout: sbh(34 + 5as/h) at tp = 1, sbh(10 + 24/t + 5as/(ht)) with TP,

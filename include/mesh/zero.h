@@ -44,8 +44,10 @@
  *            optimizer: it updates the parameter shard.
  *   With overlap on, a bucket's reduction starts as soon as its last tensor is marked ready
  *   (buckets start in backward order, so every rank posts the same sequence); with overlap off,
- *   all of them start when the micro-batch ends. The step also all-reduces one double (the
- *   squared gradient norm) over dp (stages 1-3) and over the model-parallel communicator.
+ *   all of them start when the micro-batch ends. Either way at most max_inflight reductions
+ *   are under way: the oldest is waited for before one more starts. The step also all-reduces
+ *   one double (the squared gradient norm) over dp (stages 1-3) and over the model-parallel
+ *   communicator.
  *   Communication advances inside the calls of this layer (grad_ready, gather, wait_params,
  *   progress, micro_begin/end, step): a model whose computation runs long between them calls
  *   mesh_zero_progress from time to time.
@@ -109,7 +111,8 @@ enum {
     MESH_ZERO_PARAM_FIELD_OVERLAP = 1u << 10,
     MESH_ZERO_PARAM_FIELD_MAX_GRAD_NORM = 1u << 11,
     MESH_ZERO_PARAM_FIELD_MP_COMM = 1u << 12,
-    MESH_ZERO_PARAM_FIELD_GRAD_SCALE = 1u << 13
+    MESH_ZERO_PARAM_FIELD_GRAD_SCALE = 1u << 13,
+    MESH_ZERO_PARAM_FIELD_MAX_INFLIGHT = 1u << 14
 };
 
 typedef struct {
@@ -133,6 +136,11 @@ typedef struct {
     /* Factor applied to the summed gradients before clipping and the optimizer; default 1/d
      * (the average over data-parallel ranks). Scale the loss by 1/micro-batches in the model. */
     double grad_scale;
+    /* Gradient reductions in flight at once: before another bucket's reduction starts, the
+     * oldest is waited for once this many are under way, so that the collectives' receive
+     * scratch (one window per reduction) and, in stages 2-3, the staging not yet folded stay
+     * bounded whatever the timing. Default 2 (one on the wire while the next is posted). */
+    int max_inflight;
 } mesh_zero_params_t;
 
 /* Flags of mesh_zero_add: how the tensor is held across the model-parallel communicator, which

@@ -83,8 +83,9 @@ static const mesh_plan_cluster_t plan_clusters[] = {
      .inter_bw = 1.1e9,
      .intra_lat = 5e-6,
      .inter_lat = 30e-6,
-     .reserve = 0.25 * G,
+     .reserve = PLAN_CPU_RESERVE,
      .cpu = 1,
+     .precision = MESH_PLAN_PREC_FP32,
      .source = "CPU ranks, one per core: nominal 50 GFLOP/s per core, shared memory 5 GB/s, "
                "10 GbE between nodes; calibrate with mesh-bench for measured figures"},
 };
@@ -168,9 +169,21 @@ mesh_status_t plan_cluster_norm(const mesh_plan_cluster_t *in, mesh_plan_cluster
     if (c->inter_lat == 0)
         c->inter_lat = c->cpu ? 30e-6 : 6e-6;
     if (c->reserve == 0)
-        c->reserve = (c->cpu ? 0.25 : 2.0) * PLAN_GIB;
+        c->reserve = c->cpu ? PLAN_CPU_RESERVE : 2.0 * PLAN_GIB;
     if (c->overlap_cost == 0)
         c->overlap_cost = c->cpu ? 1.0 : 0.15;
+    if (c->bucket_bytes == 0)
+        c->bucket_bytes =
+            c->cpu ? 4.0 * PLAN_MIB : 40e6 * (c->precision == MESH_PLAN_PREC_FP32 ? 4.0 : 2.0);
+    if (c->inflight == 0)
+        c->inflight = 2;
+    if (c->coll_window == 0)
+        c->coll_window = c->cpu ? PLAN_CPU_COLL_WINDOW : -1;
+    if (!(c->bucket_bytes > 0) || c->inflight < 1)
+        return mesh_par_error(MESH_ERR_INVALID_ARG,
+                              "cluster: bucket %g bytes and %d reductions in flight must be "
+                              "positive",
+                              c->bucket_bytes, c->inflight);
     if (c->overlap_cost < 0)
         c->overlap_cost = 0;
     if (c->overlap_cost > 1)
@@ -179,6 +192,9 @@ mesh_status_t plan_cluster_norm(const mesh_plan_cluster_t *in, mesh_plan_cluster
     if (!(c->efficiency > 0 && c->efficiency <= 1))
         return mesh_par_error(MESH_ERR_INVALID_ARG, "cluster: efficiency %g must be in (0, 1]",
                               c->efficiency);
+    if ((unsigned)c->precision >= MESH_PLAN_PREC_COUNT)
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "cluster: precision %d is unknown",
+                              (int)c->precision);
     if (!(c->intra_lat >= 0) || !(c->inter_lat >= 0) || !(c->reserve >= 0) || !(c->mem_bw >= 0))
         return mesh_par_error(MESH_ERR_INVALID_ARG, "cluster: latencies, reserve and mem-bw "
                                                     "must not be negative");

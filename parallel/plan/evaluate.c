@@ -71,6 +71,16 @@ int plan_group_nodes(const plan_ctx_t *x, int stride, int n)
     return (int)((span + g - 1) / g);
 }
 
+void plan_stage_counts(const plan_ctx_t *x, const mesh_plan_layout_t *l, int *counts)
+{
+    if (!l->even) {
+        plan_stage_split(x->m.layers, l->pp, plan_output_weight(x), counts);
+        return;
+    }
+    for (int i = 0; i < l->pp; i++)
+        counts[i] = x->m.layers / l->pp;
+}
+
 #define PLAN_WHY(code, ...)                                                                        \
     do {                                                                                           \
         snprintf(why, len, __VA_ARGS__);                                                           \
@@ -114,6 +124,11 @@ mesh_plan_reject_t plan_structure(const plan_ctx_t *x, mesh_plan_layout_t *l, in
                  m->seq, 2 * l->cp);
     if (l->pp > m->layers)
         PLAN_WHY(BAD, "pp=%d exceeds the %d layers", l->pp, m->layers);
+    if (x->p.fix_set & MESH_PLAN_SET_EVEN)
+        l->even = x->p.fix.even;
+    l->even = l->even && l->pp > 1;
+    if (l->even && m->layers % l->pp)
+        PLAN_WHY(BAD, "%d layers do not split evenly into pp=%d stages", m->layers, l->pp);
     if (m->experts == 0 && l->ep > 1)
         PLAN_WHY(BAD, "ep=%d needs a mixture of experts", l->ep);
     if (m->experts) {
@@ -157,15 +172,13 @@ mesh_plan_reject_t plan_structure(const plan_ctx_t *x, mesh_plan_layout_t *l, in
         if (l->vpp < 2)
             l->vpp = 2;
         int counts[l->pp], least = m->layers;
-        plan_stage_split(m->layers, l->pp, plan_output_weight(x), counts);
+        plan_stage_counts(x, l, counts);
         for (int i = 0; i < l->pp; i++)
             if (counts[i] < least)
                 least = counts[i];
-        if (least < l->vpp)
-            PLAN_WHY(BAD,
-                     "interleaving %d chunks needs as many layers per stage (a stage has "
-                     "%d)",
-                     l->vpp, least);
+        if (least < l->vpp || (l->even && least % l->vpp))
+            PLAN_WHY(BAD, "interleaving %d chunks needs %s layers per stage (a stage has %d)",
+                     l->vpp, l->even ? "a multiple of that many" : "as many", least);
         if (l->micro_batches % l->pp)
             PLAN_WHY(BAD, "interleaving needs the micro-batches (%d) to be a multiple of pp=%d",
                      l->micro_batches, l->pp);
@@ -187,7 +200,7 @@ void plan_eval(const plan_ctx_t *x, const mesh_plan_layout_t *l, mesh_plan_eval_
 {
     int counts[l->pp];
     double head = plan_output_weight(x), most = 0;
-    plan_stage_split(x->m.layers, l->pp, head, counts);
+    plan_stage_counts(x, l, counts);
     for (int i = 0; i < l->pp; i++)
         most = fmax(most, counts[i] + (i == l->pp - 1 ? head : 0));
     out->stage_layers_first = counts[0];

@@ -315,7 +315,14 @@ void plan_explain(const struct plan_search_view *v, plan_lines_t *out)
         "optimizer states and gradients sharded over the data-parallel ranks",
         "parameters, gradients and optimizer states sharded; parameters gathered per layer"};
     snprintf(what, sizeof(what), "zero=%d", l->zero);
-    plan_knob_line(v, out, MESH_PLAN_SET_ZERO, what, zrule[l->zero]);
+    plan_knob_line(v, out, MESH_PLAN_SET_ZERO, what,
+                   l->pp > 1 && l->zero >= 2
+                       ? (l->zero == 2 ? "optimizer states and gradients sharded; the stage's "
+                                         "gradients reduced once per step"
+                                       : "parameters, gradients and optimizer states sharded "
+                                         "between steps; the stage's parameters gathered once "
+                                         "per step")
+                       : zrule[l->zero]);
     static const char *const rrule[] = {
         "activations kept: they fit", "attention scores recomputed: the cheapest memory saved",
         "layers run again in the backward pass: only the layer inputs are kept"};

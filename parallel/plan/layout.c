@@ -1,4 +1,5 @@
-/* Layouts as text: "tp=8,pp=8,zero=1,mbs=1,schedule=interleaved,vpp=2,recompute=selective". */
+/* Layouts as text: "tp=8,pp=8,zero=1,mbs=1,schedule=interleaved,vpp=2,recompute=selective"
+ * (and even=1 for stages of equal layers). */
 #include "planner.h"
 
 #include <errno.h>
@@ -60,6 +61,7 @@ mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout_t *layou
         {"mbs", MESH_PLAN_SET_MBS, offsetof(mesh_plan_layout_t, mbs), 1, 1 << 20},
         {"vpp", MESH_PLAN_SET_VPP, offsetof(mesh_plan_layout_t, vpp), 1, 1 << 10},
         {"sp", MESH_PLAN_SET_SP, offsetof(mesh_plan_layout_t, sp), 0, 1},
+        {"even", MESH_PLAN_SET_EVEN, offsetof(mesh_plan_layout_t, even), 0, 1},
     };
     static const struct { /* the keys whose values are names */
         const char *key;
@@ -120,7 +122,7 @@ mesh_status_t mesh_plan_layout_parse(const char *spec, mesh_plan_layout_t *layou
         if (!done)
             return mesh_par_error(MESH_ERR_INVALID_ARG,
                                   "layout: unknown key '%.*s' (tp, cp, ep, "
-                                  "etp, dp, pp, zero, mbs, schedule, vpp, recompute, sp)",
+                                  "etp, dp, pp, zero, mbs, schedule, vpp, recompute, sp, even)",
                                   (int)klen, s);
         s += item + (s[item] == ',');
     }
@@ -150,8 +152,8 @@ int mesh_plan_layout_format(const mesh_plan_layout_t *l, char *buf, size_t len)
     n += snprintf(tmp + n, sizeof(tmp) - n, "schedule=%s,", mesh_pp_kind_name(l->schedule));
     if (l->schedule == MESH_PP_INTERLEAVED && l->vpp > 0)
         n += snprintf(tmp + n, sizeof(tmp) - n, "vpp=%d,", l->vpp);
-    n += snprintf(tmp + n, sizeof(tmp) - n, "recompute=%s,sp=%d",
-                  mesh_plan_recompute_name(l->recompute), l->sp ? 1 : 0);
+    n += snprintf(tmp + n, sizeof(tmp) - n, "recompute=%s,sp=%d%s",
+                  mesh_plan_recompute_name(l->recompute), l->sp ? 1 : 0, l->even ? ",even=1" : "");
     return snprintf(buf, len, "%s", tmp);
 }
 

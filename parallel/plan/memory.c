@@ -8,57 +8,75 @@
 #include <math.h>
 #include <stdio.h>
 
-void mesh_plan_state_bytes(int zero, int d, double *params, double *grads, double *optim)
+void mesh_plan_state_bytes_at(int zero, int d, mesh_plan_precision_t precision, int pipelined,
+                              double *params, double *grads, double *optim)
 {
     double dd = d > 1 ? d : 1;
-    /* bf16 parameters and gradients (2 + 2), fp32 master weights and Adam m and v (4 + 4 + 4) */
-    double p = 2, g = 2, o = 12;
+    /* bf16: parameters and gradients (2 + 2), fp32 master weights and Adam m and v (4 + 4 + 4);
+     * fp32: parameters and gradients (4 + 4), the parameters their own master, m and v (4 + 4) */
+    int fp32 = precision == MESH_PLAN_PREC_FP32;
+    double p = fp32 ? 4 : 2, g = fp32 ? 4 : 2, o = fp32 ? 8 : 12;
+    double ps = p, gs = g; /* what a rank keeps of each between steps */
     if (zero >= 1)
         o /= dd;
     if (zero >= 2)
-        g /= dd;
+        gs = g / dd;
     if (zero >= 3)
-        p /= dd;
+        ps = p / dd;
+    /* under a pipeline stages 2 and 3 reduce and gather once per step: through the step the
+     * whole gradient (stage 3: and the whole parameters) beside the shard */
+    if (pipelined && zero >= 2) {
+        gs += g;
+        if (zero >= 3)
+            ps += p;
+    }
     if (params)
-        *params = p;
+        *params = ps;
     if (grads)
-        *grads = g;
+        *grads = gs;
     if (optim)
         *optim = o;
 }
 
-/* Bytes one layer keeps per micro-batch, per rank, for a normalised model. In units of sbh
+void mesh_plan_state_bytes(int zero, int d, double *params, double *grads, double *optim)
+{
+    mesh_plan_state_bytes_at(zero, d, MESH_PLAN_PREC_BF16, 0, params, grads, optim);
+}
+
+/* Bytes one layer keeps per micro-batch, per rank, for a normalised model, with e bytes an
+ * element (2 in bf16, 4 in fp32; dropout masks take one byte). In units of sbh
  * (s the sequence a rank holds, b the micro-batch, h the hidden size): the layer norms' inputs,
  * the QKV and MLP inputs and the dropout masks are replicated across tp unless sequence
  * parallelism splits them; Q, K, V, the attention output and the MLP's intermediates are split
  * by tp; the attention scores (softmax output, and with dropout its mask and output) are what
  * selective recomputation drops. */
 static double plan_act(const mesh_plan_model_t *m, int mbs, int tp, int cp, int sp,
-                       mesh_plan_recompute_t rc, int moe, int etp)
+                       mesh_plan_recompute_t rc, int moe, int etp, double e)
 {
     double b = mbs, s = (double)m->seq / cp, h = m->hidden, t = tp;
     double tsp = sp && tp > 1 ? t : 1;
     double sb = s * b;
     if (rc == MESH_PLAN_RECOMPUTE_FULL)
-        return 2.0 * sb * h / tsp;
+        return e * sb * h / tsp;
 
     double q = (double)m->heads * m->head_dim / t;
     double kv = (m->kv_heads >= tp ? (double)m->kv_heads / t : 1.0) * m->head_dim;
-    double mats = m->gated ? 6.0 : 4.0;
-    /* 2 x (norm 1 input, QKV input, norm 2 input, MLP input), and two dropout masks */
-    double repl = (8.0 + (m->dropout ? 2.0 : 0.0)) * sb * h / tsp;
+    double mats = (m->gated ? 3.0 : 2.0) * e;
+    /* norm 1 input, QKV input, norm 2 input, MLP input, and two dropout masks */
+    double repl = (4.0 * e + (m->dropout ? 2.0 : 0.0)) * sb * h / tsp;
     /* Q, K, V, the attention output (input of the output projection) */
-    double attn = 2.0 * sb * q + 4.0 * sb * kv + 2.0 * sb * q;
+    double attn = e * sb * q + 2.0 * e * sb * kv + e * sb * q;
     double scores = 0;
-    if (rc == MESH_PLAN_RECOMPUTE_NONE) /* queries held here against every key */
-        scores = (m->dropout ? 5.0 : 2.0) * (m->heads / t) * s * m->seq * b;
+    if (rc == MESH_PLAN_RECOMPUTE_NONE) /* queries held here against every key: the softmax
+                                           output, and with dropout its mask and output */
+        scores = (m->dropout ? 2.0 * e + 1.0 : e) * (m->heads / t) * s * m->seq * b;
     double mlp;
     if (moe) {
         /* tokens that enter the MoE layer on this rank; each goes to top_k experts, whose
          * inputs and outputs are copied to every etp rank of an expert while the
          * intermediates are split by etp */
         double tok = sb / tsp, k = m->top_k;
-        mlp = tok * k * (4.0 * h * etp + mats * m->expert_ffn) +
+        mlp = tok * k * (2.0 * e * h * etp + mats * m->expert_ffn) +
               sb * mats * (double)m->shared_experts * m->expert_ffn / t +
               tok * 4.0 * m->experts; /* fp32 router logits */
     } else {
@@ -78,7 +96,7 @@ double mesh_plan_act_layer(const mesh_plan_model_t *model, int mbs, int tp, int 
         return 0;
     if (moe && m.experts == 0)
         return 0;
-    return plan_act(&m, mbs, tp, cp, sp, recompute, moe, etp);
+    return plan_act(&m, mbs, tp, cp, sp, recompute, moe, etp, 2.0);
 }
 
 double mesh_plan_inflight(mesh_pp_kind_t s, int p, int m, int v, int stage)
@@ -225,28 +243,52 @@ void plan_stage_params(const plan_ctx_t *x, const mesh_plan_layout_t *l, const i
     *expert = e;
 }
 
-/* Communication buffers of a rank: gradient buckets, ZeRO-3's gathered layers, pipeline
- * messages, the sequence-parallel all-gather, expert dispatch and the context-parallel ring. */
-static double plan_buffers(const plan_ctx_t *x, const mesh_plan_layout_t *l, double dense,
-                           double layer_max)
+/* Buffers of a rank of stage `stage`, e bytes an element: the reserve (runtime, workspaces),
+ * ZeRO-3's gathered layers (pp = 1: under a pipeline the stage's whole parameters count as
+ * parameters), the gradient reductions in flight (at most `inflight` buckets at once: each
+ * one's receive scratch, and with ZeRO 2 and 3 without a pipeline its staging until folded into
+ * the shard, beside the gradients being written), pipeline messages, the tied table's gradient from
+ * the other end of the pipeline (a receive buffer of the output layer's shard in fp32, on the first
+ * and last stages), the sequence-parallel all-gather, expert dispatch and the context-parallel
+ * ring. Gradients are reduced in place in their flat buffer (mesh's ZeRO, as Megatron-Core's
+ * contiguous gradient buffer): no bucket copies. */
+static double plan_buffers(const plan_ctx_t *x, const mesh_plan_layout_t *l, int stage,
+                           double dense, double layer_max, double e)
 {
     const mesh_plan_model_t *m = &x->m;
     double s = (double)m->seq / l->cp, b = l->mbs, h = m->hidden;
     double tsp = l->sp && l->tp > 1 ? l->tp : 1;
     double buf = x->cl.reserve;
-    if (l->zero <= 2 && (long)l->dp * l->ep * l->cp > 1)
-        buf += 2.0 * 2.0 * fmin(dense, 40e6); /* two 40M-parameter bf16 buckets in flight */
-    if (l->zero == 3)
-        buf += 2.0 * 2.0 * 2.0 * layer_max; /* params and grads, 2 layers */
+    double dd = (double)l->dp * l->ep * l->cp, k = x->cl.inflight;
+    double bucket = fmin(e * dense, x->cl.bucket_bytes);
+    if (l->zero == 3 && l->pp == 1)
+        buf += 2.0 * 2.0 * e * layer_max; /* params and grads, 2 layers */
+    if (dd > 1) {
+        /* ZeRO 2 and 3 reducing under the backward pass, the staging beside the shard (under a
+         * pipeline the whole gradient counts as gradients): the buckets in flight, the layer
+         * whose gradients the pass is writing (handed over when its backward ends; stage 3
+         * counts it with its gathered layers above), and a tied table's gradient, written by
+         * the output layer first and reduced last (its bucket opens the layout) */
+        if (l->zero >= 2 && l->pp == 1) {
+            buf += k * bucket + (l->zero == 2 ? e * layer_max : 0);
+            if (m->tied)
+                buf += e * x->c.output / l->tp;
+        }
+        /* each reduction's receive scratch: the ring's (n - 1) / n of its bucket, windowed */
+        if (x->cl.coll_window > 0)
+            buf += k * fmin((dd - 1) / dd * bucket, x->cl.coll_window);
+    }
     if (l->pp > 1)
-        buf += 4.0 * 2.0 * b * s * h / tsp;
+        buf += 4.0 * e * b * s * h / tsp;
+    if (l->pp > 1 && m->tied && (stage == 0 || stage == l->pp - 1))
+        buf += 4.0 * x->c.output / l->tp;
     if (l->tp > 1 && l->sp)
-        buf += 2.0 * b * s * h;
+        buf += e * b * s * h;
     if (l->ep > 1)
-        buf += 2.0 * 2.0 * (b * s / tsp) * m->top_k * h;
+        buf += 2.0 * e * (b * s / tsp) * m->top_k * h;
     if (l->cp > 1) {
         double kv = (m->kv_heads >= l->tp ? (double)m->kv_heads / l->tp : 1.0) * m->head_dim;
-        buf += 2.0 * 2.0 * 2.0 * b * s * kv;
+        buf += 2.0 * 2.0 * e * b * s * kv;
     }
     return buf;
 }
@@ -257,19 +299,21 @@ void plan_memory(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *st
     const mesh_plan_model_t *m = &x->m;
     const plan_counts_t *c = &x->c;
     int p = l->pp, start = 0, dd = l->dp * l->ep * l->cp;
+    mesh_plan_precision_t prec = x->cl.precision;
+    double e = prec == MESH_PLAN_PREC_FP32 ? 4.0 : 2.0; /* bytes of an activation */
     double pb, gb, ob, peb, geb, oeb;
-    mesh_plan_state_bytes(l->zero, dd, &pb, &gb, &ob);
-    mesh_plan_state_bytes(l->zero, l->edp, &peb, &geb, &oeb);
-    double act_d = plan_act(m, l->mbs, l->tp, l->cp, l->sp, l->recompute, 0, l->etp);
+    mesh_plan_state_bytes_at(l->zero, dd, prec, p > 1, &pb, &gb, &ob);
+    mesh_plan_state_bytes_at(l->zero, l->edp, prec, p > 1, &peb, &geb, &oeb);
+    double act_d = plan_act(m, l->mbs, l->tp, l->cp, l->sp, l->recompute, 0, l->etp, e);
     double act_m =
-        m->experts ? plan_act(m, l->mbs, l->tp, l->cp, l->sp, l->recompute, 1, l->etp) : 0;
+        m->experts ? plan_act(m, l->mbs, l->tp, l->cp, l->sp, l->recompute, 1, l->etp, e) : 0;
     double transient = 0;
     if (l->recompute == MESH_PLAN_RECOMPUTE_FULL) { /* one layer rebuilt during its backward */
         transient =
-            plan_act(m, l->mbs, l->tp, l->cp, l->sp, MESH_PLAN_RECOMPUTE_SELECTIVE, 0, l->etp);
+            plan_act(m, l->mbs, l->tp, l->cp, l->sp, MESH_PLAN_RECOMPUTE_SELECTIVE, 0, l->etp, e);
         if (m->experts)
             transient = fmax(transient, plan_act(m, l->mbs, l->tp, l->cp, l->sp,
-                                                 MESH_PLAN_RECOMPUTE_SELECTIVE, 1, l->etp));
+                                                 MESH_PLAN_RECOMPUTE_SELECTIVE, 1, l->etp, e));
     }
     double logits = 4.0 * l->mbs * ((double)m->seq / l->cp) * m->vocab / l->tp; /* fp32 */
     /* the largest layer a rank holds whole under ZeRO-3: a dense one, or an MoE one with its
@@ -305,7 +349,7 @@ void plan_memory(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *st
         mem[MESH_PLAN_MEM_OPTIM] = dense * ob + expert * oeb;
         mem[MESH_PLAN_MEM_ACT] = ((n - nmoe) * act_d + nmoe * act_m) * inflight + transient +
                                  (i == p - 1 ? logits * fmax(1.0, to_b) : 0);
-        mem[MESH_PLAN_MEM_BUFFERS] = plan_buffers(x, l, dense, layer_max);
+        mem[MESH_PLAN_MEM_BUFFERS] = plan_buffers(x, l, i, dense, layer_max, e);
         double total = 0;
         for (int k = 0; k < MESH_PLAN_MEM_COUNT; k++)
             total += mem[k];

@@ -15,6 +15,18 @@
 #define PLAN_GIB (1024.0 * 1024.0 * 1024.0)
 #define PLAN_MIB (1024.0 * 1024.0)
 
+/* What a CPU rank holds beside its model states, activations and buffers: the program, its
+ * libraries (OpenBLAS's buffers), the transports, the communicators, the trainer's
+ * temporaries. Measured: the peak resident memory of mesh-train's 12M-parameter model (6
+ * layers, d_model 384, 8 heads, seq 128, vocab 4096, batch 8) on dp=8, ZeRO 1, two gradient
+ * reductions in flight, less what the planner counts of it (the reductions' scratch included):
+ * 28.6 MiB on average over the 8 ranks, 28.7 at most (docs/mesh-train.md). */
+#define PLAN_CPU_RESERVE (29.0 * PLAN_MIB)
+
+/* The receive scratch of one ring reduce-scatter in mesh (collectives/phases.h's window): the
+ * segments of the blocks a rank receives, (n - 1) / n of the vector, at most this many bytes. */
+#define PLAN_CPU_COLL_WINDOW (8.0 * PLAN_MIB)
+
 /* Parameters of one model, by part; from layer moe_from on, every moe_interval-th layer is MoE
  * when experts > 0. */
 typedef struct {
@@ -54,6 +66,13 @@ typedef struct {
     long batch_seqs;
 } plan_ctx_t;
 
+/* Bytes of one element of the parameters, gradients, activations and messages: bf16's 2, or
+ * 4 in fp32. */
+static inline double plan_elem_bytes(const plan_ctx_t *x)
+{
+    return x->cl.precision == MESH_PLAN_PREC_FP32 ? 4.0 : 2.0;
+}
+
 /* evaluate.c */
 mesh_status_t plan_ctx_init(plan_ctx_t *x, const mesh_plan_model_t *model,
                             const mesh_plan_cluster_t *cluster, const mesh_plan_params_t *params);
@@ -65,6 +84,8 @@ int plan_group_nodes(const plan_ctx_t *x, int stride, int n);
  * etp x ep inside one or over whole nodes. Returns the reject code and writes the reason to why. */
 mesh_plan_reject_t plan_structure(const plan_ctx_t *x, mesh_plan_layout_t *l, int span, char *why,
                                   size_t len);
+/* Layers per pipeline stage of l: layers / pp each with l->even, else plan_stage_split's. */
+void plan_stage_counts(const plan_ctx_t *x, const mesh_plan_layout_t *l, int *counts);
 /* Memory and time of a structurally valid layout; sets reject to MEMORY when it does not fit. */
 void plan_eval(const plan_ctx_t *x, const mesh_plan_layout_t *l, mesh_plan_eval_t *out);
 

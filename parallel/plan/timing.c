@@ -5,10 +5,13 @@
  * (experts that receive few tokens), plus what recomputation runs again. Per micro-batch on the
  * slowest pipeline stage, on the critical path: TP all-gathers and reduce-scatters (or
  * all-reduces) of every layer, the CP ring's K/V exchange beyond what attention hides, the EP
- * all-to-alls, the pipeline sends, and ZeRO-3's gathers beyond what compute hides. Per step:
- * the bubble of the schedule, the data-parallel gradient reduction beyond the last backward (and
- * ZeRO-1/2's parameter all-gather beyond the first forward), and the optimizer step. A
- * collective hidden under compute still costs overlap_cost of its time.
+ * all-to-alls, the pipeline sends, and ZeRO-3's gathers (pp = 1) beyond what compute hides.
+ * Per step: the bubble of the schedule, the data-parallel gradient reduction beyond the last
+ * backward (and ZeRO-1/2's parameter all-gather beyond the first forward; under a pipeline
+ * ZeRO-2 and 3 reduce and gather once per step per stage, as ZeRO-1), a tied output layer's
+ * gradient exchanged between the first and the last stage, and the optimizer step. Bytes are
+ * bf16's, or fp32's for a cluster that trains in fp32. A collective hidden under compute still
+ * costs overlap_cost of its time.
  */
 #include "planner.h"
 
@@ -25,7 +28,7 @@ typedef struct {
 static void plan_tp_layer(const plan_ctx_t *x, const mesh_plan_layout_t *l, int nodes, int moe,
                           double *t, double *bytes, unsigned *cal)
 {
-    double S = 2.0 * l->mbs * ((double)x->m.seq / l->cp) * x->m.hidden;
+    double S = plan_elem_bytes(x) * l->mbs * ((double)x->m.seq / l->cp) * x->m.hidden;
     int c = 0, n = l->tp;
     /* attention and MLP each enter and leave the TP region once; an MoE layer whose experts
      * are not tensor-parallel leaves it once */
@@ -51,7 +54,7 @@ static double plan_mm(const plan_ctx_t *x, double flops, double params)
 {
     double t = flops / (x->cl.flops * x->cl.efficiency);
     if (x->cl.mem_bw > 0)
-        t = fmax(t, 2.0 * params / (0.8 * x->cl.mem_bw));
+        t = fmax(t, plan_elem_bytes(x) * params / (0.8 * x->cl.mem_bw));
     return t;
 }
 
@@ -106,7 +109,7 @@ int plan_ep_span(const plan_ctx_t *x, const mesh_plan_layout_t *l, int N, double
                  double *bytes, int *cal)
 {
     const mesh_plan_model_t *m = &x->m;
-    double row = 2.0 * t * m->hidden, k = m->top_k;
+    double row = plan_elem_bytes(x) * t * m->hidden, k = m->top_k;
     int g = l->ep / N > 1 ? l->ep / N : 1;
     /* an all-to-all that sends b bytes from each rank of n moves S = b n / (n - 1) */
 #define PLAN_A2A(n, nodes, b)                                                                      \
@@ -139,7 +142,7 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
     double ov = cl->overlap_cost;
     double tok = (double)l->mbs * m->seq / l->cp; /* tokens of a micro-batch on one rank */
     double tsp = l->sp && l->tp > 1 ? l->tp : 1;
-    double h = m->hidden;
+    double h = m->hidden, e = plan_elem_bytes(x);
     unsigned cal = 0;
     int cf = 0;
 
@@ -167,7 +170,7 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
     double cp_t = 0, cp_b = 0, cp_fx = 0, cp_bx = 0;
     if (l->cp > 1) {
         double kv = (m->kv_heads >= l->tp ? (double)m->kv_heads / l->tp : 1.0) * m->head_dim;
-        double S = 2.0 * 2.0 * tok * kv;
+        double S = 2.0 * e * tok * kv;
         cf = 0;
         double t = plan_coll_time(x, "cp", MESH_PLAN_OP_SENDRECV, l->cp, n_cp, S, &cf);
         if (cf)
@@ -181,7 +184,7 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
     /* EP: dispatch and combine forward, their reverses backward, not overlapped */
     double ep_t = 0, ep_b = 0;
     if (l->ep > 1) {
-        double S = 2.0 * (tok / tsp) * m->top_k * h;
+        double S = e * (tok / tsp) * m->top_k * h;
         cf = 0;
         if (n_ep > 1) {
             out->ep_hier = plan_ep_span(x, l, n_ep, tok / tsp, &ep_t, &ep_b, &cf);
@@ -198,12 +201,22 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
      * micro-batch when interleaved */
     double pp_t = 0, pp_b = 0;
     if (p > 1) {
-        double S = 2.0 * tok * h / tsp;
+        double S = e * tok * h / tsp;
         cf = 0;
         pp_t = 2.0 * v * plan_coll_time(x, "pp", MESH_PLAN_OP_SENDRECV, p, n_pp, S, &cf);
         if (cf)
             cal |= 1u << MESH_AXIS_PP;
         pp_b = 2.0 * v * S;
+    }
+    /* a tied output layer: the first and the last stage add their copies' gradients once per
+     * step, after the last backward pass, each sending its shard (fp32 sums) to the other */
+    double tied_t = 0, tied_b = 0;
+    if (p > 1 && m->tied) {
+        tied_b = 4.0 * c->output / l->tp;
+        cf = 0;
+        tied_t = plan_coll_time(x, "pp", MESH_PLAN_OP_SENDRECV, p, n_pp, tied_b, &cf);
+        if (cf)
+            cal |= 1u << MESH_AXIS_PP;
     }
     int dd = l->dp * l->ep * l->cp;
     int full = l->recompute == MESH_PLAN_RECOMPUTE_FULL;
@@ -248,7 +261,7 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
         /* data parallel: the gradients of this stage's parameters */
         double dense, expert;
         plan_stage_params(x, l, stage_layers, i, &dense, &expert);
-        double Gd = 2.0 * dense, Ge = 2.0 * expert, t_ar = 0, t_rs = 0, t_ag = 0, b = 0;
+        double Gd = e * dense, Ge = e * expert, t_ar = 0, t_rs = 0, t_ag = 0, b = 0;
         cf = 0;
         if (dd > 1) {
             t_ar += plan_coll_time(x, "dp", MESH_PLAN_OP_ALLREDUCE, dd, n_dp, Gd, &cf);
@@ -267,7 +280,8 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
         double s_time = 0, s_exp = 0, s_bytes = 0;
 /* what compute does not hide of t under `under`, and what the hidden part costs it */
 #define PLAN_EXPOSE(t, under) (fmax(0, (t) - (under)) + ov * fmin((t), (under)))
-        if (l->zero == 3) { /* per micro-batch: gather forward and backward, scatter grads */
+        if (l->zero == 3 && p == 1) { /* per micro-batch: gather forward and backward,
+                                           scatter grads */
             st.comm[MESH_AXIS_DP] = 2 * t_ag + t_rs;
             st.exposed[MESH_AXIS_DP] = PLAN_EXPOSE(t_ag, st.f) + PLAN_EXPOSE(t_ag + t_rs, st.b);
             st.bytes[MESH_AXIS_DP] = 3 * b;
@@ -275,7 +289,9 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
             s_time = t_ar;
             s_exp = PLAN_EXPOSE(t_ar, st.b);
             s_bytes = 2 * b;
-        } else {
+        } else { /* stages 1 and 2, and under a pipeline 3: once per step, the gradients
+                    reduce-scattered after the stage's last backward pass and the parameters
+                    gathered before its first forward pass (stage 3) or after the update */
             s_time = t_rs + t_ag;
             s_exp = PLAN_EXPOSE(t_rs, st.b) + PLAN_EXPOSE(t_ag, st.f);
             s_bytes = 2 * b;
@@ -311,7 +327,10 @@ void plan_time(const plan_ctx_t *x, const mesh_plan_layout_t *l, const int *stag
     out->comm_time[MESH_AXIS_DP] += dp_time;
     out->comm_exposed[MESH_AXIS_DP] += dp_exposed;
     out->comm_bytes[MESH_AXIS_DP] += dp_bytes;
-    out->step = M * worst.mb + out->bubble + dp_exposed + opt;
+    out->comm_time[MESH_AXIS_PP] += tied_t;
+    out->comm_exposed[MESH_AXIS_PP] += tied_t;
+    out->comm_bytes[MESH_AXIS_PP] += tied_b;
+    out->step = M * worst.mb + out->bubble + dp_exposed + tied_t + opt;
     out->bubble_fraction = out->step > 0 ? out->bubble / out->step : 0;
     out->calibrated = cal;
     out->tokens_per_s = x->batch_tokens / out->step;

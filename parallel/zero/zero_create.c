@@ -57,6 +57,9 @@ static mesh_status_t check_params(const mesh_zero_params_t *p)
     if ((m & MESH_ZERO_PARAM_FIELD_GRAD_SCALE) && !(p->grad_scale > 0 && isfinite(p->grad_scale)))
         return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: grad_scale %g is not a finite number > 0",
                               fn, p->grad_scale);
+    if ((m & MESH_ZERO_PARAM_FIELD_MAX_INFLIGHT) && p->max_inflight < 1)
+        return mesh_par_error(MESH_ERR_INVALID_ARG, "%s: max_inflight %d is not >= 1", fn,
+                              p->max_inflight);
     return MESH_OK;
 }
 
@@ -101,6 +104,7 @@ mesh_status_t mesh_zero_create(mesh_comm_h dp, const mesh_zero_params_t *params,
     z->esize = mesh_dtype_size(z->dtype);
     z->bucket_bytes = (m & MESH_ZERO_PARAM_FIELD_BUCKET_BYTES) ? p.bucket_bytes : (size_t)4 << 20;
     z->overlap = (m & MESH_ZERO_PARAM_FIELD_OVERLAP) ? p.overlap != 0 : 1;
+    z->max_inflight = (m & MESH_ZERO_PARAM_FIELD_MAX_INFLIGHT) ? p.max_inflight : 2;
     z->max_norm = (m & MESH_ZERO_PARAM_FIELD_MAX_GRAD_NORM) ? p.max_grad_norm : 0.0;
     z->grad_scale = (m & MESH_ZERO_PARAM_FIELD_GRAD_SCALE) ? p.grad_scale : 1.0 / size;
     z->nstate = z->opt == MESH_ZERO_ADAMW ? 2 : (z->momentum > 0 ? 1 : 0);

@@ -9,39 +9,6 @@ static int communicates(const struct mesh_zero *z)
     return z->stage >= 2 || z->mb_last;
 }
 
-static mesh_status_t post_bucket(struct mesh_zero *z, int b, const char *fn)
-{
-    zero_bucket_t *bk = &z->b[b];
-    void *base = zero_at(z, z->grad, bk->start);
-    mesh_status_t st;
-    if (z->stage == 0)
-        st = mesh_allreduce(z->dp, base, base, bk->numel, z->dtype, MESH_SUM, NULL, &bk->req);
-    else /* in place: this rank's slice of the bucket receives the sum */
-        st = mesh_reduce_scatter(z->dp, base, zero_at(z, base, (size_t)z->rank * bk->slice),
-                                 bk->slice, z->dtype, MESH_SUM, NULL, &bk->req);
-    if (st != MESH_OK) {
-        bk->req = NULL;
-        return mesh_zero__comm_fail(
-            z->dp, st, fn, z->stage == 0 ? "gradient all-reduce" : "gradient reduce-scatter");
-    }
-    bk->posted = 1;
-    return MESH_OK;
-}
-
-/* Buckets start in backward order (the last of the layout first), each once it is complete, so
- * that every dp rank starts the same sequence whatever the order of the ready marks. */
-static mesh_status_t post_ready(struct mesh_zero *z, const char *fn, int all)
-{
-    while (z->next_post >= 0) {
-        zero_bucket_t *bk = &z->b[z->next_post];
-        if (!all && bk->ready < bk->count)
-            break;
-        MESH_PAR_CHECK(post_bucket(z, z->next_post, fn));
-        z->next_post--;
-    }
-    return MESH_OK;
-}
-
 /* Stages 2-3: this micro-batch's sum of the bucket, in this rank's slice of the staging, goes
  * into the shard; the staging is given back and reads zero for the next micro-batch. */
 static void fold(struct mesh_zero *z, int b)
@@ -68,6 +35,59 @@ static mesh_status_t finish(struct mesh_zero *z, int b, mesh_status_t st, const 
             z->dp, st, fn, z->stage == 0 ? "gradient all-reduce" : "gradient reduce-scatter");
     if (z->stage >= 2)
         fold(z, b);
+    return MESH_OK;
+}
+
+/* At most max_inflight reductions under way: the oldest (the highest bucket in flight, since
+ * buckets start from the last down) is waited for and finished before one more starts. Each
+ * reduction holds its collective's receive scratch, and in stages 2-3 its staging until folded;
+ * without a bound how many are alive at once would follow the timing of the ranks' calls. */
+static mesh_status_t bound_inflight(struct mesh_zero *z, const char *fn)
+{
+    int n = 0, oldest = -1;
+    for (int b = z->nb - 1; b >= 0; b--) {
+        if (z->b[b].req == NULL)
+            continue;
+        n++;
+        if (oldest < 0)
+            oldest = b;
+    }
+    if (n < z->max_inflight)
+        return MESH_OK;
+    return finish(z, oldest, mesh_wait(z->b[oldest].req), fn);
+}
+
+static mesh_status_t post_bucket(struct mesh_zero *z, int b, const char *fn)
+{
+    zero_bucket_t *bk = &z->b[b];
+    void *base = zero_at(z, z->grad, bk->start);
+    mesh_status_t st;
+    MESH_PAR_CHECK(bound_inflight(z, fn));
+    if (z->stage == 0)
+        st = mesh_allreduce(z->dp, base, base, bk->numel, z->dtype, MESH_SUM, NULL, &bk->req);
+    else /* in place: this rank's slice of the bucket receives the sum */
+        st = mesh_reduce_scatter(z->dp, base, zero_at(z, base, (size_t)z->rank * bk->slice),
+                                 bk->slice, z->dtype, MESH_SUM, NULL, &bk->req);
+    if (st != MESH_OK) {
+        bk->req = NULL;
+        return mesh_zero__comm_fail(
+            z->dp, st, fn, z->stage == 0 ? "gradient all-reduce" : "gradient reduce-scatter");
+    }
+    bk->posted = 1;
+    return MESH_OK;
+}
+
+/* Buckets start in backward order (the last of the layout first), each once it is complete, so
+ * that every dp rank starts the same sequence whatever the order of the ready marks. */
+static mesh_status_t post_ready(struct mesh_zero *z, const char *fn, int all)
+{
+    while (z->next_post >= 0) {
+        zero_bucket_t *bk = &z->b[z->next_post];
+        if (!all && bk->ready < bk->count)
+            break;
+        MESH_PAR_CHECK(post_bucket(z, z->next_post, fn));
+        z->next_post--;
+    }
     return MESH_OK;
 }
 

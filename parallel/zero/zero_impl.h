@@ -59,6 +59,7 @@ struct mesh_zero {
     mesh_zero_optimizer_t opt;
     double lr, beta1, beta2, eps, wd, momentum, max_norm, grad_scale;
     int bias_correction, overlap;
+    int max_inflight; /* gradient reductions under way at once */
     mesh_dtype_t dtype;
     size_t esize; /* bytes per parameter element */
     size_t bucket_bytes;

@@ -83,18 +83,21 @@ has "128 layers: 8 everywhere" "$tmp/o" \
     '"stage_layers": [8, 8], "stage_layers_first": 8, "stage_layers_last": 8,'
 has "the last stage 7.4% over" "$tmp/o" '"head_layers": 0.6326, "stage_imbalance": 0.0738'
 
-# cp where the sequence is long, ep across nodes where it pays: DeepSeek-V3 with its pp=16 and
-# tp=1 spreads 16 ranks of experts over 2 nodes, each token crossing once per node
+# cp where the sequence is long; ep across nodes, hierarchical: DeepSeek-V3 with its pp=16 and
+# tp=1 keeps ep inside a node (ep=4, then ep=8), ep=16 over 2 nodes third; with ep=16 fixed each
+# token crosses once per node of its experts
 run "$tmp/o" --model llama3-70b,seq=32768 --cluster h100,nodes=32 --batch 16m --top 1
-has "cp chosen for 32K sequences" "$tmp/o" "#1  tp=2 cp=8 ep=1 etp=2 dp=4 pp=4"
+has "cp chosen for 32K sequences" "$tmp/o" "#1  tp=4 cp=8 ep=1 etp=4 dp=8 pp=1"
 has "cp explained" "$tmp/o" "cp=8: CP for the long sequence: 32768 tokens split 8 ways"
-run "$tmp/o" --model deepseek-v3 --cluster h800,gpus=2048 --fix tp=1,pp=16 --top 2
+run "$tmp/o" --model deepseek-v3 --cluster h800,gpus=2048 --fix tp=1,pp=16,cp=1 --top 3
 check "deepseek pp=16 exits 0" 0 $rc
-has "ep=16 across 2 nodes first" "$tmp/o" "#1  tp=1 cp=2 ep=16 etp=1 dp=4 pp=16"
+has "ep=4 inside one node first" "$tmp/o" "#1  tp=1 cp=1 ep=4 etp=1 dp=32 pp=16"
+has "ep=8 second" "$tmp/o" "#2  tp=1 cp=1 ep=8 etp=1 dp=16 pp=16"
+has "ep=16 across 2 nodes third" "$tmp/o" "#3  tp=1 cp=1 ep=16 etp=1 dp=8 pp=16"
 has "hierarchical dispatch said" "$tmp/o" "ep     spans 2 nodes: hierarchical dispatch"
+run "$tmp/o" --model deepseek-v3 --cluster h800,gpus=2048 --fix tp=1,pp=16,ep=16 --top 1
 has "ep explained" "$tmp/o" \
     "all-to-all across 2 nodes, hierarchical: a token crosses once to each node of its experts"
-has "inside one node second" "$tmp/o" "#2  tp=1 cp=1 ep=2 etp=1 dp=64 pp=16"
 run "$tmp/o" --model deepseek-v3,route-nodes=0 --cluster h800,gpus=2048 \
     --check tp=1,pp=16,ep=64,etp=1 --json
 has "published EP64 over 8 nodes, hierarchical" "$tmp/o" '"ep_hierarchical": true'

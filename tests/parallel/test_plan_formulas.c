@@ -34,6 +34,30 @@ static void test_zero_bytes(void)
         mesh_plan_state_bytes(2, ds[i], &p, &g, &o);
         CHECK(p == 2 && NEAR(g, 2 / d, 1e-12) && NEAR(o, 12 / d, 1e-12));
     }
+    /* fp32 throughout (the parameters their own master): DDP 16, ZeRO-1 8 + 8/d, ZeRO-2
+     * 4 + 12/d, ZeRO-3 16/d; under a pipeline, at the peak of a step, stages 2 and 3 hold the
+     * whole gradient (and parameters) beside the shard: bf16 4 + 14/d and 4 + 16/d, fp32
+     * 8 + 12/d and 8 + 16/d; stages 0 and 1 as without */
+    for (size_t i = 0; i < sizeof(ds) / sizeof(ds[0]); i++) {
+        double d = ds[i], p, g, o;
+        const double fp32[4] = {16, 8 + 8 / d, 4 + 12 / d, 16 / d};
+        const double piped[2][4] = {{16, 4 + 12 / d, 4 + 14 / d, 4 + 16 / d},
+                                    {16, 8 + 8 / d, 8 + 12 / d, 8 + 16 / d}};
+        for (int z = 0; z < 4; z++) {
+            mesh_plan_state_bytes_at(z, ds[i], MESH_PLAN_PREC_FP32, 0, &p, &g, &o);
+            CHECK_MSG(NEAR(p + g + o, fp32[z], 1e-12), "fp32 zero=%d d=%d: %g, want %g", z, ds[i],
+                      p + g + o, fp32[z]);
+            for (int f = 0; f < 2; f++) {
+                mesh_plan_state_bytes_at(z, ds[i], f ? MESH_PLAN_PREC_FP32 : MESH_PLAN_PREC_BF16, 1,
+                                         &p, &g, &o);
+                CHECK_MSG(NEAR(p + g + o, piped[f][z], 1e-12),
+                          "%s zero=%d d=%d under pp: %g, want %g", f ? "fp32" : "bf16", z, ds[i],
+                          p + g + o, piped[f][z]);
+            }
+        }
+        mesh_plan_state_bytes_at(3, ds[i], MESH_PLAN_PREC_FP32, 1, &p, &g, &o);
+        CHECK(NEAR(p, 4 + 4 / d, 1e-12) && NEAR(g, 4 + 4 / d, 1e-12) && NEAR(o, 8 / d, 1e-12));
+    }
     /* the ZeRO paper's example: 7.5B parameters over 64 ranks: 120, 31.4, 16.6, 1.9 GB */
     const double psi = 7.5e9, want[4] = {120, 31.4, 16.6, 1.9};
     for (int z = 0; z < 4; z++) {
@@ -167,7 +191,8 @@ static void test_pipeline_memory(void)
     CHECK(afab.layout.micro_batches == 96);
     CHECK(afab.mem[MESH_PLAN_MEM_ACT] >= 12 * 96 * full);
 
-    /* ZeRO-3 moves 3 times the parameters per micro-batch, ZeRO-2 and DDP 2 per step */
+    /* Under a pipeline ZeRO-2 and 3 reduce and gather once per step per stage: 2 Psi_s (d-1)/d
+     * bytes, as DDP and ZeRO-1 */
     double b = 16.0 * 2048; /* dp = 16: one micro-batch per replica */
     mesh_plan_eval_t z0 = eval(&m, &c, "tp=8,pp=8,zero=0,mbs=1,recompute=full", b);
     mesh_plan_eval_t z1 = eval(&m, &c, "tp=8,pp=8,zero=1,mbs=1,recompute=full", b);
@@ -176,12 +201,134 @@ static void test_pipeline_memory(void)
     CHECK(z0.layout.micro_batches == 1);
     CHECK(NEAR(z0.comm_bytes[MESH_AXIS_DP], z2.comm_bytes[MESH_AXIS_DP], 1e-12));
     CHECK(NEAR(z1.comm_bytes[MESH_AXIS_DP], z2.comm_bytes[MESH_AXIS_DP], 1e-12));
-    CHECK_MSG(NEAR(z3.comm_bytes[MESH_AXIS_DP] / z2.comm_bytes[MESH_AXIS_DP], 1.5, 1e-12),
-              "zero-3 / zero-2 volume %.3f",
+    CHECK_MSG(NEAR(z3.comm_bytes[MESH_AXIS_DP], z2.comm_bytes[MESH_AXIS_DP], 1e-12),
+              "zero-3 / zero-2 volume under pp %.3f",
               z3.comm_bytes[MESH_AXIS_DP] / z2.comm_bytes[MESH_AXIS_DP]);
-    /* and the states per rank follow the bytes per parameter */
-    CHECK(z3.mem[MESH_PLAN_MEM_PARAMS] < z2.mem[MESH_PLAN_MEM_PARAMS] / 8);
+    /* the states per rank at the step's peak: the stage's whole parameters (stage 3) and
+     * gradients (2, 3) beside their shards, over dp = 16 */
+    double psi = z1.mem[MESH_PLAN_MEM_PARAMS] / 2; /* the fullest stage's parameters */
+    CHECK(NEAR(z2.mem[MESH_PLAN_MEM_GRADS], psi * (2 + 2.0 / 16), 1e-12));
+    CHECK(NEAR(z3.mem[MESH_PLAN_MEM_PARAMS], psi * (2 + 2.0 / 16), 1e-12));
+    CHECK(NEAR(z3.mem[MESH_PLAN_MEM_GRADS], psi * (2 + 2.0 / 16), 1e-12));
+    CHECK(NEAR(z3.mem[MESH_PLAN_MEM_OPTIM], psi * 12 / 16, 1e-12));
     CHECK(NEAR(z0.mem[MESH_PLAN_MEM_OPTIM] / z1.mem[MESH_PLAN_MEM_OPTIM], 16, 1e-9));
+    /* without a pipeline ZeRO-3 gathers per micro-batch forward and backward: 3 times the
+     * parameters, ZeRO-2 and DDP 2 (175B over tp=8 does not fit: the bytes still come back) */
+    mesh_plan_eval_t y2 = eval(&m, &c, "tp=8,zero=2,mbs=1,recompute=full", 128.0 * 2048);
+    mesh_plan_eval_t y3 = eval(&m, &c, "tp=8,zero=3,mbs=1,recompute=full", 128.0 * 2048);
+    CHECK_MSG(NEAR(y3.comm_bytes[MESH_AXIS_DP] / y2.comm_bytes[MESH_AXIS_DP], 1.5, 1e-12),
+              "zero-3 / zero-2 volume %.3f",
+              y3.comm_bytes[MESH_AXIS_DP] / y2.comm_bytes[MESH_AXIS_DP]);
+    CHECK(y3.mem[MESH_PLAN_MEM_PARAMS] < y2.mem[MESH_PLAN_MEM_PARAMS] / 8);
+}
+
+/* CPU ranks train in fp32 (mesh-train): mesh-train's 100M model on tp=2 pp=2 dp=2, ZeRO 1,
+ * 1F1B over 2 micro-batches, even stages of 6 blocks, no sequence parallelism. Per rank of the
+ * first stage: 4 + 4 + 8/2 bytes a parameter; 6 blocks x 2 micro-batches in flight x the
+ * activations of a block in fp32, sbh (16 + 48/t) + 4 a s^2 b / t = 9,437,184 bytes; buffers:
+ * the reserve, four pipeline messages of [s, h] fp32 and the receive buffer of the tied
+ * table's shard, [V/t, h] fp32. */
+static void test_cpu_memory(void)
+{
+    mesh_plan_model_t m = {.name = "mesh-train-100m",
+                           .layers = 12,
+                           .hidden = 768,
+                           .heads = 12,
+                           .vocab = 16384,
+                           .seq = 256,
+                           .tied = 1};
+    mesh_plan_cluster_t c;
+    CHECK(mesh_plan_cluster_preset("cpu", 8, &c) == MESH_OK);
+    c.gpus_per_node = 8;
+    CHECK(c.precision == MESH_PLAN_PREC_FP32);
+    mesh_plan_cluster_t filled;
+    CHECK(mesh_plan_cluster_check(&c, &filled) == MESH_OK);
+    mesh_plan_params_t p = {.field_mask =
+                                MESH_PLAN_PARAM_FIELD_BATCH | MESH_PLAN_PARAM_FIELD_CHOICES,
+                            .batch_tokens = 1024,
+                            .no_sp = 1};
+    mesh_plan_layout_t l = {0};
+    unsigned set = 0;
+    CHECK(mesh_plan_layout_parse("tp=2,pp=2,dp=2,zero=1,mbs=1,schedule=1f1b,recompute=none,even=1",
+                                 &l, &set) == MESH_OK);
+    CHECK(l.even == 1 && (set & MESH_PLAN_SET_EVEN));
+    mesh_plan_eval_t e;
+    CHECK(mesh_plan_evaluate(&m, &c, &p, &l, &e) == MESH_OK);
+    CHECK_MSG(e.reject == MESH_PLAN_OK, "%s", e.why);
+    CHECK(e.stage_layers_first == 6 && e.stage_layers_last == 6 && e.layout.micro_batches == 2);
+    double act = 9437184.0;
+    CHECK(
+        NEAR(mesh_plan_act_layer(&m, 1, 2, 1, 0, MESH_PLAN_RECOMPUTE_NONE, 0, 1) * 2, act, 1e-12));
+    CHECK_MSG(NEAR(e.mem[MESH_PLAN_MEM_ACT], 12 * act, 1e-12), "activations %.0f, want %.0f",
+              e.mem[MESH_PLAN_MEM_ACT], 12 * act);
+    /* the reserve, the pipeline's messages, the tied table's gradient, and two reductions in
+     * flight (mesh_zero's max_inflight), each with the ring's receive scratch: half of a 4 MiB
+     * bucket over dp = 2 */
+    CHECK(filled.inflight == 2 && filled.bucket_bytes == 4 << 20 && filled.coll_window == 8 << 20);
+    double buffers =
+        filled.reserve + 4.0 * 4 * 256 * 768 + 4.0 * 8192 * 768 + 2 * (1.0 / 2) * (4 << 20);
+    CHECK_MSG(NEAR(e.mem[MESH_PLAN_MEM_BUFFERS], buffers, 1e-12), "buffers %.0f, want %.0f",
+              e.mem[MESH_PLAN_MEM_BUFFERS], buffers);
+    CHECK(NEAR(e.mem[MESH_PLAN_MEM_GRADS], e.mem[MESH_PLAN_MEM_PARAMS], 1e-12) &&
+          NEAR(e.mem[MESH_PLAN_MEM_OPTIM], e.mem[MESH_PLAN_MEM_PARAMS], 1e-12));
+    /* ZeRO 2 without a pipeline: the gradient shard (4/4 bytes a parameter), and beside it the
+     * staging of the two buckets in flight, of the block whose gradients the backward pass is
+     * writing (12 C^2 + 2 C = 7,079,424 parameters as the planner counts a block, over tp = 2)
+     * and of the tied table's gradient (8192 x 768 over tp = 2), and the two reductions'
+     * receive scratch, 3/4 of a bucket each over dp = 4; a wider bound counts more, a larger
+     * bucket a larger window, up to 8 MiB */
+    mesh_plan_layout_t z2 = {0};
+    set = 0;
+    CHECK(mesh_plan_layout_parse("tp=2,dp=4,zero=2,mbs=1,recompute=none", &z2, &set) == MESH_OK);
+    mesh_plan_eval_t e2;
+    CHECK(mesh_plan_evaluate(&m, &c, &p, &z2, &e2) == MESH_OK);
+    double psi = e2.mem[MESH_PLAN_MEM_PARAMS] / 4; /* parameters of a tp rank */
+    CHECK_MSG(NEAR(e2.mem[MESH_PLAN_MEM_GRADS], psi, 1e-12), "grads %.0f, want %.0f",
+              e2.mem[MESH_PLAN_MEM_GRADS], psi);
+    double mib = 1 << 20, block = 4.0 * 7079424 / 2, table = 4.0 * 8192 * 768;
+    double base = filled.reserve + block + table;
+    CHECK_MSG(NEAR(e2.mem[MESH_PLAN_MEM_BUFFERS], base + 2 * 4 * mib + 2 * 3 * mib, 1e-12),
+              "buffers %.0f, want %.0f", e2.mem[MESH_PLAN_MEM_BUFFERS],
+              base + 2 * 4 * mib + 2 * 3 * mib);
+    mesh_plan_cluster_t wide = c;
+    wide.inflight = 5;
+    wide.bucket_bytes = 16 * mib;
+    CHECK(mesh_plan_evaluate(&m, &wide, &p, &z2, &e2) == MESH_OK);
+    CHECK(NEAR(e2.mem[MESH_PLAN_MEM_BUFFERS], base + 5 * 16 * mib + 5 * 8 * mib, 1e-12));
+    /* stage 1 holds no staging: the scratch only */
+    z2.zero = 1;
+    CHECK(mesh_plan_evaluate(&m, &c, &p, &z2, &e2) == MESH_OK);
+    CHECK(NEAR(e2.mem[MESH_PLAN_MEM_BUFFERS], filled.reserve + 2 * 3 * mib, 1e-12));
+    z2.zero = 2;
+    /* GPUs: buckets of 40M gradients, no scratch beyond the reserve */
+    mesh_plan_cluster_t gpu = c;
+    gpu.bucket_bytes = 40e6 * 4;
+    gpu.coll_window = -1;
+    CHECK(mesh_plan_evaluate(&m, &gpu, &p, &z2, &e2) == MESH_OK);
+    CHECK(NEAR(e2.mem[MESH_PLAN_MEM_GRADS], psi, 1e-12));
+    CHECK(NEAR(e2.mem[MESH_PLAN_MEM_BUFFERS], base + 2 * fmin(4 * psi, 160e6), 1e-12));
+    /* the balanced split puts 7 blocks on the first stage (the head's work is the last's) */
+    l.even = 0;
+    CHECK(mesh_plan_evaluate(&m, &c, &p, &l, &e) == MESH_OK);
+    CHECK(e.stage_layers_first == 7 && e.stage_layers_last == 5);
+    /* an even split that does not divide is refused */
+    m.layers = 13;
+    l.even = 1;
+    CHECK(mesh_plan_evaluate(&m, &c, &p, &l, &e) == MESH_OK);
+    CHECK(e.reject == MESH_PLAN_REJ_INVALID && strstr(e.why, "evenly"));
+    /* the bytes follow the precision: dp moves the fp32 gradients, twice bf16's */
+    m.layers = 12;
+    CHECK(mesh_plan_evaluate(&m, &c, &p, &l, &e) == MESH_OK);
+    mesh_plan_eval_t bf;
+    c.precision = MESH_PLAN_PREC_BF16;
+    CHECK(mesh_plan_evaluate(&m, &c, &p, &l, &bf) == MESH_OK);
+    CHECK(NEAR(e.comm_bytes[MESH_AXIS_TP], 2 * bf.comm_bytes[MESH_AXIS_TP], 1e-12));
+    CHECK(NEAR(e.comm_bytes[MESH_AXIS_DP], 2 * bf.comm_bytes[MESH_AXIS_DP], 1e-12));
+    /* pp: the activations per micro-batch both ways, then the tied table's fp32 shard */
+    double pp = 2 * 2 * 256 * 768.0;
+    CHECK_MSG(NEAR(e.comm_bytes[MESH_AXIS_PP], 4 * pp + 4.0 * 8192 * 768, 1e-12), "pp bytes %.0f",
+              e.comm_bytes[MESH_AXIS_PP]);
+    CHECK(NEAR(bf.comm_bytes[MESH_AXIS_PP], 2 * pp + 4.0 * 8192 * 768, 1e-12));
 }
 
 static void test_counts(void)
@@ -354,6 +501,7 @@ int main(void)
     test_activations();
     test_pipeline();
     test_pipeline_memory();
+    test_cpu_memory();
     test_counts();
     test_stage_split();
     test_stage_split_all();

@@ -7,7 +7,7 @@
 #   - the loss of each step equals the 1-rank run within 1e-4 relative;
 #   - the printed tp, pp, dp, ZeRO stage, cp, ep and micro-batches are those tools/mesh-plan
 #     ranks first for the same model, CPU cluster and restrictions (no recomputation, no
-#     sequence parallelism; ZeRO 2 and 3 only with pp = 1: the faster of the two searches);
+#     sequence parallelism, even stages);
 # a request nothing fits (pp=4 for 2 layers) is refused with the planner's reason.
 # MESH_TEST_SANITIZED=1 keeps 2 ranks, 4 ranks over 2 nodes and the refusal.
 set -u
@@ -28,42 +28,22 @@ first_plan() {
 dp=\4 zero=\6 cp=\2 ep=\3 microbatches=\8 \9/p"
 }
 
-# expect NAME GPUS PER_NODE [FIX [MODEL [BATCH]]]: mesh-plan's choice as mesh-train makes it;
-# without pp in FIX, the faster of pp=1 with every ZeRO stage and any pp with stages 0 and 1
-# (pp=1 on a tie)
+# expect NAME GPUS PER_NODE [FIX [MODEL [BATCH]]]: mesh-plan's choice as mesh-train makes it:
+# every ZeRO stage (under a pipeline 2 and 3 reduce and gather once per step, as mesh-train
+# runs them), stages of layers / pp blocks (even=1)
 expect() {
     name=$1
     common="--model ${5:-$pmodel} --cluster cpu,gpus=$2,gpus-per-node=$3 --batch-seqs ${6:-8}"
     common="$common --recompute none --no-sp --json"
-    fix=${4:-}
-    case ",$fix," in
-    *,pp=1,*) searches="a" ;;
-    *,pp=*) searches="b" ;;
-    *) searches="a b" ;;
-    esac
-    best="" best_step=""
-    for s in $searches; do
-        if [ "$s" = a ]; then
-            fixa=$fix
-            case ",$fix," in *,pp=*) ;; *) fixa="${fix:+$fix,}pp=1" ;; esac
-            # shellcheck disable=SC2086
-            "$plan" $common --fix "$fixa" >"$tmp/$name.plan$s" 2>&1
-        else
-            # shellcheck disable=SC2086
-            "$plan" $common ${fix:+--fix "$fix"} --zero 0,1 >"$tmp/$name.plan$s" 2>&1
-        fi
-        line=$(first_plan "$tmp/$name.plan$s")
-        if [ -z "$line" ]; then # said by check_plan, outside this subshell
-            echo "$name: mesh-plan gave no layout:" >&2
-            cat "$tmp/$name.plan$s" >&2
-            continue
-        fi
-        step=${line##* }
-        if [ -z "$best" ] || awk -v a="$best_step" -v b="$step" 'BEGIN { exit !(b < a) }'; then
-            best=${line% *} best_step=$step
-        fi
-    done
-    echo "$best"
+    fix="${4:+$4,}even=1"
+    # shellcheck disable=SC2086
+    "$plan" $common --fix "$fix" >"$tmp/$name.plan" 2>&1
+    line=$(first_plan "$tmp/$name.plan")
+    if [ -z "$line" ]; then # said by check_plan, outside this subshell
+        echo "$name: mesh-plan gave no layout:" >&2
+        cat "$tmp/$name.plan" >&2
+    fi
+    echo "${line% *}"
 }
 
 # check_plan NAME GPUS PER_NODE [FIX [MODEL [BATCH]]]: mesh-train printed mesh-plan's choice

@@ -38,6 +38,10 @@ run "dp=1, micro-batches" -n 1 "$prog" --micro 2
 run "dp=2, 3 micro-batches, reductions under the backward pass" -n 2 "$prog" --micro 3 \
     --bucket 1024 --check-overlap
 run "dp=4, bf16, micro-batches" -n 4 "$prog" --dtype bf16 --micro 2
+run "dp=4, one reduction in flight at a time, micro-batches" -n 4 "$prog" --micro 2 \
+    --bucket 1024 --inflight 1
+run "dp=3, 3 reductions in flight, reductions under the backward pass" -n 3 "$prog" \
+    --bucket 1024 --inflight 3 --check-overlap
 run "dp=2 across 2 nodes, micro-batches" -n 2 --nodes 2 "$prog" --micro 2
 run "tp=2 x dp=2, norm clipped over tp (replicated tensors once)" -n 4 "$prog" --mp tp --clip 5
 # bytes and memory: a large tensor keeps the padding small, 2 steps of 4 samples keep it short

@@ -6,7 +6,8 @@
  * (odd steps ask mesh_zero_grad_sqnorm for the norm and give it to mesh_zero_step_norm); at the
  * end every stage's parameters must equal stage 0's.
  *   zero_test [--stages 0,1,2,3] [--dtype fp32|bf16] [--opt adamw|sgd] [--steps N] [--micro K]
- *             [--batch B] [--bucket BYTES] [--overlap 0|1] [--no-ready] [--clip NORM]
+ *             [--batch B] [--bucket BYTES] [--overlap 0|1] [--inflight K] [--no-ready]
+ *             [--clip NORM]
  *             [--mp tp|pp] [--bytes] [--memory] [--big] [--variant missing|extra|shape]
  *             [--save DIR --save-at K] [--final FILE] [--load DIR --start K] [--compare FILE]
  *             [--expect-load-error TEXT] [--check-overlap]
@@ -33,7 +34,7 @@ static int wrank, failures;
 
 static struct {
     int stages[4], nstages;
-    int bf16, steps, micro, batch, overlap, ready, bytes, memory, big, start;
+    int bf16, steps, micro, batch, overlap, inflight, ready, bytes, memory, big, start;
     int check_overlap, save_at;
     size_t bucket;
     double clip;
@@ -133,6 +134,10 @@ static mesh_zero_h make(int stage, mesh_zero_params_t *pp)
                             .bucket_bytes = o.bucket,
                             .overlap = o.overlap,
                             .max_grad_norm = conf.max_norm};
+    if (o.inflight) {
+        p.field_mask |= MESH_ZERO_PARAM_FIELD_MAX_INFLIGHT;
+        p.max_inflight = o.inflight;
+    }
     if (mp) {
         p.field_mask |= MESH_ZERO_PARAM_FIELD_MP_COMM;
         p.mp_comm = mp;
@@ -587,6 +592,8 @@ static void parse(int argc, char **argv)
             o.bucket = (size_t)atol(v);
         else if (!strcmp(a, "--overlap") && v)
             o.overlap = atoi(v);
+        else if (!strcmp(a, "--inflight") && v)
+            o.inflight = atoi(v);
         else if (!strcmp(a, "--clip") && v)
             o.clip = atof(v);
         else if (!strcmp(a, "--mp") && v)
