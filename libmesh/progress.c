@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #define MESH_BACKOFF_SPINS        200 /* pauses before the first sleep */
 #define MESH_BACKOFF_SLEEP_MIN_NS 1000
@@ -24,9 +26,10 @@
 #define MESH_SPIN_UNKNOWN_US      20   /* auto: before a communicator said */
 #define MESH_SPIN_OWN_US          1000 /* auto: every rank on this machine has a CPU */
 #define MESH_YIELD_SHARED_US      200  /* auto: ranks outnumber CPUs */
-/* auto: a yield that gives the CPU back this late went to a process that runs long (a busy
- * neighbour that takes its whole time slice, as ranks that wait hand it back at once): waiters of
- * this process sleep instead of yielding for a while */
+/* auto: a yield that gives the CPU back this late went to a process that runs long: a rank that
+ * computes, or, when more threads are runnable than there are ranks, a busy neighbour that takes
+ * its whole time slice (ranks that wait hand it back at once); then waiters of this process
+ * sleep instead of yielding for a while */
 #define MESH_YIELD_LATE_S  500e-6
 #define MESH_YIELD_PAUSE_S 0.1
 
@@ -82,9 +85,10 @@ static const mesh_config_entry_t progress_entries[] = {
             "between polls before it sleeps. When ranks share CPUs the runnable processes the "
             "CPU goes to are mostly the ranks it waits for, and a yield hands over faster than "
             "a sleep and a wake-up. auto: 200 while the ranks on this machine (simulated nodes "
-            "included) outnumber the CPUs a rank may run on, 0 otherwise; and while a yield "
-            "came back later than 500 us in the last 100 ms, waiters sleep at once: the CPU "
-            "went to a busy process that takes its whole time slice (ranks hand it back within "
+            "included) outnumber the CPUs a rank may run on, 0 otherwise; and for 100 ms after "
+            "a yield that came back later than 500 us while the machine's runnable threads "
+            "(/proc/loadavg) outnumbered its ranks, waiters sleep at once: the CPU went to a "
+            "busy process that takes its whole time slice (ranks hand it back within "
             "microseconds), which a wake-up preempts and a yield waits out. 0 never yields."},
     {.name = "PROGRESS_SLICE",
      .dflt = "0.01",
@@ -177,6 +181,31 @@ static int mesh_backoff_us(atomic_int *cache, const char *knob, int (*auto_us)(v
     return us;
 }
 
+/* Whether the threads runnable on this machine now (/proc/loadavg's fourth field) are no more
+ * than its ranks: a yield that came back late then waited for a rank that computes, not for a
+ * busy process. Read only after such a yield. */
+static int mesh_runnable_are_ranks(void)
+{
+    int ok = 0, fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[128];
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        int running = 0;
+        if (n > 0) {
+            buf[n] = '\0';
+            const char *p = buf;
+            for (int field = 0; field < 3 && p; field++)
+                p = strchr(p + 1, ' ');
+            if (p)
+                running = atoi(p + 1);
+        }
+        int ranks = atomic_load_explicit(&mesh_progress_node_max, memory_order_relaxed);
+        ok = running > 0 && running <= ranks;
+    }
+    return ok;
+}
+
 double mesh_progress_yield_s(void)
 {
     int y = mesh_backoff_us(&mesh_progress_yield, "PROGRESS_YIELD", mesh_yield_auto, &yield_auto);
@@ -190,7 +219,7 @@ int mesh_progress_yield_back(double took_s)
 {
     if (took_s < MESH_YIELD_LATE_S)
         return 0;
-    if (atomic_load_explicit(&yield_auto, memory_order_relaxed))
+    if (atomic_load_explicit(&yield_auto, memory_order_relaxed) && !mesh_runnable_are_ranks())
         atomic_store_explicit(&yield_paused_until, mesh_time() + MESH_YIELD_PAUSE_S,
                               memory_order_relaxed);
     return 1;

@@ -1,13 +1,14 @@
 /* The waiting policy's auto values: how long a waiter spins and yields before it sleeps, as the
  * ranks on this machine compare with its CPUs, and the pause of yields after one that came back
- * late (the CPU went to a busy process, not to a rank). Numbers given in the environment are
- * kept as given, late yields or not. */
+ * late while more threads were runnable than ranks (the CPU went to a busy process, not to a
+ * rank). Numbers given in the environment are kept as given, late yields or not. */
 #include <config.h> /* the generated one: _GNU_SOURCE for sched_getaffinity */
 #include "tests/harness/harness.h"
 #include "libmesh/progress.h"
 #include "libmesh/wait.h"
 
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -33,9 +34,35 @@ static int cpus(void)
     return CPU_COUNT(&set);
 }
 
+/* Keeps n processes busy on this process's CPUs until stop_busy. */
+static pid_t busy[64];
+static int nbusy;
+
+static void start_busy(int n)
+{
+    for (nbusy = 0; nbusy < n && nbusy < 64; nbusy++) {
+        busy[nbusy] = fork();
+        CHECK(busy[nbusy] >= 0);
+        if (busy[nbusy] == 0)
+            for (;;) {
+            }
+    }
+    nap(0.02); /* until they run */
+}
+
+static void stop_busy(void)
+{
+    for (int i = 0; i < nbusy; i++) {
+        kill(busy[i], SIGKILL);
+        waitpid(busy[i], NULL, 0);
+    }
+    nbusy = 0;
+}
+
 /* auto: spin 20 us before a communicator says, 1000 us and no yield while every rank has a CPU;
  * no spin and 200 us of yields once ranks outnumber the CPUs, paused for 100 ms by a late
- * yield and by nothing else */
+ * yield while more threads are runnable than there are ranks (a busy process took the CPU), and
+ * by nothing else */
 static void check_auto(void)
 {
     CHECK_MSG(us(mesh_progress_spin_s()) == 20, "spin %g s before any count",
@@ -51,23 +78,35 @@ static void check_auto(void)
     CHECK(mesh_progress_yield_back(20e-6) == 0);
     CHECK(mesh_progress_yield_back(499e-6) == 0);
     CHECK(us(mesh_progress_yield_s()) == 200);
-    CHECK(mesh_progress_yield_back(3e-3) == 1);
+
+    /* more busy processes than ranks: a late yield went to one of them */
+    start_busy(cpus() + 2);
+    int late = mesh_progress_yield_back(3e-3);
+    stop_busy();
+    CHECK(late == 1);
     CHECK_MSG(mesh_progress_yield_s() == 0, "yields not paused after a late one");
     nap(0.05);
     CHECK_MSG(mesh_progress_yield_s() == 0, "yields paused under 100 ms");
     nap(0.06);
     CHECK_MSG(us(mesh_progress_yield_s()) == 200, "yields still paused after 110 ms");
 
-    /* a waiter yields first (returns 0 without sleeping; on a loaded machine the yield may come
-     * back late, and then it sleeps), sleeps once the yields are over */
+    /* a waiter yields first (or sleeps at once after a yield that came back late), and sleeps
+     * once its 200 us of yields are over */
     mesh_waiter_t w;
     mesh_waiter_init(&w, -1);
-    CHECK(mesh_waiter_idle(&w, NULL, NULL, 1e-3) == 0 || mesh_progress_yield_s() == 0);
+    (void)mesh_waiter_idle(&w, NULL, NULL, 1e-3);
     nap(300e-6);
     int slept = 0;
     for (int i = 0; i < 3 && !slept; i++)
         slept = mesh_waiter_idle(&w, NULL, NULL, 1e-3);
     CHECK_MSG(slept, "the waiter still yields after its 200 us");
+
+    /* fewer runnable threads than ranks: the late yield waited for a rank that computed */
+    nap(0.11);
+    mesh_progress_node_ranks(1 << 20);
+    CHECK(us(mesh_progress_yield_s()) == 200);
+    CHECK(mesh_progress_yield_back(3e-3) == 1);
+    CHECK_MSG(us(mesh_progress_yield_s()) == 200, "yields paused after a rank computed");
 }
 
 /* MESH_PROGRESS_SPIN and MESH_PROGRESS_YIELD as numbers: kept, late yields or not */
