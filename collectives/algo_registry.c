@@ -7,6 +7,7 @@
     X(allreduce, rd)                                                                               \
     X(allreduce, rabenseifner)                                                                     \
     X(allreduce, hier)                                                                             \
+    X(allreduce, direct)                                                                           \
     X(reduce, binomial)                                                                            \
     X(reduce, rabenseifner)                                                                        \
     X(broadcast, binomial)                                                                         \

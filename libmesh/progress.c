@@ -2,8 +2,9 @@
  * spins for MESH_PROGRESS_SPIN microseconds, then sleeps until a peer or another thread wakes
  * it. With the default (auto) the spin is long once a communicator has shown that the ranks on
  * this machine each have a CPU, since a wake-up from a sleep costs microseconds that a spin
- * saves, and short when ranks share CPUs, where spinning only keeps the rank we wait for off
- * its CPU. */
+ * saves, and none when ranks share CPUs, where spinning only keeps the rank we wait for off
+ * its CPU: there the waiter yields its CPU for a while (MESH_PROGRESS_YIELD), unless yields
+ * were seen to feed a busy process rather than ranks, and then sleeps. */
 #include <config.h> /* the generated one: _GNU_SOURCE for sched_getaffinity */
 #include "libmesh/progress.h"
 #include "libmesh/config.h"
@@ -21,14 +22,22 @@
 #define MESH_BACKOFF_SLEEP_MIN_NS 1000
 #define MESH_BACKOFF_SLEEP_MAX_NS 100000
 #define MESH_BACKOFF_SLEEP_STEP   4    /* sleeps of one length before doubling it */
-#define MESH_SPIN_SHARED_US       20   /* auto: ranks share CPUs (or nothing is known yet) */
+#define MESH_SPIN_SHARED_US       0    /* auto: ranks outnumber CPUs */
+#define MESH_SPIN_UNKNOWN_US      20   /* auto: before a communicator said */
 #define MESH_SPIN_OWN_US          1000 /* auto: every rank on this machine has a CPU */
 #define MESH_YIELD_SHARED_US      200  /* auto: ranks outnumber CPUs */
+/* auto: a yield that gives the CPU back this late went to a process that runs long: a rank that
+ * computes, or, when more threads are runnable than there are ranks, a busy neighbour that takes
+ * its whole time slice (ranks that wait hand it back at once); then waiters of this process
+ * sleep instead of yielding for a while */
+#define MESH_YIELD_LATE_S  500e-6
+#define MESH_YIELD_PAUSE_S 0.1
 
 static atomic_int mesh_progress_spin = -1;
 static atomic_int mesh_progress_yield = -1;
 static atomic_int yield_auto;             /* MESH_PROGRESS_YIELD is auto */
 static atomic_int mesh_progress_node_max; /* most ranks on this machine a communicator saw */
+static _Atomic double yield_paused_until; /* auto: no yields before then (mesh_time) */
 
 double mesh_time(void)
 {
@@ -64,8 +73,10 @@ static const mesh_config_entry_t progress_entries[] = {
      .doc = "Microseconds a waiting rank polls (with the CPU's pause instruction) before it "
             "sleeps until a peer or another thread wakes it (a futex that shared-memory peers "
             "ring, the sockets of the network transports). auto: 1000 while the ranks on this "
-            "machine (simulated nodes included) do not outnumber the CPUs a rank may run on, 20 "
-            "when they do or before a communicator says. 0 sleeps at once."},
+            "machine (simulated nodes included) do not outnumber the CPUs a rank may run on; 0 "
+            "when they do, where the rank waited for most likely waits for this CPU (a spin of "
+            "even a microsecond, some 60 polls, costs more than it saves); 20 before a "
+            "communicator says. 0 sleeps at once."},
     {.name = "PROGRESS_YIELD",
      .dflt = "auto",
      .type = MESH_CFG_STRING,
@@ -74,9 +85,11 @@ static const mesh_config_entry_t progress_entries[] = {
             "between polls before it sleeps. When ranks share CPUs the runnable processes the "
             "CPU goes to are mostly the ranks it waits for, and a yield hands over faster than "
             "a sleep and a wake-up. auto: 200 while the ranks on this machine (simulated nodes "
-            "included) outnumber the CPUs a rank may run on and the machine's runnable threads "
-            "(/proc/loadavg) are no more than its ranks, 0 otherwise (a yield would give a whole "
-            "time slice to an unrelated busy process). 0 never yields."},
+            "included) outnumber the CPUs a rank may run on, 0 otherwise; and for 100 ms after "
+            "a yield that came back later than 500 us while the machine's runnable threads "
+            "(/proc/loadavg) outnumbered its ranks, waiters sleep at once: the CPU went to a "
+            "busy process that takes its whole time slice (ranks hand it back within "
+            "microseconds), which a wake-up preempts and a yield waits out. 0 never yields."},
     {.name = "PROGRESS_SLICE",
      .dflt = "0.01",
      .type = MESH_CFG_DOUBLE,
@@ -141,7 +154,8 @@ static int mesh_cpus_shared(void)
 
 static int mesh_spin_auto(void)
 {
-    return mesh_cpus_shared() == 0 ? MESH_SPIN_OWN_US : MESH_SPIN_SHARED_US;
+    int shared = mesh_cpus_shared();
+    return shared == 0 ? MESH_SPIN_OWN_US : shared > 0 ? MESH_SPIN_SHARED_US : MESH_SPIN_UNKNOWN_US;
 }
 
 static int mesh_yield_auto(void)
@@ -167,15 +181,11 @@ static int mesh_backoff_us(atomic_int *cache, const char *knob, int (*auto_us)(v
     return us;
 }
 
-/* Whether the threads runnable on this machine (/proc/loadavg's fourth field) are no more than
- * its ranks, looked at most every 10 ms: then the CPU a yield gives away goes to a rank. */
+/* Whether the threads runnable on this machine now (/proc/loadavg's fourth field) are no more
+ * than its ranks: a yield that came back late then waited for a rank that computes, not for a
+ * busy process. Read only after such a yield. */
 static int mesh_runnable_are_ranks(void)
 {
-    static _Atomic double when = -1;
-    static atomic_int answer;
-    double now = mesh_time();
-    if (now - atomic_load_explicit(&when, memory_order_relaxed) < 0.01)
-        return atomic_load_explicit(&answer, memory_order_relaxed);
     int ok = 0, fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         char buf[128];
@@ -193,17 +203,26 @@ static int mesh_runnable_are_ranks(void)
         int ranks = atomic_load_explicit(&mesh_progress_node_max, memory_order_relaxed);
         ok = running > 0 && running <= ranks;
     }
-    atomic_store_explicit(&answer, ok, memory_order_relaxed);
-    atomic_store_explicit(&when, now, memory_order_relaxed);
     return ok;
 }
 
 double mesh_progress_yield_s(void)
 {
     int y = mesh_backoff_us(&mesh_progress_yield, "PROGRESS_YIELD", mesh_yield_auto, &yield_auto);
-    if (y > 0 && yield_auto && !mesh_runnable_are_ranks())
+    if (y > 0 && yield_auto &&
+        mesh_time() < atomic_load_explicit(&yield_paused_until, memory_order_relaxed))
         return 0;
     return y * 1e-6;
+}
+
+int mesh_progress_yield_back(double took_s)
+{
+    if (took_s < MESH_YIELD_LATE_S)
+        return 0;
+    if (atomic_load_explicit(&yield_auto, memory_order_relaxed) && !mesh_runnable_are_ranks())
+        atomic_store_explicit(&yield_paused_until, mesh_time() + MESH_YIELD_PAUSE_S,
+                              memory_order_relaxed);
+    return 1;
 }
 
 static int mesh_backoff_spin(void)

@@ -318,8 +318,9 @@ static int waiter_yield(mesh_waiter_t *w)
     } else if (mesh_time() - w->t0 >= mesh_progress_yield_s()) {
         return 0;
     }
+    double t = mesh_time();
     sched_yield();
-    return 1;
+    return !mesh_progress_yield_back(mesh_time() - t);
 }
 
 int mesh_waiter_idle(mesh_waiter_t *w, int (*recheck)(void *), void *arg, double timeout_s)

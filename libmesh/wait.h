@@ -111,7 +111,8 @@ int mesh_waiter_spin(mesh_waiter_t *w);
 
 /* A poll found nothing to do. While the spin lasts, pauses the CPU once; after it, while ranks
  * of this machine outnumber its CPUs, yields the CPU for MESH_PROGRESS_YIELD (the runnable
- * processes it goes to are mostly the ranks it waits for); after that, sleeps until a wake-up,
+ * processes it goes to are mostly the ranks it waits for; a yield that comes back late ends
+ * them, see mesh_progress_yield_back); after that, sleeps until a wake-up,
  * at most timeout_s (or MESH_PROGRESS_SLICE when shorter). recheck(arg) runs after
  * the sleep is announced and before it begins: it polls once more (a message that arrived before
  * the announcement rings nobody) and returns > 0 when something moved, which cancels the sleep.

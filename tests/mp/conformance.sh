@@ -1,8 +1,8 @@
 #!/bin/sh
 # Conformance of one collective: every registered algorithm forced in turn through MESH_TUNE, on
 # 1, 2, 3, 4, 5 and 8 ranks and 2 simulated nodes x 2 ranks (algorithms that read the node map
-# also 2 x 3 and 3 ranks over 2 nodes), each run checking every dtype, op and size with exact
-# values. Fails if an algorithm was never used.
+# also 2 x 3 and 3 ranks over 2 nodes; the direct all-reduce also 6 and 7), each run checking
+# every dtype, op and size with exact values. Fails if an algorithm was never used.
 # usage: conformance.sh COLLECTIVE
 set -u
 coll=$1
@@ -18,6 +18,8 @@ for algo in $("$prog" --list | awk -v c="$coll" '$1 == c { print $2 }'); do
     layouts="$ranks nodes"
     # algorithms that read the node map also get 2 nodes x 3 ranks and unequal nodes (2 + 1)
     case $algo in hier*) layouts="$layouts 6x2 3x2" ;; esac
+    # the direct all-reduce's messages and reduction order depend on every rank count
+    case $coll:$algo in allreduce:direct) layouts="$layouts 6 7" ;; esac
     for n in $layouts; do
         case $n in
         nodes) args="-n 4 --nodes 2" ;;
