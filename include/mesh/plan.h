@@ -111,14 +111,15 @@ typedef struct {
     const char *source;              /* where the nominal figures come from (presets) */
     mesh_plan_precision_t precision; /* what the ranks train in: bf16 with an fp32 master (GPUs,
                                         the default), or fp32 throughout (the cpu preset) */
-    double bucket_bytes;  /* gradient bucket of the data-parallel reductions; 0: 40M
-                             gradients on GPUs (Megatron-Core's bucket), 4 MiB on CPU ranks
-                             (mesh's ZeRO) */
-    int inflight;         /* bucket reductions under way at once (mesh_zero_params_t's
-                             max_inflight); 0: 2 */
-    double coll_window;   /* receive scratch one reduction holds beyond its buffers, at most;
-                             0: none on GPUs (the library's channel buffers are in the reserve),
-                             8 MiB on CPU ranks (mesh's ring reduce-scatter window); < 0: none */
+    /* gradient bucket of the data-parallel reductions; 0: 40M gradients on GPUs (Megatron-Core's
+     * bucket), 4 MiB on CPU ranks (mesh's ZeRO) */
+    double bucket_bytes;
+    /* bucket reductions under way at once (mesh_zero_params_t's max_inflight); 0: 2 */
+    int inflight;
+    /* receive scratch one reduction holds beyond its buffers, at most; 0: none on GPUs (the
+     * library's channel buffers are in the reserve), 8 MiB on CPU ranks (mesh's ring
+     * reduce-scatter window); < 0: none */
+    double coll_window;
 } mesh_plan_cluster_t;
 
 /* Presets by GPU kind ("a100-80g", "h100", "h800", "cpu", ...) with gpus ranks; gpus <= 0
