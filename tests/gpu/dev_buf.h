@@ -1,8 +1,8 @@
 /* Device buffers of the device tests (dev_ipc.c, dev_hier.c): int32 elements between guard
  * elements, each with its image in pinned host memory, moved by the device table's copies on the
  * test's stream and checked on the host. The including file defines, before it includes this:
- * rank, size, failures (ints), device (the device index), ops (the device table), stream and
- * event (the test's), and CHECK. */
+ * rank, size, failures (ints), comm, device (the device index), ops (the device table), stream
+ * and event (the test's), and CHECK. */
 #ifndef MESH_TESTS_GPU_DEV_BUF_H
 #define MESH_TESTS_GPU_DEV_BUF_H
 
@@ -95,6 +95,40 @@ static void check_guards(const buf_t *b, const char *what)
 static int32_t input(int r, int g, size_t i)
 {
     return (int32_t)size * (int32_t)(r * 7 + g * 131 + (int)(i % 1013));
+}
+
+/* The test's communicator from meshrun's environment, its rank and size, the device table, and a
+ * stream and an event on the current device. Returns 0; 77 without a device table (prog named in
+ * the message), 1 when the communicator cannot be made. */
+static int dev_setup(const char *prog)
+{
+    mesh_status_t st = mesh_comm_init_env(&comm);
+    if (st != MESH_OK) {
+        fprintf(stderr, "init: %s: %s\n", mesh_status_string(st), mesh_comm_last_error(NULL));
+        return 1;
+    }
+    rank = mesh_comm_rank(comm);
+    size = mesh_comm_size(comm);
+    ops = mesh_mem_table(NULL);
+    if (ops == NULL) {
+        fprintf(stderr,
+                "%s needs a device: a CUDA driver and GPU, or the emulated one "
+                "(MESH_DEVICE_EMU=1)\n",
+                prog);
+        mesh_comm_destroy(comm);
+        return 77;
+    }
+    if (ops->current_device(&device) != MESH_OK || ops->stream_create(&stream) != MESH_OK ||
+        ops->event_create(&event) != MESH_OK)
+        fatal("device setup");
+    return 0;
+}
+
+/* Frees the stream and the event of dev_setup. */
+static void dev_teardown(void)
+{
+    ops->event_destroy(event);
+    ops->stream_destroy(stream);
 }
 
 #endif

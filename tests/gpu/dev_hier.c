@@ -387,20 +387,9 @@ int main(int argc, char **argv)
         return 2;
     }
     hier_mode = strcmp(mode, "hier") == 0;
-    mesh_status_t st = mesh_comm_init_env(&comm);
-    if (st != MESH_OK) {
-        fprintf(stderr, "init: %s: %s\n", mesh_status_string(st), mesh_comm_last_error(NULL));
-        return 1;
-    }
-    rank = mesh_comm_rank(comm);
-    size = mesh_comm_size(comm);
-    ops = mesh_mem_table(NULL);
-    if (ops == NULL) {
-        fprintf(stderr, "dev_hier needs a device: a CUDA driver and GPU, or the emulated one "
-                        "(MESH_DEVICE_EMU=1)\n");
-        mesh_comm_destroy(comm);
-        return 77;
-    }
+    int rc = dev_setup("dev_hier");
+    if (rc != 0)
+        return rc;
     nnodes = comm->nnodes;
     node = comm->node_of[rank];
     L = comm->node_size[node];
@@ -409,16 +398,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "dev_hier needs ranks on 2 nodes or more (meshrun --nodes)\n");
         return 2;
     }
-    if (ops->current_device(&device) != MESH_OK || ops->stream_create(&stream) != MESH_OK ||
-        ops->event_create(&event) != MESH_OK)
-        fatal("device setup");
     before = now();
     if (strcmp(mode, "refused") == 0) {
         test_refused();
     } else if (strcmp(mode, "silent") == 0) {
         test_silent();
-        ops->event_destroy(event);
-        ops->stream_destroy(stream);
+        dev_teardown();
         mesh_comm_abort(comm); /* its calls failed: nothing to wait for */
         if (rank == 0 && failures == 0)
             printf("dev_hier silent on %s: %d ranks on %d nodes ok\n", ops->name, size, nnodes);
@@ -436,8 +421,7 @@ int main(int argc, char **argv)
         test_reduce_scatter(1);
         test_group(3000);
     }
-    ops->event_destroy(event);
-    ops->stream_destroy(stream);
+    dev_teardown();
     mesh_comm_destroy(comm);
     if (rank == 0 && failures == 0)
         printf("dev_hier %s on %s: %d ranks on %d nodes ok\n", mode, ops->name, size, nnodes);

@@ -336,27 +336,13 @@ int main(int argc, char **argv)
         return 2;
     }
     ipc_mode = strcmp(mode, "ipc") == 0;
-    mesh_status_t st = mesh_comm_init_env(&comm);
-    if (st != MESH_OK) {
-        fprintf(stderr, "init: %s: %s\n", mesh_status_string(st), mesh_comm_last_error(NULL));
-        return 1;
-    }
-    rank = mesh_comm_rank(comm);
-    size = mesh_comm_size(comm);
-    ops = mesh_mem_table(NULL);
-    if (ops == NULL) {
-        fprintf(stderr, "dev_ipc needs a device: a CUDA driver and GPU, or the emulated one "
-                        "(MESH_DEVICE_EMU=1)\n");
-        mesh_comm_destroy(comm);
-        return 77;
-    }
+    int rc = dev_setup("dev_ipc");
+    if (rc != 0)
+        return rc;
     if (size < 2) {
         fprintf(stderr, "dev_ipc needs 2 ranks or more\n");
         return 2;
     }
-    if (ops->current_device(&device) != MESH_OK || ops->stream_create(&stream) != MESH_OK ||
-        ops->event_create(&event) != MESH_OK)
-        fatal("device setup");
     int fds = open_fds();
     test_allgather();
     test_broadcast();
@@ -371,8 +357,7 @@ int main(int argc, char **argv)
     int now = open_fds();
     CHECK(now <= fds + open, "%d descriptors open, %d before the calls and %d mappings open", now,
           fds, open);
-    ops->event_destroy(event);
-    ops->stream_destroy(stream);
+    dev_teardown();
     mesh_comm_destroy(comm);
     if (rank == 0 && failures == 0)
         printf("dev_ipc %s on %s: %d ranks ok\n", mode, ops->name, size);
