@@ -23,16 +23,8 @@ max=${BENCH_GPU_MAX:-256m}
 iters=${BENCH_GPU_ITERS:-3}
 lim=${BENCH_GPU_RUN_TIMEOUT:-120}
 mem=${BENCH_GPU_MEM:-cuda}
-[ "$mem" = emu ] && export MESH_DEVICE_EMU=1
-export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
-dev=$("$b/tools/mesh-info" | grep '^  device     :')
-case $dev in
-*": $mem active"*) ;;
-*)
-    echo "no $mem device table here (mesh-info:${dev#*:}): skipped"
-    exit 77
-    ;;
-esac
+. "$(dirname "$0")/bench_lib.sh"
+need_device "$mem"
 out=$(mktemp -d) || exit 1
 trap 'rm -rf "$out"' EXIT
 

@@ -19,16 +19,8 @@ iters=${BENCH_NODES_ITERS:-5}
 rounds=${BENCH_NODES_ROUNDS:-2}
 want=${BENCH_NODES_RATIO:-0.85}
 lim=${BENCH_NODES_RUN_TIMEOUT:-120}
-[ "$mem" = emu ] && export MESH_DEVICE_EMU=1
-export MESH_TIMEOUT=${MESH_TIMEOUT:-60}
-dev=$("$b/tools/mesh-info" | grep '^  device     :')
-case $dev in
-*": $mem active"*) ;;
-*)
-    echo "no $mem device table here (mesh-info:${dev#*:}): skipped"
-    exit 77
-    ;;
-esac
+. "$(dirname "$0")/bench_lib.sh"
+need_device "$mem"
 out=$(mktemp -d) || exit 1
 trap 'rm -rf "$out"' EXIT
 
