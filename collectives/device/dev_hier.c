@@ -265,6 +265,20 @@ void mesh_dev_hier_chunk(const mesh_dev_hier_call_t *c, int i, int n, size_t *lo
     *len = c->count - *lo < per ? c->count - *lo : per;
 }
 
+mesh_status_t mesh_dev_hier_gather_chunks(mesh_dev_hier_call_t *c, void *stream)
+{
+    int L = c->h.L, me = c->h.lr;
+    size_t ds = c->dsize, lo, len;
+    for (int j = 1; j < L; j++) {
+        int l = (me + j) % L;
+        mesh_dev_hier_chunk(c, l, L, &lo, &len);
+        if (len > 0)
+            MESH_CHECK(c->ops->copy_async(c->rbuf + lo * ds, mesh_dev_hier_peer(c, l, 1) + lo * ds,
+                                          len * ds, stream));
+    }
+    return MESH_OK;
+}
+
 mesh_status_t mesh_dev_hier_to_host(mesh_dev_hier_call_t *c, void *host, const void *dev,
                                     size_t bytes, void *stream)
 {

@@ -112,6 +112,9 @@ char *mesh_dev_hier_peer(const mesh_dev_hier_call_t *c, int l, int b);
 /* Chunk i of n over the call's count elements: whole 256-byte lines, the last chunks short or
  * empty. */
 void mesh_dev_hier_chunk(const mesh_dev_hier_call_t *c, int i, int n, size_t *lo, size_t *len);
+/* The node's other chunks into the output, each copied from its owner's output (buffer 1): the
+ * all-gather inside the node that ends all-reduce and broadcast. */
+mesh_status_t mesh_dev_hier_gather_chunks(mesh_dev_hier_call_t *c, void *stream);
 /* Device copies to and from the host buffer, counted. */
 mesh_status_t mesh_dev_hier_to_host(mesh_dev_hier_call_t *c, void *host, const void *dev,
                                     size_t bytes, void *stream);

@@ -67,21 +67,6 @@ static mesh_status_t issue_back(mesh_dev_hier_call_t *c, void *stream)
     return MESH_OK;
 }
 
-/* The other chunks from their owners' outputs. */
-static mesh_status_t issue_gather(mesh_dev_hier_call_t *c, void *stream)
-{
-    int L = c->h.L, me = c->h.lr;
-    size_t ds = c->dsize, lo, len;
-    for (int j = 1; j < L; j++) {
-        int l = (me + j) % L;
-        mesh_dev_hier_chunk(c, l, L, &lo, &len);
-        if (len > 0)
-            MESH_CHECK(c->ops->copy_async(c->rbuf + lo * ds, mesh_dev_hier_peer(c, l, 1) + lo * ds,
-                                          len * ds, stream));
-    }
-    return MESH_OK;
-}
-
 /* Part i across the rail, in place in the host buffer, after part i - 1's (prev). */
 static mesh_status_t rail(mesh_sched_t *s, mesh_dev_hier_call_t *c, int i, int red, int prev,
                           int *done)
@@ -123,7 +108,7 @@ mesh_status_t mesh_dev_hier_allreduce(mesh_sched_t *s, mesh_dev_hier_call_t *c)
         back = mesh_dev_hier_device(s, c, issue_back, i, (int[]){net, back}, 2);
     }
     int final = mesh_dev_hier_token(s, c, back);
-    int all = mesh_dev_hier_device(s, c, issue_gather, 0, &final, 1);
+    int all = mesh_dev_hier_device(s, c, mesh_dev_hier_gather_chunks, 0, &final, 1);
     int done = mesh_dev_hier_token(s, c, all);
     mesh_dev_hier_end(s, c, &done, 1);
     return mesh_sched_build_status(s);

@@ -46,18 +46,7 @@ static mesh_status_t issue_in(mesh_dev_hier_call_t *c, void *stream)
 /* The other chunks from the node's peers (the root holds them all already). */
 static mesh_status_t issue_node(mesh_dev_hier_call_t *c, void *stream)
 {
-    int L = c->h.L, me = c->h.lr;
-    size_t ds = c->dsize, lo, len;
-    if (c->comm->rank == c->root)
-        return MESH_OK;
-    for (int j = 1; j < L; j++) {
-        int l = (me + j) % L;
-        mesh_dev_hier_chunk(c, l, L, &lo, &len);
-        if (len > 0)
-            MESH_CHECK(c->ops->copy_async(c->rbuf + lo * ds, mesh_dev_hier_peer(c, l, 1) + lo * ds,
-                                          len * ds, stream));
-    }
-    return MESH_OK;
+    return c->comm->rank == c->root ? MESH_OK : mesh_dev_hier_gather_chunks(c, stream);
 }
 
 mesh_status_t mesh_dev_hier_broadcast(mesh_sched_t *s, mesh_dev_hier_call_t *c)
