@@ -1,10 +1,12 @@
 /* Time, the progress table, and the backoff of loops that no wake-up serves. A waiter (wait.c)
  * spins for MESH_PROGRESS_SPIN microseconds, then sleeps until a peer or another thread wakes
  * it. With the default (auto) the spin is long once a communicator has shown that the ranks on
- * this machine each have a CPU, since a wake-up from a sleep costs microseconds that a spin
- * saves, and none when ranks share CPUs, where spinning only keeps the rank we wait for off
- * its CPU: there the waiter yields its CPU for a while (MESH_PROGRESS_YIELD), unless yields
- * were seen to feed a busy process rather than ranks, and then sleeps. */
+ * this machine each have a CPU: long enough to outlast the time slice of a busy process that
+ * took the CPU of the rank waited for, since a waiter that slept meanwhile costs a wake-up, and
+ * its idle CPU invites the scheduler to move tasks around. It is none when ranks share CPUs,
+ * where spinning only keeps the rank we wait for off its CPU: there the waiter yields its CPU
+ * for a while (MESH_PROGRESS_YIELD), unless yields were seen to feed a busy process rather than
+ * ranks, and then sleeps. */
 #include <config.h> /* the generated one: _GNU_SOURCE for sched_getaffinity */
 #include "libmesh/progress.h"
 #include "libmesh/config.h"
@@ -21,11 +23,14 @@
 #define MESH_BACKOFF_SPINS        200 /* pauses before the first sleep */
 #define MESH_BACKOFF_SLEEP_MIN_NS 1000
 #define MESH_BACKOFF_SLEEP_MAX_NS 100000
-#define MESH_BACKOFF_SLEEP_STEP   4    /* sleeps of one length before doubling it */
-#define MESH_SPIN_SHARED_US       0    /* auto: ranks outnumber CPUs */
-#define MESH_SPIN_UNKNOWN_US      20   /* auto: before a communicator said */
-#define MESH_SPIN_OWN_US          1000 /* auto: every rank on this machine has a CPU */
-#define MESH_YIELD_SHARED_US      200  /* auto: ranks outnumber CPUs */
+#define MESH_BACKOFF_SLEEP_STEP   4  /* sleeps of one length before doubling it */
+#define MESH_SPIN_SHARED_US       0  /* auto: ranks outnumber CPUs */
+#define MESH_SPIN_UNKNOWN_US      20 /* auto: before a communicator said */
+/* auto: every rank on this machine has a CPU. Longer than the slice a busy process that shares
+ * the peer's CPU runs for (some 3 ms; with 1000 the 2-rank all-reduce beside one busy process
+ * took 2-4x longer per call at 256 KiB-1 MiB, measured with bench/contention.sh) */
+#define MESH_SPIN_OWN_US     5000
+#define MESH_YIELD_SHARED_US 200 /* auto: ranks outnumber CPUs */
 /* auto: a yield that gives the CPU back this late went to a process that runs long: a rank that
  * computes, or, when more threads are runnable than there are ranks, a busy neighbour that takes
  * its whole time slice (ranks that wait hand it back at once); then waiters of this process
@@ -72,11 +77,14 @@ static const mesh_config_entry_t progress_entries[] = {
      .check = progress_check_spin,
      .doc = "Microseconds a waiting rank polls (with the CPU's pause instruction) before it "
             "sleeps until a peer or another thread wakes it (a futex that shared-memory peers "
-            "ring, the sockets of the network transports). auto: 1000 while the ranks on this "
-            "machine (simulated nodes included) do not outnumber the CPUs a rank may run on; 0 "
-            "when they do, where the rank waited for most likely waits for this CPU (a spin of "
-            "even a microsecond, some 60 polls, costs more than it saves); 20 before a "
-            "communicator says. 0 sleeps at once."},
+            "ring, the sockets of the network transports). auto: 5000 while the ranks on this "
+            "machine (simulated nodes included) do not outnumber the CPUs a rank may run on, "
+            "longer than a busy process that takes the peer's CPU runs before the peer gets it "
+            "back; 0 when they do, where the rank waited for most likely waits for this CPU (a "
+            "spin of even a microsecond, some 60 polls, costs more than it saves); 20 before a "
+            "communicator says. A spin ends early when the rank lost its CPU in the middle of "
+            "it (something else wants that CPU), and it yields or moves (MESH_PROGRESS_SPREAD) "
+            "when a rank of this machine is queued on its CPU. 0 sleeps at once."},
     {.name = "PROGRESS_YIELD",
      .dflt = "auto",
      .type = MESH_CFG_STRING,
@@ -90,6 +98,18 @@ static const mesh_config_entry_t progress_entries[] = {
             "(/proc/loadavg) outnumbered its ranks, waiters sleep at once: the CPU went to a "
             "busy process that takes its whole time slice (ranks hand it back within "
             "microseconds), which a wake-up preempts and a yield waits out. 0 never yields."},
+    {.name = "PROGRESS_SPREAD",
+     .dflt = "1",
+     .type = MESH_CFG_BOOL,
+     .doc = "Lets a spinning rank move off a CPU on which another rank of this machine is queued "
+            "behind it: when the ranks do not outnumber the CPUs the thread may run on and one "
+            "of those CPUs has no awake rank, the thread moves there (sched_setaffinity to that "
+            "CPU, then back to its own mask) at most once per millisecond. Two ranks queued on one "
+            "CPU "
+            "while another runs a busy process hand the CPU to each other at every message; the "
+            "scheduler's balancer counts them as one busy task and leaves them so. Otherwise the "
+            "rank yields the CPU to the one queued. 0 only yields. A thread pinned to one CPU "
+            "never moves."},
     {.name = "PROGRESS_SLICE",
      .dflt = "0.01",
      .type = MESH_CFG_DOUBLE,
@@ -246,6 +266,17 @@ void mesh_progress_node_ranks(int nranks)
 double mesh_progress_spin_s(void)
 {
     return mesh_backoff_spin() * 1e-6;
+}
+
+int mesh_progress_spread(void)
+{
+    static atomic_int spread = -1;
+    int v = atomic_load_explicit(&spread, memory_order_relaxed);
+    if (v < 0) {
+        v = mesh_progress_config_register() != MESH_OK || mesh_config_bool("PROGRESS_SPREAD");
+        atomic_store_explicit(&spread, v, memory_order_relaxed);
+    }
+    return v;
 }
 
 double mesh_progress_slice(void)

@@ -42,6 +42,9 @@ double mesh_progress_yield_s(void);
  * (the CPU went to a process that runs long, not to a rank that waits), so the waiter sleeps
  * now; with MESH_PROGRESS_YIELD=auto no waiter of this process yields for a while then. */
 int mesh_progress_yield_back(double took_s);
+/* Whether a waiter may move to another CPU when a rank is queued on its own (MESH_PROGRESS_SPREAD,
+ * libmesh/wait.c). */
+int mesh_progress_spread(void);
 /* The longest sleep of a waiter in seconds: MESH_PROGRESS_SLICE, and no more than an eighth
  * of MESH_TIMEOUT, so that deadlines pass on time. */
 double mesh_progress_slice(void);

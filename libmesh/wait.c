@@ -30,6 +30,12 @@
  * nothing comes (a wait that long is rarely short). */
 #define WAIT_MIXED_S         200e-6
 #define WAIT_MIXED_DOUBLINGS 3
+/* A thread moves to another CPU at most this often (MESH_PROGRESS_SPREAD): the scheduler may
+ * put it back beside the rank it left, and then it moves again. */
+#define WAIT_SPREAD_EVERY_S 0.001
+/* Two looks at the clock this far apart in a spin mean that the thread lost its CPU between
+ * them (the looks are some polls, a microsecond or two, apart): the spin ends. */
+#define WAIT_PREEMPTED_S 200e-6
 /* Idle polls between reads of the clock while spinning (a power of two). */
 #define WAIT_CLOCK_EVERY 32
 
@@ -41,6 +47,19 @@ static mesh_bell_t bell_private; /* without shared memory: local wake-ups only *
 static int wait_efd = -1;
 static int wait_efd_pid;
 static atomic_int wait_fd_sleepers; /* threads of this process polling descriptors */
+
+/* The peers' bells this process mapped, one mapping each, kept until exit: a looker
+ * (mesh_wait_peer_queued_here) reads bell_live without the lock, so a mapping must outlive any
+ * look that may have loaded its address. Past BELL_PEERS_MAX, bells are mapped and unmapped
+ * alone and nobody looks at them. */
+#define BELL_PEERS_MAX 256
+static struct {
+    char name[MESH_BELL_NAME_MAX];
+    mesh_bell_t *bell;
+    int refs;
+} bell_peers[BELL_PEERS_MAX];                            /* under bell_lock */
+static _Atomic(mesh_bell_t *) bell_live[BELL_PEERS_MAX]; /* the bells in use, NULL otherwise */
+static atomic_int bell_npeers;                           /* slots of bell_peers filled */
 
 static void bell_unlink_at_exit(void)
 {
@@ -81,6 +100,7 @@ static mesh_bell_t *bell_create(void)
     b->pidns = bell_pidns();
     atomic_store(&b->seq, 0);
     atomic_store(&b->sleepers, 0);
+    atomic_store(&b->cpu, -1);
     atomic_thread_fence(memory_order_release);
     b->magic = MESH_BELL_MAGIC;
     static int registered;
@@ -109,10 +129,8 @@ const char *mesh_bell_name(void)
     return mesh_bell_self() != NULL ? bell_name : "";
 }
 
-mesh_bell_t *mesh_bell_map(const char *name)
+static mesh_bell_t *bell_map_new(const char *name)
 {
-    if (name == NULL || name[0] != '/' || memchr(name, '\0', MESH_BELL_NAME_MAX) == NULL)
-        return NULL;
     int fd = shm_open(name, O_RDWR, 0);
     if (fd < 0) {
         mesh_log_debug("cannot open the bell %s: %m", name);
@@ -132,10 +150,114 @@ mesh_bell_t *mesh_bell_map(const char *name)
     return b;
 }
 
+mesh_bell_t *mesh_bell_map(const char *name)
+{
+    if (name == NULL || name[0] != '/' || memchr(name, '\0', MESH_BELL_NAME_MAX) == NULL)
+        return NULL;
+    pthread_mutex_lock(&bell_lock);
+    int n = atomic_load_explicit(&bell_npeers, memory_order_relaxed), i = 0;
+    while (i < n && strcmp(bell_peers[i].name, name) != 0)
+        i++;
+    mesh_bell_t *b = i < n ? bell_peers[i].bell : bell_map_new(name);
+    if (b != NULL && i < BELL_PEERS_MAX) {
+        if (i == n) {
+            snprintf(bell_peers[i].name, sizeof(bell_peers[i].name), "%s", name);
+            bell_peers[i].bell = b;
+            atomic_store_explicit(&bell_npeers, n + 1, memory_order_release);
+        }
+        if (bell_peers[i].refs++ == 0)
+            atomic_store_explicit(&bell_live[i], b, memory_order_release);
+    }
+    pthread_mutex_unlock(&bell_lock);
+    return b;
+}
+
 void mesh_bell_unmap(mesh_bell_t *bell)
 {
-    if (bell != NULL)
+    if (bell == NULL)
+        return;
+    pthread_mutex_lock(&bell_lock);
+    int n = atomic_load_explicit(&bell_npeers, memory_order_relaxed), i = 0;
+    while (i < n && bell_peers[i].bell != bell)
+        i++;
+    if (i < n && --bell_peers[i].refs == 0)
+        atomic_store_explicit(&bell_live[i], NULL, memory_order_relaxed);
+    pthread_mutex_unlock(&bell_lock);
+    if (i == n)
         munmap(bell, sizeof(*bell));
+}
+
+void mesh_wait_publish_cpu(void)
+{
+    mesh_bell_t *b = bell_self;
+    int cpu = b != NULL ? sched_getcpu() : -1;
+    if (cpu >= 0 && atomic_load_explicit(&b->cpu, memory_order_relaxed) != cpu)
+        atomic_store_explicit(&b->cpu, cpu, memory_order_relaxed);
+}
+
+/* The bell b of an awake thread of another process: the CPU it last polled on, else -1. */
+static int bell_peer_cpu(const mesh_bell_t *b)
+{
+    const mesh_bell_t *me = bell_self;
+    if (b == NULL || (me != NULL && b->pid == me->pid && b->pidns == me->pidns) ||
+        atomic_load_explicit(&b->sleepers, memory_order_relaxed) != 0)
+        return -1;
+    return atomic_load_explicit(&b->cpu, memory_order_relaxed);
+}
+
+/* The CPU after cpu, cyclically, in mask and not in busy; -1 when there is none. */
+static int wait_free_cpu(int cpu, const cpu_set_t *mask, const cpu_set_t *busy)
+{
+    for (int i = 1; i < CPU_SETSIZE; i++) {
+        int c = (cpu + i) % CPU_SETSIZE;
+        if (CPU_ISSET(c, mask) && !CPU_ISSET(c, busy))
+            return c;
+    }
+    return -1;
+}
+
+int mesh_wait_spread(void)
+{
+    static _Thread_local double next;
+    double now = mesh_time();
+    if (now < next || !mesh_progress_spread())
+        return 0;
+    next = now + WAIT_SPREAD_EVERY_S;
+    cpu_set_t mine, busy, to;
+    int cpu = sched_getcpu();
+    if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(mine), &mine) != 0 ||
+        CPU_COUNT(&mine) < 2)
+        return 0;
+    CPU_ZERO(&busy);
+    CPU_SET(cpu, &busy);
+    int n = atomic_load_explicit(&bell_npeers, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        int c = bell_peer_cpu(atomic_load_explicit(&bell_live[i], memory_order_acquire));
+        if (c >= 0 && c < CPU_SETSIZE)
+            CPU_SET(c, &busy);
+    }
+    int c = wait_free_cpu(cpu, &mine, &busy);
+    if (c < 0)
+        return 0;
+    CPU_ZERO(&to);
+    CPU_SET(c, &to);
+    if (sched_setaffinity(0, sizeof(to), &to) != 0)
+        return 0;
+    if (sched_setaffinity(0, sizeof(mine), &mine) != 0)
+        mesh_log_warn("could not give this thread its CPUs back after moving it to CPU %d: %m", c);
+    mesh_log_debug("moved from CPU %d, where a rank of this machine waited, to CPU %d", cpu, c);
+    mesh_wait_publish_cpu();
+    return 1;
+}
+
+int mesh_wait_peer_queued_here(void)
+{
+    int n = atomic_load_explicit(&bell_npeers, memory_order_acquire);
+    int cpu = n > 0 ? sched_getcpu() : -1;
+    for (int i = 0; i < n && cpu >= 0; i++)
+        if (bell_peer_cpu(atomic_load_explicit(&bell_live[i], memory_order_acquire)) == cpu)
+            return 1;
+    return 0;
 }
 
 void mesh_bell_wake(mesh_bell_t *bell)
@@ -296,9 +418,18 @@ int mesh_waiter_spin(mesh_waiter_t *w)
         double now = mesh_time();
         if (w->polls < WAIT_CLOCK_EVERY)
             w->t0 = now;
-        else if (now - w->t0 >= waiter_spin(w)) {
+        else if (now - w->t0 >= waiter_spin(w) || now - w->tlast >= WAIT_PREEMPTED_S) {
             w->expired = 1;
             return 0;
+        }
+        w->tlast = now;
+        mesh_wait_publish_cpu();
+        if (mesh_wait_peer_queued_here()) {
+            w->polls++;
+            if (!mesh_wait_spread())
+                sched_yield();
+            w->tlast = mesh_time();
+            return 1;
         }
     }
     w->polls++;

@@ -21,13 +21,16 @@
 
 /* The bell of a process. seq is the futex word: a ring adds one and wakes its sleepers.
  * sleepers counts the threads that announced they sleep on it, so that a ring costs the load of
- * a line that nobody writes while nobody sleeps. */
+ * a line that nobody writes while nobody sleeps. cpu is the CPU its waiting threads last polled
+ * on (-1 before any did), written only when it changes: a peer that waits on that CPU while this
+ * process is awake knows that it keeps this process from running. */
 typedef struct {
     uint32_t magic;
     int32_t pid;
     uint64_t pidns;
     _Alignas(64) atomic_uint seq;
     _Alignas(64) atomic_int sleepers;
+    _Alignas(64) atomic_int cpu;
 } mesh_bell_t;
 
 /* This process's bell, created on first use (a shared-memory object "/mesh-bell-<pid>-<random>"
@@ -36,9 +39,21 @@ typedef struct {
 mesh_bell_t *mesh_bell_self(void);
 /* Its name for peers to map ("" without one). */
 const char *mesh_bell_name(void);
-/* Maps a peer's bell by name; NULL (logged at debug level) when it cannot. */
+/* Maps a peer's bell by name; NULL (logged at debug level) when it cannot. A bell mapped twice
+ * is one mapping. The bells mapped are the peers that mesh_wait_peer_queued_here looks at; their
+ * mappings stay until the process exits, so that a look that races an unmap still reads
+ * mapped memory. */
 mesh_bell_t *mesh_bell_map(const char *name);
 void mesh_bell_unmap(mesh_bell_t *bell);
+/* Writes this process's CPU into its bell when it changed. */
+void mesh_wait_publish_cpu(void);
+/* 1 when a peer whose bell this process mapped is awake and last polled on the CPU the caller
+ * runs on: it waits for this CPU, so that a spin here only delays it. */
+int mesh_wait_peer_queued_here(void);
+/* Moves the calling thread to a CPU of its mask on which no awake peer polled last, and back to
+ * its mask (MESH_PROGRESS_SPREAD; at most once per millisecond per thread). Returns 1 when it
+ * moved. */
+int mesh_wait_spread(void);
 /* Wakes every thread sleeping on bell. */
 void mesh_bell_wake(mesh_bell_t *bell);
 
@@ -81,8 +96,9 @@ typedef struct {
     unsigned polls; /* idle polls since something last moved */
     unsigned naps;  /* short sleeps in a row (blind or mixed sources) */
     int expired;    /* the spin is over: idle polls yield, then sleep */
-    double t0;      /* when the spin began; once it expired, when the yields began */
     int yielding;   /* the spin is over and the yields (MESH_PROGRESS_YIELD) are not */
+    double t0;      /* when the spin began; once it expired, when the yields began */
+    double tlast;   /* the spin's last look at the clock */
     double spin_s;  /* < 0: MESH_PROGRESS_SPIN */
 } mesh_waiter_t;
 
@@ -93,6 +109,7 @@ static inline void mesh_waiter_init(mesh_waiter_t *w, double spin_s)
     w->expired = 0;
     w->yielding = 0;
     w->t0 = 0;
+    w->tlast = 0;
     w->spin_s = spin_s;
 }
 
@@ -106,7 +123,10 @@ static inline void mesh_waiter_reset(mesh_waiter_t *w)
 }
 
 /* While the spin lasts, pauses the CPU once and returns 1; after it, returns 0 and does nothing
- * (a loop may keep a lock across the rounds that return 1). */
+ * (a loop may keep a lock across the rounds that return 1). A spin ends early when the thread
+ * lost its CPU in the middle of it: something else wants that CPU. Every few polls it publishes
+ * this process's CPU and, when a peer is queued on that CPU (mesh_wait_peer_queued_here), moves to
+ * another (mesh_wait_spread) or yields the CPU to it instead of the pause. */
 int mesh_waiter_spin(mesh_waiter_t *w);
 
 /* A poll found nothing to do. While the spin lasts, pauses the CPU once; after it, while ranks

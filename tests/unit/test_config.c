@@ -322,7 +322,7 @@ int main(void)
     visit_t v = {0};
     mesh_config_foreach(visit, &v);
     CHECK(v.seen == 8);
-    CHECK(v.core_seen == 13);
+    CHECK(v.core_seen == 14);
     static const char *const sources[] = {"env", "file", "env",  "env",
                                           "env", "file", "file", "default"};
     for (int i = 0; i < 8; i++)
