@@ -226,13 +226,18 @@ static int mesh_runnable_are_ranks(void)
     return ok;
 }
 
-double mesh_progress_yield_s(void)
+double mesh_progress_yield_at(double now)
 {
     int y = mesh_backoff_us(&mesh_progress_yield, "PROGRESS_YIELD", mesh_yield_auto, &yield_auto);
     if (y > 0 && yield_auto &&
-        mesh_time() < atomic_load_explicit(&yield_paused_until, memory_order_relaxed))
+        now < atomic_load_explicit(&yield_paused_until, memory_order_relaxed))
         return 0;
     return y * 1e-6;
+}
+
+double mesh_progress_yield_s(void)
+{
+    return mesh_progress_yield_at(mesh_time());
 }
 
 int mesh_progress_yield_back(double took_s)

@@ -440,16 +440,15 @@ int mesh_waiter_spin(mesh_waiter_t *w)
 /* After the spin: yields the CPU while MESH_PROGRESS_YIELD lasts; 0 once it is over. */
 static int waiter_yield(mesh_waiter_t *w)
 {
+    double t = mesh_time(), y = mesh_progress_yield_at(t);
     if (!w->yielding) {
-        double y = mesh_progress_yield_s();
         if (y <= 0)
             return 0;
         w->yielding = 1;
-        w->t0 = mesh_time();
-    } else if (mesh_time() - w->t0 >= mesh_progress_yield_s()) {
+        w->t0 = t;
+    } else if (t - w->t0 >= y) {
         return 0;
     }
-    double t = mesh_time();
     sched_yield();
     return !mesh_progress_yield_back(mesh_time() - t);
 }
