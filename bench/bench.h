@@ -89,6 +89,7 @@ typedef struct {
     double skew;                     /* --skew: dispatch_combine's routing skew (0: uniform) */
     const char *ep_path; /* --ep-path: dispatch_combine's path, flat, hier or auto (default) */
     double idle;         /* --idle S: the CPU use of ranks waiting S seconds for rank 0 */
+    double min_time;     /* --min-time S: more than -n iterations when they take less */
     const char *mem;     /* -m: NULL or "host"; "device" (--device: any table), "cuda", "emu" */
 } bench_opts_t;
 

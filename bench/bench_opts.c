@@ -58,6 +58,10 @@ static const char bench_usage[] =
     "  -f, --stepfactor F   multiply the size by F between rows (default 2)\n"
     "  -n, --iters N        timed iterations per size (default 20)\n"
     "  -w, --warmup N       untimed iterations before them (default 5)\n"
+    "      --min-time S     time each size for at least S seconds: more than N iterations\n"
+    "                       when the warm-up says they take less (the same count on every\n"
+    "                       rank; S of 0.05 or more lets a busy machine's time slices average\n"
+    "                       out)\n"
     "  -d, --datatype LIST  int8 uint8 int32 uint32 int64 uint64 fp16 bf16 fp32 fp64 e4m3\n"
     "                       e5m2, comma-separated, or all (default fp32)\n"
     "  -r, --redop LIST     sum prod min max avg, comma-separated, or all (default sum)\n"
@@ -247,6 +251,7 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
         OPT_SKEW,
         OPT_EP_PATH,
         OPT_IDLE,
+        OPT_MIN_TIME,
         OPT_DEVICE
     };
     static const struct option longopts[] = {{"op", required_argument, NULL, 'o'},
@@ -273,6 +278,7 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
                                              {"skew", required_argument, NULL, OPT_SKEW},
                                              {"ep-path", required_argument, NULL, OPT_EP_PATH},
                                              {"idle", required_argument, NULL, OPT_IDLE},
+                                             {"min-time", required_argument, NULL, OPT_MIN_TIME},
                                              {"memory", required_argument, NULL, 'm'},
                                              {"device", no_argument, NULL, OPT_DEVICE},
                                              {NULL, 0, NULL, 0}};
@@ -378,6 +384,16 @@ int bench_parse(int argc, char **argv, const char *prog, bench_opts_t *o)
             o->idle = strtod(optarg, &end);
             if (end == optarg || *end || !(o->idle > 0) || o->idle > 3600) {
                 fprintf(stderr, "error: --idle expects seconds from 0 to 3600, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case OPT_MIN_TIME: {
+            char *end;
+            o->min_time = strtod(optarg, &end);
+            if (end == optarg || *end || !(o->min_time >= 0) || o->min_time > 3600) {
+                fprintf(stderr, "error: --min-time expects seconds from 0 to 3600, got '%s'\n",
+                        optarg);
                 return 2;
             }
             break;

@@ -130,6 +130,32 @@ static int bench_validate(const bench_backend_t *b, const bench_axis_t *a, const
     return 0;
 }
 
+#define BENCH_MIN_TIME_ITERS_MAX 10000000
+
+/* The warm-up calls, then the number of timed ones: -n, or more for --min-time as the slowest
+ * rank's warm-up calls took (at least one is made to tell), agreed by every rank. */
+static int bench_warmup(const bench_opts_t *o, const bench_backend_t *b, bench_call_t *c,
+                        int *iters)
+{
+    int n = o->warmup > 0 || o->min_time <= 0 ? o->warmup : 1;
+    double t0 = b->now();
+    for (int i = 0; i < n; i++)
+        if (b->run(c))
+            return -1;
+    if (b->dev && b->dev->sync())
+        return -1;
+    *iters = o->iters;
+    if (o->min_time <= 0)
+        return 0;
+    double per = (b->now() - t0) / n;
+    if (b->max_double(&per))
+        return -1;
+    double want = per > 0 ? o->min_time / per : BENCH_MIN_TIME_ITERS_MAX;
+    if (want > *iters)
+        *iters = want < BENCH_MIN_TIME_ITERS_MAX ? (int)want + 1 : BENCH_MIN_TIME_ITERS_MAX;
+    return 0;
+}
+
 static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const bench_axis_t *a,
                      bench_call_t *c, const bench_sizes_t *sz, const bench_bufs_t *bufs,
                      bench_result_t *res)
@@ -147,9 +173,9 @@ static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const benc
             return -1;
         res->wrong = (int64_t)wrong;
     }
-    for (int i = 0; i < o->warmup; i++)
-        if (b->run(c))
-            return -1;
+    int iters;
+    if (bench_warmup(o, b, c, &iters))
+        return -1;
     /* device calls return once enqueued: the timed ones start on an idle stream */
     if ((b->dev && b->dev->sync()) || b->barrier())
         return -1;
@@ -157,16 +183,16 @@ static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const benc
     if (o->bytes && bench_tl_sent(b, tl0))
         return -1;
     double t0 = b->now();
-    for (int i = 0; i < o->iters; i++)
+    for (int i = 0; i < iters; i++)
         if (b->run(c))
             return -1;
     if (b->dev && b->dev->sync())
         return -1;
-    double t = (b->now() - t0) / o->iters;
+    double t = (b->now() - t0) / iters;
     if (o->bytes && bench_tl_sent(b, tl1))
         return -1;
     for (int i = 0; o->bytes && b->tls && b->tls[i] && i < 8; i++) {
-        res->tl_bytes[i] = (tl1[i] - tl0[i]) / (uint64_t)o->iters;
+        res->tl_bytes[i] = (tl1[i] - tl0[i]) / (uint64_t)iters;
         if (b->sum_u64(&res->tl_bytes[i]))
             return -1;
     }
@@ -246,6 +272,10 @@ static void bench_table_header(const bench_opts_t *o, const bench_backend_t *b,
            bench_op_name(op), a->size, a->size == 1 ? "" : "s", a->nnodes,
            a->nnodes == 1 ? "" : "s", o->iters, o->warmup, o->check, o->algo ? ", algo " : "",
            o->algo ? o->algo : "");
+    if (o->min_time > 0)
+        printf("# each size timed for at least %g s (more iterations than %d where they are "
+               "shorter)\n",
+               o->min_time, o->iters);
     if (o->bytes && b->tls)
         printf("# transport=B: bytes sent over it per out-of-place call, summed over the ranks\n");
     printf("# time: each rank's average over the iterations, max across ranks%s; algbw = S/time; "

@@ -5,7 +5,10 @@
 # busy processes included, so that it means the same on a larger machine. mesh and MPI take
 # turns, --rounds times; the table shows the median time per call of each, their ratio (mesh
 # over MPI: above 1, mesh is slower) and the lowest and highest ratio of a single round. Then the
-# CPU time of ranks that wait a second for a rank that sends nothing (mesh-bench --idle).
+# CPU time of ranks that wait a second for a rank that sends nothing (mesh-bench --idle). Each
+# size runs for at least --min-time seconds (0.05 by default; both benches take more than -n
+# iterations where these are shorter), so that a busy process's time slice of a few ms weighs
+# the same in every round instead of doubling one round's short average.
 # With --peer-build DIR the peer is the mesh of another build tree (an A/B of a change).
 # Not a timed test: the default run takes a few minutes.
 set -u
@@ -13,12 +16,13 @@ set -u
 usage() {
     cat <<EOF
 usage: $0 [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r rounds] [--out DIR]
-          [--builddir DIR] [--peer-build DIR] [--scenarios LIST] [--idle S]
+          [--builddir DIR] [--peer-build DIR] [--scenarios LIST] [--idle S] [--min-time S]
   -b/-e/-f      all-reduce sizes as in mesh-bench (default 8 / 1m / 2)
   -n/-w         timed and warm-up iterations per size (default 20 / 5)
   -r rounds     runs of each side per scenario, taking turns; medians shown (default 3)
   --scenarios   comma-separated among quiet,busy1,busy2,over4,over8 (default: all)
   --idle S      seconds the idle ranks wait (default 1; 0 skips the idle figures)
+  --min-time S  time each size for at least S seconds (default 0.05; 0: exactly -n iterations)
   --out DIR     where the CSV files and logs go (default: a new folder in \$TMPDIR or /tmp)
   --builddir    build tree holding tools/meshrun and bench/ (default: this script's ..)
   --peer-build  the peer is mesh built in this other tree (called "peer"), not MPI
@@ -26,7 +30,7 @@ EOF
 }
 
 minb=8 maxb=1m factor=2 iters=20 warmup=5 rounds=3 out=""
-scenarios=quiet,busy1,busy2,over4,over8 idle=1 peer_build=""
+scenarios=quiet,busy1,busy2,over4,over8 idle=1 peer_build="" min_time=0.05
 builddir=$(cd "$(dirname "$0")/.." && pwd)
 [ -x "$builddir/tools/meshrun" ] || builddir=$(pwd)
 . "$(dirname "$0")/compare_lib.sh"
@@ -35,6 +39,7 @@ extra_arg() {
     --peer-build) peer_build=$2 ;;
     --scenarios) scenarios=$2 ;;
     --idle) idle=$2 ;;
+    --min-time) min_time=$2 ;;
     *) return 1 ;;
     esac
 }
@@ -68,6 +73,7 @@ pin=()
 mpi_flags=(--bind-to none)
 [ "$(id -u)" = 0 ] && mpi_flags+=(--allow-run-as-root)
 bench_args=(-o allreduce -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" -c 1)
+[ "$min_time" = 0 ] || bench_args+=(--min-time "$min_time") # 0 suits a peer build without it
 
 # side NAME RANKS: the command of one side (mesh or the peer) for RANKS ranks
 side() {
@@ -160,7 +166,8 @@ ratios() {
 
 echo "all-reduce (fp32 sum) mesh vs $PEER${peer_build:+ ($peer_build)} on one node," \
     "CPUs ${cpus:-all}"
-echo "sizes $minb..$maxb x$factor, $iters iterations (warm-up $warmup), $rounds rounds taking turns"
+echo "sizes $minb..$maxb x$factor, $iters iterations (warm-up $warmup) or more to last" \
+    "${min_time} s, $rounds rounds taking turns"
 echo "results and logs: $out"
 for s in ${scenarios//,/ }; do
     case $s in

@@ -1,7 +1,8 @@
 #!/bin/sh
 # mesh-bench end to end: every op validated on 2 and 3 ranks (-c 1 makes a wrong element fail
 # the run), one rank without a launcher, two simulated nodes, the CSV file and -a; expert
-# dispatch + combine across two nodes on each path; the CPU use of a waiting rank (--idle).
+# dispatch + combine across two nodes on each path; the CPU use of a waiting rank (--idle);
+# --min-time.
 . "$(dirname "$0")/lib.sh"
 ops=allreduce,reduce,broadcast,reduce_scatter,allgather,alltoall,gather,scatter,sendrecv
 
@@ -54,7 +55,17 @@ check "--idle: the waiting rank stays off the CPU" 1 "$(awk '
     /^# idle: most CPU of a waiting rank:/ { v = $NF; sub(/%/, "", v); print (v + 0 < 20) }' \
     "$tmp/outidle")"
 
-[ $fail = 0 ] || for f in out2 out3 out1 out4 outa outep_flat outep_hier outidle; do
+# --min-time: 2 iterations of an 8-byte all-reduce take microseconds; timed for 0.3 s each, the
+# out-of-place and in-place rows make the run last 0.6 s at least (the test is a lower bound)
+t0=$(date +%s%N)
+"$MESHRUN" -n 2 --timeout 60 "$BENCH" -b 8 -e 8 -n 2 -w 1 --min-time 0.3 >"$tmp/outmin" 2>&1
+check "--min-time runs" 0 $?
+check "--min-time: the rows lasted 0.6 s" 1 "$((($(date +%s%N) - t0) >= 600000000))"
+check "--min-time reported" 1 "$(grep -c '^# each size timed for at least 0.3 s' "$tmp/outmin")"
+"$BENCH" --min-time -1 >/dev/null 2>&1
+check "negative --min-time is a usage error" 2 $?
+
+[ $fail = 0 ] || for f in out2 out3 out1 out4 outa outep_flat outep_hier outidle outmin; do
     echo "--- $f"
     cat "$tmp/$f"
 done
