@@ -101,14 +101,13 @@ static const mesh_config_entry_t progress_entries[] = {
     {.name = "PROGRESS_SPREAD",
      .dflt = "1",
      .type = MESH_CFG_BOOL,
-     .doc = "Lets a spinning rank move off a CPU on which another rank of this machine is queued "
-            "behind it: when the ranks do not outnumber the CPUs the thread may run on and one "
-            "of those CPUs has no awake rank, the thread moves there (sched_setaffinity to that "
-            "CPU, then back to its own mask) at most once per millisecond. Two ranks queued on one "
-            "CPU "
-            "while another runs a busy process hand the CPU to each other at every message; the "
-            "scheduler's balancer counts them as one busy task and leaves them so. Otherwise the "
-            "rank yields the CPU to the one queued. 0 only yields. A thread pinned to one CPU "
+     .doc = "Lets a spinning rank (MESH_PROGRESS_SPIN) move off a CPU on which another rank of "
+            "this machine is queued behind it: when another CPU the thread may run on has no "
+            "awake rank, the thread moves there (sched_setaffinity to that CPU, then back to "
+            "its own mask), at most once per millisecond. Two ranks queued on one CPU while "
+            "another runs a busy process hand the CPU to each other at every message, and the "
+            "scheduler's balancer counts them as one busy task and leaves them so. Otherwise, "
+            "and with 0, the rank yields the CPU to the one queued. A thread pinned to one CPU "
             "never moves."},
     {.name = "PROGRESS_SLICE",
      .dflt = "0.01",
