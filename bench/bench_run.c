@@ -134,20 +134,29 @@ static int bench_validate(const bench_backend_t *b, const bench_axis_t *a, const
 
 /* The warm-up calls, then the number of timed ones: -n, or more for --min-time as the slowest
  * rank's warm-up calls took (at least one is made to tell), agreed by every rank. */
-static int bench_warmup(const bench_opts_t *o, const bench_backend_t *b, bench_call_t *c,
-                        int *iters)
+/* n calls, on the device too; *per: the seconds of one (0 when n is 0). */
+static int bench_calls(const bench_backend_t *b, bench_call_t *c, int n, double *per)
 {
-    int n = o->warmup > 0 || o->min_time <= 0 ? o->warmup : 1;
     double t0 = b->now();
     for (int i = 0; i < n; i++)
         if (b->run(c))
             return -1;
     if (b->dev && b->dev->sync())
         return -1;
+    *per = n > 0 ? (b->now() - t0) / n : 0;
+    return 0;
+}
+
+static int bench_warmup(const bench_opts_t *o, const bench_backend_t *b, bench_call_t *c,
+                        int *iters)
+{
+    int n = o->warmup > 0 || o->min_time <= 0 ? o->warmup : 1;
+    double per;
+    if (bench_calls(b, c, n, &per))
+        return -1;
     *iters = o->iters;
     if (o->min_time <= 0)
         return 0;
-    double per = (b->now() - t0) / n;
     if (b->max_double(&per))
         return -1;
     double want = per > 0 ? o->min_time / per : BENCH_MIN_TIME_ITERS_MAX;
@@ -182,13 +191,9 @@ static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const benc
     uint64_t tl0[8], tl1[8];
     if (o->bytes && bench_tl_sent(b, tl0))
         return -1;
-    double t0 = b->now();
-    for (int i = 0; i < iters; i++)
-        if (b->run(c))
-            return -1;
-    if (b->dev && b->dev->sync())
+    double t;
+    if (bench_calls(b, c, iters, &t))
         return -1;
-    double t = (b->now() - t0) / iters;
     if (o->bytes && bench_tl_sent(b, tl1))
         return -1;
     for (int i = 0; o->bytes && b->tls && b->tls[i] && i < 8; i++) {
