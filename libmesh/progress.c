@@ -5,8 +5,7 @@
  * took the CPU of the rank waited for, since a waiter that slept meanwhile costs a wake-up, and
  * its idle CPU invites the scheduler to move tasks around. It is none when ranks share CPUs,
  * where spinning only keeps the rank we wait for off its CPU: there the waiter yields its CPU
- * for a while (MESH_PROGRESS_YIELD), unless yields were seen to feed a busy process rather than
- * ranks, and then sleeps. */
+ * for a while (MESH_PROGRESS_YIELD), until a yield comes back late, and then sleeps. */
 #include <config.h> /* the generated one: _GNU_SOURCE for sched_getaffinity */
 #include "libmesh/progress.h"
 #include "libmesh/config.h"
@@ -17,8 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #define MESH_BACKOFF_SPINS        200 /* pauses before the first sleep */
 #define MESH_BACKOFF_SLEEP_MIN_NS 1000
@@ -31,18 +28,13 @@
  * took 2-4x longer per call at 256 KiB-1 MiB, measured with bench/contention.sh) */
 #define MESH_SPIN_OWN_US     5000
 #define MESH_YIELD_SHARED_US 200 /* auto: ranks outnumber CPUs */
-/* auto: a yield that gives the CPU back this late went to a process that runs long: a rank that
- * computes, or, when more threads are runnable than there are ranks, a busy neighbour that takes
- * its whole time slice (ranks that wait hand it back at once); then waiters of this process
- * sleep instead of yielding for a while */
-#define MESH_YIELD_LATE_S  500e-6
-#define MESH_YIELD_PAUSE_S 0.1
+/* a yield that gives the CPU back this late went to a process that runs long (a rank that
+ * computes, or a busy process): the waiter sleeps now, where a wake-up preempts it */
+#define MESH_YIELD_LATE_S 500e-6
 
 static atomic_int mesh_progress_spin = -1;
 static atomic_int mesh_progress_yield = -1;
-static atomic_int yield_auto;             /* MESH_PROGRESS_YIELD is auto */
 static atomic_int mesh_progress_node_max; /* most ranks on this machine a communicator saw */
-static _Atomic double yield_paused_until; /* auto: no yields before then (mesh_time) */
 
 double mesh_time(void)
 {
@@ -93,11 +85,10 @@ static const mesh_config_entry_t progress_entries[] = {
             "between polls before it sleeps. When ranks share CPUs the runnable processes the "
             "CPU goes to are mostly the ranks it waits for, and a yield hands over faster than "
             "a sleep and a wake-up. auto: 200 while the ranks on this machine (simulated nodes "
-            "included) outnumber the CPUs a rank may run on, 0 otherwise; and for 100 ms after "
-            "a yield that came back later than 500 us while the machine's runnable threads "
-            "(/proc/loadavg) outnumbered its ranks, waiters sleep at once: the CPU went to a "
-            "busy process that takes its whole time slice (ranks hand it back within "
-            "microseconds), which a wake-up preempts and a yield waits out. 0 never yields."},
+            "included) outnumber the CPUs a rank may run on, 0 otherwise. A yield that came back "
+            "later than 500 us ends the yields of that wait: the CPU went to something that "
+            "runs long (a rank that computes, or a busy process), which a wake-up preempts and "
+            "a yield waits out. 0 never yields."},
     {.name = "PROGRESS_SPREAD",
      .dflt = "1",
      .type = MESH_CFG_BOOL,
@@ -182,76 +173,34 @@ static int mesh_yield_auto(void)
     return mesh_cpus_shared() == 1 ? MESH_YIELD_SHARED_US : 0;
 }
 
-/* A knob in microseconds, a number or auto (then auto_us() and *is_auto set), read into *cache
- * the first time and again after it was reset to -1. */
-static int mesh_backoff_us(atomic_int *cache, const char *knob, int (*auto_us)(void),
-                           atomic_int *is_auto)
+/* A knob in microseconds, a number or auto (then auto_us()), read into *cache the first time and
+ * again after it was reset to -1. */
+static int mesh_backoff_us(atomic_int *cache, const char *knob, int (*auto_us)(void))
 {
     int us = atomic_load_explicit(cache, memory_order_relaxed);
     if (us < 0) {
         long long v = -1;
         if (mesh_progress_config_register() == MESH_OK)
             mesh_progress_spin_parse(mesh_config_str(knob), &v);
-        if (is_auto)
-            atomic_store_explicit(is_auto, v < 0, memory_order_relaxed);
         us = v < 0 ? auto_us() : (int)v;
         atomic_store_explicit(cache, us, memory_order_relaxed);
     }
     return us;
 }
 
-/* Whether the threads runnable on this machine now (/proc/loadavg's fourth field) are no more
- * than its ranks: a yield that came back late then waited for a rank that computes, not for a
- * busy process. Read only after such a yield. */
-static int mesh_runnable_are_ranks(void)
-{
-    int ok = 0, fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        char buf[128];
-        ssize_t n = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        int running = 0;
-        if (n > 0) {
-            buf[n] = '\0';
-            const char *p = buf;
-            for (int field = 0; field < 3 && p; field++)
-                p = strchr(p + 1, ' ');
-            if (p)
-                running = atoi(p + 1);
-        }
-        int ranks = atomic_load_explicit(&mesh_progress_node_max, memory_order_relaxed);
-        ok = running > 0 && running <= ranks;
-    }
-    return ok;
-}
-
-double mesh_progress_yield_at(double now)
-{
-    int y = mesh_backoff_us(&mesh_progress_yield, "PROGRESS_YIELD", mesh_yield_auto, &yield_auto);
-    if (y > 0 && yield_auto &&
-        now < atomic_load_explicit(&yield_paused_until, memory_order_relaxed))
-        return 0;
-    return y * 1e-6;
-}
-
 double mesh_progress_yield_s(void)
 {
-    return mesh_progress_yield_at(mesh_time());
+    return mesh_backoff_us(&mesh_progress_yield, "PROGRESS_YIELD", mesh_yield_auto) * 1e-6;
 }
 
 int mesh_progress_yield_back(double took_s)
 {
-    if (took_s < MESH_YIELD_LATE_S)
-        return 0;
-    if (atomic_load_explicit(&yield_auto, memory_order_relaxed) && !mesh_runnable_are_ranks())
-        atomic_store_explicit(&yield_paused_until, mesh_time() + MESH_YIELD_PAUSE_S,
-                              memory_order_relaxed);
-    return 1;
+    return took_s >= MESH_YIELD_LATE_S;
 }
 
 static int mesh_backoff_spin(void)
 {
-    return mesh_backoff_us(&mesh_progress_spin, "PROGRESS_SPIN", mesh_spin_auto, NULL);
+    return mesh_backoff_us(&mesh_progress_spin, "PROGRESS_SPIN", mesh_spin_auto);
 }
 
 void mesh_progress_node_ranks(int nranks)

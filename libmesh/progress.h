@@ -36,13 +36,11 @@ void mesh_progress_node_ranks(int nranks);
 /* The spin of a waiter in seconds (MESH_PROGRESS_SPIN, auto resolved). */
 double mesh_progress_spin_s(void);
 /* Seconds a waiter yields its CPU after the spin (MESH_PROGRESS_YIELD; auto: only while the
- * ranks of this machine outnumber its CPUs, and no yield came back late of late). */
+ * ranks of this machine outnumber its CPUs). */
 double mesh_progress_yield_s(void);
-/* The same at the time now (mesh_time), for a caller that has read the clock. */
-double mesh_progress_yield_at(double now);
 /* A waiter's sched_yield() gave the CPU back after took_s seconds: returns 1 when that was late
  * (the CPU went to a process that runs long, not to a rank that waits), so the waiter sleeps
- * now; with MESH_PROGRESS_YIELD=auto no waiter of this process yields for a while then. */
+ * now. */
 int mesh_progress_yield_back(double took_s);
 /* Whether a waiter may move to another CPU when a rank is queued on its own (MESH_PROGRESS_SPREAD,
  * libmesh/wait.c). */

@@ -440,7 +440,7 @@ int mesh_waiter_spin(mesh_waiter_t *w)
 /* After the spin: yields the CPU while MESH_PROGRESS_YIELD lasts; 0 once it is over. */
 static int waiter_yield(mesh_waiter_t *w)
 {
-    double t = mesh_time(), y = mesh_progress_yield_at(t);
+    double t = mesh_time(), y = mesh_progress_yield_s();
     if (!w->yielding) {
         if (y <= 0)
             return 0;
