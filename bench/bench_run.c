@@ -130,38 +130,49 @@ static int bench_validate(const bench_backend_t *b, const bench_axis_t *a, const
     return 0;
 }
 
-#define BENCH_MIN_TIME_ITERS_MAX 10000000
+#define BENCH_MIN_TIME_ITERS_MAX 10000000L
 
-/* The warm-up calls, then the number of timed ones: -n, or more for --min-time as the slowest
- * rank's warm-up calls took (at least one is made to tell), agreed by every rank. */
-/* n calls, on the device too; *per: the seconds of one (0 when n is 0). */
-static int bench_calls(const bench_backend_t *b, bench_call_t *c, int n, double *per)
+/* n calls, on the device too; *s: the seconds they took. */
+static int bench_calls(const bench_backend_t *b, bench_call_t *c, long n, double *s)
 {
     double t0 = b->now();
-    for (int i = 0; i < n; i++)
+    for (long i = 0; i < n; i++)
         if (b->run(c))
             return -1;
     if (b->dev && b->dev->sync())
         return -1;
-    *per = n > 0 ? (b->now() - t0) / n : 0;
+    *s = b->now() - t0;
     return 0;
 }
 
-static int bench_warmup(const bench_opts_t *o, const bench_backend_t *b, bench_call_t *c,
-                        int *iters)
+/* The timed calls: -n of them, and with --min-time more, batch after batch, until the slowest
+ * rank has timed that long; each batch is sized by the time per call so far, and the sizes come
+ * from the maximum across ranks, so every rank makes the same calls. *n: how many; *t: the
+ * seconds of one. */
+static int bench_timed(const bench_opts_t *o, const bench_backend_t *b, bench_call_t *c, long *n,
+                       double *t)
 {
-    int n = o->warmup > 0 || o->min_time <= 0 ? o->warmup : 1;
-    double per;
-    if (bench_calls(b, c, n, &per))
-        return -1;
-    *iters = o->iters;
-    if (o->min_time <= 0)
-        return 0;
-    if (b->max_double(&per))
-        return -1;
-    double want = per > 0 ? o->min_time / per : BENCH_MIN_TIME_ITERS_MAX;
-    if (want > *iters)
-        *iters = want < BENCH_MIN_TIME_ITERS_MAX ? (int)want + 1 : BENCH_MIN_TIME_ITERS_MAX;
+    long done = 0, batch = o->iters;
+    double spent = 0;
+    for (;;) {
+        double s;
+        if (bench_calls(b, c, batch, &s))
+            return -1;
+        done += batch;
+        spent += s;
+        if (o->min_time <= 0 || done >= BENCH_MIN_TIME_ITERS_MAX)
+            break;
+        double most = spent;
+        if (b->max_double(&most))
+            return -1;
+        if (most >= o->min_time)
+            break;
+        double want = most > 0 ? (o->min_time - most) * (double)done / most : (double)done;
+        batch = want < (double)(BENCH_MIN_TIME_ITERS_MAX - done) ? (long)want + 1
+                                                                 : BENCH_MIN_TIME_ITERS_MAX - done;
+    }
+    *n = done;
+    *t = spent / (double)done;
     return 0;
 }
 
@@ -182,8 +193,8 @@ static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const benc
             return -1;
         res->wrong = (int64_t)wrong;
     }
-    int iters;
-    if (bench_warmup(o, b, c, &iters))
+    double warm, t;
+    if (bench_calls(b, c, o->warmup, &warm))
         return -1;
     /* device calls return once enqueued: the timed ones start on an idle stream */
     if ((b->dev && b->dev->sync()) || b->barrier())
@@ -191,8 +202,8 @@ static int bench_row(const bench_opts_t *o, const bench_backend_t *b, const benc
     uint64_t tl0[8], tl1[8];
     if (o->bytes && bench_tl_sent(b, tl0))
         return -1;
-    double t;
-    if (bench_calls(b, c, iters, &t))
+    long iters;
+    if (bench_timed(o, b, c, &iters, &t))
         return -1;
     if (o->bytes && bench_tl_sent(b, tl1))
         return -1;
