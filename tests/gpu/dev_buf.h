@@ -102,13 +102,8 @@ static int32_t input(int r, int g, size_t i)
  * the message), 1 when the communicator cannot be made. */
 static int dev_setup(const char *prog)
 {
-    mesh_status_t st = mesh_comm_init_env(&comm);
-    if (st != MESH_OK) {
-        fprintf(stderr, "init: %s: %s\n", mesh_status_string(st), mesh_comm_last_error(NULL));
+    if (mesh_mp_init(&comm, &rank, &size))
         return 1;
-    }
-    rank = mesh_comm_rank(comm);
-    size = mesh_comm_size(comm);
     ops = mesh_mem_table(NULL);
     if (ops == NULL) {
         fprintf(stderr,

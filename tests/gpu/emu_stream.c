@@ -346,13 +346,8 @@ static void test_unsupported(const char *word)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    mesh_status_t st = mesh_comm_init_env(&comm);
-    if (st != MESH_OK) {
-        fprintf(stderr, "init: %s: %s\n", mesh_status_string(st), mesh_comm_last_error(NULL));
+    if (mesh_mp_init(&comm, &rank, &size))
         return 1;
-    }
-    rank = mesh_comm_rank(comm);
-    size = mesh_comm_size(comm);
     emu = mesh_mem_table("emu");
     if (strcmp(mode, "notable") == 0) {
         CHECK(emu == NULL, "the emulated device is active");

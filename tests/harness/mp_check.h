@@ -5,7 +5,22 @@
 #ifndef MESH_TEST_MP_CHECK_H
 #define MESH_TEST_MP_CHECK_H
 
+#include "mesh.h"
 #include <stdio.h>
+
+/* The test's communicator from meshrun's environment, with this rank and the size; returns 1,
+ * with the status and the library's message printed, when it cannot be made, else 0. */
+static inline int mesh_mp_init(mesh_comm_h *comm, int *rank, int *size)
+{
+    mesh_status_t st = mesh_comm_init_env(comm);
+    if (st != MESH_OK) {
+        fprintf(stderr, "init: %s: %s\n", mesh_status_string(st), mesh_comm_last_error(NULL));
+        return 1;
+    }
+    *rank = mesh_comm_rank(*comm);
+    *size = mesh_comm_size(*comm);
+    return 0;
+}
 
 #define MESH_MP_CHECK(rank, failures, cond, ...)                                                   \
     do {                                                                                           \

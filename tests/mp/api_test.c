@@ -356,13 +356,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--expect-nodes") == 0 && i + 1 < argc)
             expect_nodes = atoi(argv[++i]);
-    mesh_status_t st = mesh_comm_init_env(&comm);
-    if (st != MESH_OK) {
-        fprintf(stderr, "init: %s: %s\n", mesh_status_string(st), mesh_comm_last_error(NULL));
+    if (mesh_mp_init(&comm, &rank, &size))
         return 1;
-    }
-    rank = mesh_comm_rank(comm);
-    size = mesh_comm_size(comm);
     test_invalid_args();
     test_lifetime();
     test_group_p2p(1);

@@ -134,13 +134,9 @@ int main(int argc, char **argv)
     setenv("MESH_TOPO_FILE", path, 1);
 
     mesh_comm_h comm;
-    mesh_status_t st = mesh_comm_init_env(&comm);
-    if (st != MESH_OK) {
-        fprintf(stderr, "init: %s: %s\n", mesh_status_string(st), mesh_comm_last_error(NULL));
+    int n;
+    if (mesh_mp_init(&comm, &rank, &n))
         return 1;
-    }
-    rank = mesh_comm_rank(comm);
-    int n = mesh_comm_size(comm);
     if (n > 64)
         return 77;
     expect_t e[64];
